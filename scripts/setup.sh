@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up rackform on a fresh Debian/Ubuntu machine: system packages, a virtualenv in .venv
+# and the package with its extras. Idempotent: a second run only checks.
+#
+#   bash scripts/setup.sh          runtime: validate, compile, plan, configure
+#   bash scripts/setup.sh --test   also the test toolchain and the VM testbed's packages
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[[ "${1:-}" == "--test" ]] && want_test=1
+
+# Debian packages. Runtime needs an ssh client (ansible) and python venv support;
+# the test suite also boots Debian VMs under QEMU (see rackform/testbed).
+apt_pkgs=(openssh-client python3-venv)
+if ((want_test)); then
+  apt_pkgs+=(qemu-system-x86 qemu-utils debootstrap e2fsprogs)
+fi
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+py=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  "$py" -m venv .venv
+fi
+extras="deploy"
+((want_test)) && extras="deploy,test"
+# pip's resolver is a no-op when everything is already installed at the right versions.
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+echo "setup: ready (.venv, extras: ${extras})"
