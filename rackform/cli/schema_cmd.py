@@ -1,0 +1,20 @@
+"""`rackform schema`"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from rackform.cli import app
+from rackform.schema import Blueprint
+
+
+def schema_json() -> str:
+    return json.dumps(Blueprint.model_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+@app.command()
+def schema() -> None:
+    """Print the blueprint JSON Schema (also committed as blueprints/schema.json)."""
+    typer.echo(schema_json(), nl=False)

@@ -1,0 +1,351 @@
+"""Blueprint YAML -> validated, effective Blueprint, with every mistake located in the file.
+
+`load_effective(path, env)` is the one way in: it reads the file, refuses duplicate keys and
+malformed YAML, applies the environment's override, validates with pydantic, and turns every
+error (type errors and cross-field rules alike) into `FILE:LINE:COL: field.path: message`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from rackform.environments import changed_fixed_fields, merge
+from rackform.problems import BlueprintError, Problem, dotted
+from rackform.schema import Blueprint, RuleViolations
+from rackform.schema.blueprint import _closest
+from rackform.yamlmap import Located, Path, YamlProblems, parse
+
+DEFAULT_ENV = "default"
+
+
+@dataclass(frozen=True)
+class Effective:
+    """One environment's blueprint: the base with that environment's override applied."""
+
+    source: str
+    environment: str
+    blueprint: Blueprint
+    digest: str
+
+
+def digest_of(blueprint: Blueprint) -> str:
+    """Same effective content, same digest: canonical JSON of the validated model (defaults
+    filled in, environments dropped), so formatting, key order and comments do not count."""
+    body = blueprint.model_dump(mode="json", exclude={"environments"})
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
+
+
+def read(path: str | FsPath) -> Located:
+    """Read and parse a blueprint file; unreadable or malformed files are BlueprintErrors."""
+    name = str(path)
+    try:
+        text = FsPath(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BlueprintError([Problem(name, None, None, "", "no such file")]) from None
+    except IsADirectoryError:
+        raise BlueprintError(
+            [Problem(name, None, None, "", "is a directory, not a blueprint file")]
+        ) from None
+    except PermissionError:
+        raise BlueprintError(
+            [Problem(name, None, None, "", "cannot be read (permission denied)")]
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise BlueprintError(
+            [Problem(name, None, None, "", f"is not UTF-8 text ({exc.reason} at byte {exc.start})")]
+        ) from None
+    except OSError as exc:
+        raise BlueprintError(
+            [Problem(name, None, None, "", f"cannot be read ({exc.strerror})")]
+        ) from None
+    try:
+        doc = parse(text)
+    except YamlProblems as exc:
+        raise BlueprintError(
+            [Problem(name, p.loc.line, p.loc.col, "", p.message, p.fix) for p in exc.problems]
+        ) from None
+    if doc.data is None:
+        raise BlueprintError(
+            [
+                Problem(
+                    name, 1, 1, "", "the file is empty", "start from an example under blueprints/"
+                )
+            ]
+        )
+    if not isinstance(doc.data, dict):
+        kind = type(doc.data).__name__
+        raise BlueprintError(
+            [
+                Problem(
+                    name,
+                    1,
+                    1,
+                    "",
+                    f"the top level is a {kind}, not a mapping of fields",
+                    "a blueprint starts with `name:`, `purpose:`, ...",
+                )
+            ]
+        )
+    return doc
+
+
+def environments(doc: Located) -> list[str]:
+    envs = doc.data.get("environments")
+    return list(envs) if isinstance(envs, dict) else []
+
+
+def load_effective(path: str | FsPath, env: str | None = None) -> Effective:
+    """The validated blueprint of one environment (None: the base blueprint itself)."""
+    doc = read(path)
+    return _effective(str(path), doc, env)
+
+
+def load_all(path: str | FsPath) -> list[Effective]:
+    """The base blueprint and every environment it names, all validated; every problem in any
+    of them is reported at once (each at most once)."""
+    name = str(path)
+    doc = read(path)
+    results, problems = [], []
+    seen: set[Problem] = set()
+    for env in [None, *environments(doc)]:
+        try:
+            results.append(_effective(name, doc, env))
+        except BlueprintError as exc:
+            for p in exc.problems:
+                # A mistake in the base shows in every environment: report it once.
+                if dataclasses.replace(p, env="") not in seen:
+                    seen.add(dataclasses.replace(p, env=""))
+                    problems.append(p)
+    if problems:
+        raise BlueprintError(problems)
+    return results
+
+
+def _effective(name: str, doc: Located, env: str | None) -> Effective:
+    data, origin = doc.data, {}
+    if env is not None:
+        known = environments(doc)
+        if env not in known:
+            loc = doc.locate(("environments",), key=True)
+            names = ", ".join(known) or "none"
+            fix = _closest(env, known) if known else "add an `environments:` section"
+            raise BlueprintError(
+                [
+                    Problem(
+                        name,
+                        loc.line,
+                        loc.col,
+                        "environments",
+                        f"unknown environment {env!r} (this blueprint defines: {names})",
+                        fix,
+                    )
+                ]
+            )
+        override = doc.data["environments"][env]
+        env_path: Path = ("environments", env)
+        if override is None:
+            override = {}
+        if not isinstance(override, dict):
+            loc = doc.locate(env_path)
+            raise BlueprintError(
+                [
+                    Problem(
+                        name,
+                        loc.line,
+                        loc.col,
+                        dotted(env_path),
+                        "an environment override must be a mapping of fields",
+                        "write e.g. dev: {node_groups: [{name: gpu, count: 1}]}",
+                    )
+                ]
+            )
+        problems: list[Problem] = []
+        if "environments" in override:
+            loc = doc.locate((*env_path, "environments"), key=True)
+            problems.append(
+                Problem(
+                    name,
+                    loc.line,
+                    loc.col,
+                    dotted((*env_path, "environments")),
+                    "an environment cannot declare environments",
+                )
+            )
+        for fixed in changed_fixed_fields(doc.data, override):
+            loc = doc.locate((*env_path, *fixed))
+            problems.append(
+                Problem(
+                    name,
+                    loc.line,
+                    loc.col,
+                    dotted((*env_path, *fixed)),
+                    f"an environment may not change {dotted(fixed)}",
+                    "declare a separate blueprint for a different kind of cluster",
+                )
+            )
+            override = _without(override, fixed)  # report it, and validate the rest
+        override = {k: v for k, v in override.items() if k != "environments"}
+        base = {k: v for k, v in doc.data.items() if k != "environments"}
+        data, origin = merge(base, override, env_path)
+        data["environments"] = {}
+    else:
+        problems = []
+    try:
+        bp = Blueprint.model_validate(data)
+    except ValidationError as exc:
+        problems += _problems(name, doc, data, origin, exc)
+    if problems:
+        raise BlueprintError([dataclasses.replace(p, env=env or "") for p in problems])
+    if env is not None:
+        return Effective(name, env, bp, digest_of(bp))
+    return Effective(name, DEFAULT_ENV, bp, digest_of(bp))
+
+
+def _without(tree: dict, path: Path) -> dict:
+    """A copy of `tree` without the leaf at `path`."""
+    head, *rest = path
+    out = dict(tree)
+    if rest and isinstance(out.get(head), dict):
+        out[head] = _without(out[head], tuple(rest))
+    else:
+        out.pop(head, None)
+    return out
+
+
+def _problems(
+    name: str, doc: Located, data: Any, origin: dict, exc: ValidationError
+) -> list[Problem]:
+    out: list[Problem] = []
+    for err in exc.errors():
+        path = _strip_tags(tuple(err["loc"]), data)
+        ctx = err.get("ctx") or {}
+        if isinstance(ctx.get("error"), RuleViolations):
+            for v in ctx["error"].violations:
+                out.append(
+                    _located(name, doc, origin, (*path, *v.path), v.message, v.fix, key=False)
+                )
+            continue
+        message, fix, key = _explain(err, path, data)
+        out.append(_located(name, doc, origin, path, message, fix, key=key))
+    return out
+
+
+def _located(
+    name, doc: Located, origin: dict, path: Path, message: str, fix: str, key: bool
+) -> Problem:
+    raw = path
+    for cut in range(len(path), -1, -1):  # nearest ancestor with a known origin
+        if path[:cut] in origin:
+            raw = origin[path[:cut]] + path[cut:]
+            break
+    loc = doc.locate(raw, key=key)
+    return Problem(name, loc.line, loc.col, dotted(path), message, fix)
+
+
+def _strip_tags(loc: Path, data: Any) -> Path:
+    """pydantic puts union tags (`aws`, `list[str]`...) into error locations; keep only the
+    steps that exist in the document, so the path is what the user wrote."""
+    out: list[str | int] = []
+    cur = data
+    for step in loc:
+        if (isinstance(cur, dict) and step in cur) or (
+            isinstance(cur, list) and isinstance(step, int) and 0 <= step < len(cur)
+        ):
+            cur = cur[step]
+        elif (
+            isinstance(cur, dict)
+            and isinstance(step, str)
+            and (
+                step == cur.get("type")
+                or "[" in step
+                or step in ("str", "int", "float", "bool", "function-after")
+            )
+        ):
+            continue
+        else:
+            cur = None
+        out.append(step)
+    return tuple(out)
+
+
+def _explain(err: dict, path: Path, data: Any) -> tuple[str, str, bool]:
+    """Message, fix hint, and whether the error belongs at the key (True) or the value."""
+    kind, msg, value = err["type"], err["msg"], err.get("input")
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind == "extra_forbidden":
+        fields = _fields_at(path[:-1], data)
+        return (
+            f"unknown field {path[-1]!r}",
+            (_closest(str(path[-1]), fields) if fields else ""),
+            True,
+        )
+    if kind == "missing":
+        return f"required field {path[-1]!r} is missing", f"add `{path[-1]}:`", True
+    if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
+        return msg, f'quote it: "{value}" (YAML reads unquoted {value} as a number)', False
+    if kind == "union_tag_invalid":
+        return msg, "", False
+    if kind == "union_tag_not_found":
+        return "the target needs a `type`", "add type: aws | bare_metal | colocation", True
+    if kind.endswith("_type") and value is None:
+        return f"{msg} (the value is empty)", "give a value or remove the key", False
+    return msg, "", False
+
+
+def _fields_at(path: Path, data: Any) -> list[str]:
+    """Names of the fields the model at `path` accepts (for 'did you mean' hints)."""
+    tp: Any = Blueprint
+    cur = data
+    for step in path:
+        tp = _unwrap(tp, cur)
+        if isinstance(tp, type) and issubclass(tp, BaseModel) and step in tp.model_fields:
+            tp = tp.model_fields[step].annotation
+        elif typing.get_origin(tp) is list:
+            tp = typing.get_args(tp)[0]
+        elif typing.get_origin(tp) is dict:
+            tp = typing.get_args(tp)[1]
+        else:
+            return []
+        cur = cur[step] if isinstance(cur, dict | list) and _has(cur, step) else None
+    tp = _unwrap(tp, cur)
+    return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
+
+
+def _has(cur: Any, step: Any) -> bool:
+    return step in cur if isinstance(cur, dict) else isinstance(step, int) and step < len(cur)
+
+
+def _unwrap(tp: Any, cur: Any) -> Any:
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            models = [
+                a for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, BaseModel)
+            ]
+            tag = cur.get("type") if isinstance(cur, dict) else None
+            match = [
+                m
+                for m in models
+                if "type" in m.model_fields
+                and tag in typing.get_args(m.model_fields["type"].annotation)
+            ]
+            if match:
+                tp = match[0]
+            elif len(models) == 1:
+                tp = models[0]
+            else:
+                return tp
+        else:
+            return tp
