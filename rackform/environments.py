@@ -20,7 +20,9 @@ REMOVE = "remove"
 
 
 def _named(items: Any) -> bool:
-    return isinstance(items, list) and all(isinstance(i, dict) and "name" in i for i in items)
+    return isinstance(items, list) and all(
+        isinstance(i, dict) and isinstance(i.get("name"), str) for i in items
+    )
 
 
 def merge(base: Any, override: Any, env_path: Path) -> tuple[Any, dict[Path, Path]]:

@@ -226,8 +226,14 @@ def _problems(
     name: str, doc: Located, data: Any, origin: dict, exc: ValidationError
 ) -> list[Problem]:
     out: list[Problem] = []
-    for err in exc.errors():
-        path = _strip_tags(tuple(err["loc"]), data)
+    errors = exc.errors()
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "too_short" and any(
+            len(o["loc"]) > len(loc) and tuple(o["loc"][: len(loc)]) == loc for o in errors
+        ):
+            continue  # a list whose items failed also looks too short: report the items only
+        path = _strip_tags(loc, data)
         ctx = err.get("ctx") or {}
         if isinstance(ctx.get("error"), RuleViolations):
             for v in ctx["error"].violations:
@@ -290,9 +296,11 @@ def _explain(err: dict, path: Path, data: Any) -> tuple[str, str, bool]:
             True,
         )
     if kind == "missing":
-        return f"required field {path[-1]!r} is missing", f"add `{path[-1]}:`", True
+        return f"required field {path[-1]!r} is missing", f"add `{path[-1]}:`", False
     if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
         return msg, f'quote it: "{value}" (YAML reads unquoted {value} as a number)', False
+    if kind == "string_pattern_mismatch":
+        return f"{value!r} is not allowed here", _description(path, data), False
     if kind == "union_tag_invalid":
         return msg, "", False
     if kind == "union_tag_not_found":
@@ -304,21 +312,33 @@ def _explain(err: dict, path: Path, data: Any) -> tuple[str, str, bool]:
 
 def _fields_at(path: Path, data: Any) -> list[str]:
     """Names of the fields the model at `path` accepts (for 'did you mean' hints)."""
+    model = _model_at(path, data)
+    return list(model.model_fields) if model else []
+
+
+def _description(path: Path, data: Any) -> str:
+    model = _model_at(path[:-1], data)
+    field = model.model_fields.get(path[-1]) if model and path else None
+    return (field.description or "") if field else ""
+
+
+def _model_at(path: Path, data: Any) -> type[BaseModel] | None:
+    """The pydantic model that validates the mapping at `path`, if any."""
     tp: Any = Blueprint
     cur = data
     for step in path:
         tp = _unwrap(tp, cur)
         if isinstance(tp, type) and issubclass(tp, BaseModel) and step in tp.model_fields:
             tp = tp.model_fields[step].annotation
-        elif typing.get_origin(tp) is list:
+        elif typing.get_origin(tp) in (list, tuple):
             tp = typing.get_args(tp)[0]
         elif typing.get_origin(tp) is dict:
             tp = typing.get_args(tp)[1]
         else:
-            return []
+            return None
         cur = cur[step] if isinstance(cur, dict | list) and _has(cur, step) else None
     tp = _unwrap(tp, cur)
-    return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
 def _has(cur: Any, step: Any) -> bool:

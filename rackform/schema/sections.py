@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from rackform.schema.base import Strict
 
-Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")]
+Name = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
 
 
 class Host(Strict):

@@ -1,0 +1,67 @@
+"""Shared fixtures: example blueprints, a writer for blueprint files, and a CLI runner that goes
+through the real entry point (exit codes and stderr exactly as a user sees them)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
+
+
+@pytest.fixture
+def write(tmp_path):
+    def _write(text: str, name: str = "bp.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    return _write
+
+
+def rackform(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the real `rackform` command in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "rackform", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=120,
+    )
+
+
+AWS_TRAINING = """
+name: t-cluster
+purpose: training
+owner: team@example.com
+target:
+  type: aws
+  region: us-east-1
+  availability_zone: us-east-1a
+  ssh_cidrs: [10.20.0.0/16]
+node_groups:
+  - name: gpu
+    instance_type: p5.48xlarge
+    count: 2
+network: {fabric: efa}
+"""
+
+BARE_METAL = """
+name: bm-cluster
+purpose: training
+owner: team@example.com
+target: {type: bare_metal}
+node_groups:
+  - name: hgx
+    gpu: H100-SXM
+    gpus_per_node: 8
+    hosts:
+      - {name: n1, address: 10.0.0.1}
+      - {name: n2, address: 10.0.0.2}
+network: {fabric: infiniband}
+"""

@@ -1,0 +1,146 @@
+"""Cross-field rules: each broken rule is reported at the field that breaks it, with a fix."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import AWS_TRAINING, BARE_METAL
+
+from rackform.loader import load_effective
+from rackform.problems import BlueprintError
+
+
+def messages(write, text):
+    with pytest.raises(BlueprintError) as exc:
+        load_effective(write(text))
+    return {p.path: p for p in exc.value.problems}
+
+
+def test_valid_bases_load(write):
+    assert load_effective(write(AWS_TRAINING)).blueprint.node_groups[0].count == 2
+    assert len(load_effective(write(BARE_METAL, "b.yaml")).blueprint.node_groups[0].hosts) == 2
+
+
+def test_efa_only_on_aws(write):
+    out = messages(write, BARE_METAL.replace("infiniband", "efa"))
+    assert out["network.fabric"].message == "EFA exists only on AWS"
+    assert "infiniband" in out["network.fabric"].fix
+
+
+def test_infiniband_not_on_aws(write):
+    out = messages(write, AWS_TRAINING.replace("fabric: efa", "fabric: infiniband"))
+    assert "not available on aws" in out["network.fabric"].message
+
+
+@pytest.mark.parametrize(
+    "extra,path,needle",
+    [
+        (
+            "    gpu: A100-SXM-80GB\n",
+            "node_groups[0].gpu",
+            "p5.48xlarge carries H100-SXM, not A100-SXM-80GB",
+        ),
+        ("    gpus_per_node: 4\n", "node_groups[0].gpus_per_node", "p5.48xlarge has 8 GPUs, not 4"),
+    ],
+)
+def test_instance_type_fixes_gpu_model_and_count(write, extra, path, needle):
+    text = AWS_TRAINING.replace("    count: 2\n", "    count: 2\n" + extra)
+    assert needle in messages(write, text)[path].message
+
+
+def test_unknown_instance_type_suggests_closest(write):
+    out = messages(write, AWS_TRAINING.replace("p5.48xlarge", "p5.48xlrge"))
+    assert out["node_groups[0].instance_type"].fix == "did you mean 'p5.48xlarge'?"
+
+
+def test_host_names_and_addresses_unique(write):
+    text = BARE_METAL.replace("{name: n2, address: 10.0.0.2}", "{name: n1, address: 10.0.0.1}")
+    out = messages(write, text)
+    assert "host 'n1' is listed twice" in out["node_groups[0].hosts[1].name"].message
+    assert "is already host 'n1'" in out["node_groups[0].hosts[1].address"].message
+
+
+def test_same_address_different_ports_is_fine(write):
+    text = BARE_METAL.replace(
+        "{name: n2, address: 10.0.0.2}", "{name: n2, address: 10.0.0.1, port: 2222}"
+    )
+    assert load_effective(write(text)).blueprint.node_groups[0].hosts[1].port == 2222
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/33", "10.0.0.1/8", "banana"])
+def test_cidrs_validated(write, cidr):
+    out = messages(write, AWS_TRAINING.replace("10.20.0.0/16", cidr))
+    assert "is not a valid CIDR" in out["target.ssh_cidrs[0]"].message
+
+
+def test_public_ssh_needs_explicit_permission(write):
+    text = AWS_TRAINING.replace("10.20.0.0/16", "0.0.0.0/0")
+    assert "opens SSH to the whole internet" in messages(write, text)["target.ssh_cidrs[0]"].message
+    allowed = text.replace("  ssh_cidrs:", "  allow_public_ssh: true\n  ssh_cidrs:")
+    assert load_effective(write(allowed, "ok.yaml")).blueprint.target.allow_public_ssh
+
+
+def test_training_and_inference_never_mix(write):
+    text = AWS_TRAINING + "workload: {model_params_b: 7, method: serve}\n"
+    assert "training and inference never share" in messages(write, text)["workload.method"].message
+    inf = AWS_TRAINING.replace("purpose: training", "purpose: inference").replace(
+        "fabric: efa", "fabric: ethernet"
+    )
+    out = messages(write, inf + "workload: {model_params_b: 7, method: full}\n")
+    assert "inference cluster cannot run 'full'" in out["workload.method"].message
+
+
+def test_zone_must_be_in_region(write):
+    out = messages(write, AWS_TRAINING.replace("us-east-1a", "us-west-2a"))
+    assert "not in region 'us-east-1'" in out["target.availability_zone"].message
+
+
+def test_reserved_markets_need_a_reservation(write):
+    out = messages(
+        write, AWS_TRAINING.replace("  ssh_cidrs:", "  market: capacity-block\n  ssh_cidrs:")
+    )
+    assert out["target.reservation_id"].fix == "add reservation_id: cr-..."
+
+
+def test_training_groups_do_not_autoscale(write):
+    out = messages(
+        write, AWS_TRAINING.replace("    count: 2\n", "    count: 2\n    max_count: 4\n")
+    )
+    assert "do not autoscale" in out["node_groups[0].max_count"].message
+
+
+def test_bare_metal_count_must_match_hosts(write):
+    out = messages(
+        write, BARE_METAL.replace("    gpus_per_node: 8\n", "    gpus_per_node: 8\n    count: 3\n")
+    )
+    assert "count 3 but 2 hosts listed" in out["node_groups[0].count"].message
+
+
+COLO = """
+name: colo
+purpose: inference
+owner: team@example.com
+target:
+  type: colocation
+  site: s1
+  racks: [{name: r1, power_kw: 12}]
+node_groups:
+  - name: g
+    gpu: H100-SXM
+    gpus_per_node: 8
+    hosts:
+      - {name: a, address: 10.0.0.1, rack: r1}
+      - {name: b, address: 10.0.0.2, rack: r1}
+      - {name: c, address: 10.0.0.3, rack: r9}
+network: {fabric: ethernet}
+"""
+
+
+def test_colocation_rack_power_and_membership(write):
+    out = messages(write, COLO)
+    # 2 hosts x 8 GPUs x 700 W = 11.2 kW fits 12 kW; the host in an unknown rack is an error.
+    assert "host 'c' is in no declared rack" in out["node_groups[0].hosts[2].rack"].message
+    over = messages(write, COLO.replace("rack: r9", "rack: r1"))
+    assert (
+        over["target.racks[0].power_kw"].message
+        == "rack 'r1' draws 16.8 kW of GPU power against a 12 kW budget"
+    )

@@ -1,0 +1,63 @@
+"""Environment merging and the effective blueprint's digest."""
+
+from __future__ import annotations
+
+from conftest import AWS_TRAINING
+
+from rackform.environments import merge
+from rackform.loader import load_effective
+
+
+def test_merge_semantics():
+    base = {
+        "a": 1,
+        "m": {"x": 1, "y": 2},
+        "l": [1, 2],
+        "ng": [{"name": "a", "n": 1}, {"name": "b", "n": 2}],
+    }
+    over = {
+        "m": {"y": 3},
+        "l": [9],
+        "ng": [{"name": "b", "n": 5}, {"name": "c", "n": 7}, {"name": "a", "remove": True}],
+    }
+    merged, origin = merge(base, over, ("environments", "dev"))
+    assert merged == {
+        "a": 1,
+        "m": {"x": 1, "y": 3},
+        "l": [9],
+        "ng": [{"name": "b", "n": 5}, {"name": "c", "n": 7}],
+    }
+    assert origin[("m", "x")] == ("m", "x")
+    assert origin[("m", "y")] == ("environments", "dev", "m", "y")
+    assert origin[("ng", 0, "n")] == ("environments", "dev", "ng", 0, "n")
+    assert origin[("ng", 1)] == ("environments", "dev", "ng", 1)
+    assert base["ng"][0] == {"name": "a", "n": 1}, "the base is not modified"
+
+
+def test_digest_is_stable_across_formatting(write):
+    a = write(AWS_TRAINING, "a.yaml")
+    reformatted = "# a comment\n" + AWS_TRAINING.replace(
+        "network: {fabric: efa}", "network:\n  fabric: efa"
+    ).replace("owner: team@example.com\n", "").replace(
+        "purpose: training\n", "purpose: training\nowner: team@example.com\n"
+    )
+    b = write(reformatted, "b.yaml")
+    # Writing a default explicitly does not change the effective content either.
+    c = write(AWS_TRAINING.replace("  ssh_cidrs:", "  market: on-demand\n  ssh_cidrs:"), "c.yaml")
+    digests = {load_effective(p).digest for p in (a, b, c)}
+    assert len(digests) == 1
+    assert next(iter(digests)).startswith("sha256:")
+
+
+def test_digest_changes_with_content(write):
+    a = load_effective(write(AWS_TRAINING, "a.yaml")).digest
+    b = load_effective(write(AWS_TRAINING.replace("count: 2", "count: 3"), "b.yaml")).digest
+    assert a != b
+
+
+def test_environment_with_same_content_as_base_has_same_digest(write):
+    path = write(
+        AWS_TRAINING + "environments:\n  prod: {}\n  dev: {node_groups: [{name: gpu, count: 1}]}\n"
+    )
+    assert load_effective(path).digest == load_effective(path, "prod").digest
+    assert load_effective(path).digest != load_effective(path, "dev").digest

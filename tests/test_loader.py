@@ -1,0 +1,156 @@
+"""The loader: every mistake located as FILE:LINE:COL: path: message, all reported at once."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import AWS_TRAINING, BARE_METAL, EXAMPLES
+
+from rackform.loader import load_all, load_effective
+from rackform.problems import BlueprintError
+
+
+def problems(path, env=None):
+    with pytest.raises(BlueprintError) as exc:
+        load_all(path) if env is None else load_effective(path, env)
+    return [str(p) for p in exc.value.problems]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_validates_in_every_environment(path):
+    effs = load_all(path)
+    names = [e.environment for e in effs]
+    assert names[0] == "default"
+    assert len(names) >= 2, "each example names at least one environment"
+
+
+def test_environment_override_merges_named_items(write):
+    path = write(AWS_TRAINING + "environments:\n  dev: {node_groups: [{name: gpu, count: 1}]}\n")
+    base, dev = load_all(path)
+    assert base.blueprint.node_groups[0].count == 2
+    assert dev.blueprint.node_groups[0].count == 1
+    assert dev.blueprint.node_groups[0].instance_type == "p5.48xlarge"  # kept from the base
+    assert dev.digest != base.digest
+
+
+def test_remove_drops_a_named_item(write):
+    path = write(
+        BARE_METAL
+        + "environments:\n  small: {node_groups: [{name: hgx, hosts: [{name: n2, remove: true}]}]}\n"
+    )
+    small = load_effective(path, "small")
+    assert [h.name for h in small.blueprint.node_groups[0].hosts] == ["n1"]
+
+
+def test_all_errors_at_once_each_located(write):
+    path = write(
+        """
+        name: t-cluster
+        purpose: training
+        owner: team@example.com
+        target:
+          type: aws
+          region: us-east-1
+          availability_zone: us-east-1a
+          ssh_cidrs: [10.20.0.0/33]
+          markt: spot
+        node_groups:
+          - name: gpu
+            instance_type: p5.48xlarge
+            count: -1
+        network: {fabric: efa}
+        software: {driver_branch: 550}
+        """
+    )
+    out = problems(path)
+    assert out == [
+        f"{path}:8:15: target.ssh_cidrs[0]: '10.20.0.0/33' is not a valid CIDR ('10.20.0.0/33' does not appear to be an IPv4 or IPv6 network); write e.g. 10.20.0.0/16",
+        f"{path}:9:3: target.markt: unknown field 'markt' (fix: did you mean 'market'?)",
+        f"{path}:13:12: node_groups[0].count: Input should be greater than or equal to 0",
+        f'{path}:15:27: software.driver_branch: Input should be a valid string (fix: quote it: "550" (YAML reads unquoted 550 as a number))',
+    ]
+
+
+def test_missing_field_points_at_its_parent(write):
+    path = write(AWS_TRAINING.replace("  region: us-east-1\n", ""))
+    (line,) = problems(path)
+    assert line.startswith(f"{path}:5:3: target.region: required field 'region' is missing")
+
+
+def test_cross_field_rule_is_located_at_the_field(write):
+    path = write(AWS_TRAINING.replace("p5.48xlarge", "g5.xlarge"))
+    (line,) = problems(path)
+    assert (
+        line
+        == f"{path}:11:20: node_groups[0].instance_type: g5.xlarge has no EFA interface (fix: choose an EFA-capable type or fabric: ethernet)"
+    )
+
+
+def test_error_in_an_override_points_at_the_override(write):
+    path = write(
+        AWS_TRAINING + "environments:\n  dev:\n    node_groups: [{name: gpu, count: many}]\n"
+    )
+    (line,) = problems(path)
+    assert line.startswith(
+        f"{path}:16:38: node_groups[0].count [env dev]: Input should be a valid integer"
+    )
+
+
+@pytest.mark.parametrize(
+    "field,value", [("purpose", "inference"), ("target", "{type: bare_metal}")]
+)
+def test_environment_may_not_change_purpose_or_target_type(write, field, value):
+    path = write(AWS_TRAINING + f"environments:\n  dev:\n    {field}: {value}\n")
+    out = problems(path, "dev")
+    assert any("an environment may not change" in p and p.startswith(f"{path}:16:") for p in out)
+
+
+def test_unknown_environment(write):
+    path = write(AWS_TRAINING + "environments:\n  dev: {}\n  prod: {}\n")
+    (line,) = problems(path, "prd")
+    assert "unknown environment 'prd' (this blueprint defines: dev, prod)" in line
+    assert "did you mean 'prod'?" in line
+
+
+def test_duplicate_keys_are_errors_never_last_wins(write):
+    path = write(AWS_TRAINING + "network: {fabric: ethernet}\n")
+    (line,) = problems(path)
+    assert line.startswith(f"{path}:14:1: duplicate key 'network' (first at line 13)")
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("", "the file is empty"),
+        ("# only a comment\n", "the file is empty"),
+        ("- a\n- b\n", "the top level is a list, not a mapping"),
+        ("just text\n", "the top level is a str, not a mapping"),
+        ("name: [unclosed\n", "invalid YAML"),
+        ("a: 1\n---\nb: 2\n", "more than one YAML document"),
+        ("a: &x [1, *x]\n", "an alias refers to a value that contains it"),
+    ],
+)
+def test_malformed_files(write, text, expected):
+    path = write(text) if text else write("")
+    (line,) = problems(path)
+    assert line.startswith(str(path)) and expected in line
+
+
+def test_missing_file_and_directory(tmp_path):
+    assert problems(tmp_path / "nope.yaml") == [f"{tmp_path / 'nope.yaml'}: no such file"]
+    assert problems(tmp_path) == [f"{tmp_path}: is a directory, not a blueprint file"]
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "bp.yaml"
+    path.write_bytes(b"name: \xff\xfe\n")
+    (line,) = problems(path)
+    assert "is not UTF-8 text" in line
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files regardless of mode")
+def test_unreadable_file(write):
+    path = write(AWS_TRAINING)
+    path.chmod(0)
+    assert problems(path) == [f"{path}: cannot be read (permission denied)"]
