@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from rackform.environments import changed_fixed_fields, merge
 from rackform.problems import BlueprintError, Problem, dotted
 from rackform.schema import Blueprint, RuleViolations
-from rackform.schema.blueprint import _closest
+from rackform.schema.base import closest
 from rackform.yamlmap import Located, Path, YamlProblems, parse
 
 DEFAULT_ENV = "default"
@@ -138,7 +138,7 @@ def _effective(name: str, doc: Located, env: str | None) -> Effective:
         if env not in known:
             loc = doc.locate(("environments",), key=True)
             names = ", ".join(known) or "none"
-            fix = _closest(env, known) if known else "add an `environments:` section"
+            fix = closest(env, known) if known else "add an `environments:` section"
             raise BlueprintError(
                 [
                     Problem(
@@ -292,7 +292,7 @@ def _explain(err: dict, path: Path, data: Any) -> tuple[str, str, bool]:
         fields = _fields_at(path[:-1], data)
         return (
             f"unknown field {path[-1]!r}",
-            (_closest(str(path[-1]), fields) if fields else ""),
+            (closest(str(path[-1]), fields) if fields else ""),
             True,
         )
     if kind == "missing":

@@ -3,6 +3,7 @@ problems at an exact field path."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
@@ -38,3 +39,9 @@ class RuleViolations(ValueError):
 def check(violations: list[Violation]) -> None:
     if violations:
         raise RuleViolations(violations)
+
+
+def closest(word: str, choices: list[str]) -> str:
+    """A fix hint: the nearest valid choice, or the list of them."""
+    near = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return f"did you mean {near[0]!r}?" if near else "one of: " + ", ".join(sorted(choices))

@@ -3,13 +3,12 @@ so that every `Blueprint.model_validate` enforces them, wherever it is called fr
 
 from __future__ import annotations
 
-import difflib
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from rackform.catalog import load_catalog
-from rackform.schema.base import Strict, Violation, check
+from rackform.schema.base import Strict, Violation, check, closest
 from rackform.schema.sections import (
     LifecycleSpec,
     Name,
@@ -31,11 +30,6 @@ FABRICS = {
     "bare_metal": ("infiniband", "roce", "ethernet"),
     "colocation": ("infiniband", "roce", "ethernet"),
 }
-
-
-def _closest(word: str, choices: list[str]) -> str:
-    near = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
-    return f"did you mean {near[0]!r}?" if near else "one of: " + ", ".join(sorted(choices))
 
 
 class Blueprint(Strict):
@@ -192,9 +186,7 @@ class Blueprint(Strict):
             gpu = cat.gpus.get(g.gpu or "")
             for j, h in enumerate(g.hosts):
                 if h.rack not in racks:
-                    fix = (
-                        _closest(h.rack, list(racks)) if h.rack else "add rack: <name> to the host"
-                    )
+                    fix = closest(h.rack, list(racks)) if h.rack else "add rack: <name> to the host"
                     out.append(
                         Violation(
                             ("node_groups", i, "hosts", j, "rack"),
@@ -234,7 +226,7 @@ def _aws_group(g: NodeGroup, at: tuple, purpose: str, cat) -> list[Violation]:
             Violation(
                 (*at, "instance_type"),
                 f"unknown instance type {g.instance_type!r}",
-                _closest(g.instance_type, list(cat.instances)),
+                closest(g.instance_type, list(cat.instances)),
             )
         ]
     if g.hosts:
@@ -328,7 +320,7 @@ def _onprem_group(g: NodeGroup, at: tuple, target, cat) -> list[Violation]:
         )
     if g.gpu is not None and g.gpu not in cat.gpus:
         out.append(
-            Violation((*at, "gpu"), f"unknown GPU model {g.gpu!r}", _closest(g.gpu, list(cat.gpus)))
+            Violation((*at, "gpu"), f"unknown GPU model {g.gpu!r}", closest(g.gpu, list(cat.gpus)))
         )
     if g.gpu is not None and not g.gpus_per_node:
         out.append(
