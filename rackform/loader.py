@@ -234,6 +234,8 @@ def _problems(
         ):
             continue  # a list whose items failed also looks too short: report the items only
         path = _strip_tags(loc, data)
+        if err["type"] == "union_tag_invalid":
+            path = (*path, "type")  # point at the wrong tag itself
         ctx = err.get("ctx") or {}
         if isinstance(ctx.get("error"), RuleViolations):
             for v in ctx["error"].violations:
@@ -302,7 +304,11 @@ def _explain(err: dict, path: Path, data: Any) -> tuple[str, str, bool]:
     if kind == "string_pattern_mismatch":
         return f"{value!r} is not allowed here", _description(path, data), False
     if kind == "union_tag_invalid":
-        return msg, "", False
+        tag, expected = (
+            (err.get("ctx") or {}).get("tag"),
+            (err.get("ctx") or {}).get("expected_tags", ""),
+        )
+        return f"unknown type {tag!r}", f"one of: {expected}".replace("'", ""), False
     if kind == "union_tag_not_found":
         return "the target needs a `type`", "add type: aws | bare_metal | colocation", True
     if kind.endswith("_type") and value is None:

@@ -154,3 +154,15 @@ def test_unreadable_file(write):
     path = write(AWS_TRAINING)
     path.chmod(0)
     assert problems(path) == [f"{path}: cannot be read (permission denied)"]
+
+
+def test_unknown_target_type_points_at_the_type(write):
+    (line,) = problems(write(AWS_TRAINING.replace("type: aws", "type: gcp")))
+    assert line.endswith(
+        ":5:9: target.type: unknown type 'gcp' (fix: one of: aws, bare_metal, colocation)"
+    )
+
+
+def test_wrong_shape_of_a_section(write):
+    (line,) = problems(write(AWS_TRAINING.replace("network: {fabric: efa}", "network: efa")))
+    assert ":13:10: network: Input should be a valid dictionary" in line
