@@ -33,7 +33,16 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 extras="deploy"
 ((want_test)) && extras="deploy,test"
-# pip's resolver is a no-op when everything is already installed at the right versions.
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+# pip's resolver is a no-op when everything is already installed at the right versions. Its
+# chatter goes to a log that is shown only when it fails.
+log=.venv/setup.log
+pip_install() {
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check "$@" >"$log" 2>&1; then
+    grep -v "^WARNING: Location" "$log" | tail -n 40 >&2
+    echo "setup: pip install $* failed (full log: $log)" >&2
+    exit 1
+  fi
+}
+pip_install --upgrade pip
+pip_install -e ".[${extras}]"
 echo "setup: ready (.venv, extras: ${extras})"
