@@ -20,6 +20,7 @@ from rackform.schema.sections import (
     WorkloadSpec,
 )
 from rackform.schema.target import AwsTarget, ColocationTarget, Target
+from rackform.schema.waivers import Waiver, duplicate_waivers
 
 EnvName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
 
@@ -66,6 +67,12 @@ class Blueprint(Strict):
     lifecycle: Annotated[LifecycleSpec, Field(description="Protection and idle policy.")] = (
         LifecycleSpec()
     )
+    waivers: Annotated[
+        tuple[Waiver, ...],
+        Field(
+            description="Preflight findings accepted on purpose, by code, each with the reason reports show. An environment's waivers replace the base's."
+        ),
+    ] = ()
     environments: Annotated[
         dict[EnvName, dict[str, Any]],
         Field(
@@ -80,6 +87,7 @@ class Blueprint(Strict):
         out += self._node_group_rules()
         out += self._fabric_rules()
         out += self._workload_rules()
+        out += duplicate_waivers(self.waivers)
         if isinstance(self.target, ColocationTarget):
             out += self._power_rules(self.target)
         check(out)

@@ -181,8 +181,54 @@ class WorkloadSpec(Strict):
         None
     )
     expected_utilization_pct: Annotated[
-        float | None, Field(description="Expected average GPU utilization.", gt=0, le=100)
+        float | None,
+        Field(
+            description="Expected average GPU utilization over a run; the cost report prices the gap to 85%.",
+            gt=0,
+            le=100,
+        ),
     ] = None
+    activation_checkpointing: Annotated[
+        bool,
+        Field(
+            description="Recompute activations in the backward pass (keeps only each layer's input); costs about 20-30% more compute for much less memory."
+        ),
+    ] = True
+    sharding: Annotated[
+        Literal["fsdp", "ddp"],
+        Field(
+            description="fsdp: weights, gradients and optimizer state are sharded over every GPU (FSDP / ZeRO-3) and each node writes its own checkpoint shard; ddp: every GPU holds a full replica (divided only by tensor_parallel) and one rank writes checkpoints."
+        ),
+    ] = "fsdp"
+    tensor_parallel: Annotated[
+        int,
+        Field(
+            description="Tensor-parallel degree; it needs NVLink-class bandwidth, so it must fit inside one node.",
+            ge=1,
+            le=64,
+        ),
+    ] = 1
+    global_batch: Annotated[
+        int | None,
+        Field(
+            description="Sequences per optimizer step; with micro_batch it bounds how many data-parallel GPUs the job can use.",
+            ge=1,
+        ),
+    ] = None
+    checkpoint_contents: Annotated[
+        Literal["full", "weights"],
+        Field(
+            description="full: weights plus optimizer state (resumable training; the default); weights: model weights only (LoRA / QLoRA: the adapters only, either way)."
+        ),
+    ] = "full"
+    checkpoints_retained: Annotated[
+        int,
+        Field(
+            description="Checkpoints kept at once; sizes the array's capacity check and the storage cost.",
+            ge=1,
+            le=1000,
+        ),
+    ] = 3
 
 
 class Thresholds(Strict):

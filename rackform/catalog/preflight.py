@@ -1,0 +1,96 @@
+"""Figures for the preflight rules and the cost report (`preflight.yaml`), with their sources.
+
+These are sizing assumptions, thresholds and prices that belong to no single GPU or instance
+type. Like the rest of the catalog each is a `Figure(value, source)`, so a finding or a cost
+line can say where its number came from, and no threshold is a literal inside a rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cache
+
+from rackform.catalog import CatalogError, Figure, _figures, _read, _sources
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    weights_bytes_per_param: Figure  # bf16 weights
+    grads_bytes_per_param: Figure  # bf16 gradients
+    optimizer_bytes_per_param: Figure  # AdamW: fp32 master copy and two moments
+    qlora_base_bytes_per_param: Figure  # 4-bit frozen base with its quantization constants
+    lora_adapter_fraction: Figure  # adapter parameters as a fraction of the base
+    params_per_layer_per_hidden_sq: Figure  # params ~= this x layers x hidden^2
+    hidden_per_layer: Figure  # hidden ~= this x layers (the shape a size is read as)
+    activation_bytes_per_layer: Figure  # per layer, per token, per hidden unit, no recompute
+    checkpointed_bytes_per_layer: Figure  # the same with full activation checkpointing
+    reserve_fraction: Figure  # GPU memory the model cannot have
+    oversized_below_fraction: Figure  # a replica under this share of a GPU: GPU too big
+
+
+@dataclass(frozen=True)
+class CheckpointFigures:
+    max_overhead_fraction: Figure  # checkpoint time / interval above this is an error
+    max_seconds: Figure  # one checkpoint slower than this is a warning
+
+
+@dataclass(frozen=True)
+class PowerFigures:
+    server_power_factor: Figure  # whole-server draw / GPU draw
+    rack_warn_fraction: Figure  # warn when a rack's estimated draw passes this share
+
+
+@dataclass(frozen=True)
+class UtilizationFigures:
+    target_fraction: Figure  # the utilization a run should reach
+    shared_cloud_fraction: Figure  # what shared cloud VMs typically reach
+    owned_breakeven_fraction: Figure  # dedicated hardware pays off above this
+
+
+@dataclass(frozen=True)
+class CostFigures:
+    hours_per_month: Figure
+    spot_discount_low: Figure  # spot saves at least this share of on-demand...
+    spot_discount_high: Figure  # ...and at most this share
+    reservation_rate_of_on_demand: Figure
+    storage_usd_per_gb_month: Figure  # durable object storage for retained checkpoints
+    mfu_fraction: Figure  # model FLOPs utilization assumed for run-time estimates
+    flops_per_param_token: Figure  # training FLOPs per parameter per token
+
+
+@dataclass(frozen=True)
+class PreflightFigures:
+    memory: MemoryFigures
+    checkpoint: CheckpointFigures
+    power: PowerFigures
+    utilization: UtilizationFigures
+    cost: CostFigures
+
+
+def _section(doc: dict, name: str, cls: type, sources: dict) -> object:
+    raw = doc.get(name)
+    if not isinstance(raw, dict):
+        raise CatalogError(f"preflight.yaml: section {name!r} is missing")
+    values = _figures(raw, sources, f"preflight.yaml:{name}")
+    want = {f.name for f in dataclasses.fields(cls)}
+    if set(values) != want:
+        missing, extra = sorted(want - set(values)), sorted(set(values) - want)
+        raise CatalogError(f"preflight.yaml:{name}: missing {missing}, unknown {extra}")
+    for key, fig in values.items():
+        if not isinstance(fig, Figure):
+            raise CatalogError(f"preflight.yaml:{name}.{key}: write {{v:, src:}}")
+    return cls(**values)
+
+
+@cache
+def load_preflight_figures() -> PreflightFigures:
+    doc = _read("preflight.yaml")
+    src = _sources(doc, "preflight.yaml")
+    return PreflightFigures(
+        memory=_section(doc, "memory", MemoryFigures, src),
+        checkpoint=_section(doc, "checkpoint", CheckpointFigures, src),
+        power=_section(doc, "power", PowerFigures, src),
+        utilization=_section(doc, "utilization", UtilizationFigures, src),
+        cost=_section(doc, "cost", CostFigures, src),
+    )

@@ -1,0 +1,169 @@
+"""Checkpoint rules: how long a checkpoint takes, what share of training it costs, and whether
+the array can hold the checkpoints kept.
+
+size = weights, plus optimizer state unless `workload.checkpoint_contents: weights` (LoRA and
+QLoRA save only their adapters). time = size / write speed, where the speed is one node's array
+(`storage.checkpoint.write_gbps`, or on AWS the catalog's instance-store drives x GB/s per
+drive for the RAID level) times the nodes writing at once (every node writes its own shard
+under `sharding: fsdp`; one rank writes under `ddp`). overhead = time / interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rackform.preflight.base import ERROR, WARNING, Context, Finding, Rule, gb
+from rackform.preflight.sizing import MIN_DRIVES, checkpoint_gb, checkpoint_writers
+
+
+@dataclass(frozen=True)
+class CheckpointTime:
+    size_gb: float
+    writers: int
+    node_gbps: float
+    source: str  # where node_gbps came from
+
+    @property
+    def seconds(self) -> float:
+        return self.size_gb / (self.node_gbps * self.writers)
+
+    def describe(self) -> str:
+        parallel = (
+            f", {self.writers} nodes writing their shards at once" if self.writers > 1 else ""
+        )
+        return (
+            f"a {gb(self.size_gb)} checkpoint at {self.node_gbps:g} GB/s per node "
+            f"({self.source}{parallel}) takes {self.seconds:.1f} s"
+        )
+
+
+def checkpoint_time(ctx: Context) -> CheckpointTime | None:
+    w = ctx.blueprint.workload
+    if not ctx.training or w is None or ctx.array is None:
+        return None
+    size = checkpoint_gb(w, ctx.figures.memory)
+    writers = checkpoint_writers(w, ctx.nodes)
+    return CheckpointTime(size, writers, ctx.array.gbps, ctx.array.source)
+
+
+def _speed_path(ctx: Context) -> tuple[str, ...]:
+    if ctx.blueprint.storage.checkpoint.write_gbps is not None:
+        return ("storage", "checkpoint", "write_gbps")
+    return ("storage", "checkpoint")
+
+
+class CheckpointOverhead(Rule):
+    code = "checkpoint-overhead"
+    level = ERROR
+    summary = "checkpoint time / checkpoint interval above 2% of training time"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t, w = checkpoint_time(ctx), ctx.blueprint.workload
+        if t is None or w is None or w.checkpoint_interval_min is None:
+            return
+        limit = ctx.figures.checkpoint.max_overhead_fraction.value
+        overhead = t.seconds / (w.checkpoint_interval_min * 60)
+        if overhead <= limit:
+            return
+        minutes = t.seconds / limit / 60
+        fixes = [f"checkpoint every {minutes:.0f} min or more"]
+        if w.checkpoint_contents == "full" and w.method in ("pretrain", "full"):
+            fixes.append("keep optimizer state out (workload.checkpoint_contents: weights)")
+        fixes.append("write to faster storage (local NVMe RAID0) or checkpoint asynchronously")
+        yield self.finding(
+            ("workload", "checkpoint_interval_min"),
+            f"{t.describe()} every {w.checkpoint_interval_min:g} min: {overhead:.1%} of "
+            f"training time spent checkpointing (limit {limit:.0%})",
+            "; ".join(fixes),
+        )
+
+
+class CheckpointSlow(Rule):
+    code = "checkpoint-slow"
+    level = WARNING
+    summary = "one checkpoint takes longer than 10 s"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = checkpoint_time(ctx)
+        limit = ctx.figures.checkpoint.max_seconds.value
+        if t is None or t.seconds <= limit:
+            return
+        fixes = ["use faster storage (more NVMe drives in RAID0)"]
+        if ctx.blueprint.workload.sharding == "ddp" and ctx.nodes > 1:
+            fixes.append("shard the checkpoint over the nodes (workload.sharding: fsdp)")
+        fixes.append("or checkpoint asynchronously and waive with the reason")
+        yield self.finding(
+            _speed_path(ctx),
+            f"{t.describe()} (rule of thumb: {limit:g} s or less); the GPUs wait that long "
+            "every checkpoint unless it is asynchronous",
+            "; ".join(fixes),
+        )
+
+
+class CheckpointThroughputUnknown(Rule):
+    code = "checkpoint-throughput-unknown"
+    level = WARNING
+    summary = "checkpoint time cannot be checked: no write speed in the blueprint or catalog"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        w = ctx.blueprint.workload
+        if not ctx.training or w is None or ctx.array is not None:
+            return
+        yield self.finding(
+            ("storage", "checkpoint"),
+            "the checkpoint array's write speed is unknown, so checkpoint time and overhead "
+            "were not checked",
+            "set storage.checkpoint.write_gbps (one node's array, in GB/s)",
+        )
+
+
+class CheckpointCapacity(Rule):
+    code = "checkpoint-capacity"
+    level = ERROR
+    summary = "the checkpoints kept do not fit a node's array"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t, w, arr = checkpoint_time(ctx), ctx.blueprint.workload, ctx.array
+        if t is None or w is None or arr is None or arr.capacity_gb is None:
+            return
+        per_node = t.size_gb / t.writers * w.checkpoints_retained
+        if per_node <= arr.capacity_gb:
+            return
+        yield self.finding(
+            ("workload", "checkpoints_retained"),
+            f"{w.checkpoints_retained} checkpoints of {gb(t.size_gb)} put {gb(per_node)} on "
+            f"each node's array, which holds {gb(arr.capacity_gb)}",
+            "keep fewer checkpoints, write weights only, or use a RAID level with more capacity",
+        )
+
+
+class CheckpointRaidDrives(Rule):
+    code = "checkpoint-raid-drives"
+    level = ERROR
+    summary = "too few drives for the checkpoint array's RAID level"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        ckpt = ctx.blueprint.storage.checkpoint
+        need = MIN_DRIVES[ckpt.raid_level]
+        for g in ctx.spec.node_groups:
+            it = ctx.catalog.instances.get(g.instance_type or "")
+            n = int(it.nvme_drives.value) if it is not None else g.nvme_drives
+            if (it is None and n == 0) or n >= need:
+                continue  # on-prem drives are found on the host when none are listed
+            where = it.key if it is not None else f"node group {g.name!r}"
+            yield self.finding(
+                ("storage", "checkpoint", "raid_level"),
+                f"RAID{ckpt.raid_level} needs at least {need} drives but {where} has {n}",
+                f"use raid_level: 0 (or 1 with two drives), or a node type with {need}+ drives",
+            )
+            return
+
+
+RULES: tuple[Rule, ...] = (
+    CheckpointOverhead(),
+    CheckpointSlow(),
+    CheckpointThroughputUnknown(),
+    CheckpointCapacity(),
+    CheckpointRaidDrives(),
+)

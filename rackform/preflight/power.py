@@ -1,0 +1,58 @@
+"""Colocation power: how close each rack runs to its budget.
+
+The schema already refuses a rack whose GPUs alone draw more than its budget (an error the
+loader reports with the file and line). Preflight adds what the schema cannot know for sure:
+a whole server draws more than its GPUs (CPUs, memory, NICs, fans; the catalog's server
+power factor), so a rack whose estimated draw passes the warning share of its budget gets a
+warning with the numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rackform.preflight.base import WARNING, Context, Finding, Rule
+from rackform.schema import ColocationTarget
+
+
+def rack_gpu_watts(ctx: Context) -> dict[str, float]:
+    """GPU watts per rack name (hosts in no declared rack are the schema's error)."""
+    target = ctx.blueprint.target
+    assert isinstance(target, ColocationTarget)
+    watts = {r.name: 0.0 for r in target.racks}
+    for _, g, model in ctx.gpu_groups:
+        for h in g.hosts:
+            if h.rack in watts:
+                watts[h.rack] += model.power_w.value * g.gpus_per_node
+    return watts
+
+
+class RackPowerHeadroom(Rule):
+    code = "rack-power-headroom"
+    level = WARNING
+    summary = "a colocation rack's estimated server draw near or over its power budget"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        target = ctx.blueprint.target
+        if not isinstance(target, ColocationTarget):
+            return
+        factor = ctx.figures.power.server_power_factor.value
+        warn = ctx.figures.power.rack_warn_fraction.value
+        watts = rack_gpu_watts(ctx)
+        for k, rack in enumerate(target.racks):
+            gpu_kw = watts[rack.name] / 1000
+            server_kw = gpu_kw * factor
+            share = server_kw / rack.power_kw
+            if share <= warn:
+                continue
+            yield self.finding(
+                ("target", "racks", k, "power_kw"),
+                f"rack {rack.name!r}: {gpu_kw:.1f} kW of GPUs, about {server_kw:.1f} kW for "
+                f"whole servers (x{factor:g}), is {share:.0%} of its {rack.power_kw:g} kW budget "
+                f"(warning above {warn:.0%})",
+                "move hosts to another rack, raise the budget with the site, or cap GPU power "
+                "(nvidia-smi -pl) and waive with the reason",
+            )
+
+
+RULES: tuple[Rule, ...] = (RackPowerHeadroom(),)

@@ -1,0 +1,19 @@
+"""Every preflight rule, in the order reports list them."""
+
+from __future__ import annotations
+
+from rackform.preflight import checkpoint, memory, power, rightsizing, utilization
+from rackform.preflight.base import Rule
+
+RULES: tuple[Rule, ...] = (
+    *memory.RULES,
+    *rightsizing.RULES,
+    *checkpoint.RULES,
+    *power.RULES,
+    *utilization.RULES,
+)
+
+
+def codes() -> dict[str, str]:
+    """Each rule's code and level."""
+    return {r.code: r.level for r in RULES}

@@ -1,0 +1,213 @@
+"""Right-sizing rules: the interconnect and the node type match what the cluster will run.
+
+- An RDMA fabric (EFA, InfiniBand, RoCE) is paid for by jobs that all-reduce large gradients
+  across nodes: it buys nothing on one node, or for LoRA, whose data parallelism moves only the
+  adapters' gradients.
+- Multi-node pre-training or full fine-tuning without one stalls on every all-reduce.
+- Tensor parallelism needs NVLink-class bandwidth, so it stays inside a node.
+- Serving runs one replica per node: no training fabric, no NVSwitch GPUs for a model a cheaper
+  node holds, and the node must hold the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rackform.preflight.base import (
+    ERROR,
+    RDMA,
+    WARNING,
+    Context,
+    Finding,
+    Rule,
+    gb,
+    group_path,
+)
+from rackform.preflight.sizing import GB, adapter_params
+
+
+class FabricUnused(Rule):
+    code = "fabric-unused"
+    level = WARNING
+    summary = "an RDMA fabric for a single-node job or for LoRA / QLoRA data parallelism"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fabric, w = ctx.blueprint.network.fabric, ctx.blueprint.workload
+        if not ctx.training or fabric not in RDMA or not ctx.gpu_groups:
+            return
+        if ctx.nodes == 1:
+            yield self.finding(
+                ("network", "fabric"),
+                f"a single-node cluster with fabric {fabric}: NCCL stays on the node's "
+                "NVLink / PCIe, so the interconnect is paid for and unused",
+                "set network.fabric: ethernet (on AWS a type without EFA is cheaper), "
+                "or waive with the reason",
+            )
+            return
+        m = ctx.memory
+        if w is None or m is None or w.method not in ("lora", "qlora"):
+            return
+        smallest = min(ctx.usable_gb(model) for _, _, model in ctx.gpu_groups)
+        if m.replica_gb > smallest:
+            return  # the frozen base has to be sharded across nodes: the fabric earns its keep
+        grads = (
+            adapter_params(w, ctx.figures.memory) * ctx.figures.memory.grads_bytes_per_param.value
+        )
+        yield self.finding(
+            ("network", "fabric"),
+            f"{w.method} fits one GPU ({gb(m.replica_gb)}), so {ctx.nodes} nodes only "
+            f"all-reduce {gb(grads / GB)} of adapter gradients per step: the {fabric} "
+            "fabric is paid for and barely used",
+            "set network.fabric: ethernet, or waive with the reason",
+        )
+
+
+class FabricMissing(Rule):
+    code = "fabric-missing"
+    level = ERROR
+    summary = "multi-node pre-training or full fine-tuning without an RDMA fabric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        w = ctx.blueprint.workload
+        if not ctx.training or w is None or w.method not in ("pretrain", "full"):
+            return
+        if ctx.nodes <= 1 or ctx.blueprint.network.fabric in RDMA:
+            return
+        grads = w.model_params_b * ctx.figures.memory.grads_bytes_per_param.value
+        fix = (
+            "set network.fabric: efa with an EFA instance type"
+            if ctx.blueprint.target.type == "aws"
+            else "set network.fabric: infiniband or roce"
+        )
+        yield self.finding(
+            ("network", "fabric"),
+            f"{w.method} of a {w.model_params_b:g}B model across {ctx.nodes} nodes over "
+            f"ethernet: every step all-reduces {gb(grads)} of bf16 gradients between nodes "
+            "over TCP, and the GPUs wait on it",
+            f"{fix}; or fit the job on one node (e.g. method: lora)",
+        )
+
+
+class TensorParallelAcrossNodes(Rule):
+    code = "tensor-parallel-across-nodes"
+    level = ERROR
+    summary = "tensor_parallel larger than a node's GPUs"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        w = ctx.blueprint.workload
+        if w is None or w.tensor_parallel == 1 or not ctx.gpu_groups:
+            return
+        per_node = min(g.gpus_per_node for _, g, _ in ctx.gpu_groups)
+        if w.tensor_parallel > per_node:
+            yield self.finding(
+                ("workload", "tensor_parallel"),
+                f"tensor_parallel {w.tensor_parallel} spans nodes of {per_node} GPUs: tensor "
+                "parallelism exchanges activations every layer and needs NVLink-class "
+                "bandwidth, which only exists inside a node",
+                f"keep tensor_parallel <= {per_node} and add pipeline or data parallelism "
+                "across nodes",
+            )
+
+
+class InferenceTrainingFabric(Rule):
+    code = "inference-training-fabric"
+    level = WARNING
+    summary = "an inference cluster with an RDMA training fabric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fabric = ctx.blueprint.network.fabric
+        if ctx.training or fabric not in RDMA:
+            return
+        yield self.finding(
+            ("network", "fabric"),
+            f"an inference cluster with fabric {fabric}: each node serves its own replica, "
+            "so the training interconnect carries nothing",
+            "set network.fabric: ethernet",
+        )
+
+
+class InferenceTrainingGpu(Rule):
+    code = "inference-training-gpu"
+    level = WARNING
+    summary = "NVSwitch training-class GPUs serving a model a cheaper node holds"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        s = ctx.serving
+        if s is None:
+            return
+        # The biggest node of inference-class (no NVSwitch) GPUs the catalog knows.
+        nodes = [
+            (it.gpu_count * ctx.usable_gb(ctx.catalog.gpus[it.gpu]), it)
+            for it in ctx.catalog.instances.values()
+            if not ctx.catalog.gpus[it.gpu].nvswitch
+        ]
+        if not nodes:
+            return
+        cap, it = max(nodes, key=lambda t: t[0])
+        if s.total_gb > cap:
+            return  # nothing smaller holds it: the NVSwitch node is the right size
+        for i, _, model in ctx.gpu_groups:
+            if model.nvswitch:
+                yield self.finding(
+                    group_path(ctx, i),
+                    f"serving needs {gb(s.total_gb)} but runs on {model.key}, a training-class "
+                    f"GPU with NVSwitch; {it.gpu_count} x {it.gpu} ({it.key}, {gb(cap)} "
+                    "usable) holds it",
+                    f"use inference-class GPUs (e.g. {it.gpu}), or waive with the reason",
+                )
+
+
+def _node_capacity(ctx: Context) -> Iterable[tuple[int, str, float]]:
+    for i, g, model in ctx.gpu_groups:
+        yield i, f"{g.gpus_per_node} x {model.key}", g.gpus_per_node * ctx.usable_gb(model)
+
+
+class InferenceNodeTooSmall(Rule):
+    code = "inference-node-too-small"
+    level = ERROR
+    summary = "an inference node whose GPUs cannot hold the model's weights"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        s, w = ctx.serving, ctx.blueprint.workload
+        if s is None or w is None:
+            return
+        for i, node, cap in _node_capacity(ctx):
+            if s.weights_gb > cap:
+                yield self.finding(
+                    group_path(ctx, i),
+                    f"a {w.model_params_b:g}B model has {gb(s.weights_gb)} of bf16 weights but "
+                    f"a node of {node} holds {gb(cap)} usable",
+                    "choose a node type with more GPU memory, or serve a quantized model",
+                )
+
+
+class InferenceKvCacheTight(Rule):
+    code = "inference-kv-cache-tight"
+    level = WARNING
+    summary = "an inference node that holds the weights but not a full-length KV cache"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        s, w = ctx.serving, ctx.blueprint.workload
+        if s is None or w is None:
+            return
+        for i, node, cap in _node_capacity(ctx):
+            if s.weights_gb <= cap < s.total_gb:
+                yield self.finding(
+                    group_path(ctx, i),
+                    f"{gb(s.weights_gb)} of weights plus {gb(s.kv_cache_gb)} of KV cache for "
+                    f"{w.micro_batch} x {w.seq_len}-token sequence(s) (estimated without "
+                    f"grouped-query attention) exceed the {gb(cap)} a node of {node} holds",
+                    "choose a larger node type or lower seq_len; a GQA model needs several "
+                    "times less KV cache, so waive it for one with the reason",
+                )
+
+
+RULES: tuple[Rule, ...] = (
+    FabricUnused(),
+    FabricMissing(),
+    TensorParallelAcrossNodes(),
+    InferenceTrainingFabric(),
+    InferenceTrainingGpu(),
+    InferenceNodeTooSmall(),
+    InferenceKvCacheTight(),
+)

@@ -1,0 +1,89 @@
+"""Utilization rules: what the blueprint's expected GPU utilization costs, and whether the way
+the capacity is bought suits it.
+
+A run should keep its GPUs above the target utilization (85%); shared cloud VMs typically
+reach about 65%. Paying for a month of GPUs that are busy a share u of the time buys the work
+a share u / target of them would do at the target, so the gap costs (1 - u / target) of the
+month. Dedicated hardware pays off above about 70% sustained utilization; on-demand cloud
+capacity is the expensive way to run that busy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rackform.cost import estimate
+from rackform.preflight.base import WARNING, Context, Finding, Rule
+from rackform.schema import AwsTarget
+
+PATH = ("workload", "expected_utilization_pct")
+
+
+def _usd(v: float) -> str:
+    return f"${v:,.0f}"
+
+
+class UtilizationGap(Rule):
+    code = "utilization-gap"
+    level = WARNING
+    summary = "expected GPU utilization below the 85% target, with what the gap costs"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        w = ctx.blueprint.workload
+        if w is None or w.expected_utilization_pct is None or not ctx.gpu_groups:
+            return
+        target = ctx.figures.utilization.target_fraction.value * 100
+        if w.expected_utilization_pct >= target:
+            return
+        gap = estimate(ctx).utilization
+        assert gap is not None
+        money = ""
+        if gap.usd_per_month is not None:
+            money = f": about {_usd(gap.usd_per_month)}/month of GPUs paid for and idle"
+        if gap.run_usd is not None:
+            money += f", and the run costs {_usd(gap.run_usd)} more than at {target:g}%"
+        yield self.finding(
+            PATH,
+            f"expected GPU utilization {w.expected_utilization_pct:g}% is below the "
+            f"{target:g}% target{money}",
+            "find the idle time (input pipeline, checkpoint stalls, failed-node restarts, "
+            "queueing) before buying; or waive with the reason",
+        )
+
+
+class UtilizationOwnership(Rule):
+    code = "utilization-ownership"
+    level = WARNING
+    summary = "owned hardware expected to run below break-even, or on-demand cloud run busy"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        w, t = ctx.blueprint.workload, ctx.blueprint.target
+        if w is None or w.expected_utilization_pct is None:
+            return
+        breakeven = ctx.figures.utilization.owned_breakeven_fraction.value * 100
+        u = w.expected_utilization_pct
+        if not isinstance(t, AwsTarget) and u < breakeven:
+            yield self.finding(
+                PATH,
+                f"owned GPUs ({t.type}) expected at {u:g}% utilization: dedicated hardware "
+                f"pays off above about {breakeven:g}% sustained",
+                "share the cluster with more work, or rent cloud capacity for this load",
+            )
+        elif isinstance(t, AwsTarget) and t.market == "on-demand" and u >= breakeven:
+            cheaper = [
+                f"{it.key} capacity blocks at ${it.capacity_block_usd_hr.value:g}/h vs "
+                f"${it.on_demand_usd_hr.value:g}/h on-demand"
+                for it in (ctx.catalog.instance(g.instance_type) for g in ctx.spec.node_groups)
+                if it.capacity_block_usd_hr is not None
+            ]
+            hint = f" (catalog: {'; '.join(dict.fromkeys(cheaper))})" if cheaper else ""
+            yield self.finding(
+                PATH,
+                f"on-demand capacity expected at {u:g}% utilization: above about "
+                f"{breakeven:g}% sustained, committed or owned capacity is cheaper{hint}",
+                "use market: capacity-block or a reservation with a savings plan, or owned "
+                "hardware; or waive with the reason",
+            )
+
+
+RULES: tuple[Rule, ...] = (UtilizationGap(), UtilizationOwnership())
