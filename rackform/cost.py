@@ -80,7 +80,18 @@ class Cost:
     notes: tuple[str, ...]
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """JSON-ready: money and hours to the cent, nothing else changed."""
+        return _rounded(asdict(self))
+
+
+def _rounded(v):
+    if isinstance(v, float):
+        return round(v, 2) if abs(v) < 1e15 else float(f"{v:.6g}")
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_rounded(x) for x in v]
+    return v
 
 
 def _aws(ctx: Context, t: AwsTarget, notes: list[str]) -> tuple[list[Line], tuple | None]:
