@@ -7,12 +7,11 @@ rules themselves are written against this schema.
 
 from __future__ import annotations
 
-import difflib
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from rackform.schema.base import RuleViolations, Strict, Violation
+from rackform.schema.base import RuleViolations, Strict, Violation, closest
 
 
 def waivable_codes() -> dict[str, str]:
@@ -47,9 +46,9 @@ class Waiver(Strict):
     def _known(cls, v: str) -> str:
         known = waivable_codes()
         if v not in known:
-            near = difflib.get_close_matches(v, list(known), n=1, cutoff=0.5)
-            fix = f"did you mean {near[0]!r}?" if near else "see `rackform validate` output"
-            raise RuleViolations([Violation((), f"unknown preflight code {v!r}", fix)])
+            raise RuleViolations(
+                [Violation((), f"unknown preflight code {v!r}", closest(v, list(known)))]
+            )
         return v
 
     @field_validator("reason")

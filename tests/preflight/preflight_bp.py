@@ -1,0 +1,80 @@
+"""Blueprints for preflight tests, built as data and loaded through the real loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rackform.loader import Effective, load_effective
+from rackform.preflight.base import Finding
+from rackform.preflight.report import findings
+
+
+def aws(
+    instance: str = "p5.48xlarge",
+    count: int = 1,
+    fabric: str = "efa",
+    workload: dict | None = None,
+    purpose: str = "training",
+    **top: Any,
+) -> dict:
+    return {
+        "name": "pf-test",
+        "purpose": purpose,
+        "owner": "team@example.com",
+        "target": {
+            "type": "aws",
+            "region": "us-east-1",
+            "availability_zone": "us-east-1a",
+            "ssh_cidrs": ["10.20.0.0/16"],
+            **top.pop("target", {}),
+        },
+        "node_groups": [{"name": "gpu", "instance_type": instance, "count": count}],
+        "network": {"fabric": fabric},
+        **({"workload": workload} if workload else {}),
+        **top,
+    }
+
+
+def bare(
+    gpu: str = "H100-SXM",
+    gpus_per_node: int = 8,
+    hosts: int = 1,
+    fabric: str = "infiniband",
+    workload: dict | None = None,
+    **top: Any,
+) -> dict:
+    return {
+        "name": "pf-bare",
+        "purpose": "training",
+        "owner": "team@example.com",
+        "target": {"type": "bare_metal", **top.pop("target", {})},
+        "node_groups": [
+            {
+                "name": "hgx",
+                "gpu": gpu,
+                "gpus_per_node": gpus_per_node,
+                "hosts": [{"name": f"n{i}", "address": f"10.0.0.{i + 1}"} for i in range(hosts)],
+            }
+        ],
+        "network": {"fabric": fabric},
+        **({"workload": workload} if workload else {}),
+        **top,
+    }
+
+
+def load(tmp_path: Path, data: dict, name: str = "bp.yaml") -> Effective:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return load_effective(path)
+
+
+def found(tmp_path: Path, data: dict) -> dict[str, Finding]:
+    """The findings of a blueprint by code (each rule reports a code at most once here)."""
+    out: dict[str, Finding] = {}
+    for f in findings(load(tmp_path, data)):
+        assert f.code not in out, f"{f.code} reported twice"
+        out[f.code] = f
+    return out

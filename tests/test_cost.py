@@ -1,0 +1,122 @@
+"""Cost figures for the example blueprints, computed by hand here from catalog values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import AWS_TRAINING, BARE_METAL
+
+from rackform.catalog import load_catalog
+from rackform.catalog.preflight import load_preflight_figures
+from rackform.cost import estimate, render
+from rackform.loader import load_effective
+from rackform.preflight.base import Context
+
+ROOT = Path(__file__).resolve().parents[1]
+CAT = load_catalog()
+FIG = load_preflight_figures()
+HOURS = FIG.cost.hours_per_month.value
+MFU = FIG.cost.mfu_fraction.value
+S3 = FIG.cost.storage_usd_per_gb_month.value
+
+
+def cost_of(path: Path | str, env: str | None = None):
+    return estimate(Context.of(load_effective(ROOT / "blueprints" / path, env)))
+
+
+def market(text: str, line: str) -> str:
+    return text.replace("ssh_cidrs: [10.20.0.0/16]", f"ssh_cidrs: [10.20.0.0/16]\n  {line}")
+
+
+RES_ID = "reservation_id: cr-0123456789abcdef0"
+
+
+def test_aws_training_example_by_hand():
+    c = cost_of("aws-training.yaml", "prod")
+    p5 = CAT.instance("p5.48xlarge")
+    hour = 4 * p5.on_demand_usd_hr.value
+    assert c.basis == "aws on-demand"
+    assert c.usd_per_hour == pytest.approx(hour)
+    # 70B full state (2 + 12 bytes per parameter) = 980 GB, three kept.
+    assert c.storage.usd_per_month == pytest.approx(980 * 3 * S3)
+    assert c.usd_per_month == pytest.approx(hour * HOURS + 980 * 3 * S3)
+    # 20B tokens: 6 x 70e9 x 20e9 FLOPs over 32 H100s at the catalog's MFU.
+    busy = 6 * 70e9 * 20e9 / (32 * CAT.gpu("H100-SXM").bf16_dense_tflops.value * 1e12 * MFU)
+    at = {a.utilization_pct: a for a in c.run.at}
+    assert set(at) == {65, 85}
+    assert at[65].hours == pytest.approx(busy / 3600 / 0.65)
+    assert at[85].hours == pytest.approx(busy / 3600 / 0.85)
+    assert at[65].usd == pytest.approx(busy / 3600 / 0.65 * hour)
+    # Expected 65% against the 85% target: that share of the month is idle capacity.
+    assert c.utilization.usd_per_month == pytest.approx(hour * HOURS * (1 - 65 / 85))
+    assert c.utilization.run_usd == pytest.approx(at[65].usd - at[85].usd)
+
+
+def test_bare_metal_example_by_hand():
+    c = cost_of("baremetal-training.yaml")
+    capex = 30000 * 32 / 36
+    kw = 32 * CAT.gpu("H100-SXM").power_w.value / 1000 * FIG.power.server_power_factor.value
+    power = kw * 0.12 * HOURS
+    assert [round(line.usd_per_month, 2) for line in c.compute] == [
+        round(capex, 2),
+        round(power, 2),
+    ]
+    assert c.storage.usd_per_month == pytest.approx(13 * 14 * 3 * S3)
+    assert c.usd_per_month == pytest.approx(capex + power + 13 * 14 * 3 * S3)
+    busy_h = 6 * 13e9 * 300e9 / (32 * 989e12 * MFU) / 3600
+    assert [a.hours for a in c.run.at] == pytest.approx([busy_h / 0.65, busy_h / 0.85])
+    assert c.utilization is None and c.notes == ()
+
+
+def test_colocation_example_by_hand():
+    c = cost_of("colo-inference.yaml")
+    assert c.usd_per_month == pytest.approx((17 + 17) * 180 + 32 * 9000 / 36)
+    assert c.storage is None and c.run is None  # inference: no checkpoints, no run
+
+
+def test_spot_is_a_discount_range(write):
+    c = cost_of(write(market(AWS_TRAINING, "market: spot")))
+    od = 2 * CAT.instance("p5.48xlarge").on_demand_usd_hr.value
+    low, high = FIG.cost.spot_discount_low.value, FIG.cost.spot_discount_high.value
+    assert c.spot_usd_per_hour_range == pytest.approx((od * (1 - high), od * (1 - low)))
+    assert c.usd_per_hour == pytest.approx(od * (1 - low))  # the cautious end
+    assert any("spot prices vary" in n for n in c.notes)
+
+
+def test_capacity_block_and_reservation_prices(write):
+    block = market(AWS_TRAINING, f"market: capacity-block\n  {RES_ID}")
+    c = cost_of(write(block))
+    assert c.usd_per_hour == 2 * CAT.instance("p5.48xlarge").capacity_block_usd_hr.value
+    c = cost_of(write(block.replace("p5.48xlarge", "p5en.48xlarge"), "en.yaml"))
+    assert c.usd_per_hour is None and c.usd_per_month is None  # no block price in the catalog
+    assert "no capacity-block price for p5en.48xlarge" in c.notes[0]
+    c = cost_of(write(market(AWS_TRAINING, f"market: reservation\n  {RES_ID}"), "r.yaml"))
+    rate = FIG.cost.reservation_rate_of_on_demand.value
+    assert c.usd_per_hour == pytest.approx(
+        2 * CAT.instance("p5.48xlarge").on_demand_usd_hr.value * rate
+    )
+
+
+def test_missing_prices_leave_no_partial_total(write):
+    c = cost_of(
+        write(BARE_METAL.replace("type: bare_metal", "type: bare_metal, capex_usd_per_gpu: 25000"))
+    )
+    assert len(c.compute) == 1  # hardware priced, electricity not
+    assert c.usd_per_hour is None
+    assert any("power_usd_per_kwh" in n for n in c.notes)
+
+
+def test_lora_checkpoints_cost_only_adapters(write):
+    w = "workload: {model_params_b: 7, method: lora, checkpoints_retained: 5}\n"
+    c = cost_of(write(AWS_TRAINING + w))
+    adapters = 7e9 * FIG.memory.lora_adapter_fraction.value
+    assert c.storage.usd_per_month == pytest.approx(adapters * 14 / 1e9 * 5 * S3)
+
+
+def test_render_shows_every_line_and_source():
+    text = "\n".join(render(cost_of("aws-training.yaml")))
+    assert "4 x p5.48xlarge on-demand" in text
+    assert CAT.instance("p5.48xlarge").on_demand_usd_hr.source.date in text
+    assert "at 65% utilization" in text and "at 85% utilization" in text
+    assert "utilization: expected 65% vs target 85%" in text
