@@ -74,6 +74,11 @@ class FabricMissing(Rule):
         if ctx.nodes <= 1 or ctx.blueprint.network.fabric in RDMA:
             return
         grads = w.model_params_b * ctx.figures.memory.grads_bytes_per_param.value
+        # A ring all-reduce sends and receives about twice the gradients per step.
+        gbps = ctx.blueprint.network.gbps_per_node
+        step = ""
+        if gbps:
+            step = f" (about {2 * grads / (gbps / 8):.1f} s per step at {gbps:g} Gb/s)"
         fix = (
             "set network.fabric: efa with an EFA instance type"
             if ctx.blueprint.target.type == "aws"
@@ -83,7 +88,7 @@ class FabricMissing(Rule):
             ("network", "fabric"),
             f"{w.method} of a {w.model_params_b:g}B model across {ctx.nodes} nodes over "
             f"ethernet: every step all-reduces {gb(grads)} of bf16 gradients between nodes "
-            "over TCP, and the GPUs wait on it",
+            f"over TCP{step}, and the GPUs wait on it",
             f"{fix}; or fit the job on one node (e.g. method: lora)",
         )
 

@@ -34,6 +34,11 @@ def test_four_node_full_finetune_on_ethernet_is_an_error(tmp_path):
     assert (f.level, f.path) == ("error", ("network", "fabric"))
     assert "across 4 nodes over ethernet" in f.message and "26.0 GB" in f.message
     assert "infiniband or roce" in f.fix
+    # With the fabric's speed known the message says what a step waits: 7B's 14 GB of bf16
+    # gradients, twice over, at 100 Gb/s is about 2.2 s (the domain notes' figure).
+    data = bare(hosts=4, fabric="ethernet", workload={"model_params_b": 7, "method": "full"})
+    data["network"]["gbps_per_node"] = 100
+    assert "(about 2.2 s per step at 100 Gb/s)" in found(tmp_path, data)["fabric-missing"].message
     aws_fix = found(tmp_path, aws("g6e.48xlarge", count=4, fabric="ethernet", workload=FULL_13B))
     assert "efa" in aws_fix["fabric-missing"].fix
     # RDMA fabrics, one node, or LoRA: no error.
