@@ -60,6 +60,13 @@ class Report:
         """True when an unwaived error stops the blueprint."""
         return any(lf.finding.blocks for lf in self.findings)
 
+    def as_dict(self) -> dict:
+        """The `findings` and `cost` members of a command's `--json` output."""
+        return {
+            "findings": [lf.as_dict() for lf in self.findings],
+            "cost": self.cost.as_dict(),
+        }
+
 
 def findings(effective: Effective, ctx: Context | None = None) -> list[Finding]:
     """Every rule's findings, with the blueprint's waivers applied."""

@@ -34,6 +34,9 @@ def test_an_error_blocks_until_waived_and_the_reason_shows(tmp_path):
     assert f.finding.waived == reason
     assert str(f).endswith(f"(waived: {reason})") and "waived error fabric-missing" in str(f)
     assert f.as_dict()["waived"] is True and f.as_dict()["waiver_reason"] == reason
+    doc = report.as_dict()
+    assert doc["cost"]["basis"] == "aws on-demand"
+    assert {"level", "code", "path", "message", "fix"} <= set(doc["findings"][0])
 
 
 BLUEPRINT = """\
