@@ -1,0 +1,164 @@
+"""`rackform smoke [--nproc N] [--blueprint FILE --env ENV] [--json PATH]`
+
+Runs the host checks and the smoke-training job on this machine through torchrun (2 CPU
+processes with gloo when there is no GPU), prints the report as a table and exits 1 when any
+check failed. With a blueprint, the expectations and thresholds are that node group's (see
+rackform/thresholds.py); without one, only the loss must fall."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import rackform
+from rackform.cli import app
+from rackform.cli.output import EXIT_INVALID, fail
+from rackform.problems import BlueprintError
+from rackform.thresholds import Expectations, GroupError, for_group, without_blueprint
+
+PRESETS = ("tiny", "small", "default")
+
+
+def _launch():
+    """validators/ sits next to the rackform package (it is shipped to nodes as files, not
+    installed); make it importable from there."""
+    root = Path(rackform.__file__).resolve().parent.parent
+    if not (root / "validators" / "launch.py").is_file():
+        print(f"rackform: internal error: validators/ not found in {root}", file=sys.stderr)
+        raise typer.Exit(1)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module("validators.launch"), importlib.import_module(
+        "validators.report"
+    )
+
+
+def _expectations(
+    blueprint: Path | None, env: str | None, group: str | None
+) -> tuple[Expectations, dict]:
+    if blueprint is None:
+        if env or group:
+            print("rackform: --env and --group need --blueprint", file=sys.stderr)
+            raise typer.Exit(EXIT_INVALID)
+        return without_blueprint(), {}
+    from rackform.compile import compile_cluster
+    from rackform.loader import load_effective
+
+    try:
+        eff = load_effective(blueprint, env)
+    except BlueprintError as exc:
+        raise fail(exc.problems) from None
+    try:
+        exp = for_group(compile_cluster(eff), group)
+    except GroupError as exc:
+        print(f"{blueprint}: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID) from None
+    return exp, {"file": str(blueprint), "environment": eff.environment, "digest": eff.digest}
+
+
+@app.command()
+def smoke(
+    nproc: Annotated[
+        int | None,
+        typer.Option("--nproc", min=1, help="Processes: default one per GPU, or 2 on CPU."),
+    ] = None,
+    blueprint: Annotated[
+        Path | None,
+        typer.Option("--blueprint", "-b", help="Take expectations from this blueprint."),
+    ] = None,
+    env: Annotated[
+        str | None, typer.Option("--env", "-e", help="The blueprint's environment.")
+    ] = None,
+    group: Annotated[
+        str | None, typer.Option("--group", help="Node group (when the blueprint has several).")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the JSON report here.")
+    ] = None,
+    checkpoint_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoint-dir", help="Default: the blueprint's checkpoint mount, else a temp dir."
+        ),
+    ] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option("--steps", min=2, help="Default: the blueprint's smoke_steps, else 30."),
+    ] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option("--preset", help="Model size: tiny (CPU default), small, default (GPU)."),
+    ] = None,
+    host_checks: Annotated[
+        bool, typer.Option("--host-checks/--no-host-checks", help="NVML, dcgmi, storage ceiling.")
+    ] = True,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=10, help="Deadline for the whole run, seconds.")
+    ] = 900.0,
+    job_args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="After --: extra arguments for validators.smoke (e.g. -- --compile).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Run the smoke-training job and host checks here; exit 1 if any check fails."""
+    if preset is not None and preset not in PRESETS:
+        print(f"rackform: --preset {preset!r} is not one of {', '.join(PRESETS)}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    if json_path is not None and not json_path.parent.is_dir():
+        print(
+            f"rackform: --json {json_path}: no such directory {json_path.parent}", file=sys.stderr
+        )
+        raise typer.Exit(EXIT_INVALID)
+    exp, source = _expectations(blueprint, env, group)
+    launch, report = _launch()
+    import torch  # only here: the job needs it anyway, the rest of the CLI does not
+
+    on_gpu = torch.cuda.is_available()
+    procs = nproc or (torch.cuda.device_count() if on_gpu else 2)
+    own_tmp = None
+    if checkpoint_dir is None and exp.checkpoint_dir is None:
+        own_tmp = tempfile.mkdtemp(prefix="rackform-ckpt-")
+    ckpt = str(checkpoint_dir or exp.checkpoint_dir or own_tmp)
+    jargs = [
+        *exp.job_args(),
+        "--checkpoint-dir",
+        ckpt,
+        "--steps",
+        str(steps or exp.smoke_steps or 30),
+    ]
+    jargs += ["--preset", preset] if preset else []
+    hargs = None
+    if host_checks:
+        probe = "4096" if on_gpu else "64"
+        hargs = [*exp.host_args(), "--storage-dir", ckpt, "--storage-probe-mb", probe]
+    print(
+        f"smoke: {procs} processes on {'GPU (nccl)' if on_gpu else 'CPU (gloo)'}, "
+        f"checkpoints in {ckpt}" + (f", node group {exp.group}" if exp.group else ""),
+        file=sys.stderr,
+    )
+    for name, value, why in exp.table():
+        print(
+            f"smoke: threshold {name} = {'-' if value is None else f'{value:g}'} ({why})",
+            file=sys.stderr,
+        )
+    try:
+        doc = launch.run(procs, [*jargs, *(job_args or [])], hargs, timeout)
+    finally:
+        if own_tmp:
+            shutil.rmtree(own_tmp, ignore_errors=True)
+    doc["thresholds"] = {n: {"value": v, "source": s} for n, v, s in exp.table()}
+    if source:
+        doc["blueprint"] = source
+    if json_path is not None:
+        json_path.write_text(report.dumps(doc))
+    typer.echo(report.table(doc))
+    raise typer.Exit(report.exit_code(doc))

@@ -1,0 +1,114 @@
+"""Command-line arguments of the smoke job. Expectations and thresholds come in from rackform
+(the job never reads a blueprint); `auto` defaults depend on whether the run is on GPUs."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+
+import torch
+
+from validators.model import PRESETS
+
+FABRICS = ("efa", "infiniband", "roce", "ethernet")
+
+# name: (on CPU, on GPU)
+AUTO = {
+    "preset": ("tiny", "default"),
+    "allreduce_min_mb": (1 / 256, 1.0),  # 4 KiB on CPU, 1 MiB on GPU
+    "allreduce_max_mb": (1.0, 4096.0),  # public thresholds need messages >= 256 MB
+    "allreduce_iters": (5, 20),
+    "checkpoint_threads": (1, 4),
+}
+LR = {"tiny": 3e-3, "small": 1e-3, "default": 6e-4}
+
+
+def build() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="validators.smoke", description=__doc__)
+    a = p.add_argument
+    a("--report", help="Write the JSON report here (rank 0).")
+    a("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    a(
+        "--no-table",
+        action="store_true",
+        help="Do not print the table (the launcher prints its own).",
+    )
+    g = p.add_argument_group("model and training")
+    g.add_argument(
+        "--preset", choices=PRESETS, help="Model size (default: tiny on CPU, default on GPU)."
+    )
+    for name in ("d-model", "layers", "heads", "seq-len", "batch", "vocab"):
+        g.add_argument(f"--{name}", type=int, help="Override the preset's field.")
+    g.add_argument("--steps", type=int, default=30)
+    g.add_argument("--warmup", type=int, help="Untimed first steps (default: steps/5, 1..10).")
+    g.add_argument("--lr", type=float, help="Peak learning rate (default per preset).")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--compile", action="store_true", help="torch.compile the model.")
+    g = p.add_argument_group("measurements")
+    g.add_argument("--allreduce-min-mb", type=float)
+    g.add_argument("--allreduce-max-mb", type=float)
+    g.add_argument("--allreduce-iters", type=int)
+    g.add_argument(
+        "--checkpoint-dir",
+        default=tempfile.gettempdir(),
+        help="A fresh subdirectory is made here, and removed after.",
+    )
+    g.add_argument("--checkpoint-threads", type=int, help="Writer threads per rank.")
+    g.add_argument("--keep-checkpoint", action="store_true")
+    g = p.add_argument_group("expectations (from the blueprint)")
+    g.add_argument("--expect-nodes", type=int)
+    g.add_argument("--expect-gpus", type=int, help="GPUs per node.")
+    g.add_argument("--expect-gpu-model", help="Catalog key, e.g. H100-SXM.")
+    g.add_argument("--expect-gpu-pattern", help="Regex the device name must match.")
+    g.add_argument("--expect-nccl", help="Lowest acceptable NCCL version, e.g. 2.21.5.")
+    g.add_argument("--expect-fabric", choices=FABRICS)
+    g.add_argument("--peak-tflops", type=float, help="Dense BF16 peak per GPU, for MFU.")
+    g.add_argument("--mfu-min", type=float, help="MFU floor, percent.")
+    g.add_argument("--busbw-min", type=float, help="All-reduce bus bandwidth floor, GB/s.")
+    g.add_argument("--checkpoint-write-min", type=float, help="Checkpoint write floor, GB/s.")
+    g.add_argument("--loss-drop", type=float, default=0.2, help="Loss must fall by this fraction.")
+    g = p.add_argument_group("time limits (the job never hangs)")
+    g.add_argument(
+        "--collective-timeout-s",
+        type=float,
+        default=120.0,
+        help="A collective that does not complete in this time fails.",
+    )
+    g.add_argument(
+        "--watchdog-s",
+        type=float,
+        default=300.0,
+        help="A rank with no progress for this long aborts (0: off).",
+    )
+    g = p.add_argument_group(
+        "fault injection (TEST-ONLY: these break the run on purpose, to prove it fails cleanly)"
+    )
+    g.add_argument("--fault-step", type=int, default=2, help="Training step the faults act at.")
+    g.add_argument("--fault-kill-rank", type=int, help="This rank SIGKILLs itself.")
+    g.add_argument("--fault-stall-rank", type=int, help="This rank stops making progress.")
+    g.add_argument("--fault-nan-lr", action="store_true", help="The learning rate becomes NaN.")
+    g.add_argument(
+        "--fault-ckpt-fsize",
+        type=int,
+        metavar="BYTES",
+        help="Cap file size (RLIMIT_FSIZE) during the checkpoint: a real EFBIG, as from a full disk.",
+    )
+    return p
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = build()
+    args = p.parse_args(argv)
+    on_gpu = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    for name, (cpu, gpu) in AUTO.items():
+        if getattr(args, name) is None:
+            setattr(args, name, gpu if on_gpu else cpu)
+    if args.lr is None:
+        args.lr = LR[args.preset]
+    if args.steps < 2:
+        p.error("--steps must be at least 2 (the loss is compared between start and end)")
+    if not 0 < args.loss_drop < 1:
+        p.error("--loss-drop must be between 0 and 1")
+    if args.allreduce_min_mb > args.allreduce_max_mb:
+        p.error("--allreduce-min-mb exceeds --allreduce-max-mb")
+    return args

@@ -1,0 +1,204 @@
+"""A checkpoint round trip with torch.distributed.checkpoint (DCP): save the model and optimizer
+to the checkpoint directory, evict the files from the page cache, load them into a copy whose
+every byte differs, and compare bit for bit; with write and read GB/s.
+
+Each node saves a full copy to its own directory with its own ranks (a gloo group per node),
+because the checkpoint directory is usually a node-local RAID: every node's array is tested
+and no node needs another's files. Every failure is collective within the node group, so no
+rank is left waiting in a collective that the others skipped."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.state_dict import get_state_dict
+
+
+@dataclass
+class Result:
+    path: str
+    error: str | None = None  # why the round trip failed, when it did
+    bytes: int = 0
+    write_s: float | None = None
+    read_s: float | None = None
+    mismatches: list[str] = field(default_factory=list)
+    compared: int = 0
+
+    @property
+    def write_gbps(self) -> float | None:
+        return self.bytes / self.write_s / 1e9 if self.write_s else None
+
+    @property
+    def read_gbps(self) -> float | None:
+        return self.bytes / self.read_s / 1e9 if self.read_s else None
+
+
+def _flipped(v: Any) -> Any:
+    """A copy of a state-dict value in which every byte differs from the original, so a load
+    that skips anything cannot go unnoticed."""
+    if isinstance(v, torch.Tensor):
+        t = v.detach().clone()
+        t.reshape(-1).view(torch.uint8).bitwise_not_()
+        return t
+    if isinstance(v, dict):
+        return {k: _flipped(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_flipped(x) for x in v]
+    return v  # plain Python values (lr, betas) are replaced wholesale by the load
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        if not isinstance(b, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        return torch.equal(
+            a.detach().reshape(-1).view(torch.uint8), b.detach().reshape(-1).view(torch.uint8)
+        )
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
+        return math.isnan(b)
+    return a == b
+
+
+def _leaves(v: Any, prefix: str = ""):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from _leaves(x, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(v, list | tuple):
+        for i, x in enumerate(v):
+            yield from _leaves(x, f"{prefix}[{i}]")
+    else:
+        yield prefix, v
+
+
+def _dir_bytes(path: str) -> int:
+    return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+
+
+def _evict(path: str) -> None:
+    """Drop the (synced, clean) checkpoint pages from the page cache so the read is a read."""
+    for e in os.scandir(path):
+        if e.is_file():
+            fd = os.open(e.path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def _agree(error: str | None, group) -> str | None:
+    """Every rank of the node group learns the first error any of them hit."""
+    errs: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(errs, error, group=group)
+    return next((e for e in errs if e), None)
+
+
+def roundtrip(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    path: str,
+    group,
+    leader: bool,
+    heartbeat=lambda: None,
+    threads: int = 1,
+    keep: bool = False,
+) -> Result:
+    """Save to `path` (created here; it must not exist), read back, compare. `group` holds
+    this node's ranks; `leader` is true on one rank of it (it makes and removes the dir)."""
+    res = Result(path)
+    err = None
+    if leader:
+        try:
+            os.makedirs(path)
+        except OSError as exc:
+            err = f"cannot create {path}: {exc.strerror or exc} (errno {exc.errno})"
+    res.error = _agree(err, group)
+    if res.error:
+        return res
+    try:
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        state = {"model": model_sd, "optim": optim_sd}
+        res.error = _save(state, path, group, threads, res, heartbeat)
+        if res.error is None:
+            res.error = _load_and_compare(state, path, group, leader, res, heartbeat)
+    finally:
+        dist.barrier(group=group)
+        if leader and not keep:
+            shutil.rmtree(path, ignore_errors=True)
+    return res
+
+
+def _save(state, path, group, threads, res: Result, heartbeat) -> str | None:
+    writer = dcp.FileSystemWriter(path, thread_count=threads, sync_files=True)
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    try:
+        dcp.save(state, storage_writer=writer, process_group=group)
+    # DCP raises the same CheckpointException (a BaseException) on every rank of the group.
+    except (Exception, CheckpointException) as exc:
+        return f"write failed: {_cause(exc)}"
+    dist.barrier(group=group)
+    res.write_s = time.perf_counter() - t0
+    heartbeat()
+    return None
+
+
+def _load_and_compare(state, path, group, leader, res: Result, heartbeat) -> str | None:
+    err = None
+    if leader:
+        try:
+            res.bytes = _dir_bytes(path)
+            _evict(path)
+        except OSError as exc:
+            err = f"cannot stat/evict {path}: {exc}"
+    err = _agree(err, group)
+    if err:
+        return err
+    sizes: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(sizes, res.bytes, group=group)
+    res.bytes = max(s or 0 for s in sizes)
+    target = _flipped(state)
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    try:
+        dcp.load(target, storage_reader=dcp.FileSystemReader(path), process_group=group)
+    except (Exception, CheckpointException) as exc:
+        return f"read failed: {_cause(exc)}"
+    dist.barrier(group=group)
+    res.read_s = time.perf_counter() - t0
+    heartbeat()
+    want = dict(_leaves(state))
+    got = dict(_leaves(target))
+    res.compared = len(want)
+    res.mismatches = [k for k, v in want.items() if k not in got or not _same(v, got[k])]
+    return None
+
+
+def _cause(exc: BaseException) -> str:
+    """The first OSError inside DCP's wrapped exceptions says what the disk said."""
+    seen = set()
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno:
+            return f"[Errno {e.errno}] {e.strerror}" + (f": {e.filename}" if e.filename else "")
+        failures = getattr(e, "failures", None)  # CheckpointException: {rank: (exc, tb)}
+        if isinstance(failures, dict):
+            for x in failures.values():
+                x = x[0] if isinstance(x, tuple) and x else x
+                if isinstance(x, BaseException):
+                    stack.append(x)
+        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,289 @@
+"""Host checks, run once per node before the smoke job:
+
+    python -m validators.hostcheck --json host.json --expect-gpus 8 --storage-dir /mnt/checkpoints
+
+- through NVML (nvidia-ml-py, where importable): GPU count, uncorrectable ECC errors, pending
+  or failed row remaps;
+- `dcgmi diag` at the configured level, where DCGM is installed;
+- the storage ceiling of the checkpoint mount (see storage.py).
+
+Standard library only, plus pynvml when present. Exit 0 when no check failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import subprocess
+import sys
+
+from validators import report, storage
+from validators.report import Check, compare, failed, not_run
+
+# dcgmi diag levels and how long each may take before it counts as hung (DOMAIN: r1 seconds,
+# r2 about 2 minutes, r3 about 15 minutes).
+DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600}
+
+
+def nvml_checks(nvml, expect_gpus: int | None, node: str = "") -> list[Check]:
+    """`nvml` is the pynvml module (or None when it cannot be imported). NVML sees every GPU
+    the driver knows, whatever CUDA_VISIBLE_DEVICES says."""
+    names = ("nvml_gpu_count", "ecc_uncorrectable", "row_remap")
+    if nvml is None:
+        return _nvml_absent(names, expect_gpus, "nvidia-ml-py (pynvml) is not installed", node)
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        return _nvml_absent(names, expect_gpus, f"NVML unavailable: {exc}", node)
+    try:
+        n = nvml.nvmlDeviceGetCount()
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        out = [
+            compare(
+                "nvml_gpu_count",
+                n,
+                expect_gpus,
+                "GPUs",
+                "==",
+                node=node,
+                detail="GPUs the driver sees",
+                no_threshold="no expected GPU count given",
+            )
+        ]
+        out.append(_ecc(nvml, handles, node))
+        out.append(_remap(nvml, handles, node))
+        return out
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _nvml_absent(names, expect_gpus, why: str, node: str) -> list[Check]:
+    if expect_gpus:
+        # GPUs are expected, so no driver to ask is itself the failure.
+        return [
+            failed(
+                names[0],
+                f"{why}; is the NVIDIA driver installed?",
+                expected=expect_gpus,
+                unit="GPUs",
+                op="==",
+                node=node,
+            )
+        ] + [not_run(n, "NVML unavailable", node=node) for n in names[1:]]
+    return [not_run(n, f"{why} (no GPUs expected)", node=node) for n in names]
+
+
+def _ecc(nvml, handles, node: str) -> Check:
+    """Volatile (since the driver loaded) uncorrectable ECC errors: any one fails the node."""
+    total, bad, unsupported = 0, [], 0
+    for i, h in enumerate(handles):
+        try:
+            n = nvml.nvmlDeviceGetTotalEccErrors(
+                h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
+            )
+        except nvml.NVMLError_NotSupported:
+            unsupported += 1
+            continue
+        total += n
+        if n:
+            bad.append(f"GPU {i}: {n}")
+    if handles and unsupported == len(handles):
+        return not_run(
+            "ecc_uncorrectable", "ECC is not supported or not enabled on these GPUs", node=node
+        )
+    detail = "; ".join(bad) or f"{len(handles) - unsupported} GPUs read"
+    return compare("ecc_uncorrectable", total, 0, "errors", "<=", detail=detail, node=node)
+
+
+def _remap(nvml, handles, node: str) -> Check:
+    """Row remapping (Ampere and later): a pending remap needs a GPU reset, a failed one an RMA."""
+    bad, unsupported = [], 0
+    for i, h in enumerate(handles):
+        try:
+            _corr, _unc, pending, failure = nvml.nvmlDeviceGetRemappedRows(h)
+        except nvml.NVMLError_NotSupported:
+            unsupported += 1
+            continue
+        if pending or failure:
+            bad.append(
+                f"GPU {i}: " + ("remap failed" if failure else "remap pending (reset the GPU)")
+            )
+    if handles and unsupported == len(handles):
+        return not_run("row_remap", "row remapping is not supported on these GPUs", node=node)
+    detail = "; ".join(bad) or f"{len(handles) - unsupported} GPUs read"
+    return compare("row_remap", len(bad), 0, "GPUs", "<=", detail=detail, node=node)
+
+
+def dcgm_check(level: int, node: str = "", exe: str = "dcgmi") -> Check:
+    name, expected = "dcgm_diag", f"no failures at r{level}"
+    path = shutil.which(exe)
+    if path is None:
+        return not_run(name, "dcgmi is not installed", expected=expected, node=node)
+    cmd = [path, "diag", "-r", str(level), "-j"]
+    try:
+        p = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=DCGM_TIMEOUT_S[level], check=False
+        )
+    except subprocess.TimeoutExpired:
+        return failed(
+            name,
+            f"dcgmi diag -r {level} did not finish in {DCGM_TIMEOUT_S[level]} s",
+            expected=expected,
+            node=node,
+        )
+    results = parse_diag(p.stdout)
+    if results is None:
+        last = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
+        return failed(
+            name,
+            f"dcgmi diag exited {p.returncode} without results: {last}",
+            expected=expected,
+            node=node,
+        )
+    return diag_verdict(results, expected, node)
+
+
+_STATUS = {
+    "pass": "pass",
+    "fail": "fail",
+    "warn": "warn",
+    "warning": "warn",
+    "skip": "skip",
+    "skipped": "skip",
+    "not run": "skip",
+    "notrun": "skip",
+}
+
+
+def parse_diag(text: str) -> list[tuple[str, str, str]] | None:
+    """(test, status, message) per test result, from either JSON shape dcgmi writes (DCGM 3.x
+    nests tests in categories under "DCGM GPU Diagnostic", 4.x under "DCGM Diagnostic" or at
+    the top). A status word not known here reads as "unknown", never as a pass."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        doc = json.loads(text[start:])
+    except ValueError:
+        return None
+    out: list[tuple[str, str, str]] = []
+
+    def walk(v):
+        if isinstance(v, dict):
+            if "name" in v and isinstance(v.get("results"), list):
+                for r in v["results"]:
+                    if isinstance(r, dict):
+                        word = str(r.get("status", "")).strip().lower()
+                        msgs = [
+                            w.get("warning", "")
+                            for w in r.get("warnings", [])
+                            if isinstance(w, dict)
+                        ]
+                        out.append((str(v["name"]), _STATUS.get(word, "unknown"), "; ".join(msgs)))
+                return
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(doc)
+    return out or None
+
+
+def diag_verdict(results: list[tuple[str, str, str]], expected: str, node: str = "") -> Check:
+    fails = [(t, m) for t, s, m in results if s == "fail"]
+    unknown = sorted({t for t, s, _ in results if s == "unknown"})
+    passed = sum(s == "pass" for _, s, _ in results)
+    measured = f"{passed} pass, {len(fails)} fail, {len(results) - passed - len(fails)} other"
+    if fails:
+        why = "; ".join(f"{t}: {m}" if m else t for t, m in fails[:5])
+        return failed("dcgm_diag", why, measured=measured, expected=expected, op="==", node=node)
+    if unknown:
+        return failed(
+            "dcgm_diag",
+            f"unrecognised status for {', '.join(unknown)}",
+            measured=measured,
+            expected=expected,
+            op="==",
+            node=node,
+        )
+    if not passed:
+        return not_run(
+            "dcgm_diag",
+            "dcgmi ran but passed no test (all skipped)",
+            measured=measured,
+            expected=expected,
+            node=node,
+        )
+    warns = [t for t, s, _ in results if s == "warn"]
+    detail = f"warnings: {', '.join(sorted(set(warns)))}" if warns else ""
+    return Check("dcgm_diag", report.PASS, measured, expected, "", "==", detail, node)
+
+
+def storage_check(
+    directory: str | None, total_mb: int, minimum: float | None, node: str = ""
+) -> Check:
+    name, unit = "storage_write_ceiling", "GB/s"
+    if not directory:
+        return not_run(name, "no checkpoint directory given", unit=unit, node=node)
+    if total_mb <= 0:
+        return not_run(name, "storage probe disabled (--storage-probe-mb 0)", unit=unit, node=node)
+    c = storage.measure(directory, total_mb)
+    if c.gbps is None:
+        return failed(
+            name, c.error or "nothing measured", expected=minimum, unit=unit, op=">=", node=node
+        )
+    return compare(
+        name,
+        round(c.gbps, 3),
+        minimum,
+        unit,
+        detail=c.method,
+        node=node,
+        no_threshold="no declared array write speed (storage.checkpoint.write_gbps)",
+    )
+
+
+def _import_nvml():
+    try:
+        import pynvml  # nvidia-ml-py; optional
+    except ImportError:
+        return None
+    return pynvml
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="validators.hostcheck",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--json", help="Write the JSON report here.")
+    p.add_argument("--expect-gpus", type=int, help="GPUs this node should have.")
+    p.add_argument("--dcgm-level", type=int, choices=(1, 2, 3), default=1)
+    p.add_argument("--storage-dir", help="The checkpoint mount to probe.")
+    p.add_argument("--storage-probe-mb", type=int, default=4096, help="MiB to write (0: skip).")
+    p.add_argument("--storage-min-gbps", type=float, help="Floor for the storage ceiling.")
+    p.add_argument("--node", default="", help="Name to show per check (default: none).")
+    p.add_argument("--no-table", action="store_true", help="Do not print the table.")
+    args = p.parse_args(argv)
+    node = args.node
+    checks = nvml_checks(_import_nvml(), args.expect_gpus, node)
+    checks.append(dcgm_check(args.dcgm_level, node))
+    checks.append(
+        storage_check(args.storage_dir, args.storage_probe_mb, args.storage_min_gbps, node)
+    )
+    doc = report.make(checks, complete=True, host={"hostname": socket.gethostname()})
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(report.dumps(doc))
+    if not args.no_table:
+        print(report.table(doc), flush=True)
+    return report.exit_code(doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""Run the host checks and the smoke job on this node and merge them into one report:
+
+    python -m validators.launch --nproc 8 --json report.json [--torchrun "..."] -- JOB ARGS
+
+The job runs under torchrun (`python -m torch.distributed.run`, no restarts), its output
+streamed through. However the job ends, the report says what happened: a rank that died or
+stalled becomes a failed `job_completed` check naming the rank and the cause (from torchrun's own
+summary), and every check the job never reached becomes not-run. A whole-run deadline backs up
+the job's own timeouts. Standard library only (torch is imported by the job, not here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from validators import report
+from validators.report import Check, failed, not_run
+
+ROOT = str(Path(__file__).resolve().parent.parent)  # the directory holding `validators/`
+
+
+@dataclass
+class Proc:
+    rc: int | None
+    lines: list[str]
+    timed_out: bool
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def stream(cmd: list[str], timeout_s: float, out=None, keep: int = 400) -> Proc:
+    """Run `cmd` in its own process group, copying its output to `out` as it comes and
+    keeping the last `keep` lines; past the deadline the whole group is terminated."""
+    out = out or sys.stderr
+    tail: collections.deque[str] = collections.deque(maxlen=keep)
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=_env(),
+        start_new_session=True,
+    )
+
+    def pump() -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            tail.append(line.rstrip("\n"))
+            out.write(line)
+            out.flush()
+
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    timed_out = False
+    try:
+        p.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(p)
+    t.join(timeout=5)
+    return Proc(p.returncode, list(tail), timed_out)
+
+
+def _kill_group(p: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            p.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+_FIELD = re.compile(r"^\s*(rank|exitcode|host|traceback)\s*:\s*(.*)$")
+
+
+def root_cause(lines: list[str]) -> str | None:
+    """torchrun's "Root Cause (first observed failure)" block, in one line: which rank, how
+    it ended, and the last line of its error."""
+    try:
+        start = max(
+            i for i, line in enumerate(lines) if "Root Cause (first observed failure)" in line
+        )
+    except ValueError:
+        return None
+    fields: dict[str, str] = {}
+    trace: list[str] = []
+    for line in lines[start + 1 :]:
+        if line.startswith("====="):
+            break
+        m = _FIELD.match(line)
+        if m and m.group(1) not in fields:
+            fields[m.group(1)] = m.group(2).strip()
+        elif "traceback" in fields and line.strip():
+            trace.append(line.strip())
+    err = trace[-1] if trace else fields.get("traceback", "")
+    rank = fields.get("rank", "?").split(" ")[0]
+    code = re.sub(r"\(pid: \d+\)\s*", "", fields.get("exitcode", "?")).strip()
+    text = f"rank {rank} on {fields.get('host', '?')} failed: exit code {code}"
+    return f"{text}; {err}" if err else text
+
+
+def _watchdog_lines(lines: list[str]) -> list[str]:
+    return [line.strip() for line in lines if "no progress for" in line and "smoke: rank" in line]
+
+
+def compose(host: dict | None, job: dict | None, proc: Proc | None, timeout_s: float) -> dict:
+    """One report from the host checks, the job's (possibly partial) report and how the
+    torchrun process ended."""
+    checks: list[Check] = []
+    if host is not None:
+        checks += report.checks_of(host)
+    job_checks = report.checks_of(job) if job is not None else []
+    checks += job_checks
+    complete = bool(job and job.get("complete"))
+    if proc is not None:
+        checks.append(_job_check(proc, complete, timeout_s))
+    if job is None:
+        checks.append(not_run("smoke_job_checks", "the job wrote no report"))
+    else:
+        for name in job.get("pending", []):
+            checks.append(not_run(name, "the job ended before this check ran"))
+    extra = {k: job[k] for k in ("job", "metrics") if job and k in job}
+    if host is not None and "host" in host:
+        extra["host"] = host["host"]
+    return report.make(checks, complete=complete, **extra)
+
+
+def _job_check(proc: Proc, complete: bool, timeout_s: float) -> Check:
+    name = "job_completed"
+    if proc.timed_out:
+        return failed(
+            name,
+            f"the whole run passed its {timeout_s:g} s deadline and was stopped",
+            measured="timed out",
+            expected="completed",
+            op="==",
+        )
+    if complete and proc.rc in (0, 1):  # 1: the job ran to the end and a check failed
+        return Check(
+            name, report.PASS, "completed", "completed", "", "==", f"torchrun exit {proc.rc}"
+        )
+    why = root_cause(proc.lines) or f"torchrun exited {proc.rc}"
+    stalls = _watchdog_lines(proc.lines)
+    if stalls:
+        why = f"{why}; {stalls[0]}"
+    return failed(name, why, measured="failed", expected="completed", op="==")
+
+
+def _read(path: str) -> dict | None:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def torchrun_cmd(
+    nproc: int, torchrun_args: list[str], job_args: list[str], report_path: str
+) -> list[str]:
+    rdzv = torchrun_args or ["--standalone"]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--max-restarts=0",
+        *rdzv,
+        "-m",
+        "validators.smoke",
+        "--report",
+        report_path,
+        "--no-table",
+        *job_args,
+    ]
+
+
+def run(
+    nproc: int,
+    job_args: list[str],
+    host_args: list[str] | None,
+    timeout_s: float = 900.0,
+    torchrun_args: list[str] | None = None,
+    out=None,
+) -> dict:
+    """Host checks (unless host_args is None), then the job; the merged report."""
+    with tempfile.TemporaryDirectory(prefix="rackform-smoke-") as tmp:
+        host = None
+        if host_args is not None:
+            hp = os.path.join(tmp, "host.json")
+            cmd = [
+                sys.executable,
+                "-m",
+                "validators.hostcheck",
+                "--json",
+                hp,
+                "--no-table",
+                *host_args,
+            ]
+            hproc = stream(cmd, timeout_s, out)
+            host = _read(hp)
+            if host is None:
+                why = root_cause(hproc.lines) or (hproc.lines[-1] if hproc.lines else "no output")
+                host = report.make([failed("host_checks", f"host checks wrote no report: {why}")])
+        jp = os.path.join(tmp, "job.json")
+        proc = stream(torchrun_cmd(nproc, torchrun_args or [], job_args, jp), timeout_s, out)
+        return compose(host, _read(jp), proc, timeout_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="validators.launch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--nproc", type=int, required=True, help="Processes (GPUs) on this node.")
+    p.add_argument("--json", help="Write the merged report here.")
+    p.add_argument(
+        "--torchrun", default="", help="Rendezvous arguments for torchrun (default --standalone)."
+    )
+    p.add_argument("--host-args", default="", help="Arguments for validators.hostcheck.")
+    p.add_argument("--no-host-checks", action="store_true")
+    p.add_argument("--timeout-s", type=float, default=900.0)
+    p.add_argument(
+        "job_args", nargs=argparse.REMAINDER, help="-- then arguments for validators.smoke"
+    )
+    a = p.parse_args(argv)
+    job_args = a.job_args[1:] if a.job_args[:1] == ["--"] else a.job_args
+    host_args = None if a.no_host_checks else shlex.split(a.host_args)
+    doc = run(a.nproc, job_args, host_args, a.timeout_s, shlex.split(a.torchrun))
+    if a.json:
+        Path(a.json).write_text(report.dumps(doc))
+    print(report.table(doc), flush=True)
+    return report.exit_code(doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
