@@ -8,7 +8,7 @@ import tempfile
 
 import torch
 
-from validators.model import PRESETS
+from validators.model import PRESETS, config
 
 FABRICS = ("efa", "infiniband", "roce", "ethernet")
 
@@ -20,6 +20,7 @@ AUTO = {
     "allreduce_iters": (5, 20),
     "checkpoint_threads": (1, 4),
 }
+_FIELDS = ("d_model", "layers", "heads", "seq_len", "batch", "vocab")
 LR = {"tiny": 3e-3, "small": 1e-3, "default": 6e-4}
 
 
@@ -105,6 +106,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
             setattr(args, name, gpu if on_gpu else cpu)
     if args.lr is None:
         args.lr = LR[args.preset]
+    try:
+        args.model = config(args.preset, **{k: getattr(args, k) for k in _FIELDS})
+    except ValueError as exc:
+        p.error(str(exc))
     if args.steps < 2:
         p.error("--steps must be at least 2 (the loss is compared between start and end)")
     if not 0 < args.loss_drop < 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -144,7 +145,8 @@ def _save(state, path, group, threads, res: Result, heartbeat) -> str | None:
         dcp.save(state, storage_writer=writer, process_group=group)
     # DCP raises the same CheckpointException (a BaseException) on every rank of the group.
     except (Exception, CheckpointException) as exc:
-        return f"write failed: {_cause(exc)}"
+        hint = space_hint(path)
+        return f"write failed: {_cause(exc)}" + (f" ({hint})" if hint else "")
     dist.barrier(group=group)
     res.write_s = time.perf_counter() - t0
     heartbeat()
@@ -183,9 +185,10 @@ def _load_and_compare(state, path, group, leader, res: Result, heartbeat) -> str
 
 
 def _cause(exc: BaseException) -> str:
-    """The first OSError inside DCP's wrapped exceptions says what the disk said."""
-    seen = set()
-    stack = [exc]
+    """What went wrong, from inside DCP's wrapping: an OSError says what the disk said; any
+    other inner exception is named with the first line of its message."""
+    seen: set[int] = set()
+    stack, inner = [exc], []
     while stack:
         e = stack.pop()
         if id(e) in seen:
@@ -199,6 +202,24 @@ def _cause(exc: BaseException) -> str:
                 x = x[0] if isinstance(x, tuple) and x else x
                 if isinstance(x, BaseException):
                     stack.append(x)
+        elif e is not exc:
+            inner.append(e)
         stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+    e = inner[0] if inner else exc
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def space_hint(path: str) -> str:
+    """After a failed write: the free space where it went, and any file-size limit on this
+    process, because torch's writer reports a short write without the errno behind it."""
+    parts = []
+    try:
+        st = os.statvfs(os.path.dirname(path.rstrip("/")) or "/")
+        parts.append(f"{st.f_bavail * st.f_frsize / 1e9:.2f} GB free there")
+    except OSError:
+        pass
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY:
+        parts.append(f"file size limit (RLIMIT_FSIZE) {soft} bytes")
+    return ", ".join(parts)

@@ -114,6 +114,8 @@ def root_cause(lines: list[str]) -> str | None:
         elif "traceback" in fields and line.strip():
             trace.append(line.strip())
     err = trace[-1] if trace else fields.get("traceback", "")
+    if err.startswith("To enable traceback"):  # torchrun's note when a rank simply exited
+        err = ""
     rank = fields.get("rank", "?").split(" ")[0]
     code = re.sub(r"\(pid: \d+\)\s*", "", fields.get("exitcode", "?")).strip()
     text = f"rank {rank} on {fields.get('host', '?')} failed: exit code {code}"

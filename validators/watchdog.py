@@ -44,7 +44,9 @@ class Watchdog:
         while not self._stop.wait(tick):
             idle = time.monotonic() - self._last
             if idle > self.timeout_s:
-                where = self.phase + (f" at step {self.step}" if self.step is not None else "")
+                where = self.phase + (
+                    f" (last completed step {self.step})" if self.step is not None else ""
+                )
                 print(
                     f"smoke: rank {self.rank}: no progress for {idle:.0f} s (limit "
                     f"{self.timeout_s:g} s) during {where}; a collective, kernel or write is "

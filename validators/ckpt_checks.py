@@ -1,0 +1,126 @@
+"""The checkpoint phase: run the round trip on every node (see checkpoint.py) and turn the
+per-node results into checks, reporting the slowest node and every node that failed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import socket
+import time
+import uuid
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from validators import checkpoint, report
+from validators.report import compare, failed, not_run
+
+
+def checkpoint_checks(
+    args, metrics: dict, model, opt, cpu_group, local_rank, local_world, heartbeat
+) -> list[report.Check]:
+    world = dist.get_world_size()
+    run: list = [f"rackform-smoke-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"]
+    dist.broadcast_object_list(run, src=0, group=cpu_group)
+    path = os.path.join(args.checkpoint_dir, run[0])
+    node_group, _ = dist.new_subgroups(
+        group_size=local_world, backend="gloo", timeout=timedelta(seconds=args.collective_timeout_s)
+    )
+    with _file_size_cap(args.fault_ckpt_fsize):
+        res = checkpoint.roundtrip(
+            model,
+            opt,
+            path,
+            node_group,
+            local_rank == 0,
+            heartbeat,
+            threads=args.checkpoint_threads,
+            keep=args.keep_checkpoint,
+        )
+    # The slowest node is the one to report; every node's failure is reported.
+    per_node: list = [None] * world
+    summary = (
+        socket.gethostname(),
+        res.error,
+        res.bytes,
+        res.write_gbps,
+        res.read_gbps,
+        res.mismatches[:5],
+        res.compared,
+    )
+    dist.all_gather_object(per_node, summary, group=cpu_group)
+    nodes = {s[0]: s for s in per_node}
+    bad = [s for s in nodes.values() if s[1]]
+    metrics["checkpoint"] = {
+        h: {"error": s[1], "bytes": s[2], "write_gbps": s[3], "read_gbps": s[4]}
+        for h, s in nodes.items()
+    }
+    if bad:
+        why = "; ".join(f"{s[0]}: {s[1]}" for s in bad)
+        return [
+            failed("checkpoint_roundtrip", why, measured="failed", expected="identical", op="=="),
+            not_run(
+                "checkpoint_write",
+                "the round trip failed",
+                expected=args.checkpoint_write_min,
+                unit="GB/s",
+            ),
+            not_run("checkpoint_read", "the round trip failed", unit="GB/s"),
+        ]
+    mism = [(s[0], s[5]) for s in nodes.values() if s[5]]
+    rt = (
+        failed(
+            "checkpoint_roundtrip",
+            "; ".join(f"{h}: {m} differ" for h, m in mism),
+            measured="differs",
+            expected="identical",
+            op="==",
+        )
+        if mism
+        else compare(
+            "checkpoint_roundtrip",
+            "identical",
+            "identical",
+            "",
+            "==",
+            detail=f"{per_node[0][6]} entries, {per_node[0][2] / 1e6:.1f} MB per node, bit for bit",
+        )
+    )
+    slow_w = min(nodes.values(), key=lambda s: s[3])
+    slow_r = min(nodes.values(), key=lambda s: s[4])
+    where = f" (slowest node {slow_w[0]})" if len(nodes) > 1 else ""
+    return [
+        rt,
+        compare(
+            "checkpoint_write",
+            round(slow_w[3], 3),
+            args.checkpoint_write_min,
+            "GB/s",
+            detail=f"torch.distributed.checkpoint, fsync'd{where}",
+            no_threshold="no storage figure to derive a floor from",
+        ),
+        compare(
+            "checkpoint_read",
+            round(slow_r[4], 3),
+            None,
+            "GB/s",
+            detail="page cache dropped first",
+            no_threshold="no read threshold defined",
+        ),
+    ]
+
+
+@contextlib.contextmanager
+def _file_size_cap(limit: int | None):
+    """Test-only: the kernel refuses writes past `limit` bytes (EFBIG; Python ignores SIGXFSZ)
+    for the duration, exactly where a full disk would refuse them (ENOSPC)."""
+    if limit is None:
+        yield
+        return
+    old = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, old[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old)

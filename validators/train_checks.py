@@ -1,0 +1,97 @@
+"""Checks on training: the loss fell (and never went NaN), MFU against its floor, and DDP
+replicas still identical at the end."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from validators import report
+from validators.report import compare, failed, not_run
+
+
+def training_checks(args, metrics: dict, res, cfg, n_params, device, world) -> list[report.Check]:
+    out = []
+    tokens_per_step = cfg.batch * cfg.seq_len * world
+    if res.nan_step is not None:
+        out.append(
+            failed(
+                "loss_drop",
+                f"loss became NaN/inf at step {res.nan_step}; training diverged",
+                measured=float("nan"),
+                expected=args.loss_drop,
+                unit="fraction",
+                op=">=",
+            )
+        )
+    else:
+        head = res.losses[0]
+        tail = sum(res.losses[-3:]) / len(res.losses[-3:])
+        drop = 1 - tail / head
+        out.append(
+            compare(
+                "loss_drop",
+                round(drop, 4),
+                args.loss_drop,
+                "fraction",
+                detail=f"loss {head:.3f} -> {tail:.3f} over {len(res.losses)} steps",
+            )
+        )
+    metrics["losses"] = [round(x, 5) if x == x else str(x) for x in res.losses]
+    step_s = res.step_s
+    tps = tokens_per_step / step_s if step_s else None
+    metrics["training"] = {
+        "steps": len(res.losses),
+        "timed_steps": res.timed_steps,
+        "step_s": step_s,
+        "tokens_per_s": tps,
+        "tokens_per_step": tokens_per_step,
+    }
+    if device.type != "cuda":
+        out.append(
+            not_run("mfu", "no GPU: MFU is measured against a GPU's dense BF16 peak", unit="%")
+        )
+    elif tps is None:
+        out.append(failed("mfu", "no timed steps (the run stopped during warm-up)", unit="%"))
+    elif not args.peak_tflops:
+        out.append(
+            not_run("mfu", "no dense BF16 peak given for this GPU (--peak-tflops)", unit="%")
+        )
+    else:
+        mfu = 100 * 6 * n_params * tps / (world * args.peak_tflops * 1e12)
+        metrics["training"]["mfu_pct"] = mfu
+        out.append(
+            compare(
+                "mfu",
+                round(mfu, 2),
+                args.mfu_min,
+                "%",
+                detail=f"{tps:,.0f} tokens/s, {n_params / 1e6:.0f}M params, peak {args.peak_tflops:g} TFLOPS/GPU",
+            )
+        )
+    return out
+
+
+def replicas_check(model, cpu_group, world) -> report.Check:
+    """DDP keeps every replica identical; a rank whose weights drifted had a silent fault."""
+    with torch.no_grad():
+        sig = [repr(float(p.double().sum())) for p in model.parameters()]
+    sigs: list = [None] * world
+    dist.all_gather_object(sigs, sig, group=cpu_group)
+    differ = [r for r, s in enumerate(sigs) if s != sigs[0]]
+    if differ:
+        return failed(
+            "replicas_in_sync",
+            f"ranks {differ} hold different weights than rank 0",
+            measured=f"{world - len(differ)}/{world}",
+            expected=f"{world}/{world}",
+            op="==",
+        )
+    return compare(
+        "replicas_in_sync",
+        f"{world}/{world}",
+        f"{world}/{world}",
+        "ranks",
+        "==",
+        detail="per-parameter sums identical on every rank",
+    )
