@@ -112,13 +112,15 @@ def roundtrip(
     threads: int = 1,
     keep: bool = False,
 ) -> Result:
-    """Save to `path` (created here; it must not exist), read back, compare. `group` holds
+    """Save to `path` (created here; its parent must exist, it must not), read back, compare. `group` holds
     this node's ranks; `leader` is true on one rank of it (it makes and removes the dir)."""
     res = Result(path)
     err = None
     if leader:
         try:
-            os.makedirs(path)
+            # mkdir, not makedirs: an unmounted checkpoint mount must fail here rather than
+            # send the checkpoint to whatever disk holds the empty mount point's parent.
+            os.mkdir(path)
         except OSError as exc:
             err = f"cannot create {path}: {exc.strerror or exc} (errno {exc.errno})"
     res.error = _agree(err, group)

@@ -138,6 +138,4 @@ FABRIC_NETWORK = {"efa": "Libfabric", "infiniband": "IB", "roce": "IB", "etherne
 
 def network_matches(fabric: str, network: str | None) -> bool:
     want = FABRIC_NETWORK.get(fabric)
-    if want is None or network is None:
-        return False
-    return want in network.split() if want != "Libfabric" else "Libfabric" in network
+    return want is not None and network is not None and want in network.split()

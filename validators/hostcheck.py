@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -247,6 +248,33 @@ def storage_check(
     )
 
 
+def mount_check(directory: str | None, node: str = "") -> Check:
+    """The checkpoint directory must be the array's mount point: an empty mount point left
+    unmounted would put checkpoints on the root disk and still accept every write."""
+    name = "checkpoint_mount"
+    if not directory:
+        return not_run(name, "no checkpoint mount declared", node=node)
+    if not os.path.isdir(directory):
+        return failed(
+            name,
+            f"{directory} does not exist",
+            measured="missing",
+            expected="mount point",
+            op="==",
+            node=node,
+        )
+    if not os.path.ismount(directory):
+        return failed(
+            name,
+            f"{directory} is a plain directory, not a mounted filesystem",
+            measured="not mounted",
+            expected="mount point",
+            op="==",
+            node=node,
+        )
+    return Check(name, report.PASS, "mount point", "mount point", "", "==", directory, node)
+
+
 def _import_nvml():
     try:
         import pynvml  # nvidia-ml-py; optional
@@ -267,12 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--storage-dir", help="The checkpoint mount to probe.")
     p.add_argument("--storage-probe-mb", type=int, default=4096, help="MiB to write (0: skip).")
     p.add_argument("--storage-min-gbps", type=float, help="Floor for the storage ceiling.")
+    p.add_argument("--expect-mount", help="This directory must be a mount point (the array).")
     p.add_argument("--node", default="", help="Name to show per check (default: none).")
     p.add_argument("--no-table", action="store_true", help="Do not print the table.")
     args = p.parse_args(argv)
     node = args.node
     checks = nvml_checks(_import_nvml(), args.expect_gpus, node)
     checks.append(dcgm_check(args.dcgm_level, node))
+    checks.append(mount_check(args.expect_mount, node))
     checks.append(
         storage_check(args.storage_dir, args.storage_probe_mb, args.storage_min_gbps, node)
     )

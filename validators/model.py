@@ -94,12 +94,15 @@ class GPT(nn.Module):
         if isinstance(m, nn.Linear | nn.Embedding):
             nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def logits(self, idx: torch.Tensor) -> torch.Tensor:
         t = idx.shape[1]
         x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for blk in self.blocks:
             x = blk(x)
-        logits = F.linear(self.ln(x), self.tok.weight)  # tied output head
+        return F.linear(self.ln(x), self.tok.weight)  # tied output head
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = self.logits(idx)
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
@@ -116,7 +119,7 @@ def synthetic_batch(
     """Token sequences that walk a fixed random cycle through the first `data_vocab` tokens
     (x[t] = perm[(start + t) mod data_vocab]): every token has exactly one successor, so a
     model that learns the cycle drives the loss toward zero. The cycle is the same on every
-    rank; the starting points differ per rank and step, so no two batches repeat."""
+    rank; the starting points differ per rank and step."""
     n = cfg.data_vocab
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     g = torch.Generator().manual_seed(seed * 1_000_003 + step * 1009 + rank)

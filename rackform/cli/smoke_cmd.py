@@ -140,6 +140,8 @@ def smoke(
     if host_checks:
         probe = "4096" if on_gpu else "64"
         hargs = [*exp.host_args(), "--storage-dir", ckpt, "--storage-probe-mb", probe]
+        if checkpoint_dir is None and exp.checkpoint_dir:
+            hargs += ["--expect-mount", exp.checkpoint_dir]  # the blueprint's array mount
     print(
         f"smoke: {procs} processes on {'GPU (nccl)' if on_gpu else 'CPU (gloo)'}, "
         f"checkpoints in {ckpt}" + (f", node group {exp.group}" if exp.group else ""),

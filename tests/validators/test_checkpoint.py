@@ -1,0 +1,96 @@
+"""The checkpoint round trip with the real torch.distributed.checkpoint on a one-rank gloo
+group: bit-for-bit comparison that cannot pass by accident, and failures that say why."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+import torch
+
+from validators import checkpoint
+
+
+def _trained(seed: int = 0):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        model(torch.randn(4, 64)).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+    return model, opt
+
+
+def test_roundtrip_identical_and_cleaned_up(world1, tmp_path):
+    model, opt = _trained()
+    path = tmp_path / "ck"
+    res = checkpoint.roundtrip(model, opt, str(path), world1, leader=True)
+    assert res.error is None
+    assert res.mismatches == []
+    assert res.compared >= 4 + 2 * 4  # 4 parameters, and exp_avg/exp_avg_sq for each
+    assert res.bytes > 3 * 64 * 64 * 4  # weights and both Adam moments of the 64x64 layer
+    assert res.write_gbps > 0 and res.read_gbps > 0
+    assert not path.exists()
+
+
+def test_keep_leaves_a_loadable_checkpoint(world1, tmp_path):
+    model, opt = _trained()
+    path = tmp_path / "ck"
+    assert checkpoint.roundtrip(model, opt, str(path), world1, True, keep=True).error is None
+    assert (path / ".metadata").is_file()
+    assert any(p.suffix == ".distcp" for p in path.iterdir())
+
+
+def test_flipped_copy_differs_in_every_byte():
+    t = torch.arange(10, dtype=torch.float32)
+    f = checkpoint._flipped({"a": t, "b": [torch.tensor(3)], "lr": 0.1})
+    assert torch.all(f["a"].view(torch.uint8) == ~t.view(torch.uint8))
+    assert not checkpoint._same(t, f["a"])
+    assert checkpoint._same(float("nan"), float("nan"))  # a NaN lr round-trips as NaN
+    assert f["lr"] == 0.1
+
+
+def test_corruption_on_disk_is_caught(world1, tmp_path):
+    model, _ = _trained()
+    state = {"model": model.state_dict()}
+    path = str(tmp_path / "ck")
+    os.makedirs(path)
+    res = checkpoint.Result(path)
+    assert checkpoint._save(state, path, world1, 1, res, lambda: None) is None
+    data = next(p for p in (tmp_path / "ck").iterdir() if p.suffix == ".distcp")
+    raw = bytearray(data.read_bytes())
+    mid = len(raw) // 2  # inside the tensor bytes, not the container's index
+    raw[mid : mid + 8] = bytes(b ^ 0xFF for b in raw[mid : mid + 8])
+    data.write_bytes(bytes(raw))
+    err = checkpoint._load_and_compare(state, path, world1, True, res, lambda: None)
+    assert err is not None or res.mismatches, "a corrupted checkpoint read back as identical"
+
+
+def test_existing_directory_is_never_overwritten(world1, tmp_path):
+    model, opt = _trained()
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "precious").write_text("data")
+    res = checkpoint.roundtrip(model, opt, str(tmp_path / "ck"), world1, True)
+    assert res.error.startswith(f"cannot create {tmp_path / 'ck'}: File exists")
+    assert (tmp_path / "ck" / "precious").read_text() == "data"
+
+
+def test_missing_parent_fails_clearly(world1, tmp_path):
+    model, opt = _trained()
+    res = checkpoint.roundtrip(model, opt, str(tmp_path / "nope" / "ck"), world1, True)
+    assert "No such file or directory" in res.error
+
+
+def test_write_failure_names_the_cause(world1, tmp_path):
+    # RLIMIT_FSIZE makes the kernel refuse the write (EFBIG), as a full disk would (ENOSPC).
+    model, opt = _trained()
+    old = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, old[1]))
+    try:
+        res = checkpoint.roundtrip(model, opt, str(tmp_path / "ck"), world1, True)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old)
+    assert res.error.startswith("write failed: ")
+    assert "RLIMIT_FSIZE" in res.error
+    assert not (tmp_path / "ck").exists()

@@ -1,0 +1,297 @@
+"""Host checks: NVML, `dcgmi diag` and the storage ceiling.
+
+There is no GPU, NVIDIA driver or DCGM on this machine. NVML is therefore exercised twice:
+for real (the library is missing here, which must fail a node that should have GPUs) and
+through `FakeNvml` below, which stands in for the driver with pynvml's call signatures. dcgmi
+is a recording fake on PATH that prints documents in the two JSON shapes DCGM writes. fio and
+the O_DIRECT writer run for real against a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from vhelpers import ROOT, env
+
+from validators import hostcheck, storage
+from validators.report import FAIL, NOT_RUN, PASS
+
+# ---------------------------------------------------------------- NVML
+
+
+class FakeNvml:
+    """Stands in for pynvml on a machine with no NVIDIA driver (same names, same errors)."""
+
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+    NVML_VOLATILE_ECC = 0
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):
+        pass
+
+    def __init__(self, gpus=8, ecc=None, remap=None, ecc_supported=True, remap_supported=True):
+        self.gpus, self.ecc, self.remap = gpus, ecc or {}, remap or {}
+        self.ecc_supported, self.remap_supported = ecc_supported, remap_supported
+        self.calls: list[str] = []
+
+    def nvmlInit(self):
+        self.calls.append("init")
+
+    def nvmlShutdown(self):
+        self.calls.append("shutdown")
+
+    def nvmlDeviceGetCount(self):
+        return self.gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetTotalEccErrors(self, h, kind, counter):
+        assert (kind, counter) == (1, 0)  # uncorrectable, volatile
+        if not self.ecc_supported:
+            raise self.NVMLError_NotSupported()
+        return self.ecc.get(h, 0)
+
+    def nvmlDeviceGetRemappedRows(self, h):
+        if not self.remap_supported:
+            raise self.NVMLError_NotSupported()
+        return (0, 0, *self.remap.get(h, (False, False)))
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+def test_healthy_gpus_pass():
+    nv = FakeNvml()
+    c = by_name(hostcheck.nvml_checks(nv, 8))
+    assert [c[n].status for n in ("nvml_gpu_count", "ecc_uncorrectable", "row_remap")] == [PASS] * 3
+    assert nv.calls == ["init", "shutdown"]
+
+
+def test_a_missing_gpu_fails():
+    c = by_name(hostcheck.nvml_checks(FakeNvml(gpus=7), 8))
+    assert c["nvml_gpu_count"].status == FAIL
+    assert (c["nvml_gpu_count"].measured, c["nvml_gpu_count"].expected) == (7, 8)
+
+
+def test_uncorrectable_ecc_fails_naming_the_gpu():
+    c = by_name(hostcheck.nvml_checks(FakeNvml(ecc={5: 2}), 8))["ecc_uncorrectable"]
+    assert c.status == FAIL and c.measured == 2 and "GPU 5: 2" in c.detail
+
+
+@pytest.mark.parametrize(
+    ("state", "words"),
+    [((True, False), "remap pending (reset the GPU)"), ((False, True), "remap failed")],
+)
+def test_pending_or_failed_row_remap_fails(state, words):
+    c = by_name(hostcheck.nvml_checks(FakeNvml(remap={3: state}), 8))["row_remap"]
+    assert c.status == FAIL and f"GPU 3: {words}" in c.detail
+
+
+def test_unsupported_counters_are_not_run_not_passed():
+    c = by_name(hostcheck.nvml_checks(FakeNvml(ecc_supported=False, remap_supported=False), 8))
+    assert c["ecc_uncorrectable"].status == NOT_RUN
+    assert c["row_remap"].status == NOT_RUN
+
+
+def test_real_nvml_here_no_driver():
+    # nvidia-ml-py is installed here but there is no libnvidia-ml: a GPU node would fail.
+    import pynvml
+
+    expect_gpus = by_name(hostcheck.nvml_checks(pynvml, 8))
+    assert expect_gpus["nvml_gpu_count"].status == FAIL
+    assert "is the NVIDIA driver installed?" in expect_gpus["nvml_gpu_count"].detail
+    assert expect_gpus["ecc_uncorrectable"].status == NOT_RUN
+    none_expected = hostcheck.nvml_checks(pynvml, None)
+    assert {c.status for c in none_expected} == {NOT_RUN}
+    assert {c.status for c in hostcheck.nvml_checks(None, 0)} == {NOT_RUN}
+
+
+# ---------------------------------------------------------------- dcgmi
+
+# DCGM 3.x: tests in categories under "DCGM GPU Diagnostic", statuses capitalised.
+DCGM3 = {
+    "DCGM GPU Diagnostic": {
+        "test_categories": [
+            {
+                "category": "Deployment",
+                "tests": [
+                    {"name": "Denylist", "results": [{"gpu_ids": "0,1", "status": "Pass"}]},
+                    {"name": "NVML Library", "results": [{"gpu_ids": "0,1", "status": "Pass"}]},
+                ],
+            },
+            {
+                "category": "Integration",
+                "tests": [{"name": "PCIe", "results": [{"gpu_ids": "0,1", "status": "Skip"}]}],
+            },
+        ],
+        "version": "3.3.9",
+    }
+}
+# DCGM 4.x: "DCGM Diagnostic", one result per entity, warnings carry the reason.
+DCGM4_FAIL = {
+    "DCGM Diagnostic": {
+        "test_categories": [
+            {
+                "category": "Hardware",
+                "tests": [
+                    {
+                        "name": "memory",
+                        "results": [
+                            {"entity_group": "GPU", "entity_id": 0, "status": "Pass"},
+                            {
+                                "entity_group": "GPU",
+                                "entity_id": 1,
+                                "status": "Fail",
+                                "warnings": [{"warning": "Uncorrectable ECC error on GPU 1"}],
+                            },
+                        ],
+                    }
+                ],
+            }
+        ]
+    },
+    "metadata": {"version": "4.2.3"},
+}
+
+
+def test_parse_both_shapes_and_banner():
+    r3 = hostcheck.parse_diag("Successfully ran diagnostic for group.\n" + json.dumps(DCGM3))
+    assert r3 == [("Denylist", "pass", ""), ("NVML Library", "pass", ""), ("PCIe", "skip", "")]
+    r4 = hostcheck.parse_diag(json.dumps(DCGM4_FAIL))
+    assert ("memory", "fail", "Uncorrectable ECC error on GPU 1") in r4
+    assert hostcheck.parse_diag("Error: unable to connect to host engine") is None
+    assert hostcheck.parse_diag("{not json") is None
+
+
+def test_verdicts():
+    exp = "no failures at r1"
+    ok = hostcheck.diag_verdict(hostcheck.parse_diag(json.dumps(DCGM3)), exp)
+    assert ok.status == PASS and ok.measured == "2 pass, 0 fail, 1 other"
+    bad = hostcheck.diag_verdict(hostcheck.parse_diag(json.dumps(DCGM4_FAIL)), exp)
+    assert bad.status == FAIL and "memory: Uncorrectable ECC error on GPU 1" in bad.detail
+    odd = hostcheck.diag_verdict([("pcie", "unknown", ""), ("sw", "pass", "")], exp)
+    assert odd.status == FAIL and "unrecognised status for pcie" in odd.detail
+    skipped = hostcheck.diag_verdict([("pcie", "skip", "")], exp)
+    assert skipped.status == NOT_RUN  # nothing passed: never reported as a pass
+    warned = hostcheck.diag_verdict([("sw", "warn", ""), ("pcie", "pass", "")], exp)
+    assert warned.status == PASS and "warnings: sw" in warned.detail
+
+
+@pytest.fixture
+def fake_dcgmi(tmp_path, monkeypatch):
+    """A recording `dcgmi` on PATH: logs its arguments, prints DOC, exits RC."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "dcgmi.args"
+    doc = tmp_path / "doc.json"
+    script = bindir / "dcgmi"
+    script.write_text(
+        textwrap.dedent(f"""\
+        #!/bin/sh
+        echo "$@" >> {log}
+        [ -n "$FAKE_DCGMI_SLEEP" ] && sleep "$FAKE_DCGMI_SLEEP"
+        cat {doc}
+        exit "${{FAKE_DCGMI_RC:-0}}"
+        """)
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+    def set_doc(text: str, rc: int = 0):
+        doc.write_text(text)
+        monkeypatch.setenv("FAKE_DCGMI_RC", str(rc))
+        return log
+
+    return set_doc
+
+
+def test_dcgm_check_runs_the_level_asked(fake_dcgmi):
+    log = fake_dcgmi(json.dumps(DCGM3))
+    c = hostcheck.dcgm_check(2)
+    assert c.status == PASS and c.expected == "no failures at r2"
+    assert log.read_text().split() == ["diag", "-r", "2", "-j"]
+
+
+def test_dcgm_failure_and_unusable_output(fake_dcgmi):
+    fake_dcgmi(json.dumps(DCGM4_FAIL), rc=226)
+    assert hostcheck.dcgm_check(1).status == FAIL
+    fake_dcgmi("Error: unable to establish a connection to the host engine", rc=1)
+    c = hostcheck.dcgm_check(1)
+    assert c.status == FAIL and "exited 1 without results" in c.detail
+
+
+def test_dcgm_hang_is_bounded(fake_dcgmi, monkeypatch):
+    fake_dcgmi(json.dumps(DCGM3))
+    monkeypatch.setenv("FAKE_DCGMI_SLEEP", "30")
+    monkeypatch.setitem(hostcheck.DCGM_TIMEOUT_S, 1, 1)
+    c = hostcheck.dcgm_check(1)
+    assert c.status == FAIL and "did not finish in 1 s" in c.detail
+
+
+def test_no_dcgmi_is_not_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert hostcheck.dcgm_check(1).status == NOT_RUN
+
+
+# ---------------------------------------------------------------- storage
+
+
+def test_python_direct_write(tmp_path):
+    c = storage.measure(str(tmp_path), 16, use_fio=False)
+    assert c.error is None and c.gbps > 0
+    assert "O_DIRECT" in c.method or "buffered" in c.method
+    assert list(tmp_path.iterdir()) == []  # the probe file is gone
+
+
+@pytest.mark.skipif(
+    shutil.which("fio") is None, reason="fio not installed (scripts/setup.sh --test)"
+)
+def test_fio_write(tmp_path):
+    c = storage.measure(str(tmp_path), 16, jobs=2)
+    assert c.error is None and c.gbps > 0 and c.method.startswith("fio, 2 jobs")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_storage_check_thresholds(tmp_path):
+    assert hostcheck.storage_check(str(tmp_path), 8, 1e6).status == FAIL  # 1 PB/s: never
+    assert hostcheck.storage_check(str(tmp_path), 8, None).status == NOT_RUN
+    missing = hostcheck.storage_check(str(tmp_path / "nope"), 8, 1.0)
+    assert missing.status == FAIL and "does not exist" in missing.detail
+    assert hostcheck.storage_check(str(tmp_path), 0, 1.0).status == NOT_RUN
+
+
+def test_mount_check(tmp_path):
+    assert hostcheck.mount_check("/").status == PASS
+    plain = hostcheck.mount_check(str(tmp_path))
+    assert plain.status == FAIL and "not a mounted filesystem" in plain.detail
+    assert hostcheck.mount_check(str(tmp_path / "nope")).status == FAIL
+    assert hostcheck.mount_check(None).status == NOT_RUN
+
+
+def test_command_line(tmp_path):
+    out = tmp_path / "host.json"
+    cmd = [sys.executable, "-m", "validators.hostcheck", "--json", str(out), "--expect-gpus", "8"]
+    cmd += ["--storage-dir", str(tmp_path), "--storage-probe-mb", "8"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60)
+    assert r.returncode == 1, r.stderr  # 8 GPUs expected, no driver here
+    doc = json.loads(out.read_text())
+    names = [c["name"] for c in doc["checks"]]
+    assert names == [
+        "nvml_gpu_count",
+        "ecc_uncorrectable",
+        "row_remap",
+        "dcgm_diag",
+        "checkpoint_mount",
+        "storage_write_ceiling",
+    ]
+    assert "nvml_gpu_count" in r.stdout and "FAILED" in r.stdout
