@@ -44,9 +44,12 @@ def _env() -> dict[str, str]:
     return env
 
 
-def stream(cmd: list[str], timeout_s: float, out=None, keep: int = 400) -> Proc:
+def stream(
+    cmd: list[str], timeout_s: float, out=None, keep: int = 400, grace_s: float = 10.0
+) -> Proc:
     """Run `cmd` in its own process group, copying its output to `out` as it comes and
-    keeping the last `keep` lines; past the deadline the whole group is terminated."""
+    keeping the last `keep` lines; past the deadline the whole group gets SIGTERM, then
+    SIGKILL after `grace_s`."""
     out = out or sys.stderr
     tail: collections.deque[str] = collections.deque(maxlen=keep)
     p = subprocess.Popen(
@@ -73,13 +76,13 @@ def stream(cmd: list[str], timeout_s: float, out=None, keep: int = 400) -> Proc:
         p.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(p)
+        _kill_group(p, grace_s)
     t.join(timeout=5)
     return Proc(p.returncode, list(tail), timed_out)
 
 
-def _kill_group(p: subprocess.Popen) -> None:
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+def _kill_group(p: subprocess.Popen, grace_s: float) -> None:
+    for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
         try:
             os.killpg(p.pid, sig)
         except ProcessLookupError:

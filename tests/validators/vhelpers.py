@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,15 +16,16 @@ ROOT = Path(__file__).resolve().parents[2]
 def env() -> dict[str, str]:
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [e.get("PYTHONPATH")])])
+    e["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs on loopback only
     return e
 
 
 def torchrun(
-    *job_args: str, nproc: int = 2, timeout: float = 120, prefix=()
+    *job_args: str, nproc: int = 2, timeout: float = 120, prefix: list[str] | None = None
 ) -> subprocess.CompletedProcess:
     """The smoke job under torchrun on loopback, as the launcher runs it (no restarts)."""
     cmd = [
-        *prefix,
+        *(prefix or isolated()),
         sys.executable,
         "-m",
         "torch.distributed.run",
@@ -36,3 +39,30 @@ def torchrun(
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env=env(), cwd=ROOT, check=False
     )
+
+
+def _works(*unshare_args: str, probe: str) -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    r = subprocess.run(
+        ["unshare", *unshare_args, "sh", "-c", probe], capture_output=True, check=False
+    )
+    return r.returncode == 0
+
+
+# A private network namespace holds only a loopback interface, so whatever torchrun's store
+# and gloo listen on is reachable from this machine alone. Needs root (CAP_SYS_ADMIN).
+NETNS = shutil.which("ip") is not None and _works("-n", probe="ip link set lo up")
+with tempfile.TemporaryDirectory() as _d:
+    MOUNTS = _works("-m", probe=f"mount -t tmpfs -o size=4k tmpfs {_d} && umount {_d}")
+
+
+def isolated(mount: str | None = None) -> list[str]:
+    """A command prefix: run in a private network namespace (loopback only) where one can be
+    made, and with `mount` (a shell command, e.g. a read-only bind) in a private mount
+    namespace: the mount is never visible outside and is gone when the command ends."""
+    flags = (["-n"] if NETNS else []) + (["-m"] if mount else [])
+    steps = (["ip link set lo up"] if NETNS else []) + ([mount] if mount else [])
+    if not flags:
+        return []
+    return ["unshare", *flags, "sh", "-c", " && ".join([*steps, 'exec "$@"']), "sh"]

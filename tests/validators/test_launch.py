@@ -1,0 +1,144 @@
+"""The launcher: how a job that ended badly becomes a report that says so, and the deadline
+that stops a run whatever it is doing."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+
+from validators import launch, report
+from validators.report import FAIL, NOT_RUN, PASS, compare
+
+# torchrun's summary (torch 2.13) for a worker killed by SIGKILL, as captured on this machine.
+KILLED = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+validators.smoke FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_03:49:38
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 18854)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 18854
+============================================================""".splitlines()
+
+RAISED = """\
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_03:51:43
+  host      : node-a
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 20134)
+  error_file: /tmp/torchelastic_x/error.json
+  traceback : Traceback (most recent call last):
+    File "/x/validators/train.py", line 97, in train
+      loss.backward()
+  RuntimeError: Timed out waiting 5000ms for recv operation to complete
+
+============================================================""".splitlines()
+
+
+def test_root_cause_of_a_killed_rank():
+    why = launch.root_cause(KILLED)
+    assert why == (
+        "rank 1 on localhost failed: exit code -9 (SIGKILL); Signal 9 (SIGKILL) received by PID 18854"
+    )
+
+
+def test_root_cause_of_an_exception_is_its_last_line():
+    why = launch.root_cause(RAISED)
+    assert why.startswith("rank 0 on node-a failed: exit code 1; RuntimeError: Timed out waiting")
+
+
+def test_no_summary_no_root_cause():
+    assert launch.root_cause(["all good"]) is None
+
+
+def _partial() -> dict:
+    return report.make(
+        [compare("gpu_count", 0, None, "GPUs", "==")],
+        complete=False,
+        pending=["loss_drop", "checkpoint_roundtrip"],
+    )
+
+
+def test_compose_dead_rank():
+    proc = launch.Proc(rc=1, lines=KILLED, timed_out=False)
+    doc = launch.compose(None, _partial(), proc, 900)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["job_completed"]["status"] == FAIL
+    assert "rank 1" in checks["job_completed"]["detail"]
+    assert "SIGKILL" in checks["job_completed"]["detail"]
+    for name in ("loss_drop", "checkpoint_roundtrip"):
+        assert checks[name]["status"] == NOT_RUN
+        assert checks[name]["detail"] == "the job ended before this check ran"
+    assert doc["ok"] is False and doc["complete"] is False
+
+
+def test_compose_watchdog_line_is_quoted():
+    lines = [
+        "smoke: rank 1: no progress for 6 s (limit 5 s) during training (last completed step 1); ...",
+        *KILLED,
+    ]
+    doc = launch.compose(None, _partial(), launch.Proc(1, lines, False), 900)
+    job = next(c for c in doc["checks"] if c["name"] == "job_completed")
+    assert "no progress for 6 s" in job["detail"]
+
+
+def test_compose_complete_runs():
+    done = report.make([compare("loss_drop", 0.5, 0.2, "fraction")], complete=True, pending=[])
+    ok = launch.compose(None, done, launch.Proc(0, [], False), 900)
+    assert ok["ok"] and ok["checks"][-1]["status"] == PASS
+    host = report.make([compare("ecc_uncorrectable", 1, 0, "errors", "<=")], host={"hostname": "n"})
+    merged = launch.compose(host, done, launch.Proc(0, [], False), 900)
+    assert [c["name"] for c in merged["checks"]] == [
+        "ecc_uncorrectable",
+        "loss_drop",
+        "job_completed",
+    ]
+    assert merged["ok"] is False and merged["host"] == {"hostname": "n"}
+
+
+def test_compose_without_any_report_or_past_the_deadline():
+    doc = launch.compose(None, None, launch.Proc(-9, ["boom"], True), 30)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["job_completed"]["status"] == FAIL
+    assert "30 s deadline" in checks["job_completed"]["detail"]
+    assert checks["smoke_job_checks"]["status"] == NOT_RUN
+
+
+def test_deadline_stops_the_whole_process_group(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    # A parent that ignores SIGTERM and a background child: both must be gone afterwards.
+    script = f"trap '' TERM; sleep 60 & echo $! > {pidfile}; echo started; wait"
+    out = io.StringIO()
+    t0 = time.monotonic()
+    proc = launch.stream(["sh", "-c", script], timeout_s=1, out=out, grace_s=1)
+    took = time.monotonic() - t0
+    assert proc.timed_out and "started" in out.getvalue()
+    assert took < 10
+    child = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{child}") or "Z" in _state(child)
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split(")")[-1].split()[0]
+
+
+def test_stream_passes_output_through_and_keeps_the_tail():
+    out = io.StringIO()
+    code = "import sys\nfor i in range(500): print(i)\nsys.exit(3)"
+    proc = launch.stream([sys.executable, "-c", code], timeout_s=30, out=out, keep=10)
+    assert proc.rc == 3 and not proc.timed_out
+    assert proc.lines == [str(i) for i in range(490, 500)]
+    assert out.getvalue().count("\n") == 500

@@ -1,0 +1,128 @@
+"""The smoke job end to end on CPU: two gloo ranks under the real torchrun, in a loopback-only
+network namespace where one can be made. A normal run passes with every check reported; each
+fault (test-only switches of the job) fails clearly and within a bounded time. A killed rank
+is tested through `rackform smoke` (tests/cli/test_smoke_cmd.py), where its report is composed.
+
+The full-disk case is a real full filesystem: a 256 KiB tmpfs mounted in a private mount
+namespace (the kernel answers ENOSPC). Where mounts are not allowed, the kernel's file-size
+limit (RLIMIT_FSIZE, answered with EFBIG) makes the same write fail instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from vhelpers import MOUNTS, ROOT, env, isolated, torchrun
+
+from validators.smoke import CHECKS
+
+pytestmark = pytest.mark.slow
+
+FAST = ("--steps", "12", "--allreduce-max-mb", "0.25")
+
+
+def run(tmp_path, *args, prefix=None, ckpt=None):
+    out = tmp_path / "report.json"
+    t0 = time.monotonic()
+    r = torchrun(
+        "--report", str(out), "--checkpoint-dir", str(ckpt or tmp_path / "ck"), *FAST, *args,
+        prefix=prefix,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    doc = json.loads(out.read_text()) if out.exists() else None
+    return r, doc, took
+
+
+def checks(doc) -> dict:
+    return {c["name"]: c for c in doc["checks"]}
+
+
+@pytest.fixture
+def ckdir(tmp_path):
+    d = tmp_path / "ck"
+    d.mkdir()
+    return d
+
+
+def test_normal_run_passes_with_every_check(tmp_path, ckdir):
+    r, doc, _ = run(tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert doc["complete"] and doc["ok"] and doc["pending"] == []
+    c = checks(doc)
+    assert list(c) == list(CHECKS)
+    assert c["loss_drop"]["status"] == "pass" and c["loss_drop"]["measured"] >= 0.2
+    assert c["checkpoint_roundtrip"]["status"] == "pass"
+    assert c["replicas_in_sync"]["status"] == "pass"
+    assert c["allreduce_busbw"]["measured"] > 0  # measured, but no CPU threshold: not-run
+    assert {c[n]["status"] for n in ("mfu", "nccl_version", "allreduce_busbw")} == {"not-run"}
+    assert doc["metrics"]["training"]["tokens_per_s"] > 0
+    assert doc["job"]["world_size"] == 2 and doc["job"]["backend"] == "gloo"
+    assert "smoke: PASSED" in r.stdout  # rank 0 prints the table
+    assert list(ckdir.iterdir()) == []  # the checkpoint it wrote is gone
+
+
+def test_stalled_collective_times_out(tmp_path, ckdir):
+    r, doc, took = run(
+        tmp_path, "--fault-stall-rank", "1", "--collective-timeout-s", "4", "--watchdog-s", "0"
+    )
+    assert r.returncode != 0
+    assert took < 60
+    assert "Timed out waiting 4000ms" in r.stderr
+    assert doc["complete"] is False
+
+
+def test_nan_loss_fails(tmp_path, ckdir):
+    r, doc, _ = run(tmp_path, "--fault-nan-lr", "--fault-step", "3")
+    assert r.returncode == 1
+    c = checks(doc)["loss_drop"]
+    assert c["status"] == "fail" and c["measured"] == "nan"
+    assert "NaN/inf at step" in c["detail"]
+    assert doc["complete"]  # the job still ran every other check
+    assert checks(doc)["checkpoint_roundtrip"]["status"] == "pass"  # NaNs round-trip bit for bit
+
+
+def _ro_prefix(d) -> list[str] | None:
+    if os.geteuid() != 0:
+        d.chmod(0o555)  # not root: permissions are enough
+        return None
+    if MOUNTS:
+        return isolated(f"mount --bind -o ro {d} {d}")
+    pytest.skip("root without mount namespaces: no way to make a read-only directory")
+
+
+def test_read_only_checkpoint_dir(tmp_path, ckdir):
+    r, doc, _ = run(tmp_path, prefix=_ro_prefix(ckdir))
+    assert r.returncode == 1
+    c = checks(doc)["checkpoint_roundtrip"]
+    assert c["status"] == "fail"
+    assert "cannot create" in c["detail"]
+    assert "Read-only file system" in c["detail"] or "Permission denied" in c["detail"]
+    assert checks(doc)["checkpoint_write"]["status"] == "not-run"
+    assert checks(doc)["loss_drop"]["status"] == "pass"
+
+
+def test_full_checkpoint_dir(tmp_path, ckdir):
+    if MOUNTS:
+        r, doc, _ = run(tmp_path, prefix=isolated(f"mount -t tmpfs -o size=256k tmpfs {ckdir}"))
+        want = "No space left on device"
+    else:
+        r, doc, _ = run(tmp_path, "--fault-ckpt-fsize", "65536")
+        want = "RLIMIT_FSIZE"
+    assert r.returncode == 1
+    c = checks(doc)["checkpoint_roundtrip"]
+    assert c["status"] == "fail" and c["detail"].startswith(f"{os.uname().nodename}: write failed")
+    assert want in c["detail"]
+
+
+def test_bad_arguments_exit_2_before_starting():
+    r = subprocess.run(
+        [sys.executable, "-m", "validators.smoke", "--steps", "1"],
+        capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert "--steps must be at least 2" in r.stderr
+    assert "Traceback" not in r.stderr
