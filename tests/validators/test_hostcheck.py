@@ -17,7 +17,7 @@ import sys
 import textwrap
 
 import pytest
-from vhelpers import ROOT, env
+from smoke_helpers import ROOT, env
 
 from validators import hostcheck, storage
 from validators.report import FAIL, NOT_RUN, PASS

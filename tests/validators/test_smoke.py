@@ -16,7 +16,7 @@ import sys
 import time
 
 import pytest
-from vhelpers import MOUNTS, ROOT, env, isolated, torchrun
+from smoke_helpers import MOUNTS, ROOT, env, isolated, torchrun
 
 from validators.smoke import CHECKS
 

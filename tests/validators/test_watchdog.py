@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from vhelpers import ROOT, env
+from smoke_helpers import ROOT, env
 
 from validators.watchdog import EXIT_STALLED
 

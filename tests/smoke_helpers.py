@@ -1,5 +1,6 @@
-"""Helpers for the validators' tests: how to run the job and the host checks as a node would
-(this checkout's validators/ on PYTHONPATH)."""
+"""Helpers for the smoke tests (tests/validators, tests/cli/test_smoke_cmd.py): run the job and
+the host checks as a node would (this checkout's validators/ on PYTHONPATH), isolated from the
+network and, where asked, with a private mount."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def env() -> dict[str, str]:

@@ -1,0 +1,112 @@
+"""`rackform smoke` through the real entry point: the host checks and the job under torchrun
+on 2 CPU ranks (in a loopback-only network namespace where one can be made), one report as a
+table on stdout and JSON on request, exit 1 when a check fails, 2 for a user mistake."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import BARE_METAL
+from smoke_helpers import ROOT, env, isolated
+
+FAST = ("--steps", "12")
+JOB_FAST = ("--", "--allreduce-max-mb", "0.25")
+
+
+def smoke(*args, timeout: float = 180) -> subprocess.CompletedProcess:
+    cmd = [*isolated(), sys.executable, "-m", "rackform", "smoke", *map(str, args)]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=timeout, check=False
+    )
+
+
+def by_name(doc) -> dict:
+    return {c["name"]: c for c in doc["checks"]}
+
+
+@pytest.mark.slow
+def test_local_run_passes(tmp_path):
+    out = tmp_path / "r.json"
+    r = smoke("--json", out, *FAST, *JOB_FAST)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "smoke: 2 processes on CPU (gloo)" in r.stderr
+    assert r.stdout.splitlines()[0].split()[:2] == ["CHECK", "STATUS"]
+    assert "smoke: PASSED" in r.stdout
+    doc = json.loads(out.read_text())
+    c = by_name(doc)
+    for name in ("nvml_gpu_count", "dcgm_diag", "storage_write_ceiling", "loss_drop",
+                 "checkpoint_roundtrip", "nccl_transport", "job_completed"):  # fmt: skip
+        assert name in c
+    assert c["job_completed"]["status"] == "pass"
+    assert c["storage_write_ceiling"]["measured"] > 0  # fio or O_DIRECT, on the temp dir
+    assert doc["thresholds"]["loss_drop_fraction"]["value"] == 0.2
+
+
+@pytest.mark.slow
+def test_blueprint_gpus_missing_on_cpu_fails(write, tmp_path):
+    bp = write(BARE_METAL)
+    out = tmp_path / "r.json"
+    r = smoke("--blueprint", bp, "--checkpoint-dir", tmp_path, "--json", out, *FAST, *JOB_FAST)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "smoke: FAILED" in r.stdout
+    doc = json.loads(out.read_text())
+    c = by_name(doc)
+    assert c["gpu_count"]["status"] == "fail"
+    assert (c["gpu_count"]["measured"], c["gpu_count"]["expected"]) == (0, 8)
+    assert c["gpu_model"]["status"] == "fail" and "no GPU found" in c["gpu_model"]["detail"]
+    assert c["nvml_gpu_count"]["status"] == "fail"
+    # The rest still ran and says so; GPU-only checks are not-run, never passed.
+    assert c["loss_drop"]["status"] == "pass"
+    assert c["checkpoint_roundtrip"]["status"] == "pass"
+    assert c["mfu"]["status"] == "not-run"
+    assert c["allreduce_busbw"]["status"] == "not-run"
+    assert c["allreduce_busbw"]["expected"] == 460  # the catalog figure, not applied on gloo
+    assert doc["thresholds"]["allreduce_busbw_gbps"]["value"] == 460
+    assert doc["blueprint"]["digest"].startswith("sha256:")
+
+
+@pytest.mark.slow
+def test_killed_rank_fails_fast_naming_the_rank(tmp_path):
+    out = tmp_path / "r.json"
+    t0 = time.monotonic()
+    r = smoke("--no-host-checks", "--json", out, *FAST, *JOB_FAST,
+              "--fault-kill-rank", "1", "--fault-step", "3")  # fmt: skip
+    took = time.monotonic() - t0
+    assert r.returncode == 1
+    assert took < 60
+    c = by_name(json.loads(out.read_text()))
+    job = c["job_completed"]
+    assert job["status"] == "fail"
+    assert job["detail"].startswith("rank 1 on ")
+    assert "SIGKILL" in job["detail"]
+    assert c["loss_drop"]["status"] == "not-run"
+    assert c["loss_drop"]["detail"] == "the job ended before this check ran"
+    assert c["gpu_count"]["status"] == "not-run"  # measured before the death, kept
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--blueprint", "missing.yaml"], "missing.yaml: no such file"),
+        (["--env", "dev"], "--env and --group need --blueprint"),
+        (["--preset", "huge"], "--preset 'huge' is not one of tiny, small, default"),
+        (["--json", "/nonexistent/dir/r.json"], "no such directory /nonexistent/dir"),
+    ],
+)
+def test_user_mistakes_exit_2(args, message):
+    r = smoke(*args, timeout=60)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_environment_and_group(write):
+    bp = write(BARE_METAL)
+    r = smoke("--blueprint", bp, "--env", "qa", timeout=60)
+    assert r.returncode == 2 and "unknown environment 'qa'" in r.stderr
+    r = smoke("--blueprint", bp, "--group", "big", timeout=60)
+    assert r.returncode == 2 and f"{bp}: no node group 'big'; the cluster has hgx" in r.stderr
