@@ -15,6 +15,8 @@ want_test=0
 apt_pkgs=(openssh-client python3-venv)
 if ((want_test)); then
   apt_pkgs+=(qemu-system-x86 qemu-utils debootstrap e2fsprogs)
+  # The smoke tests: fio for the storage ceiling, iproute2 for a loopback-only netns.
+  apt_pkgs+=(fio iproute2)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do

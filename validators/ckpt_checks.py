@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from validators import checkpoint, report
+from validators import report
 from validators.report import compare, failed, not_run
 
 
@@ -27,8 +27,12 @@ def checkpoint_checks(
     node_group, _ = dist.new_subgroups(
         group_size=local_world, backend="gloo", timeout=timedelta(seconds=args.collective_timeout_s)
     )
+    # Imported here: torch.distributed.checkpoint takes a second to import, which a run that
+    # fails before this phase need not pay.
+    from validators.checkpoint import roundtrip
+
     with _file_size_cap(args.fault_ckpt_fsize):
-        res = checkpoint.roundtrip(
+        res = roundtrip(
             model,
             opt,
             path,

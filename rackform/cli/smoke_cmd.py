@@ -120,7 +120,11 @@ def smoke(
         raise typer.Exit(EXIT_INVALID)
     exp, source = _expectations(blueprint, env, group)
     launch, report = _launch()
-    import torch  # only here: the job needs it anyway, the rest of the CLI does not
+    try:
+        import torch  # only here: the job needs it anyway, the rest of the CLI does not
+    except ImportError:
+        print("rackform: `smoke` needs torch here (pip install torch==2.13.0)", file=sys.stderr)
+        raise typer.Exit(1) from None
 
     on_gpu = torch.cuda.is_available()
     procs = nproc or (torch.cuda.device_count() if on_gpu else 2)
