@@ -47,7 +47,8 @@ def _flipped(v: Any) -> Any:
     """A copy of a state-dict value in which every byte differs from the original, so a load
     that skips anything cannot go unnoticed."""
     if isinstance(v, torch.Tensor):
-        t = v.detach().clone()
+        # Contiguous, so that reshape(-1) is a view and the flip lands in `t` itself.
+        t = v.detach().clone(memory_format=torch.contiguous_format)
         t.reshape(-1).view(torch.uint8).bitwise_not_()
         return t
     if isinstance(v, dict):

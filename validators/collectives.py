@@ -74,6 +74,8 @@ def sweep(
         algbw = buf.numel() * 4 / best / 1e9
         out.append(Point(buf.numel() * 4, best, algbw, algbw * busbw_factor(world)))
         del buf
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # give the largest buffer back before the model is built
     return out
 
 

@@ -49,6 +49,8 @@ def test_flipped_copy_differs_in_every_byte():
     assert not checkpoint._same(t, f["a"])
     assert checkpoint._same(float("nan"), float("nan"))  # a NaN lr round-trips as NaN
     assert f["lr"] == 0.1
+    strided = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # not contiguous
+    assert not checkpoint._same(strided, checkpoint._flipped(strided))
 
 
 def test_corruption_on_disk_is_caught(world1, tmp_path):
