@@ -1,0 +1,42 @@
+"""validators/ is shipped to nodes as files and run there: it may import only the standard
+library, torch and itself (and pynvml, optionally). Never rackform, pydantic or yaml."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+VALIDATORS = Path(__file__).resolve().parents[2] / "validators"
+ALLOWED = set(sys.stdlib_module_names) | {"torch", "validators", "pynvml"}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.lineno, node.module.split(".")[0]))
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(VALIDATORS.glob("*.py")), ids=lambda p: p.name)
+def test_only_stdlib_and_torch(path):
+    bad = [f"{path.name}:{line}: {mod}" for line, mod in _imports(path) if mod not in ALLOWED]
+    assert not bad, "validators import more than torch and the standard library: " + ", ".join(bad)
+
+
+def test_pynvml_is_optional():
+    src = (VALIDATORS / "hostcheck.py").read_text()
+    tree = ast.parse(src)
+    guarded = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Try)
+        and any(isinstance(s, ast.Import) and s.names[0].name == "pynvml" for s in n.body)
+        and any(getattr(h.type, "id", "") == "ImportError" for h in n.handlers)
+    ]
+    assert guarded, "pynvml must be imported inside try/except ImportError"
