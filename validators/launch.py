@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import os
 import re
@@ -135,8 +136,8 @@ def compose(host: dict | None, job: dict | None, proc: Proc | None, timeout_s: f
     checks: list[Check] = []
     if host is not None:
         checks += report.checks_of(host)
-    job_checks = report.checks_of(job) if job is not None else []
-    checks += job_checks
+    checks += report.checks_of(job) if job is not None else []
+    checks = _against_ceiling(checks)
     complete = bool(job and job.get("complete"))
     if proc is not None:
         checks.append(_job_check(proc, complete, timeout_s))
@@ -149,6 +150,20 @@ def compose(host: dict | None, job: dict | None, proc: Proc | None, timeout_s: f
     if host is not None and "host" in host:
         extra["host"] = host["host"]
     return report.make(checks, complete=complete, **extra)
+
+
+def _against_ceiling(checks: list[Check]) -> list[Check]:
+    """Show the checkpoint's write speed as a share of what the disk took in the direct-IO
+    probe: a low share points at the writer (threads, page cache), not the array."""
+    by = {c.name: c for c in checks}
+    ceil, ck = by.get("storage_write_ceiling"), by.get("checkpoint_write")
+    if not (ceil and ck) or not all(isinstance(c.measured, int | float) for c in (ceil, ck)):
+        return checks
+    if ceil.measured <= 0:
+        return checks
+    note = f"{100 * ck.measured / ceil.measured:.0f}% of the storage ceiling"
+    detail = f"{ck.detail}; {note}" if ck.detail else note
+    return [dataclasses.replace(c, detail=detail) if c is ck else c for c in checks]
 
 
 def _job_check(proc: Proc, complete: bool, timeout_s: float) -> Check:

@@ -142,3 +142,14 @@ def test_stream_passes_output_through_and_keeps_the_tail():
     assert proc.rc == 3 and not proc.timed_out
     assert proc.lines == [str(i) for i in range(490, 500)]
     assert out.getvalue().count("\n") == 500
+
+
+def test_checkpoint_speed_is_shown_against_the_storage_ceiling():
+    host = report.make([compare("storage_write_ceiling", 20.0, None, "GB/s")])
+    job = report.make(
+        [compare("checkpoint_write", 5.0, 4.0, "GB/s", detail="dcp")], complete=True, pending=[]
+    )
+    doc = launch.compose(host, job, launch.Proc(0, [], False), 900)
+    ck = next(c for c in doc["checks"] if c["name"] == "checkpoint_write")
+    assert ck["detail"] == "dcp; 25% of the storage ceiling"
+    assert ck["status"] == PASS
