@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
-from smoke_helpers import MOUNTS, ROOT, env, isolated, torchrun
+from smoke_helpers import MOUNTS, isolated, torchrun
 
 from validators.smoke import CHECKS
 
@@ -67,11 +65,11 @@ def test_normal_run_passes_with_every_check(tmp_path, ckdir):
 
 def test_stalled_collective_times_out(tmp_path, ckdir):
     r, doc, took = run(
-        tmp_path, "--fault-stall-rank", "1", "--collective-timeout-s", "4", "--watchdog-s", "0"
+        tmp_path, "--fault-stall-rank", "1", "--collective-timeout-s", "3", "--watchdog-s", "0"
     )
     assert r.returncode != 0
     assert took < 60
-    assert "Timed out waiting 4000ms" in r.stderr
+    assert "Timed out waiting 3000ms" in r.stderr
     assert doc["complete"] is False
 
 
@@ -116,13 +114,3 @@ def test_full_checkpoint_dir(tmp_path, ckdir):
     c = checks(doc)["checkpoint_roundtrip"]
     assert c["status"] == "fail" and c["detail"].startswith(f"{os.uname().nodename}: write failed")
     assert want in c["detail"]
-
-
-def test_bad_arguments_exit_2_before_starting():
-    r = subprocess.run(
-        [sys.executable, "-m", "validators.smoke", "--steps", "1"],
-        capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60,
-    )  # fmt: skip
-    assert r.returncode == 2
-    assert "--steps must be at least 2" in r.stderr
-    assert "Traceback" not in r.stderr
