@@ -5,9 +5,9 @@
 It checks, and reports with measured, expected and status: the GPUs (count, model), all-reduce
 bus bandwidth, that a small GPT learns (loss falls, never NaN) with tokens/s and MFU, that DDP
 replicas stay identical, a torch.distributed.checkpoint round trip (bit for bit, GB/s), and
-the NCCL version and transport. Rank 0 writes the JSON report after every phase, so a job that
-dies half-way still leaves what it measured. Exit 0 when no check failed, 1 when one did,
-3 when a rank stalled (see watchdog.py).
+the NCCL version and transport. The first rank of every node rewrites the JSON report after
+every phase, so a job that dies half-way still leaves what it measured. Exit 0 when no check
+failed, 1 when one did (rank 0 carries the verdict), 3 when a rank stalled (see watchdog.py).
 
 It imports only torch and the standard library: rackform passes every expectation in.
 """
@@ -54,7 +54,7 @@ CHECKS = (
 
 
 class Job:
-    """Collects checks and metrics; rank 0 rewrites the report after each phase."""
+    """Collects checks and metrics; the writer rewrites the report after each phase."""
 
     def __init__(self, path: str | None, writer: bool, facts: dict):
         self.path, self.writer = path, writer
@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     local_rank, local_world = _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1)
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if use_cuda:
+        if local_rank >= torch.cuda.device_count():
+            raise SystemExit(
+                f"smoke: local rank {local_rank} has no GPU: only {torch.cuda.device_count()} "
+                "visible; start no more processes per node than GPUs (--nproc)"
+            )
         torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     wd = Watchdog(args.watchdog_s, rank).start()
@@ -109,9 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Object collectives and checkpoint coordination go over gloo on the CPU.
         cpu_group = dist.new_group(backend="gloo", timeout=timeout) if use_cuda else None
+        # Every rank holds the same checks, so each node's first rank writes the whole report
+        # there: a multi-node launch finds it on every node.
         job = Job(
             args.report,
-            rank == 0,
+            local_rank == 0,
             {
                 "world_size": world,
                 "local_world_size": local_world,
