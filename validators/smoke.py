@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 "visible; start no more processes per node than GPUs (--nproc)"
             )
         torch.cuda.set_device(local_rank)
+        # Whatever stays in fp32 under bf16 autocast may use TF32 tensor cores.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     wd = Watchdog(args.watchdog_s, rank).start()
     run_dir = tempfile.mkdtemp(prefix=f"rackform-smoke-r{rank}-")
