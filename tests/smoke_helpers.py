@@ -4,6 +4,7 @@ network and, where asked, with a private mount."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -11,7 +12,25 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+
 ROOT = Path(__file__).resolve().parents[1]
+
+# The tiny models in these tests train faster on one thread, and the suite shares 2 cores with
+# the torchrun workers some tests start.
+torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def one_rank_group():
+    """A real one-rank gloo process group (an in-process store, so nothing listens). Test
+    modules wrap it in their own fixture: a conftest.py here would shadow the suite's."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
 
 
 def env() -> dict[str, str]:

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
+from smoke_helpers import one_rank_group
 
 from validators import collectives
+
+
+@pytest.fixture(scope="module")
+def world1():
+    with one_rank_group() as group:
+        yield group
 
 
 def test_busbw_factor_matches_nccl_tests():

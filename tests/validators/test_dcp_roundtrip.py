@@ -6,9 +6,17 @@ from __future__ import annotations
 import os
 import resource
 
+import pytest
 import torch
+from smoke_helpers import one_rank_group
 
 from validators import checkpoint
+
+
+@pytest.fixture(scope="module")
+def world1():
+    with one_rank_group() as group:
+        yield group
 
 
 def _trained(seed: int = 0):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import smoke_helpers  # noqa: F401 (one torch thread)
 import torch
 
 from validators.model import GPT, PRESETS, config, params_for_flops, synthetic_batch
