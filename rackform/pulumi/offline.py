@@ -51,6 +51,7 @@ class Record:
     parent_urn: str | None
     custom: bool
     protect: bool
+    ignore_changes: list[str]
     dependencies: list[str]
     dependency_urns: frozenset[str] = frozenset()
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -140,6 +141,7 @@ class RecordingMonitor(MockMonitor):
                     parent_urn=parent_urn,
                     custom=bool(request.custom),
                     protect=bool(request.protect),
+                    ignore_changes=sorted(request.ignoreChanges),
                     dependencies=sorted({urn_name(u) for u in request.dependencies}),
                     dependency_urns=frozenset(request.dependencies),
                 )
