@@ -15,7 +15,7 @@ import stat
 import sys
 from pathlib import Path
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, os, sys
 
 argv = sys.argv[1:]
@@ -82,7 +82,7 @@ if args and args[0] in ("preview", "up", "destroy"):
     sys.exit(code)
 print(f"fake pulumi: unexpected arguments {args}", file=sys.stderr)
 sys.exit(99)
-'''
+"""
 
 
 def install(bin_dir: Path) -> Path:

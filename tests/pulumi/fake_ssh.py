@@ -12,7 +12,7 @@ import stat
 import sys
 from pathlib import Path
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, os, subprocess, sys
 
 with open(os.environ["FAKE_SSH_LOG"], "a") as f:
@@ -26,7 +26,7 @@ while i < len(args) and args[i].startswith("-"):
     i += 2  # every option the provider passes takes a value (-o X, -p N)
 remote = args[i + 1:]  # after user@host
 sys.exit(subprocess.run(remote).returncode)
-'''
+"""
 
 
 def install(bin_dir: Path) -> Path:

@@ -43,7 +43,13 @@ AWS_INFERENCE: dict[str, Any] = {
         "ssh_cidrs": ["10.30.0.0/16"],
     },
     "node_groups": [
-        {"name": "serve", "instance_type": "g6e.12xlarge", "count": 2, "min_count": 1, "max_count": 6}
+        {
+            "name": "serve",
+            "instance_type": "g6e.12xlarge",
+            "count": 2,
+            "min_count": 1,
+            "max_count": 6,
+        }
     ],
     "network": {"fabric": "ethernet"},
 }

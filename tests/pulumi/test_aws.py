@@ -85,7 +85,8 @@ def test_inference_is_an_autoscaling_group_without_placement_group_or_efa(tmp_pa
     assert not of_type(recs, "placementGroup:PlacementGroup")
     assert not of_type(recs, "ec2/instance:Instance")
     asg = one(recs, "autoscaling/group:Group")
-    assert (asg.inputs["minSize"], asg.inputs["desiredCapacity"], asg.inputs["maxSize"]) == (1, 2, 6)
+    sizes = [asg.inputs[k] for k in ("minSize", "desiredCapacity", "maxSize")]
+    assert sizes == [1, 2, 6]
     assert asg.ignore_changes == ["desiredCapacity"]
     lt = one(recs, "launchTemplate:LaunchTemplate")
     assert "networkInterfaces" not in lt.inputs
@@ -247,7 +248,9 @@ def test_protect_follows_the_blueprint(tmp_path):
 
 
 def test_environment_override_changes_the_node_count(tmp_path):
-    doc = variant(AWS_TRAINING, environments={"dev": {"node_groups": [{"name": "gpu", "count": 1}]}})
+    doc = variant(
+        AWS_TRAINING, environments={"dev": {"node_groups": [{"name": "gpu", "count": 1}]}}
+    )
     recs = plan(tmp_path, doc, env="dev")
     assert len(of_type(recs, "ec2/instance:Instance")) == 1
     assert all(r.name.startswith("t-train-dev") for r in recs)

@@ -128,8 +128,11 @@ def test_create_records_facts():
 
 def test_refresh_shows_drift_and_an_unreachable_host():
     before = parse_facts(FACTS_TEXT)
-    after = parse_facts(FACTS_TEXT.replace("gpu_pci=0000:2a:00.0|0x2330\n", "").replace(
-        "gpu_name=NVIDIA H100 80GB HBM3\n", "", 1))
+    after = parse_facts(
+        FACTS_TEXT.replace("gpu_pci=0000:2a:00.0|0x2330\n", "").replace(
+            "gpu_name=NVIDIA H100 80GB HBM3\n", "", 1
+        )
+    )
     probes = Probes(before, after, HostUnreachable("gone"))
     provider = HostProvider(probes)
     state = provider.create(dict(HOST)).outs
