@@ -10,6 +10,9 @@ import sys
 
 from conftest import ROOT, rackform
 
+from rackform.compile import compile_cluster
+from rackform.loader import load_effective
+
 
 def test_plan_prints_the_tree_and_counts():
     r = rackform("plan", "blueprints/aws-training.yaml", "--env", "staging")
@@ -19,7 +22,8 @@ def test_plan_prints_the_tree_and_counts():
     assert "rackform:cluster:Cluster  llm-train-a-staging" in out
     assert "networkInterfaces=32 (1 efa, 31 efa-only)" in out
     assert "ingress=[all self; tcp/22 10.20.0.0/16]" in out
-    assert re.search(r"^ +2  aws:ec2/instance:Instance$", out, re.MULTILINE)
+    nodes = compile_cluster(load_effective(ROOT / "blueprints/aws-training.yaml", "staging")).nodes
+    assert re.search(rf"^ +{nodes}  aws:ec2/instance:Instance$", out, re.MULTILINE)
     assert re.search(r"^ +1  aws:ec2/placementGroup:PlacementGroup$", out, re.MULTILINE)
     lines = out.splitlines()
     # Children are indented under their parent.
