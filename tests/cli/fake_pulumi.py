@@ -73,8 +73,10 @@ if args and args[0] in ("preview", "up", "destroy"):
         event = {"sequence": 1, "timestamp": 1, "summaryEvent": {
             "maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": {"create": 1},
             "PolicyPacks": {}}}
+        # Like the real CLI: the summary, then the cancel event that closes the log.
         with open(log, "a") as f:
             f.write(json.dumps(event) + "\n")
+            f.write(json.dumps({"sequence": 2, "timestamp": 2, "cancelEvent": {}}) + "\n")
     print(f"fake pulumi {args[0]} on stack {opt('--stack')}")
     code = int(os.environ.get("FAKE_PULUMI_EXIT", "0"))
     if code:
