@@ -90,24 +90,24 @@ def main() -> None:
             rows.append((n, resources, statistics.median(walls), statistics.median(cpus)))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average at the end: {load:.2f} (wall time is only meaningful on an idle machine)")
-    base_n, _, base_t, _ = rows[0]
+    base_n, _, _, base_cpu = rows[0]
     print(
         f"{'nodes':>6} {'resources':>9} {'wall s':>7} {'cpu s':>6} {'wall ms/node':>12} "
-        f"{'marginal ms/node':>17}"
+        f"{'marginal cpu ms/node':>21}"
     )
     for n, resources, wall, cpu in rows:
-        marginal = (wall - base_t) / (n - base_n) * 1000 if n != base_n else float("nan")
+        marginal = (cpu - base_cpu) / (n - base_n) * 1000 if n != base_n else float("nan")
         print(
             f"{n:>6} {resources:>9} {wall:>7.2f} {cpu:>6.2f} {wall / n * 1000:>12.1f} "
-            f"{marginal:>17.2f}"
+            f"{marginal:>21.2f}"
         )
     if len(rows) >= 3:
-        n_mid, _, t_mid, _ = rows[-2]
-        n_big, _, t_big, _ = rows[-1]
-        per_mid = (t_mid - base_t) / (n_mid - base_n)
-        per_big = (t_big - base_t) / (n_big - base_n)
+        n_mid, _, _, c_mid = rows[-2]
+        n_big, _, _, c_big = rows[-1]
+        per_mid = (c_mid - base_cpu) / (n_mid - base_n)
+        per_big = (c_big - base_cpu) / (n_big - base_n)
         print(
-            f"marginal wall time per node, {n_big} vs {n_mid} nodes: {per_big / per_mid:.2f}x "
+            f"marginal CPU time per node, {n_big} vs {n_mid} nodes: {per_big / per_mid:.2f}x "
             "(1.00 = linear)"
         )
     if rows[-1][0] == 512:

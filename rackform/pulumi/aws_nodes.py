@@ -26,6 +26,8 @@ def efa_interfaces(efa: int, cards: int, subnet_id, security_group_id) -> list[d
     EFA-only interface cannot be primary. Every further card gets an EFA-only interface at device
     index 1, which carries RDMA traffic only and uses no IP address (AWS EC2 user guide,
     "Maximize network bandwidth on instances with multiple network cards"; p5.48xlarge has 32).
+    The guide's newer variant (an ENA primary plus an EFA-only interface at card 0 device 1)
+    reaches the same 32 EFA devices with one more interface; this layout keeps one per card.
     """
     if efa > cards:
         raise ValueError(f"{efa} EFA interfaces do not fit on {cards} network cards")
