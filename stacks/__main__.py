@@ -21,4 +21,6 @@ try:
 except BlueprintError as exc:
     raise pulumi.RunError("\n".join(map(str, exc.problems))) from None
 except ProgramError as exc:
-    raise pulumi.RunError(f"{blueprint}: {exc}") from None
+    fix = f" (fix: {exc.fix})" if exc.fix else ""
+    where = ".".join(map(str, exc.path))
+    raise pulumi.RunError(f"{blueprint}: {where}: {exc.message}{fix}") from None

@@ -8,7 +8,6 @@ on it); `render_text` and `plan_document` only present it.
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,10 +15,10 @@ from typing import Annotated, Any
 import typer
 
 from rackform.cli import app
-from rackform.cli.output import EXIT_INVALID, fail
+from rackform.cli.output import fail
 from rackform.cli.plan_render import render_text
-from rackform.loader import Effective, load_effective
-from rackform.problems import BlueprintError
+from rackform.loader import DEFAULT_ENV, Effective, load_effective
+from rackform.problems import BlueprintError, Problem, dotted
 
 
 def plan_resources(effective: Effective) -> list[dict[str, Any]]:
@@ -41,6 +40,22 @@ def plan_resources(effective: Effective) -> list[dict[str, Any]]:
         }
         for r in record(effective)
     ]
+
+
+def located(file: Path, effective: Effective, exc) -> Problem:
+    """A ProgramError as a problem at its field's line in the blueprint."""
+    from rackform.loader import read
+
+    loc = read(file).locate(exc.path) if exc.path else None
+    return Problem(
+        str(file),
+        loc.line if loc else None,
+        loc.col if loc else None,
+        dotted(exc.path) if exc.path else "",
+        exc.message,
+        exc.fix,
+        env="" if effective.environment == DEFAULT_ENV else effective.environment,
+    )
 
 
 def counts(resources: list[dict[str, Any]]) -> dict[str, int]:
@@ -82,8 +97,7 @@ def plan(
         resources = plan_resources(effective)
     except ProgramError as exc:
         # Blueprint content the program cannot lay out (e.g. a VPC too small to split).
-        print(f"{file}: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_INVALID) from None
+        raise fail([located(file, effective, exc)]) from None
     doc = plan_document(effective, resources)
     if as_json:
         typer.echo(json.dumps(doc, indent=2))

@@ -22,8 +22,9 @@ def split_vpc(vpc_cidr: str) -> tuple[str, str]:
     net = ipaddress.ip_network(vpc_cidr)
     if net.version != 4 or net.prefixlen > 27:
         raise ProgramError(
-            f"target.vpc_cidr {vpc_cidr} is too small to split into a nodes and a NAT subnet; "
-            "use a /27 or larger IPv4 block (e.g. 10.0.0.0/16)"
+            f"{vpc_cidr} is too small to split into a nodes and a NAT subnet",
+            path=("target", "vpc_cidr"),
+            fix="use a /27 or larger IPv4 block, e.g. 10.0.0.0/16",
         )
     nodes = next(net.subnets(new_prefix=net.prefixlen + 1))
     public = list(net.subnets(new_prefix=min(net.prefixlen + 4, 28)))[-1]

@@ -26,8 +26,9 @@ def check_config(spec: ClusterSpec) -> None:
     region = pulumi.Config("aws").get("region")
     if region and region != spec.target.region:
         raise ProgramError(
-            f"stack config aws:region is {region} but the blueprint says {spec.target.region}; "
-            f"run `pulumi config set aws:region {spec.target.region}` or fix the blueprint"
+            f"stack config aws:region is {region} but the blueprint says {spec.target.region}",
+            path=("target", "region"),
+            fix=f"run `pulumi config set aws:region {spec.target.region}` or fix the blueprint",
         )
 
 

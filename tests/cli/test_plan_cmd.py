@@ -100,7 +100,10 @@ def test_plan_program_error_exits_2(write):
     )
     r = rackform("plan", path)
     assert r.returncode == 2, r.stderr
-    assert "vpc_cidr 10.9.0.0/28 is too small" in r.stderr
+    line = next(i + 1 for i, text in enumerate(path.read_text().splitlines()) if "vpc_cidr" in text)
+    assert r.stderr.startswith(f"{path}:{line}:")
+    assert "target.vpc_cidr: 10.9.0.0/28 is too small" in r.stderr
+    assert "(fix: use a /27 or larger" in r.stderr
     assert "Traceback" not in r.stderr
 
 

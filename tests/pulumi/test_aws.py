@@ -265,5 +265,6 @@ def test_vpc_split():
 
 def test_too_small_vpc_is_a_program_error(tmp_path):
     doc = variant(AWS_TRAINING, **{"target.vpc_cidr": "10.0.0.0/28"})
-    with pytest.raises(ProgramError, match="vpc_cidr"):
+    with pytest.raises(ProgramError, match="too small") as err:
         plan(tmp_path, doc)
+    assert err.value.path == ("target", "vpc_cidr")
