@@ -4,6 +4,7 @@ inference clusters, EFA interfaces per type, markets, AMI, SSH exposure and tags
 from __future__ import annotations
 
 import ipaddress
+import re
 
 import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, of_type, one, plan, taggable, variant
@@ -171,6 +172,14 @@ def test_every_taggable_aws_resource_carries_the_cluster_tags_and_its_name(tmp_p
 def test_idle_policy_tag_reads_the_blueprint(tmp_path):
     vpc = one(plan(tmp_path, AWS_TRAINING), "ec2/vpc:Vpc")
     assert vpc.inputs["tags"]["rackform:idle-policy"] == "gpu<10%/60m:destroy"
+
+
+def test_iam_tags_use_only_the_characters_iam_accepts(tmp_path):
+    recs = plan(tmp_path, AWS_TRAINING)
+    for r in of_type(recs, "iam/role:Role") + of_type(recs, "iam/instanceProfile:InstanceProfile"):
+        for value in r.inputs["tags"].values():
+            assert re.fullmatch(r"[\w\s.:/=+\-@]*", value), value
+        assert r.inputs["tags"]["rackform:idle-policy"] == "gpu_10_/60m:destroy"
 
 
 @pytest.mark.parametrize(
