@@ -179,10 +179,9 @@ def tree_order(records: list[Record]) -> list[Record]:
 
     def sibling_of(urn: str, parent: str | None) -> str | None:
         """The ancestor of `urn` (or itself) that is a child of `parent`."""
-        seen = 0
-        while urn in parent_of and parent_of[urn] != parent and seen < len(parent_of):
-            urn, seen = parent_of[urn], seen + 1
-        return urn if parent_of.get(urn, "") == parent else None
+        while urn in parent_of and parent_of[urn] != parent:
+            urn = parent_of[urn]  # parent chains end at a root: this stops
+        return urn if urn in parent_of else None
 
     out: list[Record] = []
 
