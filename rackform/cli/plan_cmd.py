@@ -19,6 +19,7 @@ from rackform.cli.output import fail
 from rackform.cli.plan_render import render_text
 from rackform.loader import DEFAULT_ENV, Effective, load_effective
 from rackform.problems import BlueprintError, Problem, dotted
+from rackform.pulumi.config import environment_arg
 
 
 def plan_resources(effective: Effective) -> list[dict[str, Any]]:
@@ -88,7 +89,7 @@ def plan(
     """Show every resource `rackform up` would create, offline and deterministically: the same
     Pulumi program under Pulumi's mock runtime."""
     try:
-        effective = load_effective(file, env)
+        effective = load_effective(file, environment_arg(env))
     except BlueprintError as exc:
         raise fail(exc.problems) from None
     from rackform.pulumi.errors import ProgramError

@@ -13,6 +13,7 @@ from rackform.cli import app
 from rackform.cli.output import EXIT_INVALID, fail
 from rackform.loader import Effective, load_effective
 from rackform.problems import BlueprintError
+from rackform.pulumi.config import environment_arg
 
 File = Annotated[Path, typer.Argument(help="Blueprint file.", show_default=False)]
 Env = Annotated[
@@ -23,7 +24,7 @@ Env = Annotated[
 
 def _load(file: Path, env: str | None) -> Effective:
     try:
-        return load_effective(file, env)
+        return load_effective(file, environment_arg(env))
     except BlueprintError as exc:
         raise fail(exc.problems) from None
 

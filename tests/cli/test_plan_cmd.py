@@ -111,3 +111,10 @@ def test_plan_unknown_environment_exits_2():
     r = rackform("plan", "blueprints/aws-training.yaml", "--env", "qa")
     assert r.returncode == 2
     assert "unknown environment 'qa'" in r.stderr
+
+
+def test_env_default_is_the_base_blueprint():
+    base = rackform("plan", "blueprints/baremetal-training.yaml", "--json")
+    named = rackform("plan", "blueprints/baremetal-training.yaml", "--env", "default", "--json")
+    assert base.returncode == named.returncode == 0, named.stderr
+    assert base.stdout == named.stdout
