@@ -37,7 +37,14 @@ def _root(
 
 def _register() -> None:
     # Imported for their side effect of adding commands to `app`.
-    from rackform.cli import compile_cmd, schema_cmd, smoke_cmd, validate_cmd  # noqa: F401
+    from rackform.cli import (  # noqa: F401
+        compile_cmd,
+        plan_cmd,
+        schema_cmd,
+        smoke_cmd,
+        stack_cmd,
+        validate_cmd,
+    )
 
 
 def main() -> None:

@@ -1,0 +1,120 @@
+"""Whole-process `rackform plan` time for AWS training clusters of 1, 8, 64 and 512 p5.48xlarge
+nodes: a fresh `python -m rackform plan FILE --json` per run (interpreter start, imports,
+loading, the program under Pulumi's mock runtime, output), median of --repeat runs.
+
+    .venv/bin/python benchmarks/plan_bench.py [--repeat 3] [--sizes 1,8,64,512]
+
+Target: 512 nodes in 5 s or less on a 2-core machine, growing close to linearly. This prints
+figures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BLUEPRINT = """\
+name: bench
+purpose: training
+owner: bench@example.com
+target:
+  type: aws
+  region: us-east-1
+  availability_zone: us-east-1a
+  ssh_cidrs: [10.20.0.0/16]
+node_groups:
+  - name: gpu
+    instance_type: p5.48xlarge
+    count: {nodes}
+network: {{fabric: efa}}
+"""
+
+
+def _child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(path: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the child, resources planned)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cpu = _child_cpu()
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "rackform", "plan", str(path), "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"plan failed for {path}:\n{done.stderr}")
+    return elapsed, _child_cpu() - cpu, len(json.loads(done.stdout)["resources"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sizes", default="1,8,64,512")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(
+        f"rackform plan benchmark: {platform.python_implementation()} {platform.python_version()}, "
+        f"{cores} cores available, median of {args.repeat}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {}
+        for n in sizes:
+            paths[n] = Path(tmp) / f"bench-{n}.yaml"
+            paths[n].write_text(BLUEPRINT.format(nodes=n), encoding="utf-8")
+        run_once(paths[sizes[0]])  # warm the bytecode caches; not counted
+        rows = []
+        for n in sizes:
+            walls, cpus, resources = [], [], 0
+            for _ in range(args.repeat):
+                wall, cpu, resources = run_once(paths[n])
+                walls.append(wall)
+                cpus.append(cpu)
+            rows.append((n, resources, statistics.median(walls), statistics.median(cpus)))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"load average at the end: {load:.2f} (wall time is only meaningful on an idle machine)")
+    base_n, _, _, base_cpu = rows[0]
+    print(
+        f"{'nodes':>6} {'resources':>9} {'wall s':>7} {'cpu s':>6} {'wall ms/node':>12} "
+        f"{'marginal cpu ms/node':>21}"
+    )
+    for n, resources, wall, cpu in rows:
+        marginal = (cpu - base_cpu) / (n - base_n) * 1000 if n != base_n else float("nan")
+        print(
+            f"{n:>6} {resources:>9} {wall:>7.2f} {cpu:>6.2f} {wall / n * 1000:>12.1f} "
+            f"{marginal:>21.2f}"
+        )
+    if len(rows) >= 3:
+        n_mid, _, _, c_mid = rows[-2]
+        n_big, _, _, c_big = rows[-1]
+        per_mid = (c_mid - base_cpu) / (n_mid - base_n)
+        per_big = (c_big - base_cpu) / (n_big - base_n)
+        print(
+            f"marginal CPU time per node, {n_big} vs {n_mid} nodes: {per_big / per_mid:.2f}x "
+            "(1.00 = linear)"
+        )
+    if rows[-1][0] == 512:
+        wall = rows[-1][2]
+        verdict = "within" if wall <= 5.0 else "OVER"
+        print(f"512 nodes: {wall:.2f} s wall (median), {verdict} the 5 s target")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The text form of `rackform plan`: the resource tree with each resource's key inputs, runs of
+identical siblings (a node group's instances) folded into one line, then the count per type."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Inputs that are bulk, not decisions: left out of the one-line summary (still in --json).
+QUIET = {"tags", "tagSpecifications", "description", "assumeRolePolicy", "group_vars", "__provider"}
+MAX_VALUE = 48
+_TAIL_NUMBER = re.compile(r"^(.*?)(\d+)$")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        inner = ", ".join(f"{k}: {_short(v)}" for k, v in value.items())
+        text = "{" + inner + "}"
+    elif isinstance(value, list):
+        text = (
+            f"[{len(value)} items]" if len(value) > 3 else "[" + ", ".join(map(_short, value)) + "]"
+        )
+    else:
+        text = str(value)
+    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 3] + "..."
+
+
+def _rules(rules: list[dict]) -> str:
+    out = []
+    for r in rules:
+        what = "all" if r.get("protocol") == "-1" else f"{r.get('protocol')}/{r.get('fromPort')}"
+        sources = (
+            (["self"] if r.get("self") else [])
+            + r.get("cidrBlocks", [])
+            + r.get("ipv6CidrBlocks", [])
+        )
+        out.append(f"{what} {','.join(sources)}")
+    return "; ".join(out)
+
+
+def _interfaces(nics: list[dict]) -> str:
+    kinds: dict[str, int] = {}
+    for n in nics:
+        kinds[n.get("interfaceType", "interface")] = (
+            kinds.get(n.get("interfaceType", "interface"), 0) + 1
+        )
+    return f"{len(nics)} ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))})"
+
+
+def summary(resource: dict[str, Any]) -> str:
+    """One line of the resource's inputs that say what it is."""
+    inputs = resource["inputs"]
+    parts = []
+    for key, value in inputs.items():
+        if key in QUIET or value is None or value == [] or value == {}:
+            continue
+        if key in ("ingress", "egress") and isinstance(value, list):
+            parts.append(f"{key}=[{_rules(value)}]")
+        elif key == "networkInterfaces" and isinstance(value, list):
+            parts.append(f"networkInterfaces={_interfaces(value)}")
+        elif key == "inventory" and isinstance(value, dict):
+            parts.append("inventory=(hosts)")
+        else:
+            parts.append(f"{key}={_short(value)}")
+    return "  ".join(parts)
+
+
+def _fold(rows: list[tuple[int, dict, str]]) -> list[tuple[int, str, str, str]]:
+    """(depth, type, name, summary) lines; three or more consecutive siblings of one type named
+    PREFIX<n> with equal summaries (apart from their own name) become PREFIX{a..b} (count)."""
+    out: list[tuple[int, str, str, str]] = []
+    i = 0
+    while i < len(rows):
+        depth, res, text = rows[i]
+        m = _TAIL_NUMBER.match(res["name"])
+        j = i + 1
+        if m:
+            prefix = m.group(1)
+            while j < len(rows):
+                d2, r2, t2 = rows[j]
+                m2 = _TAIL_NUMBER.match(r2["name"])
+                if not (
+                    d2 == depth
+                    and r2["type"] == res["type"]
+                    and r2["parent"] == res["parent"]
+                    and m2
+                    and m2.group(1) == prefix
+                    and t2.replace(r2["name"], "") == text.replace(res["name"], "")
+                ):
+                    break
+                j += 1
+        if m and j - i >= 3:
+            last = _TAIL_NUMBER.match(rows[j - 1][1]["name"]).group(2)
+            name = f"{m.group(1)}{{{m.group(2)}..{last}}} ({j - i})"
+            out.append((depth, res["type"], name, text.replace(res["name"], "<name>")))
+            i = j
+        else:
+            out.append((depth, res["type"], res["name"], text))
+            i += 1
+    return out
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    resources = doc["resources"]
+    depth: dict[str | None, int] = {None: -1}
+    rows = []
+    for r in resources:
+        d = depth.get(r["parent"], -1) + 1
+        depth[r["name"]] = d
+        rows.append((d, r, summary(r)))
+    lines = [
+        f"Plan for {doc['blueprint']} (environment {doc['environment']}, stack {doc['stack']})",
+        f"digest {doc['digest']}",
+        "protected: every resource (lifecycle.protect: true); destroy refuses"
+        if doc.get("protected")
+        else "protected: no",
+        "",
+    ]
+    for d, typ, name, text in _fold(rows):
+        line = f"{'  ' * d}{typ}  {name}"
+        lines.append(f"{line}  {text}" if text else line)
+    lines += ["", "Resources by type:"]
+    counts = doc["counts"]
+    width = len(str(len(resources)))
+    lines += [f"  {n:>{width}}  {t}" for t, n in counts.items()]
+    components = sum(1 for r in resources if not r["custom"])
+    lines.append(
+        f"  {len(resources):>{width}}  in all ({len(resources) - components} resources, "
+        f"{components} components)"
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,26 @@
+"""The Pulumi program: read the stack config, load and compile the blueprint, build the cluster.
+Everything else lives in `rackform.pulumi` (see rackform/pulumi/program.py)."""
+
+from pathlib import Path
+
+import pulumi
+
+from rackform.loader import load_effective
+from rackform.problems import BlueprintError
+from rackform.pulumi.config import environment_arg, resolve_blueprint
+from rackform.pulumi.errors import ProgramError
+from rackform.pulumi.program import build
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository root, where Pulumi.yaml is
+
+config = pulumi.Config("rackform")
+blueprint = resolve_blueprint(config.require("blueprint"), ROOT)
+try:
+    effective = load_effective(blueprint, environment_arg(config.get("environment")))
+    build(effective, ROOT)
+except BlueprintError as exc:
+    raise pulumi.RunError("\n".join(map(str, exc.problems))) from None
+except ProgramError as exc:
+    fix = f" (fix: {exc.fix})" if exc.fix else ""
+    where = ".".join(map(str, exc.path))
+    raise pulumi.RunError(f"{blueprint}: {where}: {exc.message}{fix}") from None

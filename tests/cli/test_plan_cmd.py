@@ -1,0 +1,120 @@
+"""`rackform plan`: the tree and counts, --json, determinism, offline, and user mistakes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from conftest import ROOT, rackform
+
+from rackform.compile import compile_cluster
+from rackform.loader import load_effective
+
+
+def test_plan_prints_the_tree_and_counts():
+    r = rackform("plan", "blueprints/aws-training.yaml", "--env", "staging")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "stack llm-train-a-staging" in out
+    assert "rackform:cluster:Cluster  llm-train-a-staging" in out
+    assert "networkInterfaces=32 (1 efa, 31 efa-only)" in out
+    assert "ingress=[all self; tcp/22 10.20.0.0/16]" in out
+    nodes = compile_cluster(load_effective(ROOT / "blueprints/aws-training.yaml", "staging")).nodes
+    assert re.search(rf"^ +{nodes}  aws:ec2/instance:Instance$", out, re.MULTILINE)
+    assert re.search(r"^ +1  aws:ec2/placementGroup:PlacementGroup$", out, re.MULTILINE)
+    lines = out.splitlines()
+    # Children are indented under their parent.
+    top = next(i for i, line in enumerate(lines) if line.startswith("rackform:cluster:Cluster"))
+    assert lines[top + 1].startswith("  rackform:")
+
+
+def test_plan_folds_many_identical_instances_into_one_line(write):
+    path = write(
+        (ROOT / "blueprints" / "aws-training.yaml").read_text().replace("count: 4", "count: 40")
+    )
+    r = rackform("plan", path)
+    assert r.returncode == 0, r.stderr
+    assert "llm-train-a-default-gpu-{0..39} (40)" in r.stdout
+    assert "40  aws:ec2/instance:Instance" in r.stdout
+
+
+def test_plan_json_lists_every_resource_with_parent_and_inputs():
+    r = rackform("plan", "blueprints/aws-inference.yaml", "--env", "dev", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["stack"] == "llm-serve-a-dev"
+    names = {x["name"] for x in doc["resources"]}
+    for res in doc["resources"]:
+        assert set(res) >= {"type", "name", "parent", "inputs"}
+        assert res["parent"] is None or res["parent"] in names
+    assert doc["counts"]["aws:autoscaling/group:Group"] == 1
+    assert "aws:ec2/placementGroup:PlacementGroup" not in doc["counts"]
+    assert sum(doc["counts"].values()) == len(doc["resources"])
+    asg = next(x for x in doc["resources"] if x["type"] == "aws:autoscaling/group:Group")
+    assert (asg["inputs"]["minSize"], asg["inputs"]["desiredCapacity"]) == (1, 1)
+
+
+def test_plan_is_deterministic_and_needs_no_credentials_network_or_cli(tmp_path):
+    # An empty PATH (no pulumi, no ssh), no HOME, no AWS credentials, a proxy that goes
+    # nowhere: the plan must not notice.
+    env = {
+        "PATH": str(tmp_path),
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    cmd = [sys.executable, "-m", "rackform", "plan", "blueprints/colo-inference.yaml", "--json"]
+    runs = [subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True) for _ in (1, 2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout
+    assert not os.listdir(tmp_path)  # nothing written to HOME
+
+
+def test_plan_invalid_blueprint_exits_2_with_located_problem(write):
+    path = write(
+        """
+        name: x
+        purpose: training
+        owner: a@example.com
+        target: {type: aws, region: us-east-1, availability_zone: us-east-1a, ssh_cidrs: [10.0.0.0/8], markt: spot}
+        node_groups: [{name: gpu, instance_type: p5.48xlarge, count: 1}]
+        network: {fabric: efa}
+        """
+    )
+    r = rackform("plan", path)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert ":4:" in r.stderr and "markt" in r.stderr
+
+
+def test_plan_program_error_exits_2(write):
+    path = write(
+        (ROOT / "blueprints" / "aws-training.yaml")
+        .read_text()
+        .replace("market: on-demand", "market: on-demand\n  vpc_cidr: 10.9.0.0/28")
+    )
+    r = rackform("plan", path)
+    assert r.returncode == 2, r.stderr
+    line = next(i + 1 for i, text in enumerate(path.read_text().splitlines()) if "vpc_cidr" in text)
+    assert r.stderr.startswith(f"{path}:{line}:")
+    assert "target.vpc_cidr: 10.9.0.0/28 is too small" in r.stderr
+    assert "(fix: use a /27 or larger" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_plan_unknown_environment_exits_2():
+    r = rackform("plan", "blueprints/aws-training.yaml", "--env", "qa")
+    assert r.returncode == 2
+    assert "unknown environment 'qa'" in r.stderr
+
+
+def test_env_default_is_the_base_blueprint():
+    base = rackform("plan", "blueprints/baremetal-training.yaml", "--json")
+    named = rackform("plan", "blueprints/baremetal-training.yaml", "--env", "default", "--json")
+    assert base.returncode == named.returncode == 0, named.stderr
+    assert base.stdout == named.stdout

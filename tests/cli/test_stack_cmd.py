@@ -1,0 +1,156 @@
+"""`rackform preview|up|destroy` through the Automation API, against a recording fake `pulumi`
+on PATH (this machine has no Pulumi CLI): what is run, where, with which backend and config,
+Pulumi's exit status passed through, and destroy's guards."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import fake_pulumi
+import pytest
+from conftest import ROOT
+
+
+@pytest.fixture
+def fake(tmp_path):
+    bin_dir = tmp_path / "bin"
+    fake_pulumi.install(bin_dir)
+
+    def run(*args, stdin: str | None = None, **env):
+        return subprocess.run(
+            [sys.executable, "-m", "rackform", *map(str, args)],
+            cwd=ROOT,
+            env=fake_pulumi.environ(bin_dir, tmp_path, **env),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def calls() -> list[dict]:
+        log = tmp_path / "pulumi.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [json.loads(line) for line in lines]
+
+    run.calls = calls
+    run.tmp = tmp_path
+    return run
+
+
+def _ops(calls):
+    return [c["argv"][1] for c in calls if c["argv"][:1] == ["--non-interactive"]]
+
+
+def test_up_creates_the_stack_sets_its_config_and_runs_up(fake):
+    r = fake("up", "blueprints/aws-training.yaml", "--env", "dev")
+    assert r.returncode == 0, r.stderr
+    assert "fake pulumi up on stack llm-train-a-dev" in r.stdout
+    calls = fake.calls()
+    assert _ops(calls)[:3] == ["stack", "stack", "config"]
+    assert ["--non-interactive", "stack", "init", "llm-train-a-dev"] in [c["argv"] for c in calls]
+    config = next(c["argv"] for c in calls if "set-all" in c["argv"])
+    assert "rackform:blueprint=blueprints/aws-training.yaml" in config
+    assert "rackform:environment=dev" in config
+    assert "aws:region=us-east-1" in config
+    up = next(c for c in calls if "up" in c["argv"])
+    assert {"--yes", "--skip-preview"} <= set(up["argv"])
+    assert up["argv"][up["argv"].index("--stack") + 1] == "llm-train-a-dev"
+    assert Path(up["cwd"]) == ROOT  # where Pulumi.yaml is
+    state = fake.tmp / "state"
+    assert up["backend"] == f"file://{state}"
+    assert state.is_dir()
+
+
+def test_a_second_run_selects_the_existing_stack(fake):
+    assert fake("preview", "blueprints/baremetal-training.yaml", "--env", "staging").returncode == 0
+    r = fake("preview", "blueprints/baremetal-training.yaml", "--env", "staging")
+    assert r.returncode == 0, r.stderr
+    inits = [c for c in fake.calls() if c["argv"][1:3] == ["stack", "init"]]
+    assert len(inits) == 1
+    previews = [c for c in fake.calls() if "preview" in c["argv"]]
+    assert len(previews) == 2 and all("--event-log" in c["argv"] for c in previews)
+    config = next(c["argv"] for c in fake.calls() if "set-all" in c["argv"])
+    assert not any(a.startswith("aws:region") for a in config)  # bare metal: no AWS provider
+
+
+def test_pulumis_exit_status_is_passed_through(fake):
+    r = fake("up", "blueprints/aws-training.yaml", "--env", "dev", FAKE_PULUMI_EXIT="3")
+    assert r.returncode == 3
+    assert "fake up failed" in r.stderr
+    r = fake("preview", "blueprints/aws-training.yaml", FAKE_PULUMI_EXIT="255")
+    assert r.returncode == 255
+
+
+def test_pulumi_backend_url_is_respected(fake, tmp_path):
+    url = f"file://{tmp_path / 'elsewhere'}"
+    r = fake("preview", "blueprints/aws-training.yaml", PULUMI_BACKEND_URL=url)
+    assert r.returncode == 0, r.stderr
+    assert {c["backend"] for c in fake.calls() if c["argv"] != ["version"]} == {url}
+
+
+def test_a_self_managed_backend_needs_a_passphrase(fake):
+    r = fake("up", "blueprints/aws-training.yaml", PULUMI_CONFIG_PASSPHRASE="")
+    assert r.returncode == 0  # an empty passphrase is a choice, and allowed
+    env = fake_pulumi.environ(fake.tmp / "bin", fake.tmp)
+    del env["PULUMI_CONFIG_PASSPHRASE"]
+    r = subprocess.run(
+        [sys.executable, "-m", "rackform", "up", "blueprints/aws-training.yaml"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2
+    assert "PULUMI_CONFIG_PASSPHRASE" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_missing_pulumi_cli_is_one_line_naming_the_fix(fake, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = fake("up", "blueprints/aws-training.yaml", PATH=str(empty))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "pulumi CLI is not on PATH" in lines[0] and "install" in lines[0]
+    assert "rackform plan" in lines[0]
+    assert fake.calls() == []
+
+
+def test_destroy_refuses_a_protected_cluster_without_running_pulumi(fake):
+    r = fake("destroy", "blueprints/aws-training.yaml", "--env", "prod", "--yes")
+    assert r.returncode == 2
+    assert "protected" in r.stderr and "lifecycle.protect" in r.stderr
+    assert fake.calls() == []
+
+
+def test_destroy_asks_first(fake):
+    r = fake("destroy", "blueprints/aws-training.yaml", "--env", "dev", stdin="n\n")
+    assert r.returncode == 1
+    assert "Destroy every resource of stack llm-train-a-dev?" in r.stdout
+    assert not any("destroy" in c["argv"] for c in fake.calls())
+    r = fake("destroy", "blueprints/aws-training.yaml", "--env", "dev", stdin="")
+    assert r.returncode == 1
+    assert not any("destroy" in c["argv"] for c in fake.calls())
+    r = fake("destroy", "blueprints/aws-training.yaml", "--env", "dev", stdin="y\n")
+    assert r.returncode == 0, r.stderr
+    assert sum("destroy" in c["argv"] for c in fake.calls()) == 1
+
+
+def test_destroy_yes_skips_the_question(fake):
+    r = fake("destroy", "blueprints/aws-training.yaml", "--env", "dev", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert "Destroy every resource" not in r.stdout
+    destroy = next(c["argv"] for c in fake.calls() if "destroy" in c["argv"])
+    assert destroy[destroy.index("--stack") + 1] == "llm-train-a-dev"
+
+
+def test_an_invalid_blueprint_never_reaches_pulumi(fake, write):
+    path = write("name: x\n")
+    r = fake("up", path)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert fake.calls() == []

@@ -1,0 +1,37 @@
+"""A recording fake of `ssh`, for the host provider tests.
+
+No host answers SSH in the test environment, so the tests put this script first on PATH. It
+appends its argv to $FAKE_SSH_LOG and then behaves like a reachable host by running the remote
+command (`sh -s` with the probe on stdin) on this machine, or like an unreachable one (exit 255
+with ssh's message) when $FAKE_SSH_FAIL is set.
+"""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+SCRIPT = r"""
+import json, os, subprocess, sys
+
+with open(os.environ["FAKE_SSH_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\n")
+if os.environ.get("FAKE_SSH_FAIL"):
+    print("ssh: connect to host 10.0.0.1 port 22: Connection refused", file=sys.stderr)
+    sys.exit(255)
+args = sys.argv[1:]
+i = 0
+while i < len(args) and args[i].startswith("-"):
+    i += 2  # every option the provider passes takes a value (-o X, -p N)
+remote = args[i + 1:]  # after user@host
+sys.exit(subprocess.run(remote).returncode)
+"""
+
+
+def install(bin_dir: Path) -> Path:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    exe = bin_dir / "ssh"
+    exe.write_text(f"#!{sys.executable}\n{SCRIPT}", encoding="utf-8")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return exe

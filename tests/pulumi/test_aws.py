@@ -1,0 +1,279 @@
+"""The AWS components under Pulumi's mock runtime: what is and is not created for training and
+inference clusters, EFA interfaces per type, markets, AMI, SSH exposure and tags."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+import pytest
+from planhelp import AWS_INFERENCE, AWS_TRAINING, of_type, one, plan, taggable, variant
+
+from rackform.catalog import load_catalog
+from rackform.pulumi.aws_network import split_vpc
+from rackform.pulumi.aws_nodes import efa_interfaces
+from rackform.pulumi.errors import ProgramError
+
+
+def test_training_creates_network_identity_placement_template_and_one_instance_per_node(
+    tmp_path,
+):
+    recs = plan(tmp_path, AWS_TRAINING)
+    counts = {}
+    for r in recs:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    assert counts["aws:ec2/instance:Instance"] == 2
+    for kind in (
+        "aws:ec2/vpc:Vpc",
+        "aws:ec2/securityGroup:SecurityGroup",
+        "aws:ec2/placementGroup:PlacementGroup",
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        "aws:iam/role:Role",
+        "aws:iam/instanceProfile:InstanceProfile",
+        "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    ):
+        assert counts[kind] == 1, kind
+    assert "aws:autoscaling/group:Group" not in counts
+    pg = one(recs, "placementGroup:PlacementGroup")
+    assert pg.inputs["strategy"] == "cluster"
+    lt = one(recs, "launchTemplate:LaunchTemplate")
+    assert lt.inputs["placement"] == {"groupName": f"<{pg.name}>.name"}
+    assert lt.inputs["instanceType"] == "p5.48xlarge"
+    for inst in of_type(recs, "ec2/instance:Instance"):
+        assert inst.inputs["launchTemplate"]["id"] == f"<{lt.name}>.id"
+        assert inst.parent == lt.parent  # the node group component
+
+
+def test_p5_launch_template_attaches_all_32_efa_interfaces_primary_first(tmp_path):
+    lt = one(plan(tmp_path, AWS_TRAINING), "launchTemplate:LaunchTemplate")
+    nics = lt.inputs["networkInterfaces"]
+    assert len(nics) == 32
+    primary = nics[0]
+    assert (primary["networkCardIndex"], primary["deviceIndex"]) == (0, 0)
+    assert primary["interfaceType"] == "efa"
+    assert sorted(n["networkCardIndex"] for n in nics) == list(range(32))
+    for n in nics[1:]:
+        assert n["deviceIndex"] == 1
+        assert n["interfaceType"] == "efa-only"
+    sg = one(plan(tmp_path, AWS_TRAINING), "securityGroup:SecurityGroup")
+    assert all(n["securityGroups"] == [f"<{sg.name}>.id"] for n in nics)
+
+
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p5en.48xlarge", "p4d.24xlarge"])
+def test_efa_interface_count_follows_the_catalog(tmp_path, instance_type):
+    doc = variant(AWS_TRAINING, **{"node_groups.0.instance_type": instance_type})
+    lt = one(plan(tmp_path, doc), "launchTemplate:LaunchTemplate")
+    want = int(load_catalog().instance(instance_type).efa_interfaces.value)
+    nics = lt.inputs["networkInterfaces"]
+    assert len(nics) == want
+    assert sum(n["interfaceType"] in ("efa", "efa-only") for n in nics) == want
+
+
+def test_training_on_ethernet_gets_one_plain_interface(tmp_path):
+    doc = variant(AWS_TRAINING, **{"network.fabric": "ethernet"})
+    nics = one(plan(tmp_path, doc), "launchTemplate:LaunchTemplate").inputs["networkInterfaces"]
+    assert len(nics) == 1
+    assert nics[0]["interfaceType"] == "interface"
+
+
+def test_efa_interfaces_refuse_more_devices_than_cards():
+    with pytest.raises(ValueError, match="do not fit"):
+        efa_interfaces(5, 4, "subnet", "sg")
+
+
+def test_inference_is_an_autoscaling_group_without_placement_group_or_efa(tmp_path):
+    recs = plan(tmp_path, AWS_INFERENCE)
+    assert not of_type(recs, "placementGroup:PlacementGroup")
+    assert not of_type(recs, "ec2/instance:Instance")
+    asg = one(recs, "autoscaling/group:Group")
+    sizes = [asg.inputs[k] for k in ("minSize", "desiredCapacity", "maxSize")]
+    assert sizes == [1, 2, 6]
+    assert asg.ignore_changes == ["desiredCapacity"]
+    lt = one(recs, "launchTemplate:LaunchTemplate")
+    assert "networkInterfaces" not in lt.inputs
+    assert "placement" not in lt.inputs
+    types = [n.get("interfaceType") for r in recs for n in r.inputs.get("networkInterfaces", [])]
+    assert not {"efa", "efa-only"} & set(types)
+    assert asg.inputs["launchTemplate"]["id"] == f"<{lt.name}>.id"
+
+
+def _ingress(recs):
+    return one(recs, "securityGroup:SecurityGroup").inputs["ingress"]
+
+
+def test_security_group_allows_itself_everything_and_ssh_only_from_ssh_cidrs(tmp_path):
+    doc = variant(AWS_TRAINING, **{"target.ssh_cidrs": ["10.20.0.0/16", "2001:db8::/32"]})
+    ingress = _ingress(plan(tmp_path, doc))
+    assert len(ingress) == 2
+    own = next(r for r in ingress if r.get("self"))
+    assert (own["protocol"], own["fromPort"], own["toPort"]) == ("-1", 0, 0)
+    ssh = next(r for r in ingress if not r.get("self"))
+    assert (ssh["protocol"], ssh["fromPort"], ssh["toPort"]) == ("tcp", 22, 22)
+    assert ssh["cidrBlocks"] == ["10.20.0.0/16"]
+    assert ssh["ipv6CidrBlocks"] == ["2001:db8::/32"]
+    egress = one(plan(tmp_path, doc), "securityGroup:SecurityGroup").inputs["egress"]
+    assert any(r.get("self") and r["protocol"] == "-1" for r in egress)
+
+
+def _open_to_world(ingress) -> bool:
+    blocks = [c for r in ingress for c in r.get("cidrBlocks", []) + r.get("ipv6CidrBlocks", [])]
+    return any(ipaddress.ip_network(c).prefixlen == 0 for c in blocks)
+
+
+def test_no_public_ingress_unless_the_blueprint_allows_it(tmp_path):
+    assert not _open_to_world(_ingress(plan(tmp_path, AWS_TRAINING)))
+    assert not _open_to_world(_ingress(plan(tmp_path, AWS_INFERENCE)))
+    public = variant(
+        AWS_TRAINING, **{"target.ssh_cidrs": ["0.0.0.0/0"], "target.allow_public_ssh": True}
+    )
+    assert _open_to_world(_ingress(plan(tmp_path, public)))
+
+
+def test_nodes_subnet_is_in_the_blueprint_zone_and_gives_no_public_addresses(tmp_path):
+    recs = plan(tmp_path, AWS_TRAINING)
+    for subnet in of_type(recs, "ec2/subnet:Subnet"):
+        assert subnet.inputs["availabilityZone"] == "us-east-1a"
+        assert subnet.inputs["mapPublicIpOnLaunch"] is False
+    nodes = next(s for s in of_type(recs, "ec2/subnet:Subnet") if s.name.endswith("-nodes"))
+    lt = one(recs, "launchTemplate:LaunchTemplate")
+    assert lt.inputs["networkInterfaces"][0]["subnetId"] == f"<{nodes.name}>.id"
+    assert not any(n.get("associatePublicIpAddress") for n in lt.inputs["networkInterfaces"])
+
+
+def test_every_taggable_aws_resource_carries_the_cluster_tags_and_its_name(tmp_path):
+    for doc in (AWS_TRAINING, AWS_INFERENCE):
+        recs = plan(tmp_path, doc)
+        want = {
+            "rackform:cluster",
+            "rackform:purpose",
+            "rackform:environment",
+            "rackform:owner",
+            "rackform:idle-policy",
+            "rackform:digest",
+        }
+        aws = [r for r in recs if r.type.startswith("aws:")]
+        checked = 0
+        for r in aws:
+            if not taggable(r.type):
+                continue
+            raw = r.inputs.get("tags")
+            assert raw, f"{r.type} {r.name} has no tags"
+            tags = {t["key"]: t["value"] for t in raw} if isinstance(raw, list) else raw
+            assert want <= set(tags), f"{r.name} lacks {want - set(tags)}"
+            assert tags["Name"] == r.name
+            assert tags["rackform:purpose"] == doc["purpose"]
+            checked += 1
+        assert checked >= len(aws) - 3  # only attachments / associations take no tags
+        lt = one(recs, "launchTemplate:LaunchTemplate")
+        kinds = {s["resourceType"] for s in lt.inputs["tagSpecifications"]}
+        assert kinds == {"instance", "volume", "network-interface"}
+
+
+def test_idle_policy_tag_reads_the_blueprint(tmp_path):
+    vpc = one(plan(tmp_path, AWS_TRAINING), "ec2/vpc:Vpc")
+    assert vpc.inputs["tags"]["rackform:idle-policy"] == "gpu<10%/60m:destroy"
+
+
+def test_iam_tags_use_only_the_characters_iam_accepts(tmp_path):
+    recs = plan(tmp_path, AWS_TRAINING)
+    for r in of_type(recs, "iam/role:Role") + of_type(recs, "iam/instanceProfile:InstanceProfile"):
+        for value in r.inputs["tags"].values():
+            assert re.fullmatch(r"[\w\s.:/=+\-@]*", value), value
+        assert r.inputs["tags"]["rackform:idle-policy"] == "gpu_10_/60m:destroy"
+
+
+@pytest.mark.parametrize(
+    ("market", "market_type", "reservation", "placement"),
+    [
+        ("on-demand", None, None, True),
+        ("spot", "spot", None, True),
+        ("capacity-block", "capacity-block", "cr-0123456789abcdef0", False),
+        ("reservation", None, "cr-0123456789abcdef0", False),
+    ],
+)
+def test_market(tmp_path, market, market_type, reservation, placement):
+    doc = variant(AWS_TRAINING, **{"target.market": market})
+    if reservation:
+        doc["target"]["reservation_id"] = reservation
+    recs = plan(tmp_path, doc)
+    lt = one(recs, "launchTemplate:LaunchTemplate").inputs
+    got_type = (lt.get("instanceMarketOptions") or {}).get("marketType")
+    assert got_type == market_type
+    if market == "spot":
+        spot = lt["instanceMarketOptions"]["spotOptions"]
+        assert spot["instanceInterruptionBehavior"] == "terminate"
+    target = (lt.get("capacityReservationSpecification") or {}).get("capacityReservationTarget")
+    assert (target or {}).get("capacityReservationId") == reservation
+    assert bool(of_type(recs, "placementGroup:PlacementGroup")) is placement
+
+
+def test_ami_from_filter_is_pinned_after_first_launch(tmp_path):
+    lt = one(plan(tmp_path, AWS_TRAINING), "launchTemplate:LaunchTemplate")
+    assert "Deep Learning" in lt.inputs["imageId"]
+    assert lt.ignore_changes == ["imageId"]
+
+
+def test_explicit_ami_is_used_as_is(tmp_path):
+    doc = variant(AWS_TRAINING, **{"target.ami": {"id": "ami-0123456789abcdef0"}})
+    lt = one(plan(tmp_path, doc), "launchTemplate:LaunchTemplate")
+    assert lt.inputs["imageId"] == "ami-0123456789abcdef0"
+    assert lt.ignore_changes == []
+
+
+def test_instance_profile_has_ssm(tmp_path):
+    recs = plan(tmp_path, AWS_TRAINING)
+    role = one(recs, "iam/role:Role")
+    assert "ec2.amazonaws.com" in role.inputs["assumeRolePolicy"]
+    attach = one(recs, "iam/rolePolicyAttachment:RolePolicyAttachment")
+    assert attach.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    profile = one(recs, "iam/instanceProfile:InstanceProfile")
+    assert profile.inputs["role"] == f"<{role.name}>.name"
+    lt = one(recs, "launchTemplate:LaunchTemplate")
+    assert lt.inputs["iamInstanceProfile"] == {"arn": f"<{profile.name}>.arn"}
+    assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
+
+
+def test_instance_store_is_not_mapped(tmp_path):
+    lt = one(plan(tmp_path, AWS_TRAINING), "launchTemplate:LaunchTemplate")
+    devices = [m["deviceName"] for m in lt.inputs["blockDeviceMappings"]]
+    assert devices == ["/dev/sda1"]  # root only: the NVMe instance store stays for nvme_raid
+    assert all("virtualName" not in m for m in lt.inputs["blockDeviceMappings"])
+
+
+def test_components_use_rackform_tokens_and_every_resource_has_a_parent(tmp_path):
+    recs = plan(tmp_path, AWS_TRAINING)
+    roots = [r for r in recs if r.parent is None]
+    assert [r.type for r in roots] == ["rackform:cluster:Cluster"]
+    for r in recs:
+        if not r.custom:
+            area_kind = r.type.split(":")
+            assert area_kind[0] == "rackform" and len(area_kind) == 3, r.type
+
+
+def test_protect_follows_the_blueprint(tmp_path):
+    assert not any(r.protect for r in plan(tmp_path, AWS_TRAINING))
+    protected = variant(AWS_TRAINING, **{"lifecycle.protect": True})
+    assert all(r.protect for r in plan(tmp_path, protected))
+
+
+def test_environment_override_changes_the_node_count(tmp_path):
+    doc = variant(
+        AWS_TRAINING, environments={"dev": {"node_groups": [{"name": "gpu", "count": 1}]}}
+    )
+    recs = plan(tmp_path, doc, env="dev")
+    assert len(of_type(recs, "ec2/instance:Instance")) == 1
+    assert all(r.name.startswith("t-train-dev") for r in recs)
+
+
+def test_vpc_split():
+    assert split_vpc("10.0.0.0/16") == ("10.0.0.0/17", "10.0.240.0/20")
+    assert split_vpc("10.1.2.0/24") == ("10.1.2.0/25", "10.1.2.240/28")
+    with pytest.raises(ProgramError, match="too small"):
+        split_vpc("10.1.2.0/28")
+
+
+def test_too_small_vpc_is_a_program_error(tmp_path):
+    doc = variant(AWS_TRAINING, **{"target.vpc_cidr": "10.0.0.0/28"})
+    with pytest.raises(ProgramError, match="too small") as err:
+        plan(tmp_path, doc)
+    assert err.value.path == ("target", "vpc_cidr")

@@ -1,0 +1,234 @@
+"""Configure and Validate: their providers called directly (create / diff / update / delete, as
+the engine would), the providers surviving the pickling the engine does, and their place after
+the nodes under Pulumi's mock runtime."""
+
+from __future__ import annotations
+
+import base64
+
+import dill
+import pytest
+from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, of_type, one, plan
+from pulumi.dynamic.dynamic import serialize_provider
+
+from rackform.pulumi.hosts import HostProvider, probe
+from rackform.pulumi.stages import (
+    ConfigureProvider,
+    StageUnavailable,
+    ValidateProvider,
+    ValidationFailed,
+    content_hash,
+    resolve,
+    roles_hash,
+)
+
+INVENTORY = {
+    "all": {
+        "vars": {"ansible_user": "ubuntu"},
+        "children": {
+            "gpu_nodes": {
+                "children": {
+                    "ng_gpu": {
+                        "hosts": {
+                            "n1": {"ansible_host": "10.0.0.1", "ansible_port": 22},
+                            "n2": {"ansible_host": "10.0.0.2", "ansible_port": 22},
+                        }
+                    }
+                }
+            }
+        },
+    }
+}
+GROUP_VARS = {"nvme_raid_level": 0, "nccl_rdma_fabric": "efa"}
+
+
+def configure_props(**changes):
+    props = {
+        "cluster": "t-train-dev",
+        "inventory": INVENTORY,
+        "group_vars": GROUP_VARS,
+        "roles_hash": "sha256:r",
+        "content_hash": content_hash("sha256:r", GROUP_VARS, INVENTORY),
+        "expected_nodes": {"min": 2, "max": 2},
+    }
+    return {**props, **changes}
+
+
+class Work:
+    """What the Ansible run / the smoke job returns; records each call. It stands in for the
+    roles and the validator, which are other modules' subject, not this one's."""
+
+    def __init__(self, result):
+        self.result = result
+        self.calls: list[dict] = []
+
+    def __call__(self, **kwargs):
+        self.calls.append(kwargs)
+        return self.result
+
+
+def test_configure_create_runs_the_roles_over_the_inventory():
+    work = Work({"ok": True, "changed": 12})
+    out = ConfigureProvider(work).create(configure_props())
+    assert out.id == "t-train-dev-configure"
+    assert work.calls == [{"inventory": INVENTORY, "group_vars": GROUP_VARS}]
+    assert out.outs["result"] == {"ok": True, "changed": 12}
+    assert out.outs["content_hash"] == configure_props()["content_hash"]
+
+
+def test_configure_refuses_a_partial_inventory():
+    work = Work({})
+    props = configure_props(expected_nodes={"min": 3, "max": 3})
+    with pytest.raises(RuntimeError, match="2 hosts but the blueprint has 3"):
+        ConfigureProvider(work).create(props)
+    assert work.calls == []
+    scaled = configure_props(expected_nodes={"min": 1, "max": 6})
+    ConfigureProvider(work).create(scaled)  # an autoscaling group anywhere in its range
+    assert len(work.calls) == 1
+
+
+def test_configure_reruns_only_when_the_content_hash_changes():
+    provider = ConfigureProvider(Work({}))
+    olds = {**configure_props(), "result": {"ok": True}}
+    assert not provider.diff("id", olds, configure_props()).changes
+    new_vars = {**GROUP_VARS, "nvme_raid_level": 10}
+    changed = configure_props(
+        group_vars=new_vars, content_hash=content_hash("sha256:r", new_vars, INVENTORY)
+    )
+    d = provider.diff("id", olds, changed)
+    assert d.changes and d.replaces == []
+    roles = configure_props(content_hash=content_hash("sha256:other", GROUP_VARS, INVENTORY))
+    assert provider.diff("id", olds, roles).changes
+
+
+def test_configure_update_runs_again_and_delete_runs_nothing():
+    work = Work({"ok": True})
+    provider = ConfigureProvider(work)
+    provider.update("id", configure_props(), configure_props(group_vars={"x": 1}))
+    assert work.calls[-1]["group_vars"] == {"x": 1}
+    provider.delete("id", configure_props())
+    assert len(work.calls) == 1
+
+
+def test_roles_hash_follows_role_files(tmp_path):
+    roles = tmp_path / "roles"
+    assert roles_hash(roles) == roles_hash(tmp_path / "none")  # no roles yet: a stable hash
+    (roles / "nvme_raid" / "tasks").mkdir(parents=True)
+    task = roles / "nvme_raid" / "tasks" / "main.yml"
+    task.write_text("- name: a\n")
+    first = roles_hash(roles)
+    task.write_text("- name: b\n")
+    assert roles_hash(roles) != first
+    task.write_text("- name: a\n")
+    assert roles_hash(roles) == first
+
+
+def test_a_missing_implementation_is_a_clear_error():
+    with pytest.raises(StageUnavailable, match=r"rackform\.no_such_stage\.run is not in"):
+        resolve("rackform.no_such_stage:run", "configure")
+    with pytest.raises(StageUnavailable, match="nothing was validated"):
+        resolve("rackform.pulumi.stages:no_such_function", "validate")
+    provider = ConfigureProvider("rackform.no_such_stage:run")
+    with pytest.raises(StageUnavailable, match="nothing was configured"):
+        provider.create(configure_props())
+    assert resolve("rackform.pulumi.stages:content_hash", "configure") is content_hash
+
+
+def validate_props(strict=True, **changes):
+    props = {
+        "cluster": "t-train-dev",
+        "inventory": INVENTORY,
+        "group_vars": GROUP_VARS,
+        "validation": {"strict": strict, "smoke_steps": 50, "expected": {"nodes": 2}},
+        "digest": "sha256:d",
+        "configured_hash": "sha256:c",
+    }
+    return {**props, **changes}
+
+
+PASS = {"name": "loss_drop", "status": "pass", "measured": 0.6, "expected": 0.2, "unit": ""}
+FAIL = {
+    "name": "allreduce_busbw",
+    "status": "fail",
+    "measured": 120,
+    "expected": 460,
+    "unit": "GB/s",
+}
+NOT_RUN = {"name": "dcgm_diag", "status": "not-run", "measured": None, "expected": "r1"}
+
+
+def test_validate_puts_the_report_in_its_outputs():
+    work = Work({"checks": [PASS, NOT_RUN]})
+    out = ValidateProvider(work).create(validate_props())
+    assert out.outs["passed"] is True
+    assert out.outs["report"]["checks"] == [PASS, NOT_RUN]
+    assert work.calls[0]["validation"]["expected"] == {"nodes": 2}
+
+
+def test_strict_validation_failure_fails_with_measured_and_expected():
+    with pytest.raises(ValidationFailed, match=r"allreduce_busbw: measured 120 GB/s, expected 460"):
+        ValidateProvider(Work({"checks": [PASS, FAIL]})).create(validate_props())
+
+
+def test_lenient_validation_records_the_failure():
+    out = ValidateProvider(Work({"checks": [PASS, FAIL]})).create(validate_props(strict=False))
+    assert out.outs["passed"] is False
+
+
+def test_nothing_checked_is_never_a_pass():
+    with pytest.raises(ValidationFailed, match="no check passed"):
+        ValidateProvider(Work({"checks": [NOT_RUN]})).create(validate_props())
+    with pytest.raises(ValidationFailed, match="no check passed"):
+        ValidateProvider(Work({"checks": []})).create(validate_props())
+
+
+def test_validate_reruns_when_the_blueprint_or_configuration_changes():
+    provider = ValidateProvider(Work({"checks": [PASS]}))
+    olds = {**validate_props(), "report": {}, "passed": True}
+    assert not provider.diff("id", olds, validate_props()).changes
+    assert provider.diff("id", olds, validate_props(digest="sha256:e")).changes
+    assert provider.diff("id", olds, validate_props(configured_hash="sha256:x")).changes
+    work = Work({"checks": [PASS]})
+    ValidateProvider(work).update("id", olds, validate_props(digest="sha256:e"))
+    assert len(work.calls) == 1
+
+
+def test_providers_survive_the_engines_pickling():
+    # The engine stores each dynamic provider dill-pickled and runs it in another process.
+    for provider in (ConfigureProvider(), ValidateProvider()):
+        copy = dill.loads(base64.b64decode(serialize_provider(provider)))
+        assert type(copy) is type(provider) and copy.work == provider.work
+    hosts = dill.loads(base64.b64decode(serialize_provider(HostProvider())))
+    assert hosts.probe_fn is probe
+
+
+def test_configure_waits_for_every_node_and_validate_for_configure(tmp_path):
+    for doc in (AWS_TRAINING, BARE_METAL, AWS_INFERENCE):
+        recs = plan(tmp_path, doc)
+        configure = one(recs, "rackform:Configure")
+        validate = one(recs, "rackform:Validate")
+        nodes = (
+            of_type(recs, "ec2/instance:Instance")
+            + of_type(recs, "rackform:Host")
+            + of_type(recs, "autoscaling/group:Group")
+        )
+        assert nodes
+        assert {n.name for n in nodes} <= set(configure.dependencies)
+        assert configure.name in validate.dependencies
+        order = [r.name for r in recs]
+        assert max(order.index(n.name) for n in nodes) < order.index(configure.name)
+        assert order.index(configure.name) < order.index(validate.name)
+
+
+def test_on_prem_inventory_is_known_before_up(tmp_path):
+    configure = one(plan(tmp_path, BARE_METAL), "rackform:Configure")
+    hosts = configure.inputs["inventory"]["all"]["children"]["gpu_nodes"]["children"]["ng_hgx"]
+    assert hosts["hosts"]["n1"] == {"ansible_host": "10.0.0.1", "ansible_port": 2222}
+    assert configure.inputs["content_hash"].startswith("sha256:")
+    assert configure.inputs["expected_nodes"] == {"min": 2, "max": 2}
+
+
+def test_aws_inventory_is_known_only_after_up(tmp_path):
+    configure = one(plan(tmp_path, AWS_TRAINING), "rackform:Configure")
+    assert configure.inputs["inventory"] == "(known after up)"
+    assert configure.inputs["content_hash"] == "(known after up)"
