@@ -15,9 +15,11 @@ from typing import Annotated, Any
 import typer
 
 from rackform.cli import app
-from rackform.cli.output import fail
+from rackform.cli.output import EXIT_INVALID, fail
 from rackform.cli.plan_render import render_text
+from rackform.cost import render as render_cost
 from rackform.loader import DEFAULT_ENV, Effective, load_effective
+from rackform.preflight.report import run as preflight
 from rackform.problems import BlueprintError, Problem, dotted
 from rackform.pulumi.config import environment_arg
 
@@ -86,8 +88,9 @@ def plan(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Show every resource `rackform up` would create, offline and deterministically: the same
-    Pulumi program under Pulumi's mock runtime."""
+    """Show every resource `rackform up` would create, offline and deterministically (the same
+    Pulumi program under Pulumi's mock runtime), with the preflight findings and the cost.
+    Exits 2 when the blueprint is invalid or a preflight error is not waived."""
     try:
         effective = load_effective(file, environment_arg(env))
     except BlueprintError as exc:
@@ -100,7 +103,14 @@ def plan(
         # Blueprint content the program cannot lay out (e.g. a VPC too small to split).
         raise fail([located(file, effective, exc)]) from None
     doc = plan_document(effective, resources)
+    report = preflight(effective)
     if as_json:
+        doc.update(report.as_dict())
         typer.echo(json.dumps(doc, indent=2))
     else:
         typer.echo(render_text(doc), nl=False)
+        typer.echo("\n" + "\n".join(render_cost(report.cost)))
+        for lf in report.findings:
+            typer.echo(str(lf), err=True)
+    if report.blocked:
+        raise typer.Exit(EXIT_INVALID)

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT, rackform
+from conftest import AWS_TRAINING, ROOT, rackform
 
 from rackform.compile import compile_cluster
 from rackform.loader import load_effective
@@ -118,3 +118,19 @@ def test_env_default_is_the_base_blueprint():
     named = rackform("plan", "blueprints/baremetal-training.yaml", "--env", "default", "--json")
     assert base.returncode == named.returncode == 0, named.stderr
     assert base.stdout == named.stdout
+
+
+def test_plan_shows_findings_and_cost_and_blocks_on_a_preflight_error(write):
+    # A 4-node full fine-tune over plain ethernet: preflight's fabric-missing error.
+    path = write(
+        AWS_TRAINING.replace("fabric: efa", "fabric: ethernet").replace("count: 2", "count: 4")
+        + "workload: {model_params_b: 13, method: full, checkpoint_interval_min: 60}\n"
+    )
+    r = rackform("plan", path)
+    assert r.returncode == 2
+    assert "4 x p5.48xlarge on-demand" in r.stdout and "total" in r.stdout
+    assert "error fabric-missing" in r.stderr
+    assert f"{path}:13:19: network.fabric: error fabric-missing" in r.stderr
+    doc = json.loads(rackform("plan", path, "--json").stdout)
+    assert {f["code"] for f in doc["findings"] if f["level"] == "error"} == {"fabric-missing"}
+    assert doc["cost"]["usd_per_hour"] > 0
