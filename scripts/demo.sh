@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: set up, validate every example blueprint in every
-# environment, then compile the AWS training cluster's dev environment into build/.
+# environment, then plan the AWS training cluster's staging environment offline (every resource
+# `pulumi up` would create, the preflight findings and the cost) and compile it into build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,5 +10,7 @@ rf=.venv/bin/rackform
 
 echo "== rackform validate blueprints/*.yaml"
 $rf validate blueprints/*.yaml
-echo "== rackform compile blueprints/aws-training.yaml --env dev -o build/llm-train-a-dev"
-$rf compile blueprints/aws-training.yaml --env dev -o build/llm-train-a-dev
+echo "== rackform plan blueprints/aws-training.yaml --env staging"
+$rf plan blueprints/aws-training.yaml --env staging
+echo "== rackform compile blueprints/aws-training.yaml --env staging -o build/llm-train-a-staging"
+$rf compile blueprints/aws-training.yaml --env staging -o build/llm-train-a-staging
