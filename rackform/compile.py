@@ -10,10 +10,13 @@ from rackform.spec import ClusterSpec, HostSpec, NodeGroupSpec
 
 
 def idle_policy_tag(effective: Effective) -> str:
+    """The idle policy as a tag value, e.g. `util-below=10/for=120m/action=destroy`. Written
+    only with characters every AWS service accepts in a tag value (letters, digits, spaces and
+    _ . : / = + - @; IAM refuses the rest), so one value serves every resource."""
     idle = effective.blueprint.lifecycle.idle
     if idle is None:
         return "none"
-    return f"gpu<{idle.gpu_util_below_pct:g}%/{idle.for_minutes}m:{idle.action}"
+    return f"util-below={idle.gpu_util_below_pct:g}/for={idle.for_minutes}m/action={idle.action}"
 
 
 def stack_name(effective: Effective) -> str:

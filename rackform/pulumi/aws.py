@@ -10,7 +10,7 @@ import pulumi_aws as aws
 
 from rackform.pulumi.aws_network import AwsNetwork
 from rackform.pulumi.aws_nodes import AwsNodeGroup
-from rackform.pulumi.tags import aws_tags, iam_tags
+from rackform.pulumi.tags import aws_tags
 from rackform.spec import ClusterSpec
 
 SSM_POLICY = "policy/AmazonSSMManagedInstanceCore"
@@ -67,7 +67,7 @@ class AwsCluster(pulumi.ComponentResource):
             f"{name}-node-role",
             description=f"rackform {spec.stack} GPU nodes (SSM)",
             assume_role_policy=assume_role_policy(),
-            tags=iam_tags(spec, f"{name}-node-role"),
+            tags=aws_tags(spec, f"{name}-node-role"),
             opts=child,
         )
         # SSM gives a shell and command channel without opening any port.
@@ -80,7 +80,7 @@ class AwsCluster(pulumi.ComponentResource):
         profile = aws.iam.InstanceProfile(
             f"{name}-node-profile",
             role=role.name,
-            tags=iam_tags(spec, f"{name}-node-profile"),
+            tags=aws_tags(spec, f"{name}-node-profile"),
             opts=child,
         )
 

@@ -3,13 +3,7 @@ read them, so every taggable resource carries all of them."""
 
 from __future__ import annotations
 
-import re
-
 from rackform.spec import ClusterSpec
-
-# IAM accepts only letters, digits, spaces and _ . : / = + - @ in tag values (EC2 accepts any
-# UTF-8); anything else is replaced so an IAM role can carry the same tags.
-_NOT_IAM = re.compile(r"[^\w\s.:/=+\-@]")
 
 # Launch-template tag specifications: what an instance started from the template carries from
 # its first second (the autoscaler starts inference instances; nobody else tags them).
@@ -18,10 +12,6 @@ LAUNCH_TAGGED = ("instance", "volume", "network-interface")
 
 def aws_tags(spec: ClusterSpec, name: str) -> dict[str, str]:
     return {**spec.tag_map, "Name": name}
-
-
-def iam_tags(spec: ClusterSpec, name: str) -> dict[str, str]:
-    return {k: _NOT_IAM.sub("_", v) for k, v in aws_tags(spec, name).items()}
 
 
 def asg_tags(spec: ClusterSpec, name: str) -> list[dict[str, object]]:
