@@ -165,6 +165,17 @@ class Blueprint(Strict):
 
     def _workload_rules(self) -> list[Violation]:
         w = self.workload
+        spot = isinstance(self.target, AwsTarget) and self.target.market == "spot"
+        if spot and self.purpose == "training" and (w is None or w.checkpoint_interval_min is None):
+            # Spot capacity is reclaimed with two minutes' notice: only a job that checkpoints
+            # and resumes can use it without losing its work.
+            return [
+                Violation(
+                    ("target", "market"),
+                    "spot training needs a job that checkpoints and resumes; this blueprint states no checkpoint interval",
+                    "set workload.checkpoint_interval_min, or use market: on-demand",
+                )
+            ]
         if w is None:
             return []
         if self.purpose == "training" and w.method == "serve":

@@ -47,7 +47,9 @@ def clusters(draw):
         it = draw(st.sampled_from(TRAIN_TYPES))
         efa = load_catalog().instance(it).efa_interfaces.value > 0
         fabric = draw(st.sampled_from(["efa", "ethernet"] if efa else ["ethernet"]))
-        market = draw(st.sampled_from(["on-demand", "spot"]))
+        # Spot training must checkpoint (a schema rule), so spot only with an interval.
+        spot_ok = "checkpoint_interval_min" in w
+        market = draw(st.sampled_from(["on-demand", "spot"] if spot_ok else ["on-demand"]))
         return aws(it, draw(st.integers(1, 16)), fabric, w, target={"market": market})
     target = {"capex_usd_per_gpu": 25000, "power_usd_per_kwh": 0.1}
     fabric = draw(st.sampled_from(["infiniband", "roce", "ethernet"]))

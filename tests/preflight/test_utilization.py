@@ -36,5 +36,5 @@ def test_busy_on_demand_cloud_points_at_committed_capacity(tmp_path):
     p5 = load_catalog().instance("p5.48xlarge")
     block, od = p5.capacity_block_usd_hr.value, p5.on_demand_usd_hr.value
     assert f"p5.48xlarge capacity blocks at ${block:g}/h vs ${od:g}/h on-demand" in f.message
-    spot = aws(count=2, workload=work(90), target={"market": "spot"})
+    spot = aws(count=2, workload=work(90, checkpoint_interval_min=30), target={"market": "spot"})
     assert "utilization-ownership" not in found(tmp_path, spot)

@@ -144,3 +144,13 @@ def test_colocation_rack_power_and_membership(write):
         over["target.racks[0].power_kw"].message
         == "rack 'r1' draws 16.8 kW of GPU power against a 12 kW budget"
     )
+
+
+def test_spot_training_must_checkpoint(write):
+    spot = AWS_TRAINING.replace("  ssh_cidrs:", "  market: spot\n  ssh_cidrs:")
+    out = messages(write, spot)
+    assert (
+        out["target.market"].fix == "set workload.checkpoint_interval_min, or use market: on-demand"
+    )
+    ok = spot + "workload: {model_params_b: 7, method: full, checkpoint_interval_min: 20}\n"
+    assert load_effective(write(ok, "ok.yaml")).blueprint.target.market == "spot"
