@@ -76,7 +76,11 @@ def test_colocation_example_by_hand():
 
 
 def test_spot_is_a_discount_range(write):
-    c = cost_of(write(market(AWS_TRAINING, "market: spot")))
+    spot = (
+        market(AWS_TRAINING, "market: spot")
+        + "workload: {model_params_b: 7, method: full, checkpoint_interval_min: 30}\n"
+    )
+    c = cost_of(write(spot))
     od = 2 * CAT.instance("p5.48xlarge").on_demand_usd_hr.value
     low, high = FIG.cost.spot_discount_low.value, FIG.cost.spot_discount_high.value
     assert c.spot_usd_per_hour_range == pytest.approx((od * (1 - high), od * (1 - low)))
