@@ -39,10 +39,12 @@ def _register() -> None:
     # Imported for their side effect of adding commands to `app`.
     from rackform.cli import (  # noqa: F401
         compile_cmd,
+        configure_cmd,
         plan_cmd,
         schema_cmd,
         smoke_cmd,
         stack_cmd,
+        testbed_cmd,
         validate_cmd,
     )
 

@@ -1,0 +1,255 @@
+"""Run the site playbook over a compiled cluster through ansible-runner: a live progress line
+per host and task, a per-host summary, and the failures named by host, role and task.
+
+`configure(spec, ...)` is the one function `rackform configure` and the Pulumi configure
+resource both call. Ansible's own exit status is passed through.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackform.inventory import Node, group_vars, inventory
+from rackform.spec import ClusterSpec
+
+ROLES_DIR = Path(__file__).resolve().parent.parent / "roles"
+SITE = ROLES_DIR / "site.yml"
+ROLES = ("nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "smoke_train")
+
+
+@dataclass
+class HostSummary:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+
+
+@dataclass(frozen=True)
+class Failure:
+    host: str
+    role: str
+    task: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.role} : {self.task}" if self.role else self.task
+        return f"{self.host}: {where}: {self.message}"
+
+
+@dataclass
+class RunResult:
+    rc: int
+    status: str
+    hosts: dict[str, HostSummary] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    seconds: float = 0.0
+    artifacts: Path | None = None
+
+    @property
+    def changed(self) -> int:
+        return sum(h.changed for h in self.hosts.values())
+
+
+def build_inventory(
+    spec: ClusterSpec,
+    hosts: Mapping[str, Sequence[Node]] | None = None,
+    *,
+    private_key: Path | None = None,
+    known_hosts: Path | None = None,
+) -> dict[str, Any]:
+    """The compiled inventory with the role variables as the `all` group's variables."""
+    inv = inventory(spec, hosts)
+    all_vars = inv["all"]["vars"]
+    all_vars.update(group_vars(spec))
+    if private_key is not None:
+        all_vars["ansible_ssh_private_key_file"] = str(private_key)
+    if known_hosts is not None:
+        all_vars["ansible_ssh_common_args"] = f"-o UserKnownHostsFile={known_hosts}"
+    return inv
+
+
+def _message(res: Mapping[str, Any]) -> str:
+    msg = str(res.get("msg") or "").strip()
+    for key in ("stderr", "stdout", "module_stderr"):
+        text = str(res.get(key) or "").strip()
+        if text and text not in msg:
+            tail = " / ".join(text.splitlines()[-3:])
+            msg = f"{msg} ({key}: {tail})" if msg else tail
+    return msg or "failed without a message"
+
+
+class _Progress:
+    """Turns runner events into one line per host and task (skips are only counted)."""
+
+    def __init__(self, out: Callable[[str], None]):
+        self.out = out
+        self.failures: list[Failure] = []
+
+    def __call__(self, event: Mapping[str, Any]) -> bool:
+        kind = event.get("event", "")
+        data = event.get("event_data", {}) or {}
+        if kind == "playbook_on_play_start":
+            self.out(f"== play: {data.get('play', '')}")
+        status = {
+            "runner_on_ok": "ok",
+            "runner_on_failed": "FAILED",
+            "runner_on_unreachable": "UNREACHABLE",
+        }.get(kind)
+        if status is None or (kind == "runner_on_failed" and data.get("ignore_errors")):
+            return True
+        res = data.get("res", {}) or {}
+        if status == "ok" and res.get("changed"):
+            status = "changed"
+        host, role = data.get("host", "?"), data.get("role", "")
+        task = data.get("task", "")
+        took = data.get("duration")
+        took = f" ({took:.1f} s)" if isinstance(took, int | float) else ""
+        label = f"{role} : {task}" if role else task
+        line = f"  {host:<12} {status:<11} {label}{took}"
+        if status in ("FAILED", "UNREACHABLE"):
+            failure = Failure(host, role, task, _message(res))
+            self.failures.append(failure)
+            line += f"\n  {'':<12} {'':<11} -> {failure.message}"
+        elif status == "ok" and "msg" in res and data.get("task_action", "").endswith("debug"):
+            line += f"\n  {'':<12} {'':<11} -> {res['msg']}"
+        self.out(line)
+        return True
+
+
+def _ansible_playbook() -> str:
+    beside = Path(sys.executable).with_name("ansible-playbook")
+    found = str(beside) if beside.exists() else shutil.which("ansible-playbook")
+    if not found:
+        raise FileNotFoundError(
+            "ansible-playbook is not installed (pip install 'rackform[deploy]')"
+        )
+    return found
+
+
+def run_playbook(
+    inv: dict[str, Any],
+    *,
+    extravars: Mapping[str, Any] | None = None,
+    limit: str | None = None,
+    tags: Sequence[str] = (),
+    check: bool = False,
+    diff: bool = False,
+    playbook: Path = SITE,
+    out: Callable[[str], None] = print,
+    keep_artifacts: Path | None = None,
+) -> RunResult:
+    """Run `playbook` over `inv` and return what happened. Artifacts (ansible-runner's event
+    log) stay in `keep_artifacts` when given, else in a temporary directory kept on failure."""
+    import ansible_runner  # deploy extra; imported here so `rackform validate` never needs it
+
+    work = keep_artifacts or Path(tempfile.mkdtemp(prefix="rackform-configure-"))
+    work.mkdir(parents=True, exist_ok=True)
+    cmdline = []
+    if check:
+        cmdline.append("--check")
+    if diff:
+        cmdline.append("--diff")
+    nodes = sum(len(g["hosts"]) for g in inv["all"]["children"]["gpu_nodes"]["children"].values())
+    progress = _Progress(out)
+    start = time.monotonic()
+    runner = ansible_runner.run(
+        private_data_dir=str(work),
+        playbook=str(playbook),
+        inventory=inv,
+        extravars=dict(extravars or {}),
+        limit=limit,
+        tags=",".join(tags) or None,
+        cmdline=" ".join(cmdline) or None,
+        binary=_ansible_playbook(),
+        # Every node at once: the smoke job's rendezvous needs all of them running.
+        forks=max(5, nodes),
+        envvars={
+            "ANSIBLE_ROLES_PATH": str(ROLES_DIR),
+            "ANSIBLE_PIPELINING": "True",
+            "ANSIBLE_DEPRECATION_WARNINGS": "False",
+            "ANSIBLE_RETRY_FILES_ENABLED": "False",
+            "ANSIBLE_NOCOLOR": "True",
+            "ANSIBLE_SSH_RETRIES": "3",
+        },
+        quiet=True,
+        event_handler=progress,
+    )
+    result = RunResult(
+        rc=runner.rc,
+        status=runner.status,
+        failures=progress.failures,
+        seconds=time.monotonic() - start,
+        artifacts=work,
+    )
+    stats = runner.stats or {}
+    for key, attr in (
+        ("ok", "ok"),
+        ("changed", "changed"),
+        ("failures", "failed"),
+        ("dark", "unreachable"),
+        ("skipped", "skipped"),
+        ("rescued", "rescued"),
+    ):
+        for host, n in (stats.get(key) or {}).items():
+            setattr(result.hosts.setdefault(host, HostSummary()), attr, n)
+    if runner.rc == 0 and keep_artifacts is None:
+        shutil.rmtree(work, ignore_errors=True)
+        result.artifacts = None
+    return result
+
+
+def summary_lines(result: RunResult) -> list[str]:
+    """The per-host table printed after a run (ok counts include changed, as in Ansible)."""
+    head = f"{'host':<14}{'ok':>5}{'changed':>9}{'failed':>8}{'unreachable':>13}{'skipped':>9}"
+    lines = [head]
+    for host, s in sorted(result.hosts.items()):
+        lines.append(
+            f"{host:<14}{s.ok:>5}{s.changed:>9}{s.failed:>8}{s.unreachable:>13}{s.skipped:>9}"
+        )
+    return lines
+
+
+def configure(
+    spec: ClusterSpec,
+    hosts: Mapping[str, Sequence[Node]] | None = None,
+    *,
+    private_key: Path | None = None,
+    known_hosts: Path | None = None,
+    extravars: Mapping[str, Any] | None = None,
+    limit: str | None = None,
+    roles: Sequence[str] = (),
+    check: bool = False,
+    diff: bool = False,
+    report_dir: Path | None = None,
+    out: Callable[[str], None] = print,
+    keep_artifacts: Path | None = None,
+) -> RunResult:
+    """Converge the cluster's nodes: every role, or only `roles`, over the compiled inventory."""
+    unknown = sorted(set(roles) - set(ROLES))
+    if unknown:
+        raise ValueError(f"unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
+    inv = build_inventory(spec, hosts, private_key=private_key, known_hosts=known_hosts)
+    extra = dict(extravars or {})
+    if report_dir is not None:
+        extra.setdefault("smoke_train_fetch_dir", str(report_dir.resolve()))
+    extra.setdefault("smoke_train_validators_src", str(ROLES_DIR.parent / "validators"))
+    return run_playbook(
+        inv,
+        extravars=extra,
+        limit=limit,
+        tags=roles,
+        check=check,
+        diff=diff,
+        out=out,
+        keep_artifacts=keep_artifacts,
+    )

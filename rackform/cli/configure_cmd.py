@@ -1,0 +1,142 @@
+"""`rackform configure FILE --env ENV [--limit HOSTS] [--check]`: converge the nodes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from rackform.cli import app
+from rackform.cli.output import fail
+
+
+def _extra_vars(pairs: list[str]) -> dict:
+    """`-e KEY=VALUE` (VALUE parsed as YAML, so true/12/[a] keep their types) or `-e @FILE`."""
+    out: dict = {}
+    for pair in pairs:
+        if pair.startswith("@"):
+            try:
+                loaded = yaml.safe_load(Path(pair[1:]).read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError) as exc:
+                raise typer.BadParameter(f"{pair[1:]}: {exc}", param_hint="--extra-vars") from None
+            if not isinstance(loaded, dict):
+                raise typer.BadParameter(f"{pair[1:]}: not a mapping", param_hint="--extra-vars")
+            out.update(loaded)
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--extra-vars")
+        out[key] = yaml.safe_load(value) if value else ""
+    return out
+
+
+@app.command("configure")
+def configure(
+    file: Annotated[Path, typer.Argument(help="Blueprint file.", show_default=False)],
+    env: Annotated[
+        str | None, typer.Option("--env", "-e", help="Environment (default: the base blueprint).")
+    ] = None,
+    limit: Annotated[
+        str | None, typer.Option("--limit", "-l", help="Only these hosts (Ansible host pattern).")
+    ] = None,
+    role: Annotated[
+        list[str] | None,
+        typer.Option("--role", "-r", help="Only this role (repeatable); default: every role."),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Report what would change; change nothing.")
+    ] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Show file differences.")] = False,
+    private_key: Annotated[
+        Path | None, typer.Option("--private-key", help="SSH private key for the nodes.")
+    ] = None,
+    known_hosts: Annotated[
+        Path | None, typer.Option("--known-hosts", help="known_hosts file for the nodes.")
+    ] = None,
+    extra_vars: Annotated[
+        list[str] | None,
+        typer.Option("--extra-vars", "-x", help="Role variable KEY=VALUE or @FILE (repeatable)."),
+    ] = None,
+    report_dir: Annotated[
+        Path, typer.Option("--report-dir", help="Where smoke_train puts the fetched reports.")
+    ] = Path("reports"),
+    artifacts: Annotated[
+        Path | None,
+        typer.Option(
+            "--artifacts",
+            help="Keep ansible-runner's event log here (default: kept only on failure).",
+        ),
+    ] = None,
+) -> None:
+    """Run the roles (nvidia_driver, nccl_rdma, nvme_raid, dcgm, smoke_train) on the
+    blueprint's nodes with a live progress display and a per-host summary. On failure it exits
+    non-zero, naming the host, role and task; a rerun continues from where the hosts are."""
+    from rackform.ansible_run import ROLES, summary_lines
+    from rackform.ansible_run import configure as run
+    from rackform.compile import compile_cluster
+    from rackform.loader import load_effective
+    from rackform.problems import BlueprintError
+
+    try:
+        effective = load_effective(file, env)
+    except BlueprintError as exc:
+        raise fail(exc.problems) from None
+    problems = [
+        f"--role {r}: no such role (roles: {', '.join(ROLES)})"
+        for r in role or []
+        if r not in ROLES
+    ]
+    for flag, path in (("--private-key", private_key), ("--known-hosts", known_hosts)):
+        if path is not None and not path.is_file():
+            problems.append(f"{flag} {path}: no such file")
+    spec = compile_cluster(effective)
+    if spec.target.type == "aws":
+        problems.append(
+            f"{file}: AWS nodes come from the stack's outputs; configure them through "
+            "`pulumi up` (the configure resource), which runs the same roles"
+        )
+    if problems:
+        for p in problems:
+            print(p, file=sys.stderr)
+        raise typer.Exit(2)
+    extras = _extra_vars(extra_vars or [])
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+
+    what = ", ".join(role) if role else "every role"
+    out(
+        f"configure {spec.name} ({spec.environment}): {spec.nodes} node(s), {what}"
+        + (" [check mode]" if check else "")
+    )
+    result = run(
+        spec,
+        private_key=private_key,
+        known_hosts=known_hosts,
+        extravars=extras,
+        limit=limit,
+        roles=role or [],
+        check=check,
+        diff=diff,
+        report_dir=report_dir,
+        out=out,
+        keep_artifacts=artifacts,
+    )
+    out("")
+    for line in summary_lines(result):
+        out(line)
+    out(f"took {result.seconds:.0f} s")
+    if result.rc != 0:
+        for f in result.failures:
+            print(f"rackform configure: {f}", file=sys.stderr)
+        if not result.failures:
+            print(
+                f"rackform configure: ansible-playbook exited {result.rc} ({result.status})",
+                file=sys.stderr,
+            )
+        if result.artifacts:
+            print(f"rackform configure: event log kept in {result.artifacts}", file=sys.stderr)
+        raise typer.Exit(result.rc or 1)

@@ -1,0 +1,70 @@
+"""`rackform testbed up --nodes N` / `rackform testbed down`: local QEMU VMs to converge roles on."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rackform.cli import app
+
+testbed_app = typer.Typer(
+    help="Local Debian VMs under QEMU with emulated NVMe drives, for trying the roles for real.",
+    no_args_is_help=True,
+)
+app.add_typer(testbed_app, name="testbed")
+
+DirOption = Annotated[
+    Path, typer.Option("--dir", help="Directory holding the testbed's VMs, key and blueprint.")
+]
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@testbed_app.command("up")
+def up(
+    nodes: Annotated[int, typer.Option("--nodes", "-n", help="How many VMs.", min=1, max=16)] = 2,
+    dir: DirOption = Path(".testbed"),
+    memory_mb: Annotated[int, typer.Option("--memory-mb", help="Memory per VM.", min=512)] = 2048,
+    cpus: Annotated[int, typer.Option("--cpus", help="vCPUs per VM.", min=1, max=16)] = 1,
+) -> None:
+    """Boot N VMs (building the cached base image first if needed), wait for SSH, and write
+    a bare-metal blueprint for them."""
+    from rackform.testbed.image import ImageError
+    from rackform.testbed.lifecycle import TestbedError
+    from rackform.testbed.lifecycle import up as testbed_up
+    from rackform.testbed.ssh import SshError
+    from rackform.testbed.vm import VmError
+
+    try:
+        bed = testbed_up(dir, nodes, memory_mb=memory_mb, cpus=cpus, log=_log)
+    except (TestbedError, ImageError, SshError, VmError) as exc:
+        _log(f"rackform testbed up: {exc}")
+        raise typer.Exit(2 if isinstance(exc, TestbedError) else 1) from None
+    for n in bed.nodes:
+        typer.echo(
+            f"{n.name}\tssh -p {n.ssh_port} -i {bed.key} root@127.0.0.1\tprivate {n.priv_address}"
+        )
+    typer.echo(f"blueprint: {bed.blueprint}")
+    typer.echo(
+        f"configure: rackform configure {bed.blueprint} --private-key {bed.key}"
+        f" --known-hosts {bed.known_hosts}"
+    )
+
+
+@testbed_app.command("down")
+def down(dir: DirOption = Path(".testbed")) -> None:
+    """Stop the testbed's VMs and delete their files (the cached base image stays)."""
+    from rackform.testbed.lifecycle import TestbedError
+    from rackform.testbed.lifecycle import down as testbed_down
+
+    try:
+        stopped = testbed_down(dir)
+    except TestbedError as exc:
+        _log(f"rackform testbed down: {exc}")
+        raise typer.Exit(2) from None
+    typer.echo(f"stopped {', '.join(stopped)}" if stopped else "no testbed VMs were running")

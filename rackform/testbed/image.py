@@ -1,0 +1,248 @@
+"""The testbed's base image: Debian 12 built once with debootstrap and cached.
+
+Every VM boots the same read-only raw image through its own qcow2 overlay, with the image's own
+kernel and initrd passed to QEMU directly. The image holds no SSH keys and no machine-id: per-VM
+identity (host keys, authorized key, private address) is set at boot from the kernel command line
+by `guest/rackform-firstboot.sh`. Everything the roles need is installed here, so a converge
+needs no network inside the VMs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+SUITE = "bookworm"
+MIRROR = os.environ.get("RACKFORM_TESTBED_MIRROR", "http://deb.debian.org/debian")
+SIZE = "4G"
+
+# minbase skips Recommends, so udev, dbus and kmod are named. python3-apt and python3-debian
+# are what ansible's apt and deb822_repository modules need on the target; the rest is what the
+# roles install (they find it present, which is the point: no network during a converge).
+PACKAGES = (
+    "linux-image-amd64",
+    "systemd-sysv",
+    "udev",
+    "kmod",
+    "dbus",
+    "openssh-server",
+    "iproute2",
+    "procps",
+    "sudo",
+    "netbase",
+    "ca-certificates",
+    "python3",
+    "python3-apt",
+    "python3-debian",
+    "python3-venv",
+    "mdadm",
+    "xfsprogs",
+    "nvme-cli",
+    "rdma-core",
+    "ibverbs-utils",
+    "perftest",
+    "initramfs-tools",
+    "iputils-ping",
+)
+
+_GUEST_FILES = {
+    "rackform-firstboot.sh": ("usr/local/sbin/rackform-firstboot", 0o755),
+    "rackform-firstboot.service": ("etc/systemd/system/rackform-firstboot.service", 0o644),
+    "10-priv0.link": ("etc/systemd/network/10-priv0.link", 0o644),
+    "10-wan0.link": ("etc/systemd/network/10-wan0.link", 0o644),
+    "10-wan0.network": ("etc/systemd/network/10-wan0.network", 0o644),
+    "sshd-hostkey.conf": ("etc/ssh/sshd_config.d/rackform-hostkey.conf", 0o644),
+}
+
+# Units that cost tens of seconds per boot under TCG and do nothing useful on a throwaway VM,
+# or that would run apt or disk scrubs in the middle of a test.
+_MASKED = (
+    "e2scrub_reap.service",
+    "e2scrub_all.timer",
+    "nvmf-autoconnect.service",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "fstrim.timer",
+    "mdcheck_start.timer",
+    "mdcheck_continue.timer",
+    "mdmonitor-oneshot.timer",
+)
+
+# What `systemctl enable` would link; done by hand so the host needs no systemd.
+_LINKS = {
+    "multi-user.target.wants/rackform-firstboot.service": "/etc/systemd/system/rackform-firstboot.service",
+    "multi-user.target.wants/systemd-networkd.service": "/lib/systemd/system/systemd-networkd.service",
+    "sockets.target.wants/systemd-networkd.socket": "/lib/systemd/system/systemd-networkd.socket",
+    "dbus-org.freedesktop.network1.service": "/lib/systemd/system/systemd-networkd.service",
+}
+
+
+_FSTAB = "/dev/vda / ext4 rw,errors=remount-ro 0 1\n"
+# QEMU's user-mode network answers DNS at 10.0.2.3; there is no resolver daemon in the image.
+_RESOLV = "nameserver 10.0.2.3\n"
+
+
+def cache_dir() -> Path:
+    """Where base images live: $RACKFORM_TESTBED_CACHE, else ~/.cache/rackform/testbed."""
+    env = os.environ.get("RACKFORM_TESTBED_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "rackform" / "testbed"
+
+
+def _guest_file(name: str) -> bytes:
+    return resources.files("rackform.testbed").joinpath("guest", name).read_bytes()
+
+
+def recipe() -> dict:
+    """Everything that decides the image's content; its hash names the cached image."""
+    files = {n: hashlib.sha256(_guest_file(n)).hexdigest() for n in sorted(_GUEST_FILES)}
+    return {
+        "suite": SUITE,
+        "mirror": MIRROR,
+        "size": SIZE,
+        "packages": sorted(PACKAGES),
+        "files": files,
+        "fstab": _FSTAB,
+        "resolv": _RESOLV,
+        "masked": sorted(_MASKED),
+        "links": _LINKS,
+    }
+
+
+def recipe_key() -> str:
+    return hashlib.sha256(json.dumps(recipe(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    rootfs: Path  # raw ext4 image, read-only, the backing file of every overlay
+    kernel: Path
+    initrd: Path
+    built_s: float | None  # seconds spent building it now; None when it came from the cache
+
+
+class ImageError(RuntimeError):
+    """The base image could not be built (missing tool, debootstrap failure, not root)."""
+
+
+def ensure_base_image(log: Callable[[str], None] = print) -> BaseImage:
+    """Return the cached base image for the current recipe, building it first if needed.
+    Concurrent callers wait on a lock instead of building twice."""
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"base-{recipe_key()}"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (final / "done").exists():
+            start = time.monotonic()
+            _build(final, log)
+            return _image(final, time.monotonic() - start)
+    return _image(final, None)
+
+
+def _image(d: Path, built_s: float | None) -> BaseImage:
+    return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", built_s)
+
+
+def _run(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        raise ImageError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+
+
+def _check_tools() -> None:
+    if os.geteuid() != 0:
+        raise ImageError("building the base image needs root (debootstrap, device nodes)")
+    missing = [t for t in ("debootstrap", "mkfs.ext4") if shutil.which(t) is None]
+    if missing:
+        raise ImageError(
+            f"missing {', '.join(missing)}; run `bash scripts/setup.sh --test` to install them"
+        )
+
+
+def _build(final: Path, log: Callable[[str], None]) -> None:
+    _check_tools()
+    work = final.with_name(f".build-{final.name}-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    rootdir = work / "root"
+    rootdir.mkdir(parents=True)
+    try:
+        log(
+            f"testbed: building the base image with debootstrap ({SUITE}, {len(PACKAGES)} packages)"
+        )
+        t0 = time.monotonic()
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=" + ",".join(PACKAGES),
+                SUITE,
+                str(rootdir),
+                MIRROR,
+            ],
+            "debootstrap",
+        )
+        log(f"testbed: debootstrap took {time.monotonic() - t0:.0f} s")
+        _customize(rootdir)
+        kernels = sorted((rootdir / "boot").glob("vmlinuz-*"))
+        initrds = sorted((rootdir / "boot").glob("initrd.img-*"))
+        if not kernels or not initrds:
+            raise ImageError("debootstrap produced no kernel or initrd under /boot")
+        shutil.copyfile(kernels[-1], work / "vmlinuz")
+        shutil.copyfile(initrds[-1], work / "initrd.img")
+        raw = work / "rootfs.raw"
+        _run(
+            ["mkfs.ext4", "-q", "-F", "-L", "rackform-root", "-d", str(rootdir), str(raw), SIZE],
+            "mkfs.ext4",
+        )
+        raw.chmod(0o444)  # the backing file of every overlay: never written
+        shutil.rmtree(rootdir)
+        (work / "recipe.json").write_text(json.dumps(recipe(), indent=2, sort_keys=True))
+        (work / "done").write_text("")
+        shutil.rmtree(final, ignore_errors=True)
+        work.rename(final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _customize(root: Path) -> None:
+    for name, (rel, mode) in _GUEST_FILES.items():
+        dest = root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(_guest_file(name))
+        dest.chmod(mode)
+    # Clones must not share identity: systemd makes a machine-id on first boot, and the
+    # firstboot unit makes host keys.
+    (root / "etc/machine-id").write_text("")
+    (root / "var/lib/dbus/machine-id").unlink(missing_ok=True)
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    (root / "etc/hostname").write_text("")
+    (root / "etc/fstab").write_text(_FSTAB)
+    resolv = root / "etc/resolv.conf"
+    resolv.unlink(missing_ok=True)
+    resolv.write_text(_RESOLV)
+    for f in (root / "var/cache/apt/archives").glob("*.deb"):
+        f.unlink()
+    _enable(root)
+
+
+def _enable(root: Path) -> None:
+    for rel, target in _LINKS.items():
+        link = root / "etc/systemd/system" / rel
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+    for unit in _MASKED:
+        mask = root / "etc/systemd/system" / unit
+        mask.unlink(missing_ok=True)
+        mask.symlink_to("/dev/null")

@@ -1,0 +1,284 @@
+"""`testbed up` / `testbed down`: N VMs, their state file, and a bare-metal blueprint for them.
+
+State lives in one directory (default `.testbed/` under the current directory): per-VM overlays
+and NVMe files, the testbed's SSH key and known_hosts, `testbed.json` and `blueprint.yaml`.
+Every testbed picks its own free SSH ports and multicast port, so several can run at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from rackform.testbed import vm
+from rackform.testbed.accel import choose_accel
+from rackform.testbed.image import cache_dir, ensure_base_image
+from rackform.testbed.ssh import Ssh, wait_all
+
+STATE = "testbed.json"
+BLUEPRINT = "blueprint.yaml"
+PRIVATE_CIDR = "10.77.0.0/24"
+PRIV_INTERFACE = "priv0"
+BOOT_TIMEOUT_S = 600.0
+
+
+class TestbedError(RuntimeError):
+    """A testbed could not be brought up or down; the message says why."""
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    ssh_port: int
+    priv_address: str  # without the prefix length
+    nvme_serials: tuple[str, ...]
+    dir: str
+
+
+@dataclass(frozen=True)
+class Testbed:
+    dir: str
+    accel: str
+    accel_why: str
+    mcast: str
+    key: str
+    known_hosts: str
+    blueprint: str
+    nodes: tuple[Node, ...]
+    timings: dict[str, float]
+
+    def ssh(self, name: str) -> Ssh:
+        node = next(n for n in self.nodes if n.name == name)
+        return Ssh(node.ssh_port, Path(self.key), Path(self.known_hosts))
+
+    @classmethod
+    def load(cls, state_dir: Path) -> Testbed:
+        try:
+            raw = json.loads((state_dir / STATE).read_text())
+        except FileNotFoundError:
+            raise TestbedError(f"no testbed in {state_dir} (run `rackform testbed up`)") from None
+        raw["nodes"] = tuple(
+            Node(**{**n, "nvme_serials": tuple(n["nvme_serials"])}) for n in raw["nodes"]
+        )
+        return cls(**raw)
+
+
+def _free_port(kind: int) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with open(state_dir / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TestbedError(
+                f"another rackform is working on the testbed in {state_dir}"
+            ) from None
+        yield
+
+
+def is_up(state_dir: Path) -> bool:
+    return any(vm.running_pid(d) for d in _vm_dirs(state_dir))
+
+
+def _vm_dirs(state_dir: Path) -> list[Path]:
+    return sorted(p.parent for p in state_dir.glob("*/qemu.pid"))
+
+
+def up(
+    state_dir: Path,
+    nodes: int,
+    *,
+    memory_mb: int = 2048,
+    cpus: int = 1,
+    log: Callable[[str], None] = print,
+) -> Testbed:
+    """Boot `nodes` VMs and wait for SSH. On any failure every VM started is stopped again."""
+    if not 1 <= nodes <= 16:
+        raise TestbedError(f"--nodes must be between 1 and 16, not {nodes}")
+    state_dir = state_dir.resolve()
+    with _locked(state_dir):
+        if is_up(state_dir):
+            raise TestbedError(
+                f"a testbed is already up in {state_dir}; `rackform testbed down` first"
+            )
+        timings: dict[str, float] = {}
+        t0 = time.monotonic()
+        image = ensure_base_image(log)
+        timings["image_s"] = round(time.monotonic() - t0, 1)
+        how = f"built in {image.built_s:.0f} s" if image.built_s else "from cache"
+        log(f"testbed: base image {how} ({image.rootfs.parent})")
+        accel, why = choose_accel(image.kernel, cache_dir())
+        log(f"testbed: accelerator {accel}: {why}")
+        _clean(state_dir)
+        key = state_dir / "id_ed25519"
+        subprocess.run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "rackform-testbed",
+                "-f",
+                str(key),
+            ],
+            check=True,
+        )
+        pubkey = (state_dir / "id_ed25519.pub").read_text().strip()
+        known_hosts = state_dir / "known_hosts"
+        mcast = f"230.0.0.1:{_free_port(socket.SOCK_DGRAM)}"
+        specs = [
+            vm.VmSpec(
+                name=f"node{i}",
+                index=i,
+                ssh_port=_free_port(socket.SOCK_STREAM),
+                mcast=mcast,
+                priv_address=f"10.77.0.{10 + i}/24",
+                memory_mb=memory_mb,
+                cpus=cpus,
+            )
+            for i in range(1, nodes + 1)
+        ]
+        t1 = time.monotonic()
+        try:
+            for spec in specs:
+                d = vm.vm_dir(state_dir, spec.name)
+                vm.create_disks(image, d)
+                vm.start(spec, image, d, accel, pubkey)
+            conns = {s.name: Ssh(s.ssh_port, key, known_hosts) for s in specs}
+            alive = {s.name: vm.vm_dir(state_dir, s.name) for s in specs}
+            ready = wait_all(conns, BOOT_TIMEOUT_S, alive=lambda n: vm.running_pid(alive[n]))
+        except BaseException:
+            _stop_all(state_dir)
+            raise
+        timings["boot_s"] = round(time.monotonic() - t1, 1)
+        for name, s in sorted(ready.items()):
+            log(f"testbed: {name} answers SSH after {s:.0f} s")
+        bed = Testbed(
+            dir=str(state_dir),
+            accel=accel,
+            accel_why=why,
+            mcast=mcast,
+            key=str(key),
+            known_hosts=str(known_hosts),
+            blueprint=str(state_dir / BLUEPRINT),
+            nodes=tuple(
+                Node(
+                    s.name,
+                    s.ssh_port,
+                    s.priv_address.split("/")[0],
+                    s.nvme_serials,
+                    str(vm.vm_dir(state_dir, s.name)),
+                )
+                for s in specs
+            ),
+            timings=timings,
+        )
+        (state_dir / BLUEPRINT).write_text(blueprint_yaml(bed))
+        (state_dir / STATE).write_text(json.dumps(asdict(bed), indent=2) + "\n")
+        return bed
+
+
+def blueprint_yaml(bed: Testbed) -> str:
+    """A bare-metal blueprint for the VMs, so every other command can target them."""
+    doc = {
+        "name": "testbed",
+        "purpose": "training",
+        "owner": "testbed@localhost.localdomain",
+        "description": f"Local QEMU VMs made by `rackform testbed up` in {bed.dir}.",
+        "target": {"type": "bare_metal", "ssh_user": "root", "private_cidr": PRIVATE_CIDR},
+        "node_groups": [
+            {
+                "name": "vms",
+                "hosts": [
+                    {
+                        "name": n.name,
+                        "address": "127.0.0.1",
+                        "port": n.ssh_port,
+                        "nvme": list(n.nvme_serials),
+                    }
+                    for n in bed.nodes
+                ],
+            }
+        ],
+        "network": {"fabric": "ethernet", "interfaces": [PRIV_INTERFACE]},
+        "storage": {"checkpoint": {"raid_level": 0, "mount": "/mnt/checkpoints"}},
+        "validation": {"smoke_steps": 20},
+    }
+    head = (
+        "# Written by `rackform testbed up`; the VMs are gone after `rackform testbed down`.\n"
+        f"# configure: rackform configure {bed.blueprint} --private-key {bed.key}"
+        f" --known-hosts {bed.known_hosts}\n"
+    )
+    return head + yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+def _stop_all(state_dir: Path) -> list[str]:
+    return [d.name for d in _vm_dirs(state_dir) if vm.stop(d)]
+
+
+def _clean(state_dir: Path) -> None:
+    for p in state_dir.iterdir():
+        if p.name == ".lock":
+            continue
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def down(state_dir: Path) -> list[str]:
+    """Stop every VM of the testbed in `state_dir` and delete its files; return the names of
+    the VMs that were running. The cached base image stays."""
+    state_dir = state_dir.resolve()
+    if not state_dir.exists():
+        return []
+    with _locked(state_dir):
+        stopped = _stop_all(state_dir)
+        _clean(state_dir)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return stopped
+
+
+def reboot_and_wait(bed: Testbed, names: list[str], timeout_s: float = BOOT_TIMEOUT_S) -> float:
+    """Reboot VMs from inside (QEMU restarts the guest with the same kernel command line) and
+    wait until each answers SSH with a new boot id; return the seconds it took."""
+    start = time.monotonic()
+    boot_id = "cat /proc/sys/kernel/random/boot_id"
+    before = {n: bed.ssh(n).run(boot_id).stdout.strip() for n in names}
+    for name in names:
+        # systemd-run detaches the reboot from the SSH session, which the reboot would cut.
+        bed.ssh(name).run("systemd-run --on-active=1 --unit=rackform-reboot systemctl reboot")
+    pending = set(names)
+    while pending:
+        if time.monotonic() - start > timeout_s:
+            raise TestbedError(
+                f"{', '.join(sorted(pending))}: not back {timeout_s:.0f} s after reboot"
+            )
+        for name in sorted(pending):
+            try:
+                proc = bed.ssh(name).run(boot_id, check=False, timeout=20)
+            except subprocess.TimeoutExpired:
+                continue
+            if proc.returncode == 0 and proc.stdout.strip() not in ("", before[name]):
+                pending.discard(name)
+        time.sleep(2)
+    return time.monotonic() - start
