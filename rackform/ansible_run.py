@@ -7,6 +7,7 @@ resource both call. Ansible's own exit status is passed through.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -78,18 +79,24 @@ def build_inventory(
     return inv
 
 
-def _message(res: Mapping[str, Any]) -> str:
-    msg = str(res.get("msg") or "").strip()
+def _message(res: Mapping[str, Any], max_lines: int = 6) -> str:
+    """A failed task's message: Ansible's msg, then the last lines of the command's output."""
+    lines = [str(res.get("msg") or "").strip()]
     for key in ("stderr", "stdout", "module_stderr"):
         text = str(res.get(key) or "").strip()
-        if text and text not in msg:
-            tail = " / ".join(text.splitlines()[-3:])
-            msg = f"{msg} ({key}: {tail})" if msg else tail
-    return msg or "failed without a message"
+        if text and text not in lines[0]:
+            lines.append(f"{key}: " + " / ".join(text.splitlines()[-3:]))
+    text = "\n".join(line for line in lines if line) or "failed without a message"
+    out = text.splitlines()
+    if len(out) > max_lines:  # a module that returns a whole log in msg (pip) keeps its tail
+        out = [out[0], "...", *out[-(max_lines - 2) :]]
+    return " / ".join(out)
 
 
 class _Progress:
-    """Turns runner events into one line per host and task (skips are only counted)."""
+    """Turns runner events into a live display: one line as each task starts, then one line
+    per host that changed or failed (hosts that were merely ok or skipped are only counted),
+    and the message of every debug task, which is how the roles explain a skip."""
 
     def __init__(self, out: Callable[[str], None]):
         self.out = out
@@ -99,41 +106,45 @@ class _Progress:
         kind = event.get("event", "")
         data = event.get("event_data", {}) or {}
         if kind == "playbook_on_play_start":
-            self.out(f"== play: {data.get('play', '')}")
-        status = {
-            "runner_on_ok": "ok",
-            "runner_on_failed": "FAILED",
-            "runner_on_unreachable": "UNREACHABLE",
-        }.get(kind)
-        if status is None or (kind == "runner_on_failed" and data.get("ignore_errors")):
-            return True
-        res = data.get("res", {}) or {}
-        if status == "ok" and res.get("changed"):
-            status = "changed"
-        host, role = data.get("host", "?"), data.get("role", "")
-        task = data.get("task", "")
-        took = data.get("duration")
-        took = f" ({took:.1f} s)" if isinstance(took, int | float) else ""
-        label = f"{role} : {task}" if role else task
-        line = f"  {host:<12} {status:<11} {label}{took}"
-        if status in ("FAILED", "UNREACHABLE"):
-            failure = Failure(host, role, task, _message(res))
-            self.failures.append(failure)
-            line += f"\n  {'':<12} {'':<11} -> {failure.message}"
-        elif status == "ok" and "msg" in res and data.get("task_action", "").endswith("debug"):
-            line += f"\n  {'':<12} {'':<11} -> {res['msg']}"
-        self.out(line)
+            self.out(f"== {data.get('play', '')}")
+        elif kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
+            role = data.get("role", "")
+            task = data.get("task", "")
+            quiet = data.get("task_action", "").split(".")[-1] == "meta" or task.startswith(
+                "Validating arguments against arg spec"
+            )
+            if not quiet:
+                handler = "handler " if kind == "playbook_on_handler_task_start" else ""
+                self.out(f"{handler}{role + ' : ' if role else ''}{task}")
+        elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
+            self._result(kind, data)
         return True
 
+    def _result(self, kind: str, data: Mapping[str, Any]) -> None:
+        res = data.get("res", {}) or {}
+        host, role, task = data.get("host", "?"), data.get("role", ""), data.get("task", "")
+        took = data.get("duration")
+        took = f" ({took:.1f} s)" if isinstance(took, int | float) else ""
+        if kind == "runner_on_ok":
+            if data.get("task_action", "").endswith("debug") and "msg" in res:
+                self.out(f"    {host}: {res['msg']}")
+            elif res.get("changed"):
+                self.out(f"    {host}: changed{took}")
+            return
+        failure = Failure(host, role, task, _message(res))
+        self.failures.append(failure)
+        what = "FAILED" if kind == "runner_on_failed" else "UNREACHABLE"
+        self.out(f"    {host}: {what}{took}: {failure.message}")
 
-def _ansible_playbook() -> str:
+
+def _ansible_playbook() -> Path:
     beside = Path(sys.executable).with_name("ansible-playbook")
     found = str(beside) if beside.exists() else shutil.which("ansible-playbook")
     if not found:
         raise FileNotFoundError(
             "ansible-playbook is not installed (pip install 'rackform[deploy]')"
         )
-    return found
+    return Path(found)
 
 
 def run_playbook(
@@ -170,10 +181,13 @@ def run_playbook(
         limit=limit,
         tags=",".join(tags) or None,
         cmdline=" ".join(cmdline) or None,
-        binary=_ansible_playbook(),
         # Every node at once: the smoke job's rendezvous needs all of them running.
         forks=max(5, nodes),
         envvars={
+            # ansible-runner starts `ansible-playbook` by name: the one beside this Python.
+            "PATH": os.pathsep.join([str(_ansible_playbook().parent), os.environ.get("PATH", "")]),
+            # ansible-runner turns host key checking off unless told; keep Ansible's default.
+            "ANSIBLE_HOST_KEY_CHECKING": "True",
             "ANSIBLE_ROLES_PATH": str(ROLES_DIR),
             "ANSIBLE_PIPELINING": "True",
             "ANSIBLE_DEPRECATION_WARNINGS": "False",

@@ -66,14 +66,20 @@ def group_vars(spec: ClusterSpec) -> dict[str, Any]:
         "nccl_rdma_hcas": list(net.hcas),
         "nccl_rdma_interfaces": list(net.interfaces),
         "nccl_rdma_nccl_version": sw.nccl,
+        "nccl_rdma_cuda_version": sw.cuda,
         "nvme_raid_level": ckpt.raid_level,
         "nvme_raid_mount": ckpt.mount,
         "nvme_raid_filesystem": ckpt.filesystem,
         "nvme_raid_devices": list(ckpt.devices),
         "nvme_raid_allow_wipe": ckpt.allow_wipe,
         "dcgm_version": sw.dcgm,
+        "dcgm_cuda_version": sw.cuda,
+        # DCGM watches GPUs: hosts of a CPU-only cluster (the testbed) skip it, saying why.
+        "dcgm_require_gpu": bool(gpus),
         "dcgm_diag_level": spec.validation.dcgm_diag_level,
         "smoke_train_steps": spec.validation.smoke_steps,
         "smoke_train_torch_version": sw.torch,
         "smoke_train_checkpoint_dir": ckpt.mount,
+        # The job's rendezvous uses the first node's address on the fabric's first interface.
+        "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
     }
