@@ -1,12 +1,15 @@
-"""Run the site playbook over a compiled cluster through ansible-runner: a live progress line
-per host and task, a per-host summary, and the failures named by host, role and task.
+"""Run the site playbook over a compiled cluster through ansible-runner: a live progress display,
+a per-host summary, and the failures named by host, role and task.
 
-`configure(spec, ...)` is the one function `rackform configure` and the Pulumi configure
-resource both call. Ansible's own exit status is passed through.
+`run(inventory, group_vars, ...)` is what `rackform configure` calls and `configure(inventory=,
+group_vars=)` is the same run behind the Pulumi configure resource's contract. Both take the
+inventory and variables compiled by `rackform.inventory` from the same plan.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import shutil
 import sys
@@ -16,9 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from rackform.inventory import Node, group_vars, inventory
-from rackform.spec import ClusterSpec
 
 ROLES_DIR = Path(__file__).resolve().parent.parent / "roles"
 SITE = ROLES_DIR / "site.yml"
@@ -61,17 +61,19 @@ class RunResult:
         return sum(h.changed for h in self.hosts.values())
 
 
-def build_inventory(
-    spec: ClusterSpec,
-    hosts: Mapping[str, Sequence[Node]] | None = None,
+def with_access(
+    inv: dict[str, Any],
+    variables: Mapping[str, Any],
     *,
     private_key: Path | None = None,
     known_hosts: Path | None = None,
 ) -> dict[str, Any]:
-    """The compiled inventory with the role variables as the `all` group's variables."""
-    inv = inventory(spec, hosts)
-    all_vars = inv["all"]["vars"]
-    all_vars.update(group_vars(spec))
+    """A copy of the compiled inventory with the role variables as the `all` group's variables
+    (host variables, such as a host's own NVMe drives, still win) and the SSH key and
+    known_hosts file when given."""
+    inv = copy.deepcopy(inv)
+    all_vars = inv.setdefault("all", {}).setdefault("vars", {})
+    all_vars.update(variables)
     if private_key is not None:
         all_vars["ansible_ssh_private_key_file"] = str(private_key)
     if known_hosts is not None:
@@ -233,9 +235,9 @@ def summary_lines(result: RunResult) -> list[str]:
     return lines
 
 
-def configure(
-    spec: ClusterSpec,
-    hosts: Mapping[str, Sequence[Node]] | None = None,
+def run(
+    inventory: dict[str, Any],
+    group_vars: Mapping[str, Any],
     *,
     private_key: Path | None = None,
     known_hosts: Path | None = None,
@@ -248,14 +250,16 @@ def configure(
     out: Callable[[str], None] = print,
     keep_artifacts: Path | None = None,
 ) -> RunResult:
-    """Converge the cluster's nodes: every role, or only `roles`, over the compiled inventory."""
+    """Converge the nodes of `inventory` with every role (or only `roles`) and the role
+    variables `group_vars`; what happened, without raising on a failed host."""
     unknown = sorted(set(roles) - set(ROLES))
     if unknown:
         raise ValueError(f"unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
-    inv = build_inventory(spec, hosts, private_key=private_key, known_hosts=known_hosts)
+    inv = with_access(inventory, group_vars, private_key=private_key, known_hosts=known_hosts)
     extra = dict(extravars or {})
     if report_dir is not None:
         extra.setdefault("smoke_train_fetch_dir", str(report_dir.resolve()))
+        extra.setdefault("dcgm_prometheus_file", str(report_dir.resolve() / "prometheus-dcgm.yml"))
     extra.setdefault("smoke_train_validators_src", str(ROLES_DIR.parent / "validators"))
     return run_playbook(
         inv,
@@ -267,3 +271,35 @@ def configure(
         out=out,
         keep_artifacts=keep_artifacts,
     )
+
+
+class ConfigureFailed(RuntimeError):
+    """Ansible failed on some host; the message names each host, role and task."""
+
+    def __init__(self, result: RunResult):
+        self.result = result
+        lines = [str(f) for f in result.failures] or [
+            f"ansible-playbook exited {result.rc} ({result.status})"
+        ]
+        super().__init__("configure failed: " + "; ".join(lines))
+
+
+def summary(result: RunResult) -> dict[str, Any]:
+    """JSON-friendly summary of a run (what the Pulumi configure resource records)."""
+    return {
+        "rc": result.rc,
+        "seconds": round(result.seconds, 1),
+        "changed": result.changed,
+        "hosts": {h: dataclasses.asdict(s) for h, s in sorted(result.hosts.items())},
+    }
+
+
+def configure(
+    *, inventory: dict[str, Any], group_vars: dict[str, Any], **options: Any
+) -> dict[str, Any]:
+    """The contract the Pulumi configure resource calls (see rackform/pulumi/stages.py):
+    JSON in, a summary out, ConfigureFailed when any host failed. `options` are `run`'s."""
+    result = run(inventory, group_vars, **options)
+    if result.rc != 0:
+        raise ConfigureFailed(result)
+    return summary(result)

@@ -8,6 +8,7 @@ from typing import Any
 
 from rackform.catalog import load_catalog
 from rackform.spec import ClusterSpec
+from rackform.thresholds import GroupError, for_group
 
 # (name, address, port) of a node that exists; for AWS it comes from stack outputs.
 Node = tuple[str, str, int]
@@ -82,4 +83,20 @@ def group_vars(spec: ClusterSpec) -> dict[str, Any]:
         "smoke_train_checkpoint_dir": ckpt.mount,
         # The job's rendezvous uses the first node's address on the fabric's first interface.
         "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
+        **_smoke_expectations(spec),
     }
+
+
+def _smoke_expectations(spec: ClusterSpec) -> dict[str, Any]:
+    """The smoke job's and host checks' expectations (rackform/thresholds.py). The role adds
+    --expect-nodes itself from the nodes actually in the run. A cluster of several node groups
+    gets none: one job across different groups has no single set of expectations."""
+    try:
+        exp = for_group(spec, None, nodes=spec.nodes)
+    except GroupError:
+        return {"smoke_train_job_args": [], "smoke_train_host_args": []}
+    job = exp.job_args()
+    if "--expect-nodes" in job:
+        i = job.index("--expect-nodes")
+        del job[i : i + 2]
+    return {"smoke_train_job_args": job, "smoke_train_host_args": exp.host_args()}

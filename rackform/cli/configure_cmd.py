@@ -74,9 +74,9 @@ def configure(
     """Run the roles (nvidia_driver, nccl_rdma, nvme_raid, dcgm, smoke_train) on the
     blueprint's nodes with a live progress display and a per-host summary. On failure it exits
     non-zero, naming the host, role and task; a rerun continues from where the hosts are."""
-    from rackform.ansible_run import ROLES, summary_lines
-    from rackform.ansible_run import configure as run
+    from rackform.ansible_run import ROLES, run, summary_lines
     from rackform.compile import compile_cluster
+    from rackform.inventory import group_vars, inventory
     from rackform.loader import load_effective
     from rackform.problems import BlueprintError
 
@@ -113,7 +113,8 @@ def configure(
         + (" [check mode]" if check else "")
     )
     result = run(
-        spec,
+        inventory(spec),
+        group_vars(spec),
         private_key=private_key,
         known_hosts=known_hosts,
         extravars=extras,
