@@ -249,6 +249,7 @@ def run(
     report_dir: Path | None = None,
     out: Callable[[str], None] = print,
     keep_artifacts: Path | None = None,
+    playbook: Path = SITE,
 ) -> RunResult:
     """Converge the nodes of `inventory` with every role (or only `roles`) and the role
     variables `group_vars`; what happened, without raising on a failed host."""
@@ -268,6 +269,7 @@ def run(
         tags=roles,
         check=check,
         diff=diff,
+        playbook=playbook,
         out=out,
         keep_artifacts=keep_artifacts,
     )

@@ -50,6 +50,7 @@ PACKAGES = (
     "rdma-core",
     "ibverbs-utils",
     "perftest",
+    "infiniband-diags",
     "initramfs-tools",
     "iputils-ping",
 )
@@ -144,8 +145,16 @@ def ensure_base_image(log: Callable[[str], None] = print) -> BaseImage:
         if not (final / "done").exists():
             start = time.monotonic()
             _build(final, log)
+            _prune(root, keep=final)
             return _image(final, time.monotonic() - start)
     return _image(final, None)
+
+
+def _prune(root: Path, keep: Path) -> None:
+    """Drop images of older recipes (a VM still running on one keeps its open file)."""
+    for old in root.glob("base-*"):
+        if old != keep:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _image(d: Path, built_s: float | None) -> BaseImage:

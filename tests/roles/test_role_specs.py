@@ -1,0 +1,181 @@
+"""Static rules every role keeps: typed and documented variables that match the defaults and the
+README, private variables prefixed, FQCN modules, no ignore_errors or placeholder asserts,
+guarded commands, handlers that skip in check mode; and the compiler's group_vars are accepted
+by the roles' own argument specs (validated with Ansible's validator, not a copy of it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from rackform.ansible_run import ROLES
+from rackform.compile import compile_cluster
+from rackform.inventory import group_vars
+from rackform.loader import load_effective
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES_DIR = ROOT / "roles"
+EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
+ALLOWED_COLLECTIONS = ("ansible.builtin.", "ansible.posix.", "community.general.")
+TASK_KEYS = {
+    "name", "when", "register", "loop", "loop_control", "vars", "notify", "changed_when",
+    "failed_when", "check_mode", "become", "delegate_to", "run_once", "tags", "environment",
+    "async", "poll", "until", "retries", "delay", "block", "rescue", "always", "listen",
+    "no_log", "args",
+}  # fmt: skip
+
+
+def load(path: Path):
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def options(role: str) -> dict:
+    return load(ROLES_DIR / role / "meta" / "argument_specs.yml")["argument_specs"]["main"][
+        "options"
+    ]
+
+
+def local_modules(role: str) -> set[str]:
+    return {p.stem for p in (ROLES_DIR / role / "library").glob("*.py")}
+
+
+def tasks(node) -> list[dict]:
+    """Every task in a task list, blocks opened."""
+    out = []
+    for t in node or []:
+        out.append(t)
+        for key in ("block", "rescue", "always"):
+            out += tasks(t.get(key))
+    return out
+
+
+def task_files(role: str) -> list[Path]:
+    return sorted((ROLES_DIR / role / "tasks").glob("*.yml")) + sorted(
+        (ROLES_DIR / role / "handlers").glob("*.yml")
+    )
+
+
+def action(task: dict) -> str | None:
+    keys = [k for k in task if k not in TASK_KEYS]
+    return keys[0] if keys else None
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_default_is_typed_described_and_matches_the_spec(role):
+    defaults = load(ROLES_DIR / role / "defaults" / "main.yml")
+    spec = options(role)
+    assert set(defaults) == set(spec), "defaults/main.yml and argument_specs.yml name the same vars"
+    for name, opt in spec.items():
+        assert name.startswith(role + "_"), name
+        assert opt.get("type") in ("str", "int", "bool", "list", "dict", "path"), name
+        assert opt.get("description"), name
+        assert opt.get("default") == defaults[name], f"{name}: spec default != defaults/main.yml"
+        if opt["type"] == "list":
+            assert opt.get("elements"), f"{name}: a list says what it holds"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_readme_lists_every_default(role):
+    readme = (ROLES_DIR / role / "README.md").read_text(encoding="utf-8")
+    missing = [name for name in options(role) if f"`{name}`" not in readme]
+    assert not missing, f"{role}/README.md does not describe {missing}"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_private_variables_are_prefixed(role):
+    for path in (ROLES_DIR / role / "vars").glob("*.yml"):
+        for name in load(path) or {}:
+            assert name.startswith(f"_{role}_"), f"{path.name}: {name}"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_os_dispatch_covers_every_supported_os(role):
+    text = (ROLES_DIR / role / "tasks" / "main.yml").read_text(encoding="utf-8")
+    if "first_found" in text:
+        for os_name in ("Debian", "Ubuntu"):
+            assert (ROLES_DIR / role / "vars" / f"{os_name}.yml").is_file()
+    meta = load(ROLES_DIR / role / "meta" / "main.yml")["galaxy_info"]["platforms"]
+    assert {p["name"] for p in meta} == {"Debian", "Ubuntu"}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_tasks_keep_the_rules(role):
+    own = local_modules(role)
+    for path in task_files(role):
+        for t in tasks(load(path)):
+            where = f"{role}/{path.parent.name}/{path.name}: {t.get('name')!r}"
+            assert t.get("name"), f"{where}: every task has a name"
+            assert "ignore_errors" not in t, f"{where}: ignore_errors hides failures"
+            mod = action(t)
+            if mod is None:  # a block
+                continue
+            assert mod.startswith(ALLOWED_COLLECTIONS) or mod in own, f"{where}: {mod} is not FQCN"
+            if mod == "ansible.builtin.assert":
+                that = t[mod]["that"]
+                that = that if isinstance(that, list) else [that]
+                assert all(str(c).strip().lower() != "true" for c in that), f"{where}: placeholder"
+                assert t[mod].get("fail_msg"), f"{where}: an assert says what is wrong"
+            if mod in ("ansible.builtin.command", "ansible.builtin.shell"):
+                args = t[mod] if isinstance(t[mod], dict) else {}
+                guarded = "changed_when" in t or "creates" in args or "removes" in args
+                assert guarded, f"{where}: a command says when it changed something"
+                if "changed_when" in t and t["changed_when"] is True:
+                    assert "when" in t or "creates" in args, (
+                        f"{where}: a command that always changes must run only when needed"
+                    )
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_handlers_skip_in_check_mode(role):
+    path = ROLES_DIR / role / "handlers" / "main.yml"
+    if not path.exists():
+        return
+    for h in load(path):
+        assert "not ansible_check_mode" in str(h.get("when", "")), h["name"]
+
+
+def test_site_playbook_runs_every_role_once_tagged_with_its_name():
+    play = load(ROLES_DIR / "site.yml")[0]
+    assert [r["role"] for r in play["roles"]] == list(ROLES)
+    assert all(r["tags"] == [r["role"]] for r in play["roles"])
+    assert play["hosts"] == "gpu_nodes"  # the group rackform.inventory puts every node in
+
+
+def test_site_playbook_passes_ansibles_syntax_check(tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        n1: {}\n")
+    proc = subprocess.run(
+        [Path(sys.executable).with_name("ansible-playbook"), "--syntax-check", "-i", inv,
+         ROLES_DIR / "site.yml"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "ANSIBLE_ROLES_PATH": str(ROLES_DIR), "ANSIBLE_NOCOLOR": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def _validator(spec: dict) -> ArgumentSpecValidator:
+    keep = ("type", "elements", "choices", "default", "required")
+    return ArgumentSpecValidator(
+        {n: {k: v for k, v in o.items() if k in keep} for n, o in spec.items()}
+    )
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_compiled_group_vars_are_accepted_by_the_roles(example):
+    variables = group_vars(compile_cluster(load_effective(example)))
+    role_vars = {k: v for k, v in variables.items() if not k.startswith("rackform_")}
+    for role in ROLES:
+        spec = options(role)
+        mine = {k: v for k, v in role_vars.items() if k.startswith(role + "_")}
+        unknown = sorted(set(mine) - set(spec))
+        assert not unknown, f"group_vars sets {unknown}, which {role} does not declare"
+        result = _validator(spec).validate(mine)
+        assert not result.error_messages, (role, result.error_messages)
+    owners = {k for k in role_vars if any(k.startswith(r + "_") for r in ROLES)}
+    assert owners == set(role_vars), f"variables no role owns: {set(role_vars) - owners}"

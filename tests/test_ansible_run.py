@@ -1,0 +1,130 @@
+"""rackform.ansible_run with real Ansible: a small playbook run on this machine over the local
+connection, so progress, the per-host summary and the failures (host, role, task) are what
+ansible-runner really reports."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rackform import ansible_run
+
+PLAY = """
+- name: Try the runner
+  hosts: gpu_nodes
+  gather_facts: false
+  roles:
+    - role: demo
+"""
+TASKS = """
+- name: Explain a skip
+  ansible.builtin.debug:
+    msg: "demo skipped on {{ inventory_hostname }}: nothing to do"
+- name: Change something
+  ansible.builtin.command:
+    argv: [touch, "{{ demo_file }}"]
+  changed_when: true
+- name: Check the variable the inventory gave
+  ansible.builtin.assert:
+    that: [demo_value | int == 7]
+    fail_msg: "demo_value is {{ demo_value }}, not 7"
+    quiet: true
+"""
+
+
+@pytest.fixture
+def playbook(tmp_path) -> Path:
+    tasks = tmp_path / "roles" / "demo" / "tasks"
+    tasks.mkdir(parents=True)
+    (tasks / "main.yml").write_text(textwrap.dedent(TASKS))
+    play = tmp_path / "site.yml"
+    play.write_text(textwrap.dedent(PLAY))
+    return play
+
+
+def inventory(tmp_path: Path) -> dict:
+    local = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": ansible_run.sys.executable,
+    }
+    return {
+        "all": {
+            "vars": {"demo_file": str(tmp_path / "touched")},
+            "children": {"gpu_nodes": {"children": {"ng_a": {"hosts": {"here": local}}}}},
+        }
+    }
+
+
+def run(tmp_path, playbook, variables, **kw):
+    lines: list[str] = []
+    inv = ansible_run.with_access(inventory(tmp_path), variables)
+    result = ansible_run.run_playbook(inv, playbook=playbook, out=lines.append, **kw)
+    return result, lines
+
+
+def test_a_good_run_reports_changes_per_host_and_the_roles_messages(tmp_path, playbook):
+    result, lines = run(tmp_path, playbook, {"demo_value": 7})
+    assert result.rc == 0 and result.failures == [] and result.artifacts is None
+    assert result.hosts["here"].changed == 1 and result.hosts["here"].failed == 0
+    assert (tmp_path / "touched").exists()
+    text = "\n".join(lines)
+    assert "demo : Change something" in text and "here: changed" in text
+    assert "here: demo skipped on here: nothing to do" in text
+    table = ansible_run.summary_lines(result)
+    assert table[1].split() == ["here", "3", "1", "0", "0", "0"]
+
+
+def test_a_failure_names_host_role_and_task_and_keeps_the_event_log(tmp_path, playbook):
+    result, lines = run(tmp_path, playbook, {"demo_value": 8}, keep_artifacts=tmp_path / "ev")
+    assert result.rc == 2  # ansible-playbook's own exit status for a failed host
+    assert [str(f) for f in result.failures] == [
+        "here: demo : Check the variable the inventory gave: demo_value is 8, not 7"
+    ]
+    assert result.artifacts == tmp_path / "ev" and any(result.artifacts.rglob("job_events"))
+    assert any("FAILED" in line for line in lines)
+
+
+def test_check_mode_changes_nothing(tmp_path, playbook):
+    result, _ = run(tmp_path, playbook, {"demo_value": 7}, check=True)
+    assert result.rc == 0 and not (tmp_path / "touched").exists()
+
+
+def test_the_pulumi_contract_raises_with_the_failures(tmp_path, playbook):
+    with pytest.raises(ansible_run.ConfigureFailed, match="here: demo : Check the variable"):
+        ansible_run.configure(
+            inventory=inventory(tmp_path),
+            group_vars={"demo_value": 1},
+            playbook=playbook,
+            keep_artifacts=tmp_path / "ev",
+        )
+    done = ansible_run.configure(
+        inventory=inventory(tmp_path), group_vars={"demo_value": 7}, playbook=playbook
+    )
+    assert done["rc"] == 0 and done["changed"] == 1
+    assert done["hosts"]["here"]["changed"] == 1
+
+
+def test_access_settings_and_variables_land_in_the_inventory_without_touching_it():
+    inv = {
+        "all": {
+            "vars": {"ansible_user": "root"},
+            "children": {"gpu_nodes": {"children": {"ng": {"hosts": {"n1": {"x": 1}}}}}},
+        }
+    }
+    out = ansible_run.with_access(
+        inv, {"nvme_raid_level": 0}, private_key=Path("/k"), known_hosts=Path("/kh")
+    )
+    assert out["all"]["vars"] == {
+        "ansible_user": "root",
+        "nvme_raid_level": 0,
+        "ansible_ssh_private_key_file": "/k",
+        "ansible_ssh_common_args": "-o UserKnownHostsFile=/kh",
+    }
+    assert inv["all"]["vars"] == {"ansible_user": "root"}
+
+
+def test_unknown_roles_are_refused_before_anything_runs():
+    with pytest.raises(ValueError, match="unknown role"):
+        ansible_run.run({"all": {}}, {}, roles=["nvme_raid", "nope"])

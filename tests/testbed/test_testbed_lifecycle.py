@@ -1,0 +1,73 @@
+"""The testbed's state and blueprint (without booting anything: the e2e test boots VMs)."""
+
+from __future__ import annotations
+
+import fcntl
+
+import pytest
+
+from rackform.compile import compile_cluster
+from rackform.inventory import group_vars, inventory
+from rackform.loader import load_effective
+from rackform.testbed import lifecycle
+
+
+def bed(tmp_path) -> lifecycle.Testbed:
+    nodes = tuple(
+        lifecycle.Node(f"node{i}", 40000 + i, f"10.77.0.{10 + i}", tuple(f"RFTB0{i}N{d}" for d in range(4)),
+             str(tmp_path / f"node{i}"))
+        for i in (1, 2)
+    )  # fmt: skip
+    return lifecycle.Testbed(
+        dir=str(tmp_path),
+        accel="tcg",
+        accel_why="test",
+        mcast="230.0.0.1:41000",
+        key=str(tmp_path / "id_ed25519"),
+        known_hosts=str(tmp_path / "known_hosts"),
+        blueprint=str(tmp_path / "blueprint.yaml"),
+        nodes=nodes,
+        timings={},
+    )
+
+
+def test_the_blueprint_is_valid_and_compiles_to_the_vms(tmp_path):
+    b = bed(tmp_path)
+    path = tmp_path / "blueprint.yaml"
+    path.write_text(lifecycle.blueprint_yaml(b))
+    spec = compile_cluster(load_effective(path))
+    hosts = inventory(spec)["all"]["children"]["gpu_nodes"]["children"]["ng_vms"]["hosts"]
+    assert hosts["node1"] == {
+        "ansible_host": "127.0.0.1",
+        "ansible_port": 40001,
+        "nvme_raid_devices": ["RFTB01N0", "RFTB01N1", "RFTB01N2", "RFTB01N3"],
+    }
+    assert hosts["node2"]["ansible_port"] == 40002
+    v = group_vars(spec)
+    assert v["nccl_rdma_interfaces"] == ["priv0"] and v["smoke_train_interface"] == "priv0"
+    # VMs have no GPU: the GPU roles skip them, saying why, instead of failing.
+    assert v["nvidia_driver_require_gpu"] is False and v["dcgm_require_gpu"] is False
+    assert spec.target.ssh_user == "root"
+    assert "--private-key" in path.read_text()  # the header says how to configure it
+
+
+def test_up_refuses_a_silly_node_count(tmp_path):
+    with pytest.raises(lifecycle.TestbedError, match="between 1 and 16"):
+        lifecycle.up(tmp_path, 0)
+
+
+def test_down_without_a_testbed_does_nothing(tmp_path):
+    assert lifecycle.down(tmp_path / "none") == []
+    assert lifecycle.is_up(tmp_path) is False
+
+
+def test_loading_a_missing_testbed_says_how_to_make_one(tmp_path):
+    with pytest.raises(lifecycle.TestbedError, match="rackform testbed up"):
+        lifecycle.Testbed.load(tmp_path)
+
+
+def test_two_commands_on_one_testbed_do_not_interleave(tmp_path):
+    with open(tmp_path / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(lifecycle.TestbedError, match="another rackform"):
+            lifecycle.down(tmp_path)
