@@ -12,7 +12,7 @@ echo "== ruff format --check"
 .venv/bin/ruff format --check .
 if compgen -G "roles/*/tasks/main.yml" >/dev/null; then
   echo "== ansible-lint (production profile)"
-  .venv/bin/ansible-lint --profile production --offline roles/
+  PATH="$PWD/.venv/bin:$PATH" .venv/bin/ansible-lint --profile production --offline roles/
 fi
 echo "== pytest"
 .venv/bin/python -m pytest "$@"

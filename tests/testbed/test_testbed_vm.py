@@ -73,6 +73,10 @@ def test_stop_ends_only_the_process_its_pid_file_names(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(pidfile)])
     try:
         pidfile.write_text(f"{proc.pid}\n")
+        # Under load the child's /proc cmdline can lag its start by a moment: wait for it.
+        deadline = time.monotonic() + 5
+        while vm.running_pid(d) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert vm.running_pid(d) == proc.pid
         assert vm.stop(d, grace_s=5) is True
         proc.wait(timeout=5)
