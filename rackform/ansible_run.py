@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
+import json
 import os
 import shutil
 import sys
@@ -95,6 +97,30 @@ def _message(res: Mapping[str, Any], max_lines: int = 6) -> str:
     return " / ".join(out)
 
 
+def diff_lines(diff: Any) -> list[str]:
+    """A task's --diff result (one or a list of before/after pairs) as unified diff lines."""
+    out: list[str] = []
+    for d in diff if isinstance(diff, list) else [diff] if diff else []:
+        if not isinstance(d, Mapping):
+            continue
+        if "prepared" in d:  # modules that format their own diff (apt, ...)
+            out += str(d["prepared"]).splitlines()
+            continue
+        before, after = d.get("before", ""), d.get("after", "")
+        if not isinstance(before, str) or not isinstance(after, str):
+            before, after = json.dumps(before, indent=1), json.dumps(after, indent=1)
+        out += [
+            line.rstrip("\n")
+            for line in difflib.unified_diff(
+                before.splitlines(keepends=True),
+                after.splitlines(keepends=True),
+                fromfile=str(d.get("before_header", "before")),
+                tofile=str(d.get("after_header", "after")),
+            )
+        ]
+    return out
+
+
 class _Progress:
     """Turns runner events into a live display: one line as each task starts, then one line
     per host that changed or failed (hosts that were merely ok or skipped are only counted),
@@ -132,6 +158,8 @@ class _Progress:
                 self.out(f"    {host}: {res['msg']}")
             elif res.get("changed"):
                 self.out(f"    {host}: changed{took}")
+                for line in diff_lines(res.get("diff")):
+                    self.out(f"      {line}")
             return
         failure = Failure(host, role, task, _message(res))
         self.failures.append(failure)
