@@ -6,7 +6,8 @@ the inventory. Validate reruns when the blueprint digest, the configuration or t
 its report lands in the stack outputs, and with `validation.strict` a failed check fails `up`.
 
 The work itself is injected: by default Configure calls `rackform.ansible_run.configure` (the
-Ansible roles) and Validate `rackform.smoke.validate_cluster` (the smoke job and host checks).
+Ansible roles) and Validate `rackform.cluster_validation.validate_cluster` (the smoke_train
+role: host checks and the smoke job on every node).
 Contract, both keyword-only and JSON in, JSON out:
 
     configure(*, inventory: dict, group_vars: dict) -> dict        # a summary; raises on failure
@@ -27,7 +28,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 CONFIGURE_WORK = "rackform.ansible_run:configure"
-VALIDATE_WORK = "rackform.smoke:validate_cluster"
+VALIDATE_WORK = "rackform.cluster_validation:validate_cluster"
 Work = Callable[..., dict] | str
 
 CONFIGURE_INPUTS = (
