@@ -14,7 +14,9 @@ want_test=0
 # the test suite also boots Debian VMs under QEMU (see rackform/testbed).
 apt_pkgs=(openssh-client python3-venv)
 if ((want_test)); then
-  apt_pkgs+=(qemu-system-x86 qemu-utils debootstrap e2fsprogs)
+  # The VM testbed (rackform/testbed): QEMU and qemu-img, debootstrap with Debian's archive
+  # keyring to verify what it fetches, mkfs.ext4 -d to make the image without loop mounts.
+  apt_pkgs+=(qemu-system-x86 qemu-utils debootstrap debian-archive-keyring e2fsprogs)
   # The smoke tests: fio for the storage ceiling, iproute2 for a loopback-only netns.
   apt_pkgs+=(fio iproute2)
 fi

@@ -128,3 +128,19 @@ def test_access_settings_and_variables_land_in_the_inventory_without_touching_it
 def test_unknown_roles_are_refused_before_anything_runs():
     with pytest.raises(ValueError, match="unknown role"):
         ansible_run.run({"all": {}}, {}, roles=["nvme_raid", "nope"])
+
+
+def test_diffs_are_shown_as_unified_diffs():
+    lines = ansible_run.diff_lines(
+        [
+            {
+                "before": "A=1\n",
+                "after": "A=1\nB=2\n",
+                "before_header": "/etc/x",
+                "after_header": "/etc/x",
+            },
+            {"prepared": "apt would install: foo"},
+        ]
+    )
+    assert "+B=2" in lines and "--- /etc/x" in lines and "apt would install: foo" in lines
+    assert ansible_run.diff_lines(None) == [] and ansible_run.diff_lines({}) == []

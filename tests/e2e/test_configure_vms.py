@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackform.testbed.lifecycle import Testbed, reboot_and_wait
+from rackform.testbed import lifecycle
 
 pytestmark = pytest.mark.slow
 
@@ -66,9 +66,9 @@ class Phases:
 def phases(request):
     p = Phases()
     yield p
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    for line in p.lines():
-        (reporter.write_line if reporter else print)(line)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print("\n".join(p.lines()), flush=True)
 
 
 def cli(*args, timeout: float = 1500) -> subprocess.CompletedProcess:
@@ -106,7 +106,7 @@ def testbed(tmp_path_factory, phases):
         with phases("testbed up: base image (cached after the first build) and 2 VMs booted"):
             proc = cli("testbed", "up", "--nodes", "2", "--dir", d)
         assert proc.returncode == 0, shown(proc)
-        bed = Testbed.load(d)
+        bed = lifecycle.Testbed.load(d)
         phases.notes.append(
             f"accelerator {bed.accel} ({bed.accel_why}); image {bed.timings['image_s']} s,"
             f" boot {bed.timings['boot_s']} s"
@@ -161,7 +161,7 @@ def wheel_server(phases):
         server.server_close()
 
 
-def blueprint(bed: Testbed, tmp: Path) -> Path:
+def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
     """The testbed's blueprint, with node2 finding its drives itself (no serials listed) and
     two environments: `wipe` (allow_wipe) and `gpu` (the same VMs declared as GPU nodes)."""
     doc = yaml.safe_load(Path(bed.blueprint).read_text())
@@ -194,11 +194,11 @@ def summary(stdout: str) -> dict[str, dict[str, int]]:
     return rows
 
 
-def sh(bed: Testbed, node: str, command: str, check: bool = True) -> str:
+def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> str:
     return bed.ssh(node).run(command, check=check).stdout
 
 
-def state(bed: Testbed, node: str) -> str:
+def state(bed: lifecycle.Testbed, node: str) -> str:
     """What a converge would change, as one text: arrays, mounts, files the roles write."""
     return sh(
         bed,
@@ -287,7 +287,7 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
 
     # 4. The array comes back after a reboot, mounted from fstab.
     with phases("reboot both VMs"):
-        reboot_and_wait(bed, ["node1", "node2"])
+        lifecycle.reboot_and_wait(bed, ["node1", "node2"])
     for node in ("node1", "node2"):
         check_array(bed, node)
 
@@ -319,7 +319,7 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
             assert f"rackform configure: {node}: {task}: {node} {text}" in proc.stderr, shown(proc)
 
 
-def check_array(bed: Testbed, node: str) -> None:
+def check_array(bed: lifecycle.Testbed, node: str) -> None:
     """RAID0 over four NVMe drives, XFS aligned to the stripe, mounted noatime, in fstab by
     UUID and in mdadm.conf."""
     md = sh(bed, node, "cat /proc/mdstat")
@@ -341,7 +341,7 @@ def check_array(bed: Testbed, node: str) -> None:
     assert re.search(r"sunit=128 +swidth=512 blks", info), info
 
 
-def check_fabric(bed: Testbed, node: str) -> None:
+def check_fabric(bed: lifecycle.Testbed, node: str) -> None:
     conf = sh(bed, node, "cat /etc/nccl.conf")
     assert "NCCL_SOCKET_IFNAME=priv0" in conf and "NCCL_IB_DISABLE=1" in conf
     env = sh(bed, node, "cat /etc/nccl.env")
