@@ -3,12 +3,19 @@ through the real entry point (exit codes and stderr exactly as a user sees them)
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+# ansible-core 2.19 replaces sys.intern with an object when first imported (tests/roles imports
+# it in-process), and torch's dynamo, imported later by torch.distributed.checkpoint, then
+# refuses to register its substitute for sys.intern. Importing dynamo first keeps the real one.
+with contextlib.suppress(ImportError):  # torch is a test extra
+    import torch._dynamo  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
