@@ -258,15 +258,20 @@ def down(state_dir: Path) -> list[str]:
     return stopped
 
 
-def reboot_and_wait(bed: Testbed, names: list[str], timeout_s: float = BOOT_TIMEOUT_S) -> float:
+def reboot_and_wait(
+    bed: Testbed, names: list[str], timeout_s: float = BOOT_TIMEOUT_S, hard: bool = False
+) -> float:
     """Reboot VMs from inside (QEMU restarts the guest with the same kernel command line) and
-    wait until each answers SSH with a new boot id; return the seconds it took."""
+    wait until each answers SSH with a new boot id; return the seconds it took. `hard` syncs
+    and resets at once, like a power cycle, instead of shutting down cleanly (which takes tens
+    of seconds under TCG and proves nothing more about what comes back at boot)."""
     start = time.monotonic()
     boot_id = "cat /proc/sys/kernel/random/boot_id"
     before = {n: bed.ssh(n).run(boot_id).stdout.strip() for n in names}
     for name in names:
         # systemd-run detaches the reboot from the SSH session, which the reboot would cut.
-        bed.ssh(name).run("systemd-run --on-active=1 --unit=rackform-reboot systemctl reboot")
+        how = "sh -c 'sync; echo b > /proc/sysrq-trigger'" if hard else "systemctl reboot"
+        bed.ssh(name).run(f"systemd-run --on-active=1 --unit=rackform-reboot {how}")
     pending = set(names)
     while pending:
         if time.monotonic() - start > timeout_s:
