@@ -146,6 +146,7 @@ def up(
                 str(key),
             ],
             check=True,
+            stdin=subprocess.DEVNULL,
         )
         pubkey = (state_dir / "id_ed25519.pub").read_text().strip()
         known_hosts = state_dir / "known_hosts"

@@ -79,6 +79,7 @@ def cli(*args, timeout: float = 1500) -> subprocess.CompletedProcess:
         text=True,
         cwd=ROOT,
         timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
 
 

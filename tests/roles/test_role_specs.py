@@ -153,7 +153,7 @@ def test_site_playbook_passes_ansibles_syntax_check(tmp_path):
     proc = subprocess.run(
         [Path(sys.executable).with_name("ansible-playbook"), "--syntax-check", "-i", inv,
          ROLES_DIR / "site.yml"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={**os.environ, "ANSIBLE_ROLES_PATH": str(ROLES_DIR), "ANSIBLE_NOCOLOR": "1"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr + proc.stdout
