@@ -37,7 +37,9 @@ def probe_kvm(kernel: Path) -> tuple[bool, str]:
     ]  # fmt: skip
     start = time.monotonic()
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         return False, f"a kernel under KVM did not boot within {PROBE_TIMEOUT_S:.0f} s"
     took = time.monotonic() - start

@@ -162,7 +162,7 @@ def _image(d: Path, built_s: float | None) -> BaseImage:
 
 
 def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
         raise ImageError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import shutil
 import socket
 import subprocess
 import time
@@ -117,6 +116,12 @@ def up(
             raise TestbedError(
                 f"a testbed is already up in {state_dir}; `rackform testbed down` first"
             )
+        foreign = _foreign(state_dir)
+        if foreign:
+            raise TestbedError(
+                f"{state_dir} holds files a testbed did not make ({', '.join(foreign[:5])}); "
+                "give --dir an empty or testbed directory"
+            )
         timings: dict[str, float] = {}
         t0 = time.monotonic()
         image = ensure_base_image(log)
@@ -141,6 +146,7 @@ def up(
                 str(key),
             ],
             check=True,
+            stdin=subprocess.DEVNULL,
         )
         pubkey = (state_dir / "id_ed25519.pub").read_text().strip()
         known_hosts = state_dir / "known_hosts"
@@ -235,38 +241,66 @@ def _stop_all(state_dir: Path) -> list[str]:
     return [d.name for d in _vm_dirs(state_dir) if vm.stop(d)]
 
 
-def _clean(state_dir: Path) -> None:
+# Everything a testbed writes into its directory; nothing else there is ever deleted.
+_OWN_FILES = {STATE, BLUEPRINT, "id_ed25519", "id_ed25519.pub", "known_hosts", ".lock"}
+_VM_FILES = {"root.qcow2", "console.log", "qemu.pid"} | {
+    f"nvme{i}.raw" for i in range(vm.NVME_DRIVES)
+}
+
+
+def _foreign(state_dir: Path) -> list[str]:
+    """Entries in the directory that a testbed did not make."""
+    out = []
     for p in state_dir.iterdir():
-        if p.name == ".lock":
+        if p.name in _OWN_FILES:
             continue
-        if p.is_dir():
-            shutil.rmtree(p)
-        else:
+        if p.is_dir() and not p.is_symlink() and {c.name for c in p.iterdir()} <= _VM_FILES:
+            continue
+        out.append(p.name)
+    return sorted(out)
+
+
+def _clean(state_dir: Path) -> None:
+    """Delete the testbed's own files (never anything else) from its directory."""
+    for p in state_dir.iterdir():
+        if p.name in _OWN_FILES - {".lock"}:
             p.unlink()
+        elif p.is_dir() and not p.is_symlink() and {c.name for c in p.iterdir()} <= _VM_FILES:
+            for f in p.iterdir():
+                f.unlink()
+            p.rmdir()
 
 
 def down(state_dir: Path) -> list[str]:
     """Stop every VM of the testbed in `state_dir` and delete its files; return the names of
-    the VMs that were running. The cached base image stays."""
+    the VMs that were running. The cached base image stays, and so does anything in the
+    directory that the testbed did not write."""
     state_dir = state_dir.resolve()
     if not state_dir.exists():
         return []
     with _locked(state_dir):
         stopped = _stop_all(state_dir)
         _clean(state_dir)
-    shutil.rmtree(state_dir, ignore_errors=True)
+    (state_dir / ".lock").unlink(missing_ok=True)
+    if not any(state_dir.iterdir()):
+        state_dir.rmdir()
     return stopped
 
 
-def reboot_and_wait(bed: Testbed, names: list[str], timeout_s: float = BOOT_TIMEOUT_S) -> float:
+def reboot_and_wait(
+    bed: Testbed, names: list[str], timeout_s: float = BOOT_TIMEOUT_S, hard: bool = False
+) -> float:
     """Reboot VMs from inside (QEMU restarts the guest with the same kernel command line) and
-    wait until each answers SSH with a new boot id; return the seconds it took."""
+    wait until each answers SSH with a new boot id; return the seconds it took. `hard` syncs
+    and resets at once, like a power cycle, instead of shutting down cleanly (which takes tens
+    of seconds under TCG and proves nothing more about what comes back at boot)."""
     start = time.monotonic()
     boot_id = "cat /proc/sys/kernel/random/boot_id"
     before = {n: bed.ssh(n).run(boot_id).stdout.strip() for n in names}
     for name in names:
         # systemd-run detaches the reboot from the SSH session, which the reboot would cut.
-        bed.ssh(name).run("systemd-run --on-active=1 --unit=rackform-reboot systemctl reboot")
+        how = "sh -c 'sync; echo b > /proc/sysrq-trigger'" if hard else "systemctl reboot"
+        bed.ssh(name).run(f"systemd-run --on-active=1 --unit=rackform-reboot {how}")
     pending = set(names)
     while pending:
         if time.monotonic() - start > timeout_s:

@@ -33,12 +33,14 @@ class Ssh:
     def run(
         self, command: str, *, check: bool = True, timeout: float = 300, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
+        # ssh sets the stdin it is given to non-blocking; never hand it the caller's.
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
         proc = subprocess.run(
             ["ssh", *self.options(), f"{self.user}@{self.host}", command],
             capture_output=True,
             text=True,
             timeout=timeout,
-            input=input,
+            **stdin,
         )
         if check and proc.returncode != 0:
             raise SshError(

@@ -103,7 +103,7 @@ def create_disks(image: BaseImage, d: Path) -> None:
     proc = subprocess.run(
         ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image.rootfs),
          str(overlay)],
-        capture_output=True, text=True,
+        capture_output=True, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     if proc.returncode != 0:
         raise VmError(f"qemu-img create failed: {proc.stderr.strip()}")
@@ -114,8 +114,13 @@ def create_disks(image: BaseImage, d: Path) -> None:
 
 def start(spec: VmSpec, image: BaseImage, d: Path, accel: str, ssh_pubkey: str) -> int:
     """Start the VM in the background (QEMU daemonizes itself); return its pid."""
+    # QEMU must not inherit (and flip to non-blocking) the caller's stdin.
     proc = subprocess.run(
-        argv(spec, image, d, accel, ssh_pubkey), capture_output=True, text=True, timeout=60
+        argv(spec, image, d, accel, ssh_pubkey),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )
     if proc.returncode != 0:
         raise VmError(f"{spec.name}: QEMU did not start: {proc.stderr.strip()}")

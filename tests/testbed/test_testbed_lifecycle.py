@@ -71,3 +71,30 @@ def test_two_commands_on_one_testbed_do_not_interleave(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(lifecycle.TestbedError, match="another rackform"):
             lifecycle.down(tmp_path)
+
+
+def test_up_refuses_a_directory_holding_other_files(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    try:
+        with pytest.raises(lifecycle.TestbedError, match=r"notes\.txt"):
+            lifecycle.up(tmp_path, 2)
+    finally:
+        lifecycle.down(tmp_path)  # should the check ever break, no VM outlives the test
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_down_deletes_only_what_a_testbed_wrote(tmp_path):
+    (tmp_path / "node1").mkdir()
+    for name in ("root.qcow2", "nvme0.raw", "console.log"):
+        (tmp_path / "node1" / name).write_text("")
+    for name in ("testbed.json", "blueprint.yaml", "id_ed25519", "known_hosts"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "data").write_text("x")
+    assert lifecycle.down(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
+    assert (tmp_path / "keep" / "data").read_text() == "x"
+    (tmp_path / "keep" / "data").unlink()
+    (tmp_path / "keep").rmdir()
+    lifecycle.down(tmp_path)
+    assert not tmp_path.exists()  # an emptied testbed directory goes too
