@@ -43,6 +43,9 @@ def build() -> argparse.ArgumentParser:
     g.add_argument("--steps", type=int, default=30)
     g.add_argument("--warmup", type=int, help="Untimed first steps (default: steps/5, 1..10).")
     g.add_argument("--lr", type=float, help="Peak learning rate (default per preset).")
+    g.add_argument(
+        "--grad-clip", type=float, default=1.0, help="Clip the gradient norm to this (0: off)."
+    )
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--compile", action="store_true", help="torch.compile the model.")
     g = p.add_argument_group("measurements")

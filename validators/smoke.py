@@ -186,6 +186,7 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
         args.lr,
         faults,
         lambda s: wd.beat("training", s),
+        grad_clip=args.grad_clip,
     )
     job.metrics["model"] = {**cfg.as_dict(), "params": n_params, "compiled": args.compile}
     job.add(*training_checks(args, job.metrics, res, cfg, n_params, device, world))

@@ -71,9 +71,11 @@ def train(
     faults: Faults,
     heartbeat,
     check_every: int = 10,
+    grad_clip: float = 0.0,
 ) -> TrainResult:
     """Run `steps` steps (fewer if the loss goes NaN). The first `warmup` steps are not timed
-    (allocator, autotuning, compilation). The learning rate ramps up over the warm-up."""
+    (allocator, autotuning, compilation). The learning rate ramps up over the warm-up, and the
+    gradient norm is clipped to `grad_clip` when it is above 0."""
     rank = dist.get_rank()
     amp = (
         torch.autocast("cuda", dtype=torch.bfloat16)
@@ -95,6 +97,8 @@ def train(
         with amp:
             loss = model(x, y)
         loss.backward()
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.detach())

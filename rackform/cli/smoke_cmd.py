@@ -144,7 +144,7 @@ def smoke(
     if host_checks:
         probe = "4096" if on_gpu else "64"
         hargs = [*exp.host_args(), "--storage-dir", ckpt, "--storage-probe-mb", probe]
-        if checkpoint_dir is None and exp.checkpoint_dir:
+        if exp.checkpoint_dir and Path(ckpt).resolve() == Path(exp.checkpoint_dir).resolve():
             hargs += ["--expect-mount", exp.checkpoint_dir]  # the blueprint's array mount
     print(
         f"smoke: {procs} processes on {'GPU (nccl)' if on_gpu else 'CPU (gloo)'}, "

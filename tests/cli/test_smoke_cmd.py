@@ -48,9 +48,13 @@ def test_local_run_passes(tmp_path):
 
 @pytest.mark.slow
 def test_blueprint_gpus_missing_on_cpu_fails(write, tmp_path):
-    bp = write(BARE_METAL)
+    # The blueprint's checkpoint mount is a plain directory here; naming it explicitly with
+    # --checkpoint-dir still checks that it is a mount point.
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    bp = write(BARE_METAL + f"storage: {{checkpoint: {{mount: {ckpt}}}}}\n")
     out = tmp_path / "r.json"
-    r = smoke("--blueprint", bp, "--checkpoint-dir", tmp_path, "--json", out, *FAST, *JOB_FAST)
+    r = smoke("--blueprint", bp, "--checkpoint-dir", ckpt, "--json", out, *FAST, *JOB_FAST)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "smoke: FAILED" in r.stdout
     doc = json.loads(out.read_text())
@@ -59,6 +63,10 @@ def test_blueprint_gpus_missing_on_cpu_fails(write, tmp_path):
     assert (c["gpu_count"]["measured"], c["gpu_count"]["expected"]) == (0, 8)
     assert c["gpu_model"]["status"] == "fail" and "no GPU found" in c["gpu_model"]["detail"]
     assert c["nvml_gpu_count"]["status"] == "fail"
+    assert c["checkpoint_mount"]["status"] == "fail"
+    assert (
+        c["checkpoint_mount"]["detail"] == f"{ckpt} is a plain directory, not a mounted filesystem"
+    )
     # The rest still ran and says so; GPU-only checks are not-run, never passed.
     assert c["loss_drop"]["status"] == "pass"
     assert c["checkpoint_roundtrip"]["status"] == "pass"
