@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -248,6 +249,27 @@ def storage_check(
     )
 
 
+def is_mount_point(directory: str, mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether `directory` is where a filesystem is mounted. The mount table is read first:
+    os.path.ismount compares devices and inodes, and so misses a bind mount from the same
+    filesystem (a checkpoint path bound from the array's own mount, say)."""
+    real = os.path.realpath(directory)
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                fields = line.split(" ")
+                # Field 5 is the mount point, with space, tab, newline and \\ escaped in octal.
+                if len(fields) > 4 and _unescape(fields[4]) == real:
+                    return True
+    except OSError:
+        pass
+    return os.path.ismount(real)
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def mount_check(directory: str | None, node: str = "") -> Check:
     """The checkpoint directory must be the array's mount point: an empty mount point left
     unmounted would put checkpoints on the root disk and still accept every write."""
@@ -263,7 +285,7 @@ def mount_check(directory: str | None, node: str = "") -> Check:
             op="==",
             node=node,
         )
-    if not os.path.ismount(directory):
+    if not is_mount_point(directory):
         return failed(
             name,
             f"{directory} is a plain directory, not a mounted filesystem",

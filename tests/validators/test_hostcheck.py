@@ -17,7 +17,7 @@ import sys
 import textwrap
 
 import pytest
-from smoke_helpers import ROOT, env
+from smoke_helpers import MOUNTS, ROOT, env, isolated
 
 from validators import hostcheck, storage
 from validators.report import FAIL, NOT_RUN, PASS
@@ -276,6 +276,33 @@ def test_mount_check(tmp_path):
     assert plain.status == FAIL and "not a mounted filesystem" in plain.detail
     assert hostcheck.mount_check(str(tmp_path / "nope")).status == FAIL
     assert hostcheck.mount_check(None).status == NOT_RUN
+
+
+def test_mount_point_read_from_the_mount_table(tmp_path):
+    d = tmp_path / "check points"
+    d.mkdir()
+    info = tmp_path / "mountinfo"
+    escaped = str(d).replace(" ", "\\040")
+    info.write_text(f"36 35 9:127 / {escaped} rw,noatime shared:1 - xfs /dev/md127 rw\n")
+    assert hostcheck.is_mount_point(str(d), str(info))
+    assert not hostcheck.is_mount_point(str(tmp_path), str(info))
+    assert hostcheck.is_mount_point("/", str(tmp_path / "no-table"))  # falls back to ismount
+
+
+@pytest.mark.skipif(not MOUNTS, reason="no private mount namespace can be made here")
+def test_bind_mount_from_the_same_filesystem_is_a_mount_point(tmp_path):
+    """os.path.ismount says no to a bind mount from the same filesystem (same device); the
+    check must not fail a checkpoint path bound from the array's mount."""
+    code = (
+        "import os, sys; from validators.hostcheck import mount_check;"
+        "print(os.path.ismount(sys.argv[1]), mount_check(sys.argv[1]).status)"
+    )
+    r = subprocess.run(
+        [*isolated(f"mount --bind {tmp_path} {tmp_path}"), sys.executable, "-c", code, tmp_path],
+        capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", PASS]
 
 
 def test_command_line(tmp_path):
