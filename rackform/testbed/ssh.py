@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,25 +62,36 @@ class SshError(RuntimeError):
     pass
 
 
-def wait_all(conns: dict[str, Ssh], timeout_s: float, alive=None) -> dict[str, float]:
-    """Wait until every VM answers SSH; return seconds each took. `alive(name)` is asked while
-    waiting so a VM whose QEMU died fails at once instead of at the timeout."""
+def wait_all(
+    conns: dict[str, Ssh],
+    timeout_s: float,
+    alive: Callable[[str], object] | None = None,
+    ready: Callable[[str, Ssh], bool] | None = None,
+    waiting_for: str = "SSH did not answer",
+) -> dict[str, float]:
+    """Wait until every VM is ready (by default: answers SSH); return seconds each took. Every
+    VM still pending is probed at once, so a slow one does not delay noticing the others.
+    `alive(name)` is asked while waiting so a VM whose QEMU died fails at once instead of at
+    the timeout."""
+    is_ready = ready or (lambda _name, ssh: ssh.answers())
     start = time.monotonic()
-    ready: dict[str, float] = {}
-    while len(ready) < len(conns):
-        for name, ssh in conns.items():
-            if name in ready:
-                continue
-            if alive is not None and not alive(name):
-                raise SshError(f"{name}: QEMU exited while booting (see its console.log)")
-            if ssh.answers():
-                ready[name] = time.monotonic() - start
-        if len(ready) < len(conns):
-            if time.monotonic() - start > timeout_s:
-                late = sorted(set(conns) - set(ready))
-                raise SshError(
-                    f"{', '.join(late)}: SSH did not answer within {timeout_s:.0f} s "
-                    "(see console.log in the VM's directory)"
-                )
-            time.sleep(2)
-    return ready
+    took: dict[str, float] = {}
+    with ThreadPoolExecutor(max_workers=max(1, len(conns))) as pool:
+        while len(took) < len(conns):
+            pending = [n for n in conns if n not in took]
+            for name in pending:
+                if alive is not None and not alive(name):
+                    raise SshError(f"{name}: QEMU exited while booting (see its console.log)")
+            answers = list(pool.map(lambda n: is_ready(n, conns[n]), pending))
+            for name, ok in zip(pending, answers, strict=True):
+                if ok:
+                    took[name] = time.monotonic() - start
+            if len(took) < len(conns):
+                if time.monotonic() - start > timeout_s:
+                    late = sorted(set(conns) - set(took))
+                    raise SshError(
+                        f"{', '.join(late)}: {waiting_for} within {timeout_s:.0f} s "
+                        "(see console.log in the VM's directory)"
+                    )
+                time.sleep(1)
+    return took
