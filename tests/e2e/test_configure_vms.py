@@ -6,11 +6,13 @@ refused in safe mode, naming the drive and what it holds, with nothing on it los
 with XFS aligned to the stripe, mounted with noatime, in fstab by UUID and in mdadm.conf, still
 mounted after a reboot; /etc/nccl.conf, the env file, memlock limits and sysctl in place;
 nvidia_driver and dcgm skipping GPU-less hosts with their message, and failing in preflight
-when GPUs are expected; a second converge with changed=0; and, with RACKFORM_E2E_SMOKE=1, the
-smoke job run across both VMs over gloo with torchrun, its reports fetched back.
+when GPUs are expected; a second converge with changed=0; and smoke_train installing torch
+(this machine's CPU wheel, served on loopback) and running the smoke job across both VMs over
+gloo with torchrun, its reports fetched back. RACKFORM_E2E_SMOKE=0 leaves smoke_train out (a
+quicker local run); CI runs it.
 
-Each phase's time is printed at the end. Budget on a 2-core CI machine: under 20 minutes
-without the smoke job (see README: the torch install alone takes minutes under TCG).
+Each phase's time is printed at the end. Budget on a 2-core CI machine: 20 minutes, the base
+image build included.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TORCH = "2.13.0"
 MOUNT = "/mnt/checkpoints"
 DIRTY_SERIAL = "RFTB02N2"  # node2's third drive: it gets a filesystem before the first converge
-SMOKE_ENTRY = ROOT / "validators" / "launch.py"
 
 
 class Phases:
@@ -215,17 +216,14 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     bp = blueprint(bed, tmp_path)
     key = ["--private-key", bed.key, "--known-hosts", bed.known_hosts]
     reports = tmp_path / "reports"
-    smoke_wanted = os.environ.get("RACKFORM_E2E_SMOKE") == "1"
-    smoke = smoke_wanted and SMOKE_ENTRY.exists() and wheel_server is not None
+    smoke = os.environ.get("RACKFORM_E2E_SMOKE", "1") != "0"
     if not smoke:
-        why = (
-            "RACKFORM_E2E_SMOKE is not 1 (the torch install and job take minutes under TCG)"
-            if not smoke_wanted
-            else f"{SMOKE_ENTRY} is missing"
-            if not SMOKE_ENTRY.exists()
-            else f"no torch {TORCH} CPU wheel on this machine"
+        phases.notes.append("smoke_train not exercised: RACKFORM_E2E_SMOKE=0")
+    elif wheel_server is None:
+        pytest.fail(
+            f"no torch {TORCH} CPU wheel on this machine for smoke_train (looked in"
+            " $PIP_FIND_LINKS, /opt/wheels, /opt/pypi*/files); RACKFORM_E2E_SMOKE=0 runs without it"
         )
-        phases.notes.append(f"smoke_train not exercised: {why}")
     roles = [] if smoke else [
         "--role", "nvidia_driver", "--role", "nccl_rdma", "--role", "nvme_raid", "--role", "dcgm",
     ]  # fmt: skip
@@ -235,8 +233,10 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
         "-x", 'smoke_train_pip_trusted_hosts=["10.0.2.2"]',
         # Byte-compiling torch doubles its install time under TCG.
         "-x", "smoke_train_pip_compile=false",
-        "-x", "smoke_train_storage_probe_mb=256",
-        "-x", "smoke_train_steps=20",
+        "-x", "smoke_train_storage_probe_mb=64",
+        # A training step of the tiny model takes seconds under TCG; 10 steps still drop
+        # the loss by about 0.28 (the floor is 0.2).
+        "-x", "smoke_train_steps=10",
     ] if smoke else []  # fmt: skip
     converge = [bp, *key, "--report-dir", reports, *roles, *smoke_vars]
 
