@@ -131,6 +131,11 @@ def find_torch_wheel() -> Path | None:
     return None
 
 
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # one line per request on stderr otherwise
+        pass
+
+
 @pytest.fixture(scope="module")
 def wheel_server(phases):
     """torch (the local CPU wheel) and its dependencies, served on 127.0.0.1; the guests reach
@@ -151,8 +156,7 @@ def wheel_server(phases):
             )  # fmt: skip
             assert proc.returncode == 0, proc.stderr
             (cache / "done").write_text("")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(cache))
-    handler.log_message = lambda *a, **k: None
+    handler = functools.partial(_QuietHandler, directory=str(cache))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
