@@ -56,6 +56,21 @@ def up(
     )
 
 
+@testbed_app.command("image")
+def image() -> None:
+    """Build the cached base image now, if the current recipe has none (`up` builds it too):
+    a few minutes with debootstrap, needs root and Debian's mirror."""
+    from rackform.testbed.image import ImageError, ensure_base_image
+
+    try:
+        img = ensure_base_image(log=_log)
+    except ImageError as exc:
+        _log(f"rackform testbed image: {exc}")
+        raise typer.Exit(1) from None
+    how = f"built in {img.built_s:.0f} s" if img.built_s is not None else "cached"
+    typer.echo(f"base image: {img.rootfs.parent} ({how})")
+
+
 @testbed_app.command("down")
 def down(dir: DirOption = Path(".testbed")) -> None:
     """Stop the testbed's VMs and delete their files (the cached base image stays)."""

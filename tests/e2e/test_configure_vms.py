@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -204,6 +205,13 @@ def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> s
     return bed.ssh(node).run(command, check=check).stdout
 
 
+def on_both(check) -> dict:
+    """`check(node)` on both VMs at the same time (each SSH command costs a second or two under
+    TCG); an assertion in either fails the test."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(("node1", "node2"), pool.map(check, ("node1", "node2")), strict=True))
+
+
 def state(bed: lifecycle.Testbed, node: str) -> str:
     """What a converge would change, as one text: arrays, mounts, files the roles write."""
     return sh(
@@ -245,13 +253,13 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     converge = [bp, *key, "--report-dir", reports, *roles, *smoke_vars]
 
     # 1. Check mode on fresh VMs reports what it would do and changes nothing.
-    before = {n: state(bed, n) for n in ("node1", "node2")}
+    before = on_both(lambda n: state(bed, n))
     with phases("configure --check --diff on fresh VMs"):
         proc = cli("configure", *converge, "--check", "--diff")
     assert proc.returncode == 0, shown(proc)
     assert "would create RAID 0 /dev/md/checkpoints" in proc.stdout
     assert "+NCCL_SOCKET_IFNAME=priv0" in proc.stdout  # the diff of /etc/nccl.conf
-    assert {n: state(bed, n) for n in ("node1", "node2")} == before, "check mode changed a host"
+    assert on_both(lambda n: state(bed, n)) == before, "check mode changed a host"
 
     # 2. Safe mode: a drive holding a filesystem is refused, by name, and nothing on it is lost.
     dev = f"/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_{DIRTY_SERIAL}"
@@ -284,8 +292,7 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
             f"{node}: nvidia_driver skipped on {node}: no NVIDIA GPU on its PCI bus" in proc.stdout
         )
         assert f"{node}: dcgm skipped on {node}: no NVIDIA GPU with a loaded driver" in proc.stdout
-        check_array(bed, node)
-        check_fabric(bed, node)
+    on_both(lambda n: (check_array(bed, n), check_fabric(bed, n)))
     assert 'TYPE="ext4"' not in sh(bed, "node2", f"blkid -p {dev} || true")
     if smoke:
         check_smoke_reports(reports)
@@ -293,8 +300,7 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     # 4. The array comes back after a reboot (a power cycle after sync), mounted from fstab.
     with phases("reboot both VMs"):
         lifecycle.reboot_and_wait(bed, ["node1", "node2"], hard=True)
-    for node in ("node1", "node2"):
-        check_array(bed, node)
+    on_both(lambda n: check_array(bed, n))
 
     # 5. A second converge changes nothing (the smoke job does not run again either).
     with phases("configure (second converge)"):
@@ -302,19 +308,23 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     assert proc.returncode == 0, shown(proc)
     assert all(r["changed"] == 0 for r in summary(proc.stdout).values()), shown(proc)
 
-    # 6. Check mode on a converged host with a changed setting: reported, not applied.
+    # 6. Check mode on a converged host with a changed setting: reported, not applied; and
+    # 7. declared GPU nodes without GPUs fail in preflight, saying why (environment `gpu`).
+    # Neither changes a host, so the three runs go at once.
     conf = sh(bed, "node1", "sha256sum /etc/nccl.conf")
-    with phases("configure --check --diff with a changed NCCL setting"):
-        proc = cli("configure", bp, *key, "--env", "wipe", "--role", "nccl_rdma", "--check",
-                   "--diff", "--limit", "node1", "-x", "nccl_rdma_nccl_settings={NCCL_DEBUG: INFO}")  # fmt: skip
+    with phases("at once: --check --diff with a changed NCCL setting; GPU roles on hosts"
+                " declared with GPUs (preflight failures)"):  # fmt: skip
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            check = pool.submit(cli, "configure", bp, *key, "--env", "wipe", "--role", "nccl_rdma",
+                                "--check", "--diff", "--limit", "node1",
+                                "-x", "nccl_rdma_nccl_settings={NCCL_DEBUG: INFO}")  # fmt: skip
+            drv = pool.submit(cli, "configure", bp, *key, "--env", "gpu", "--role", "nvidia_driver")
+            dcgm = pool.submit(cli, "configure", bp, *key, "--env", "gpu", "--role", "dcgm")
+        proc, drv, dcgm = check.result(), drv.result(), dcgm.result()
     assert proc.returncode == 0, shown(proc)
     assert "+NCCL_DEBUG=INFO" in proc.stdout
     assert sh(bed, "node1", "sha256sum /etc/nccl.conf") == conf
 
-    # 7. Declared GPU nodes without GPUs fail in preflight, saying why (environment `gpu`).
-    with phases("GPU roles on hosts declared with GPUs (preflight failures)"):
-        drv = cli("configure", bp, *key, "--env", "gpu", "--role", "nvidia_driver")
-        dcgm = cli("configure", bp, *key, "--env", "gpu", "--role", "dcgm")
     for proc, task, text in (
         (drv, "nvidia_driver : Preflight | The host has an NVIDIA GPU", "has no NVIDIA GPU on its PCI bus"),
         (dcgm, "dcgm : Preflight | The host has NVIDIA GPUs with the driver loaded", "has no NVIDIA GPU with a loaded driver"),
