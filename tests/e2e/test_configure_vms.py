@@ -249,6 +249,9 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
         # A training step of the tiny model takes seconds under TCG; 10 steps still drop
         # the loss by about 0.28 (the floor is 0.2).
         "-x", "smoke_train_steps=10",
+        # Each status check costs the single-vCPU guest about 3 s of CPU (a Python start):
+        # every 5 s that is a third of the job's CPU; every 20 s, an eighth.
+        "-x", "smoke_train_poll_s=20",
     ] if smoke else []  # fmt: skip
     converge = [bp, *key, "--report-dir", reports, *roles, *smoke_vars]
 
