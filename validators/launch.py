@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,9 +131,15 @@ def _watchdog_lines(lines: list[str]) -> list[str]:
     return [line.strip() for line in lines if "no progress for" in line and "smoke: rank" in line]
 
 
-def compose(host: dict | None, job: dict | None, proc: Proc | None, timeout_s: float) -> dict:
-    """One report from the host checks, the job's (possibly partial) report and how the
-    torchrun process ended."""
+def compose(
+    host: dict | None,
+    job: dict | None,
+    proc: Proc | None,
+    timeout_s: float,
+    launch_s: dict[str, float] | None = None,
+) -> dict:
+    """One report from the host checks, the job's (possibly partial) report, how the
+    torchrun process ended and, in `launch_s`, where this node's time went."""
     checks: list[Check] = []
     if host is not None:
         checks += report.checks_of(host)
@@ -149,6 +156,8 @@ def compose(host: dict | None, job: dict | None, proc: Proc | None, timeout_s: f
     extra = {k: job[k] for k in ("job", "metrics") if job and k in job}
     if host is not None and "host" in host:
         extra["host"] = host["host"]
+    if launch_s:
+        extra["launch_s"] = launch_s
     return report.make(checks, complete=complete, **extra)
 
 
@@ -224,8 +233,10 @@ def run(
     out=None,
 ) -> dict:
     """Host checks (unless host_args is None), then the job; the merged report."""
+    launch_s: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="rackform-smoke-") as tmp:
         host = None
+        start = time.time()
         if host_args is not None:
             hp = os.path.join(tmp, "host.json")
             cmd = [
@@ -242,9 +253,17 @@ def run(
             if host is None:
                 why = root_cause(hproc.lines) or (hproc.lines[-1] if hproc.lines else "no output")
                 host = report.make([failed("host_checks", f"host checks wrote no report: {why}")])
+            launch_s["host_checks"] = round(time.time() - start, 3)
         jp = os.path.join(tmp, "job.json")
+        start = time.time()
         proc = stream(torchrun_cmd(nproc, torchrun_args or [], job_args, jp), timeout_s, out)
-        return compose(host, _read(jp), proc, timeout_s)
+        launch_s["torchrun"] = round(time.time() - start, 3)
+        job = _read(jp)
+        began = ((job or {}).get("job") or {}).get("started")
+        if isinstance(began, int | float):
+            # torchrun and its workers importing torch, the rendezvous and the process group
+            launch_s["until_job_started"] = round(began - start, 3)
+        return compose(host, job, proc, timeout_s, launch_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,6 +62,16 @@ class Job:
         self.metrics: dict = {}
         self.facts = facts
         self.t0 = time.time()
+        self.phases_s: dict[str, float] = {}
+        self._phase: tuple[str, float] | None = None
+
+    def phase(self, name: str | None) -> None:
+        """Close the running phase's timer (its seconds go into metrics.phases_s) and start
+        `name`'s, or none."""
+        now = time.monotonic()
+        if self._phase is not None:
+            self.phases_s[self._phase[0]] = round(now - self._phase[1], 3)
+        self._phase = (name, now) if name else None
 
     def add(self, *checks: report.Check) -> None:
         self.checks.extend(checks)
@@ -69,6 +79,8 @@ class Job:
     def flush(self, complete: bool = False) -> dict:
         done = {c.name for c in self.checks}
         self.facts["duration_s"] = round(time.time() - self.t0, 3)
+        if self.phases_s:
+            self.metrics["phases_s"] = dict(self.phases_s)
         doc = report.make(
             self.checks,
             complete=complete,
@@ -133,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         phases(args, job, wd, device, cpu_group, nccl_log, local_rank, local_world)
+        job.phase(None)
         doc = job.flush(complete=True)
         wd.beat("shutdown")
         dist.barrier(group=cpu_group)
@@ -146,21 +159,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if doc["ok"] or rank != 0 else 1
 
 
+def _begin(job: Job, wd: Watchdog, phase: str) -> None:
+    """A new phase: the watchdog names it if the rank stalls, the report times it."""
+    wd.beat(phase)
+    job.phase(phase)
+
+
 def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank, local_world):
     world = dist.get_world_size()
     nodes = world // local_world
 
-    wd.beat("device checks")
+    _begin(job, wd, "device checks")
     facts = node_facts(device, cpu_group)
     job.facts["hosts"] = sorted({f["host"] for f in facts})
     job.add(*device_checks(args, facts, nodes))
     job.flush()
 
-    wd.beat("all-reduce sweep")
+    _begin(job, wd, "all-reduce sweep")
     job.add(allreduce_check(args, job.metrics, device, lambda: wd.beat("all-reduce sweep")))
     job.flush()
 
-    wd.beat("training")
+    _begin(job, wd, "training")
     cfg = args.model
     torch.manual_seed(args.seed)  # same initial weights on every rank (DDP also broadcasts)
     model = GPT(cfg).to(device)
@@ -192,11 +211,11 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
     job.add(*training_checks(args, job.metrics, res, cfg, n_params, device, world))
     job.flush()
 
-    wd.beat("replica comparison")
+    _begin(job, wd, "replica comparison")
     job.add(replicas_check(model, cpu_group, world))
     job.flush()
 
-    wd.beat("checkpoint")
+    _begin(job, wd, "checkpoint")
     job.add(
         *checkpoint_checks(
             args,
@@ -211,7 +230,7 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
     )
     job.flush()
 
-    wd.beat("nccl")
+    _begin(job, wd, "nccl")
     job.add(*nccl_checks(args, device, nccl_log))
 
 

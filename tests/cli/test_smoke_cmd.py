@@ -44,6 +44,12 @@ def test_local_run_passes(tmp_path):
     assert c["job_completed"]["status"] == "pass"
     assert c["storage_write_ceiling"]["measured"] > 0  # fio or O_DIRECT, on the temp dir
     assert doc["thresholds"]["loss_drop_fraction"]["value"] == 0.2
+    # Where the node's time went: host checks, torchrun, and the part of torchrun's time before
+    # the job started (imports, rendezvous), each measured
+    launch = doc["launch_s"]
+    assert set(launch) == {"host_checks", "torchrun", "until_job_started"}
+    assert 0 < launch["until_job_started"] < launch["torchrun"]
+    assert launch["until_job_started"] + doc["job"]["duration_s"] <= launch["torchrun"]
 
 
 @pytest.mark.slow

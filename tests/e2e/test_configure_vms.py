@@ -298,7 +298,7 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     on_both(lambda n: (check_array(bed, n), check_fabric(bed, n)))
     assert 'TYPE="ext4"' not in sh(bed, "node2", f"blkid -p {dev} || true")
     if smoke:
-        check_smoke_reports(reports)
+        phases.notes.append(check_smoke_reports(reports))
 
     # 4. The array comes back after a reboot (a power cycle after sync), mounted from fstab.
     with phases("reboot both VMs"):
@@ -374,7 +374,9 @@ def check_fabric(bed: lifecycle.Testbed, node: str) -> None:
     sh(bed, node, f"ping -c 1 -W 5 -I priv0 {other}")  # the private VM-to-VM network
 
 
-def check_smoke_reports(reports: Path) -> None:
+def check_smoke_reports(reports: Path) -> str:
+    """Both nodes' reports passed; returns where the job's time went, as a note."""
+    times = {}
     runs = [d for d in reports.iterdir() if d.is_dir()]
     assert len(runs) == 1, runs
     for node in ("node1", "node2"):
@@ -385,3 +387,7 @@ def check_smoke_reports(reports: Path) -> None:
         assert checks["loss_drop"]["status"] == "pass"
         assert checks["checkpoint_mount"]["status"] == "pass"
         assert checks["checkpoint_roundtrip"]["status"] == "pass"
+        times[node] = {**doc["launch_s"], **doc["metrics"]["phases_s"]}
+    return "smoke job (s): " + "; ".join(
+        f"{node}: " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()) for node, t in times.items()
+    )

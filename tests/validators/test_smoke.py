@@ -58,6 +58,12 @@ def test_normal_run_passes_with_every_check(tmp_path, ckdir):
     assert c["allreduce_busbw"]["measured"] > 0  # measured, but no CPU threshold: not-run
     assert {c[n]["status"] for n in ("mfu", "nccl_version", "allreduce_busbw")} == {"not-run"}
     assert doc["metrics"]["training"]["tokens_per_s"] > 0
+    phases = doc["metrics"]["phases_s"]  # every phase timed, in order, within the job's time
+    assert list(phases) == [
+        "device checks", "all-reduce sweep", "training", "replica comparison", "checkpoint", "nccl"
+    ]  # fmt: skip
+    assert all(t >= 0 for t in phases.values()) and phases["training"] > 0
+    assert sum(phases.values()) <= doc["job"]["duration_s"]
     assert doc["job"]["world_size"] == 2 and doc["job"]["backend"] == "gloo"
     assert "smoke: PASSED" in r.stdout  # rank 0 prints the table
     assert list(ckdir.iterdir()) == []  # the checkpoint it wrote is gone
