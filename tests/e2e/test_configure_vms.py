@@ -11,8 +11,8 @@ when GPUs are expected; a second converge with changed=0; and smoke_train instal
 gloo with torchrun, its reports fetched back. RACKFORM_E2E_SMOKE=0 leaves smoke_train out (a
 quicker local run); CI runs it.
 
-Each phase's time is printed at the end. Budget on a 2-core CI machine: 20 minutes, the base
-image build included.
+Each phase's time is printed at the end. Budget on a 2-core CI machine: 20 minutes (the base
+image is built beforehand by the test setup, `rackform testbed image`).
 """
 
 from __future__ import annotations
