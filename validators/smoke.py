@@ -78,6 +78,8 @@ class Job:
 
     def flush(self, complete: bool = False) -> dict:
         done = {c.name for c in self.checks}
+        if complete:
+            self.phase(None)  # a complete job has no phase still running
         self.facts["duration_s"] = round(time.time() - self.t0, 3)
         if self.phases_s:
             self.metrics["phases_s"] = dict(self.phases_s)
@@ -145,7 +147,6 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         phases(args, job, wd, device, cpu_group, nccl_log, local_rank, local_world)
-        job.phase(None)
         doc = job.flush(complete=True)
         wd.beat("shutdown")
         dist.barrier(group=cpu_group)
