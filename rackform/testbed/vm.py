@@ -45,6 +45,14 @@ class VmSpec:
         return tuple(f"RFTB{self.index:02d}N{i}" for i in range(NVME_DRIVES))
 
 
+# The CPU TCG emulates. x86-64-v2 (SSE4.2, POPCNT) is what distributions' Python wheels need
+# (numpy's baseline); `max` adds AVX2, SHA-NI and the like, which TCG runs through slow helpers:
+# installing torch (hashing and inflating 800 MB) took 216 s with `max` and 167 s with Nehalem,
+# side by side on one machine; the first `import torch` 64 s and 55 s, a small backward pass
+# after it 29 s and 36 s.
+TCG_CPU = "Nehalem"
+
+
 def vm_dir(state_dir: Path, name: str) -> Path:
     return state_dir / name
 
@@ -63,7 +71,7 @@ def argv(spec: VmSpec, image: BaseImage, d: Path, accel: str, ssh_pubkey: str) -
     accel_args = (
         ["-accel", "kvm", "-cpu", "host"]
         if accel == "kvm"
-        else ["-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max"]
+        else ["-accel", "tcg,thread=multi,tb-size=256", "-cpu", TCG_CPU]
     )
     args = [
         "qemu-system-x86_64",

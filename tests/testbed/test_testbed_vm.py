@@ -53,7 +53,7 @@ def test_per_vm_identity_comes_from_the_kernel_command_line():
 def test_accelerator_flags():
     tcg = joined(vm.argv(spec(), IMAGE, Path("/s"), "tcg", KEY))
     kvm = joined(vm.argv(spec(), IMAGE, Path("/s"), "kvm", KEY))
-    assert "-accel tcg,thread=multi,tb-size=256 -cpu max" in tcg
+    assert "-accel tcg,thread=multi,tb-size=256 -cpu Nehalem" in tcg
     assert "-accel kvm -cpu host" in kvm
 
 
