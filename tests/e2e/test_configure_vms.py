@@ -254,31 +254,25 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     ] if smoke else []  # fmt: skip
     converge = [bp, *key, "--report-dir", reports, *roles, *smoke_vars]
 
-    # 1. Check mode on fresh VMs (allowing the wipe) reports what it would do and changes
-    # nothing; and 2. in safe mode a drive holding a filesystem is refused, by name, and nothing
-    # on it is lost. Neither changes a host, so they go at once, after the drive gets its data.
+    # 1. Check mode on fresh VMs reports what it would do and changes nothing.
+    before = on_both(lambda n: state(bed, n))
+    with phases("configure --check --diff on fresh VMs"):
+        proc = cli("configure", *converge, "--check", "--diff")
+    assert proc.returncode == 0, shown(proc)
+    assert "would create RAID 0 /dev/md/checkpoints" in proc.stdout
+    assert "+NCCL_SOCKET_IFNAME=priv0" in proc.stdout  # the diff of /etc/nccl.conf
+    assert on_both(lambda n: state(bed, n)) == before, "check mode changed a host"
+
+    # 2. Safe mode: a drive holding a filesystem is refused, by name, and nothing on it is lost.
     dev = f"/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_{DIRTY_SERIAL}"
     sh(bed, "node2", f"mkfs.ext4 -q -L keepme {dev} && mkdir -p /mnt/keep && mount {dev} /mnt/keep"
        " && head -c 4M /dev/urandom > /mnt/keep/data && sha256sum /mnt/keep/data > /root/keep.sum"
        " && umount /mnt/keep")  # fmt: skip
-    before = on_both(lambda n: state(bed, n))
-    with phases("at once: configure --check --diff on fresh VMs; safe mode (nvme_raid refuses a"
-                " drive with a filesystem)"):  # fmt: skip
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            check = pool.submit(cli, "configure", *converge, "--env", "wipe", "--check", "--diff")
-            safe = pool.submit(
-                cli, "configure", bp, *key, "--limit", "node2", "--role", "nvme_raid"
-            )
-        proc, safe = check.result(), safe.result()
-    assert proc.returncode == 0, shown(proc)
-    assert "would create RAID 0 /dev/md/checkpoints" in proc.stdout
-    assert "after erasing /dev/" in proc.stdout  # node2's dirty drive: allow_wipe is on
-    assert "+NCCL_SOCKET_IFNAME=priv0" in proc.stdout  # the diff of /etc/nccl.conf
-    assert on_both(lambda n: state(bed, n)) == before, "check mode changed a host"
-
-    assert safe.returncode != 0, shown(safe)
-    refusal = [line for line in safe.stderr.splitlines() if DIRTY_SERIAL in line]
-    assert refusal, shown(safe)
+    with phases("safe mode: nvme_raid refuses a drive with a filesystem"):
+        proc = cli("configure", bp, *key, "--limit", "node2", "--role", "nvme_raid")
+    assert proc.returncode != 0, shown(proc)
+    refusal = [line for line in proc.stderr.splitlines() if DIRTY_SERIAL in line]
+    assert refusal, shown(proc)
     assert "node2: nvme_raid : Refuse drives that are in use or hold data" in refusal[0]
     assert "ext4 filesystem" in refusal[0] and "keepme" in refusal[0]
     assert "nvme_raid_allow_wipe" in refusal[0]
