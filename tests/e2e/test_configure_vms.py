@@ -11,7 +11,8 @@ when GPUs are expected; a second converge with changed=0; and smoke_train instal
 gloo with torchrun, its reports fetched back. RACKFORM_E2E_SMOKE=0 leaves smoke_train out (a
 quicker local run); CI runs it.
 
-Each phase's time is printed at the end. Budget on a 2-core CI machine: 20 minutes (the base
+Each phase's time is printed when the test ends and again in pytest's closing summary
+(tests/e2e/conftest.py), where a CI log's tail shows it. Budget on a 2-core CI machine: 20 minutes (the base
 image is built beforehand by the test setup, `rackform testbed image`).
 """
 
@@ -25,9 +26,7 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -41,36 +40,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TORCH = "2.13.0"
 MOUNT = "/mnt/checkpoints"
 DIRTY_SERIAL = "RFTB02N2"  # node2's third drive: it gets a filesystem before the first converge
-
-
-class Phases:
-    def __init__(self):
-        self.times: list[tuple[str, float]] = []
-        self.notes: list[str] = []
-
-    @contextmanager
-    def __call__(self, name: str):
-        start = time.monotonic()
-        try:
-            yield
-        finally:
-            self.times.append((name, time.monotonic() - start))
-
-    def lines(self) -> list[str]:
-        total = sum(t for _, t in self.times)
-        out = ["", "e2e phases (seconds):"]
-        out += [f"  {t:7.1f}  {name}" for name, t in self.times]
-        out += [f"  {total:7.1f}  total", *[f"  note: {n}" for n in self.notes]]
-        return out
-
-
-@pytest.fixture(scope="module")
-def phases(request):
-    p = Phases()
-    yield p
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print("\n".join(p.lines()), flush=True)
 
 
 def cli(*args, timeout: float = 1500) -> subprocess.CompletedProcess:
