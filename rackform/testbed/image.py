@@ -62,6 +62,16 @@ _GUEST_FILES = {
     "10-wan0.link": ("etc/systemd/network/10-wan0.link", 0o644),
     "10-wan0.network": ("etc/systemd/network/10-wan0.network", 0o644),
     "sshd-hostkey.conf": ("etc/ssh/sshd_config.d/rackform-hostkey.conf", 0o644),
+    # Testbed only: compiled code of modules imported from zips (every Ansible task's AnsiballZ)
+    # is kept, so each task stops compiling ansible.module_utils again (see the module).
+    "rackform_zipimport_cache.py": (
+        "usr/lib/python3/dist-packages/rackform_zipimport_cache.py",
+        0o644,
+    ),
+    "rackform-zipimport-cache.pth": (
+        "usr/lib/python3/dist-packages/rackform-zipimport-cache.pth",
+        0o644,
+    ),
 }
 
 # Units that cost tens of seconds per boot under TCG and do nothing useful on a throwaway VM,
