@@ -1,19 +1,19 @@
 """End to end: two Debian VMs under QEMU, each with four emulated NVMe drives, converged by
 `rackform configure` with every role, as a user would run it.
 
-It shows, on real (virtual) hosts: check mode changing nothing; a drive holding a filesystem
-refused in safe mode, naming the drive and what it holds, with nothing on it lost; an md RAID0
-with XFS aligned to the stripe, mounted with noatime, in fstab by UUID and in mdadm.conf, still
-mounted after a reboot; /etc/nccl.conf, the env file, memlock limits and sysctl in place;
-nvidia_driver and dcgm skipping GPU-less hosts with their message, and failing in preflight
-when GPUs are expected; a second converge with changed=0; and smoke_train installing torch
-(this machine's CPU wheel, served on loopback) and running the smoke job across both VMs over
-gloo with torchrun, its reports fetched back. RACKFORM_E2E_SMOKE=0 leaves smoke_train out (a
-quicker local run); CI runs it.
+It shows, on real (virtual) hosts: check mode changing nothing on a fresh VM; a drive holding a
+filesystem refused in safe mode, naming the drive and what it holds, with nothing on it lost; an
+md RAID0 with XFS aligned to the stripe, mounted with noatime, in fstab by UUID and in
+mdadm.conf, still mounted after a reboot; /etc/nccl.conf, the env file, memlock limits and
+sysctl in place; nvidia_driver and dcgm skipping GPU-less hosts with their message, and failing
+in preflight when GPUs are expected; a second converge with changed=0; and smoke_train
+installing torch (this machine's CPU wheel, served on loopback) and running the smoke job across
+both VMs over gloo with torchrun, its reports fetched back. RACKFORM_E2E_SMOKE=0 leaves
+smoke_train out (a quicker local run); CI runs it.
 
 Each phase's time is printed when the test ends and again in pytest's closing summary
-(tests/e2e/conftest.py), where a CI log's tail shows it. Budget on a 2-core CI machine: 20 minutes (the base
-image is built beforehand by the test setup, `rackform testbed image`).
+(tests/e2e/conftest.py), where the tail of a CI log shows it. Budget on a 2-core CI machine: 20
+minutes (the base image is built beforehand by the test setup, `rackform testbed image`).
 """
 
 from __future__ import annotations
@@ -228,25 +228,32 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     ] if smoke else []  # fmt: skip
     converge = [bp, *key, "--report-dir", reports, *roles, *smoke_vars]
 
-    # 1. Check mode on fresh VMs reports what it would do and changes nothing.
-    before = on_both(lambda n: state(bed, n))
-    with phases("configure --check --diff on fresh VMs"):
-        proc = cli("configure", *converge, "--check", "--diff")
-    assert proc.returncode == 0, shown(proc)
-    assert "would create RAID 0 /dev/md/checkpoints" in proc.stdout
-    assert "+NCCL_SOCKET_IFNAME=priv0" in proc.stdout  # the diff of /etc/nccl.conf
-    assert on_both(lambda n: state(bed, n)) == before, "check mode changed a host"
-
-    # 2. Safe mode: a drive holding a filesystem is refused, by name, and nothing on it is lost.
+    # 1. Check mode on a fresh VM (node1) reports what it would do and changes nothing; at the
+    # same time, 2. safe mode (node2): a drive holding a filesystem is refused, by name, and
+    # nothing on it is lost. One run per VM, since each VM has one emulated CPU.
     dev = f"/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_{DIRTY_SERIAL}"
     sh(bed, "node2", f"mkfs.ext4 -q -L keepme {dev} && mkdir -p /mnt/keep && mount {dev} /mnt/keep"
        " && head -c 4M /dev/urandom > /mnt/keep/data && sha256sum /mnt/keep/data > /root/keep.sum"
        " && umount /mnt/keep")  # fmt: skip
-    with phases("safe mode: nvme_raid refuses a drive with a filesystem"):
-        proc = cli("configure", bp, *key, "--limit", "node2", "--role", "nvme_raid")
-    assert proc.returncode != 0, shown(proc)
-    refusal = [line for line in proc.stderr.splitlines() if DIRTY_SERIAL in line]
-    assert refusal, shown(proc)
+    before = state(bed, "node1")
+    with phases("at once: configure --check --diff on fresh node1; safe mode on node2 (nvme_raid"
+                " refuses a drive with a filesystem)"):  # fmt: skip
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            check = pool.submit(
+                cli, "configure", *converge, "--check", "--diff", "--limit", "node1"
+            )
+            safe = pool.submit(
+                cli, "configure", bp, *key, "--limit", "node2", "--role", "nvme_raid"
+            )
+        proc, refused = check.result(), safe.result()
+    assert proc.returncode == 0, shown(proc)
+    assert "would create RAID 0 /dev/md/checkpoints" in proc.stdout
+    assert "+NCCL_SOCKET_IFNAME=priv0" in proc.stdout  # the diff of /etc/nccl.conf
+    assert state(bed, "node1") == before, "check mode changed a host"
+
+    assert refused.returncode != 0, shown(refused)
+    refusal = [line for line in refused.stderr.splitlines() if DIRTY_SERIAL in line]
+    assert refusal, shown(refused)
     assert "node2: nvme_raid : Refuse drives that are in use or hold data" in refusal[0]
     assert "ext4 filesystem" in refusal[0] and "keepme" in refusal[0]
     assert "nvme_raid_allow_wipe" in refusal[0]
