@@ -1,24 +1,14 @@
-"""Shared fixtures: example blueprints, a writer for blueprint files, and a CLI runner that goes
-through the real entry point (exit codes and stderr exactly as a user sees them)."""
+"""Shared fixtures. The suite's shared data and helpers live in tests/blueprint_helpers.py:
+every conftest.py is imported under the one name `conftest`, so a test that imported from it got
+whichever conftest pytest loaded last (tests/e2e/conftest.py broke collection that way)."""
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+import blueprint_helpers  # noqa: F401  (imports torch._dynamo before ansible-core; see there)
 import pytest
-
-# ansible-core 2.19 replaces sys.intern with an object when first imported (tests/roles imports
-# it in-process), and torch's dynamo, imported later by torch.distributed.checkpoint, then
-# refuses to register its substitute for sys.intern. Importing dynamo first keeps the real one.
-with contextlib.suppress(ImportError):  # torch is a test extra
-    import torch._dynamo  # noqa: F401
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
 
 
 @pytest.fixture
@@ -29,46 +19,3 @@ def write(tmp_path):
         return path
 
     return _write
-
-
-def rackform(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run the real `rackform` command in a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "rackform", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd or ROOT,
-        timeout=120,
-    )
-
-
-AWS_TRAINING = """
-name: t-cluster
-purpose: training
-owner: team@example.com
-target:
-  type: aws
-  region: us-east-1
-  availability_zone: us-east-1a
-  ssh_cidrs: [10.20.0.0/16]
-node_groups:
-  - name: gpu
-    instance_type: p5.48xlarge
-    count: 2
-network: {fabric: efa}
-"""
-
-BARE_METAL = """
-name: bm-cluster
-purpose: training
-owner: team@example.com
-target: {type: bare_metal}
-node_groups:
-  - name: hgx
-    gpu: H100-SXM
-    gpus_per_node: 8
-    hosts:
-      - {name: n1, address: 10.0.0.1}
-      - {name: n2, address: 10.0.0.2}
-network: {fabric: infiniband}
-"""

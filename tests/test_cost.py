@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import AWS_TRAINING, BARE_METAL
+from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import AWS_TRAINING
+from blueprint_helpers import AWS_TRAINING
 
 from rackform.environments import merge
 from rackform.loader import load_effective

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import AWS_TRAINING, BARE_METAL, EXAMPLES
+from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES
 
 from rackform.loader import load_all, load_effective
 from rackform.problems import BlueprintError

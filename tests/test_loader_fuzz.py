@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import yaml
-from conftest import EXAMPLES
+from blueprint_helpers import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner

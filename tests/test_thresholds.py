@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import AWS_TRAINING, BARE_METAL
+from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.catalog import load_catalog
 from rackform.compile import compile_cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import yaml
-from conftest import ROOT, rackform
+from blueprint_helpers import ROOT, rackform
 
 
 def _snapshot(d):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from conftest import AWS_TRAINING, BARE_METAL, rackform
+from blueprint_helpers import AWS_TRAINING, BARE_METAL, rackform
 
 
 def closed_port() -> int:

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from conftest import AWS_TRAINING, ROOT, rackform
+from blueprint_helpers import AWS_TRAINING, ROOT, rackform
 
 from rackform.compile import compile_cluster
 from rackform.loader import load_effective

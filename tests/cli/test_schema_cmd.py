@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import ROOT, rackform
+from blueprint_helpers import ROOT, rackform
 
 
 def test_committed_schema_is_current():

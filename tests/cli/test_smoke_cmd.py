@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import BARE_METAL
+from blueprint_helpers import BARE_METAL
 from smoke_helpers import ROOT, env, isolated
 
 FAST = ("--steps", "12")

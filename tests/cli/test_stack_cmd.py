@@ -11,7 +11,7 @@ from pathlib import Path
 
 import fake_pulumi
 import pytest
-from conftest import ROOT
+from blueprint_helpers import ROOT
 
 
 @pytest.fixture

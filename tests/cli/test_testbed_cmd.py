@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import rackform
+from blueprint_helpers import rackform
 
 
 def test_down_with_no_testbed_says_so(tmp_path):

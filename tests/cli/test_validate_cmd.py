@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import AWS_TRAINING, EXAMPLES, rackform
+from blueprint_helpers import AWS_TRAINING, EXAMPLES, rackform
 
 
 def test_examples_valid():

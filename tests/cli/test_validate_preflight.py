@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import AWS_TRAINING, BARE_METAL, EXAMPLES, rackform
+from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES, rackform
 
 from rackform.loader import load_all
 from rackform.preflight.report import run

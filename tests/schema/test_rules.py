@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import AWS_TRAINING, BARE_METAL
+from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.loader import load_effective
 from rackform.problems import BlueprintError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import AWS_TRAINING
+from blueprint_helpers import AWS_TRAINING
 
 from rackform.cli.schema_cmd import schema_json
 from rackform.loader import load_effective
