@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES
@@ -149,11 +152,29 @@ def test_not_utf8(tmp_path):
     assert "is not UTF-8 text" in line
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files regardless of mode")
-def test_unreadable_file(write):
-    path = write(AWS_TRAINING)
-    path.chmod(0)
-    assert problems(path) == [f"{path}: cannot be read (permission denied)"]
+@contextlib.contextmanager
+def as_nobody():
+    """Root reads files regardless of their mode: as root (CI), read as `nobody` for a while."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+
+
+def test_unreadable_file():
+    # A directory `nobody` may enter, so the file's own mode is what refuses the read.
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o755)
+        path = Path(d) / "bp.yaml"
+        path.write_text(AWS_TRAINING, encoding="utf-8")
+        path.chmod(0)
+        with as_nobody():
+            got = problems(path)
+    assert got == [f"{path}: cannot be read (permission denied)"]
 
 
 def test_unknown_target_type_points_at_the_type(write):
