@@ -20,6 +20,9 @@ if ((want_test)); then
   apt_pkgs+=(qemu-system-x86 qemu-utils debootstrap debian-archive-keyring e2fsprogs)
   # The smoke tests: fio for the storage ceiling, iproute2 for a loopback-only netns.
   apt_pkgs+=(fio iproute2)
+  # The dcgm role's scrape config is loaded by a real Prometheus on loopback (promtool with it).
+  # Debian's package does not start the service where there is no init system to start it.
+  apt_pkgs+=(prometheus)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do

@@ -1,0 +1,223 @@
+"""The dcgm role's Prometheus scrape config, proven with a real Prometheus on loopback.
+
+Ansible runs the role's own scrape tasks (roles/dcgm/tasks/scrape.yml) over the local connection
+for three inventory hosts, one of which ends early as a GPU-less host does in the role. Real
+Prometheus (Debian's package, installed by scripts/setup.sh --test) loads a configuration made
+by pasting the written snippet under `scrape_configs`, passes `promtool check config`, scrapes
+each target and answers a query with the role's labels. dcgm-exporter needs a GPU, so each
+node's exporter is stood in for by a small HTTP server on 127.0.0.1 serving its text format.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from rackform import ansible_run
+
+PLAY = """
+- name: The dcgm role's scrape config
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: A host without GPUs goes no further, as the role ends for it
+      ansible.builtin.meta: end_host
+      when: inventory_hostname == 'cpu-node'
+    - name: The role's scrape tasks
+      ansible.builtin.include_role:
+        name: dcgm
+        tasks_from: scrape.yml
+"""
+
+# What dcgm-exporter serves for one GPU (its text format, the role's first counter).
+METRICS = """\
+# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).
+# TYPE DCGM_FI_DEV_GPU_UTIL gauge
+DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-{uuid}",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="{host}"}} {util}
+"""
+
+
+def _need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: scripts/setup.sh --test installs Prometheus")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def fake_exporter(host: str, util: int):
+    """Stands in for dcgm-exporter (which needs a GPU): serves /metrics on 127.0.0.1."""
+    body = METRICS.format(uuid=f"{util:08d}", host=host, util=util).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.path.split("?")[0] == "/metrics"
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body if ok else b"")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def prometheus(config: Path, data: Path):
+    """Real Prometheus on a free loopback port; stopped (and waited for) at the end."""
+    port = _free_port()
+    log = (data / "prometheus.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            _need("prometheus"),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def api(base: str, path: str, **params) -> dict:
+    url = f"{base}/api/v1/{path}"
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)["data"]
+
+
+def wait_for(what: str, probe, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+            if last:
+                return last
+        except OSError as exc:  # not listening yet
+            last = exc
+        time.sleep(0.5)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
+
+
+def write_scrape_config(tmp_path: Path, ports: dict[str, int]) -> Path:
+    play = tmp_path / "scrape.yml"
+    play.write_text(textwrap.dedent(PLAY))
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hosts = {"cpu-node": dict(local)}
+    for name, port in ports.items():
+        hosts[name] = {**local, "dcgm_scrape_address": "127.0.0.1", "dcgm_exporter_port": port}
+    inv = {
+        "all": {
+            "vars": {
+                "rackform_cluster": "llm-train-a",
+                "rackform_environment": "dev",
+                "rackform_purpose": "training",
+            },
+            "children": {"gpu_nodes": {"children": {"ng_gpu": {"hosts": hosts}}}},
+        }
+    }
+    out = tmp_path / "reports" / "prometheus-dcgm.yml"
+    out.parent.mkdir()
+    lines: list[str] = []
+    result = ansible_run.run_playbook(
+        inv, playbook=play, extravars={"dcgm_prometheus_file": str(out)}, out=lines.append
+    )
+    assert result.rc == 0, "\n".join(lines)
+    return out
+
+
+def test_prometheus_scrapes_every_node_the_role_configured_with_its_labels(tmp_path):
+    _need("promtool")
+    with fake_exporter("node-a", 42) as port_a, fake_exporter("node-b", 17) as port_b:
+        ports = {"node-a": port_a, "node-b": port_b}
+        snippet = write_scrape_config(tmp_path, ports).read_text()
+        assert "cpu-node" not in snippet  # ended before the role's tasks: no exporter there
+
+        # What a user does with it: paste it under scrape_configs.
+        config = tmp_path / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n" + snippet
+        )
+        check = subprocess.run(
+            ["promtool", "check", "config", str(config)], capture_output=True, text=True
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+
+        with prometheus(config, tmp_path) as base:
+
+            def targets_up():
+                active = api(base, "targets")["activeTargets"]
+                return active if all(t["health"] == "up" for t in active) else None
+
+            def util_series():
+                result = api(base, "query", query="DCGM_FI_DEV_GPU_UTIL")["result"]
+                return result if len(result) == len(ports) else None
+
+            targets = wait_for("every target up", targets_up)
+            series = wait_for("DCGM_FI_DEV_GPU_UTIL from both nodes", util_series)
+
+    assert sorted(t["labels"]["instance"] for t in targets) == sorted(
+        f"127.0.0.1:{p}" for p in ports.values()
+    )
+    assert {t["labels"]["job"] for t in targets} == {"dcgm"}
+    got = {s["metric"]["node"]: s for s in series}
+    assert set(got) == {"node-a", "node-b"}
+    for node, util in (("node-a", 42), ("node-b", 17)):
+        labels = got[node]["metric"]
+        assert labels["instance"] == f"127.0.0.1:{ports[node]}"
+        assert labels["cluster"] == "llm-train-a"
+        assert labels["environment"] == "dev"
+        assert labels["purpose"] == "training"
+        assert float(got[node]["value"][1]) == util
+
+
+def test_no_file_is_written_unless_asked(tmp_path):
+    play = tmp_path / "scrape.yml"
+    play.write_text(textwrap.dedent(PLAY))
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    host = {**local, "dcgm_scrape_address": "127.0.0.1", "dcgm_exporter_port": 9400}
+    inv = {"all": {"children": {"gpu_nodes": {"children": {"g": {"hosts": {"n1": host}}}}}}}
+    lines: list[str] = []
+    result = ansible_run.run_playbook(inv, playbook=play, out=lines.append)
+    assert result.rc == 0, "\n".join(lines)
+    assert result.hosts["n1"].changed == 0
+    assert result.hosts["n1"].skipped == 1  # the template task
