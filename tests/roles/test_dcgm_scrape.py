@@ -138,13 +138,16 @@ def wait_for(what: str, probe, timeout: float = 60.0):
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
 
 
-def write_scrape_config(tmp_path: Path, ports: dict[str, int]) -> Path:
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+
+
+def run_scrape_tasks(tmp_path: Path, ports: dict[str, int], **extravars) -> ansible_run.RunResult:
+    """The role's scrape tasks for a GPU-less `cpu-node` and one node per exporter port."""
     play = tmp_path / "scrape.yml"
     play.write_text(textwrap.dedent(PLAY))
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    hosts = {"cpu-node": dict(local)}
+    hosts = {"cpu-node": dict(LOCAL)}
     for name, port in ports.items():
-        hosts[name] = {**local, "dcgm_scrape_address": "127.0.0.1", "dcgm_exporter_port": port}
+        hosts[name] = {**LOCAL, "dcgm_scrape_address": "127.0.0.1", "dcgm_exporter_port": port}
     inv = {
         "all": {
             "vars": {
@@ -155,13 +158,16 @@ def write_scrape_config(tmp_path: Path, ports: dict[str, int]) -> Path:
             "children": {"gpu_nodes": {"children": {"ng_gpu": {"hosts": hosts}}}},
         }
     }
+    lines: list[str] = []
+    result = ansible_run.run_playbook(inv, playbook=play, extravars=extravars, out=lines.append)
+    assert result.rc == 0, "\n".join(lines)
+    return result
+
+
+def write_scrape_config(tmp_path: Path, ports: dict[str, int]) -> Path:
     out = tmp_path / "reports" / "prometheus-dcgm.yml"
     out.parent.mkdir()
-    lines: list[str] = []
-    result = ansible_run.run_playbook(
-        inv, playbook=play, extravars={"dcgm_prometheus_file": str(out)}, out=lines.append
-    )
-    assert result.rc == 0, "\n".join(lines)
+    run_scrape_tasks(tmp_path, ports, dcgm_prometheus_file=str(out))
     return out
 
 
@@ -211,13 +217,6 @@ def test_prometheus_scrapes_every_node_the_role_configured_with_its_labels(tmp_p
 
 
 def test_no_file_is_written_unless_asked(tmp_path):
-    play = tmp_path / "scrape.yml"
-    play.write_text(textwrap.dedent(PLAY))
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    host = {**local, "dcgm_scrape_address": "127.0.0.1", "dcgm_exporter_port": 9400}
-    inv = {"all": {"children": {"gpu_nodes": {"children": {"g": {"hosts": {"n1": host}}}}}}}
-    lines: list[str] = []
-    result = ansible_run.run_playbook(inv, playbook=play, out=lines.append)
-    assert result.rc == 0, "\n".join(lines)
+    result = run_scrape_tasks(tmp_path, {"n1": 9400})
     assert result.hosts["n1"].changed == 0
     assert result.hosts["n1"].skipped == 1  # the template task
