@@ -25,12 +25,12 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
+from loopback import http_server
 
 from rackform.testbed import lifecycle
 
@@ -127,14 +127,8 @@ def wheel_server(phases):
             assert proc.returncode == 0, proc.stderr
             (cache / "done").write_text("")
     handler = functools.partial(_QuietHandler, directory=str(cache))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(handler) as port:
+        yield port
 
 
 def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:

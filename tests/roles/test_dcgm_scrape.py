@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -25,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from loopback import http_server
 
 from rackform import ansible_run
 
@@ -79,14 +79,8 @@ def fake_exporter(host: str, util: int):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(Handler) as port:
+        yield port
 
 
 @contextmanager
