@@ -4,15 +4,8 @@ tests/e2e/test_configure_vms.py."""
 
 from __future__ import annotations
 
-import socket
-
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, rackform
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens once the socket is closed
+from loopback import free_port
 
 
 def test_a_missing_blueprint_is_a_user_mistake(tmp_path):
@@ -53,7 +46,7 @@ def test_an_unreachable_host_fails_the_run_naming_the_host(write, tmp_path):
         node_groups:
           - name: cpu
             hosts:
-              - {{name: lab1, address: 127.0.0.1, port: {closed_port()}}}
+              - {{name: lab1, address: 127.0.0.1, port: {free_port()}}}
         network: {{fabric: ethernet}}
         """
     )

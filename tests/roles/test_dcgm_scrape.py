@@ -13,7 +13,6 @@ from __future__ import annotations
 import http.server
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from loopback import http_server
+from loopback import free_port, http_server
 
 from rackform import ansible_run
 
@@ -57,12 +56,6 @@ def _need(tool: str) -> str:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def fake_exporter(host: str, util: int):
     """Stands in for dcgm-exporter (which needs a GPU): serves /metrics on 127.0.0.1."""
@@ -86,7 +79,7 @@ def fake_exporter(host: str, util: int):
 @contextmanager
 def prometheus(config: Path, data: Path):
     """Real Prometheus on a free loopback port; stopped (and waited for) at the end."""
-    port = _free_port()
+    port = free_port()
     log = (data / "prometheus.log").open("wb")
     proc = subprocess.Popen(
         [
@@ -166,7 +159,7 @@ def write_scrape_config(tmp_path: Path, ports: dict[str, int]) -> Path:
 
 
 def test_prometheus_scrapes_every_node_the_role_configured_with_its_labels(tmp_path):
-    _need("promtool")
+    promtool = _need("promtool")
     with fake_exporter("node-a", 42) as port_a, fake_exporter("node-b", 17) as port_b:
         ports = {"node-a": port_a, "node-b": port_b}
         snippet = write_scrape_config(tmp_path, ports).read_text()
@@ -178,7 +171,7 @@ def test_prometheus_scrapes_every_node_the_role_configured_with_its_labels(tmp_p
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n" + snippet
         )
         check = subprocess.run(
-            ["promtool", "check", "config", str(config)], capture_output=True, text=True
+            [promtool, "check", "config", str(config)], capture_output=True, text=True
         )
         assert check.returncode == 0, check.stdout + check.stderr
 
