@@ -1,5 +1,5 @@
 """`python -m rackform` is the `rackform` command."""
 
-from rackform.cli import main
+from rackform.cli.main import main
 
 main()

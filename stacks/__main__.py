@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pulumi
 
-from rackform.loader import load_effective
-from rackform.problems import BlueprintError
-from rackform.pulumi.config import environment_arg, resolve_blueprint
-from rackform.pulumi.errors import ProgramError
-from rackform.pulumi.program import build
+from rackform.blueprint.loader import load_effective
+from rackform.blueprint.problems import BlueprintError
+from rackform.stack.config import environment_arg, resolve_blueprint
+from rackform.stack.errors import ProgramError
+from rackform.stack.program import build
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository root, where Pulumi.yaml is
 

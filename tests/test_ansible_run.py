@@ -1,4 +1,4 @@
-"""rackform.ansible_run with real Ansible: a small playbook run on this machine over the local
+"""rackform.hosts.runner with real Ansible: a small playbook run on this machine over the local
 connection, so progress, the per-host summary and the failures (host, role, task) are what
 ansible-runner really reports."""
 

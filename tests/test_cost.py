@@ -9,8 +9,8 @@ from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
-from rackform.cost import estimate, render
-from rackform.loader import load_effective
+from rackform.plan.cost import estimate, render
+from rackform.blueprint.loader import load_effective
 from rackform.preflight.base import Context
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from blueprint_helpers import AWS_TRAINING
 
-from rackform.environments import merge
-from rackform.loader import load_effective
+from rackform.blueprint.environments import merge
+from rackform.blueprint.loader import load_effective
 
 
 def test_merge_semantics():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES
 
-from rackform.loader import load_all, load_effective
-from rackform.problems import BlueprintError
+from rackform.blueprint.loader import load_all, load_effective
+from rackform.blueprint.problems import BlueprintError
 
 
 def problems(path, env=None):

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rackform.cli import _register, app
-from rackform.loader import load_all
-from rackform.problems import BlueprintError
+from rackform.blueprint.loader import load_all
+from rackform.blueprint.problems import BlueprintError
 
 BASES = [yaml.safe_load(p.read_text()) for p in EXAMPLES]
 ODD_VALUES = st.one_of(

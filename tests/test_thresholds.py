@@ -9,9 +9,9 @@ import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.catalog import load_catalog
-from rackform.compile import compile_cluster
-from rackform.loader import load_effective
-from rackform.thresholds import DEVICE_NAMES, GroupError, for_group, without_blueprint
+from rackform.plan.compile import compile_cluster
+from rackform.blueprint.loader import load_effective
+from rackform.plan.thresholds import DEVICE_NAMES, GroupError, for_group, without_blueprint
 
 
 def spec_of(write, text: str, env: str | None = None):

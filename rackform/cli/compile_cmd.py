@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from rackform.cli import app
+from rackform.cli.main import app
 from rackform.cli.output import fail
-from rackform.compile_output import write
-from rackform.loader import load_effective
-from rackform.problems import BlueprintError
+from rackform.plan.files import write
+from rackform.blueprint.loader import load_effective
+from rackform.blueprint.problems import BlueprintError
 
 
 @app.command("compile")

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from rackform.cli import app
+from rackform.cli.main import app
 from rackform.cli.output import fail
 
 
@@ -74,11 +74,11 @@ def configure(
     """Run the roles (nvidia_driver, nccl_rdma, nvme_raid, dcgm, smoke_train) on the
     blueprint's nodes with a live progress display and a per-host summary. On failure it exits
     non-zero, naming the host, role and task; a rerun continues from where the hosts are."""
-    from rackform.ansible_run import ROLES, run, summary_lines
-    from rackform.compile import compile_cluster
-    from rackform.inventory import group_vars, inventory
-    from rackform.loader import load_effective
-    from rackform.problems import BlueprintError
+    from rackform.hosts.runner import ROLES, run, summary_lines
+    from rackform.plan.compile import compile_cluster
+    from rackform.plan.inventory import group_vars, inventory
+    from rackform.blueprint.loader import load_effective
+    from rackform.blueprint.problems import BlueprintError
 
     try:
         effective = load_effective(file, env)

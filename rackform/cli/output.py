@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import typer
 
-from rackform.problems import Problem
+from rackform.blueprint.problems import Problem
 
 EXIT_INVALID = 2
 

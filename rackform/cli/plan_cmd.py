@@ -14,14 +14,14 @@ from typing import Annotated, Any
 
 import typer
 
-from rackform.cli import app
+from rackform.cli.main import app
 from rackform.cli.output import EXIT_INVALID, fail
 from rackform.cli.plan_render import render_text
-from rackform.cost import render as render_cost
-from rackform.loader import DEFAULT_ENV, Effective, load_effective
+from rackform.plan.cost import render as render_cost
+from rackform.blueprint.loader import DEFAULT_ENV, Effective, load_effective
 from rackform.preflight.report import run as preflight
-from rackform.problems import BlueprintError, Problem, dotted
-from rackform.pulumi.config import environment_arg
+from rackform.blueprint.problems import BlueprintError, Problem, dotted
+from rackform.stack.config import environment_arg
 
 
 def plan_resources(effective: Effective) -> list[dict[str, Any]]:
@@ -29,7 +29,7 @@ def plan_resources(effective: Effective) -> list[dict[str, Any]]:
     `{"type", "name", "parent", "custom", "protect", "depends_on", "inputs"}` (parent: the
     parent's name, None at the top; inputs as the engine sees them, unknowns as
     "(known after up)")."""
-    from rackform.pulumi.offline import record  # imports Pulumi only for plan
+    from rackform.stack.offline import record  # imports Pulumi only for plan
 
     return [
         {
@@ -47,7 +47,7 @@ def plan_resources(effective: Effective) -> list[dict[str, Any]]:
 
 def located(file: Path, effective: Effective, exc) -> Problem:
     """A ProgramError as a problem at its field's line in the blueprint."""
-    from rackform.loader import read
+    from rackform.blueprint.loader import read
 
     loc = read(file).locate(exc.path) if exc.path else None
     return Problem(
@@ -66,7 +66,7 @@ def counts(resources: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def plan_document(effective: Effective, resources: list[dict[str, Any]]) -> dict[str, Any]:
-    from rackform.compile import stack_name
+    from rackform.plan.compile import stack_name
 
     return {
         "blueprint": effective.source,
@@ -95,7 +95,7 @@ def plan(
         effective = load_effective(file, environment_arg(env))
     except BlueprintError as exc:
         raise fail(exc.problems) from None
-    from rackform.pulumi.errors import ProgramError
+    from rackform.stack.errors import ProgramError
 
     try:
         resources = plan_resources(effective)

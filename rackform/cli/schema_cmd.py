@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from rackform.cli import app
+from rackform.cli.main import app
 from rackform.schema import Blueprint
 
 

@@ -17,10 +17,10 @@ from typing import Annotated
 import typer
 
 import rackform
-from rackform.cli import app
+from rackform.cli.main import app
 from rackform.cli.output import EXIT_INVALID, fail
-from rackform.problems import BlueprintError
-from rackform.thresholds import Expectations, GroupError, for_group, without_blueprint
+from rackform.blueprint.problems import BlueprintError
+from rackform.plan.thresholds import Expectations, GroupError, for_group, without_blueprint
 
 PRESETS = ("tiny", "small", "default")
 
@@ -47,8 +47,8 @@ def _expectations(
             print("rackform: --env and --group need --blueprint", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
         return without_blueprint(), {}
-    from rackform.compile import compile_cluster
-    from rackform.loader import load_effective
+    from rackform.plan.compile import compile_cluster
+    from rackform.blueprint.loader import load_effective
 
     try:
         eff = load_effective(blueprint, env)

@@ -9,11 +9,11 @@ from typing import Annotated
 
 import typer
 
-from rackform.cli import app
+from rackform.cli.main import app
 from rackform.cli.output import EXIT_INVALID, fail
-from rackform.loader import Effective, load_effective
-from rackform.problems import BlueprintError
-from rackform.pulumi.config import environment_arg
+from rackform.blueprint.loader import Effective, load_effective
+from rackform.blueprint.problems import BlueprintError
+from rackform.stack.config import environment_arg
 
 File = Annotated[Path, typer.Argument(help="Blueprint file.", show_default=False)]
 Env = Annotated[
@@ -36,8 +36,8 @@ def _user_error(message: str) -> typer.Exit:
 
 def _operate(effective: Effective, operation: str) -> None:
     # Imported here: the Automation API is only needed by these three commands.
-    from rackform.pulumi.config import repo_root
-    from rackform.pulumi.workspace import WorkspaceError, open_stack, run
+    from rackform.stack.config import repo_root
+    from rackform.stack.workspace import WorkspaceError, open_stack, run
 
     try:
         stack = open_stack(effective, repo_root())
@@ -83,7 +83,7 @@ def destroy(
             "then destroy"
         )
     if not yes:
-        from rackform.compile import stack_name
+        from rackform.plan.compile import stack_name
 
         question = f"Destroy every resource of stack {stack_name(effective)}?"
         try:

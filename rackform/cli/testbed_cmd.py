@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rackform.cli import app
+from rackform.cli.main import app
 
 testbed_app = typer.Typer(
     help="Local Debian VMs under QEMU with emulated NVMe drives, for trying the roles for real.",

@@ -9,12 +9,12 @@ from typing import Annotated
 
 import typer
 
-from rackform.cli import app
+from rackform.cli.main import app
 from rackform.cli.output import EXIT_INVALID
-from rackform.cost import render
-from rackform.loader import load_all, load_effective, read
+from rackform.plan.cost import render
+from rackform.blueprint.loader import load_all, load_effective, read
 from rackform.preflight.report import LocatedFinding, Locator, run
-from rackform.problems import BlueprintError, Problem
+from rackform.blueprint.problems import BlueprintError, Problem
 
 
 def _key(lf: LocatedFinding) -> tuple:

@@ -2,8 +2,9 @@
 
 In the manner of aws-parallelcluster's validators: one small class per rule, each with a
 stable code and a level, each finding naming the blueprint field, what is wrong (with the
-numbers) and how to fix it. Rules read a `Context`: the effective blueprint, its compiled
-spec, the catalog and the preflight figures, and never touch the network or a disk.
+numbers) and how to fix it. Rules read a `Context` over the compiled plan (with the catalog
+and preflight figures it carries), and never touch the network or a disk. Each rule names its
+code; its level and summary are data (`rackform.preflight.codes`).
 """
 
 from __future__ import annotations
@@ -11,18 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-from rackform.catalog import Catalog, GpuModel, load_catalog
-from rackform.catalog.preflight import PreflightFigures, load_preflight_figures
-from rackform.compile import compile_cluster
-from rackform.loader import Effective
-from rackform.preflight import sizing
-from rackform.schema import Blueprint
-from rackform.spec import ClusterSpec, NodeGroupSpec
-from rackform.yamlmap import Path
+from rackform.blueprint.schema.model import Blueprint
+from rackform.blueprint.yamlmap import Path
+from rackform.catalog import Catalog, GpuModel
+from rackform.catalog.preflight import PreflightFigures
+from rackform.plan import sizing
+from rackform.plan.model import ArrayPlan, NodeGroupPlan, Plan
+from rackform.preflight.codes import CODES, Level
 
-Level = Literal["error", "warning"]
 ERROR: Level = "error"
 WARNING: Level = "warning"
 RDMA = ("efa", "infiniband", "roce")
@@ -44,11 +43,18 @@ class Finding:
 
 
 class Rule:
-    """One check. Subclasses set `code`, `level` and `summary` and implement `check`."""
+    """One check. Subclasses set `code` (a key of `CODES`, which gives its level and summary)
+    and implement `check`."""
 
     code: ClassVar[str]
     level: ClassVar[Level]
     summary: ClassVar[str]  # one line, for the README and `--help`
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.code not in CODES:
+            raise TypeError(f"{cls.__name__}: code {cls.code!r} is not in preflight/codes.py")
+        cls.level, cls.summary = CODES[cls.code]
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         raise NotImplementedError
@@ -59,37 +65,30 @@ class Rule:
 
 @dataclass
 class Context:
-    """Everything a rule may read about one effective blueprint."""
+    """Everything a rule may read about one compiled plan."""
 
-    effective: Effective
-    catalog: Catalog
-    figures: PreflightFigures
-
-    @classmethod
-    def of(cls, effective: Effective) -> Context:
-        return cls(effective, load_catalog(), load_preflight_figures())
+    plan: Plan
 
     @property
     def blueprint(self) -> Blueprint:
-        return self.effective.blueprint
+        return self.plan.effective.blueprint
 
-    @cached_property
-    def spec(self) -> ClusterSpec:
-        return compile_cluster(self.effective)
+    @property
+    def catalog(self) -> Catalog:
+        return self.plan.catalog
+
+    @property
+    def figures(self) -> PreflightFigures:
+        return self.plan.figures
 
     @property
     def training(self) -> bool:
-        return self.blueprint.purpose == "training"
+        return self.plan.purpose == "training"
 
     @cached_property
-    def gpu_groups(self) -> list[tuple[int, NodeGroupSpec, GpuModel]]:
+    def gpu_groups(self) -> list[tuple[int, NodeGroupPlan, GpuModel]]:
         """(index in node_groups, group, GPU model) for every group with GPUs."""
-        out = []
-        for i, g in enumerate(self.spec.node_groups):
-            model = self.catalog.gpus.get(g.gpu or "")
-            if model is not None and g.gpus_per_node > 0 and g.count > 0:
-                out.append((i, g, model))
-        return out
+        return [(i, g, g.gpu) for i, g in self.plan.gpu_groups]
 
     @property
     def gpus(self) -> int:
@@ -117,14 +116,19 @@ class Context:
         return sizing.serving_memory(w, self.figures.memory)
 
     @cached_property
-    def array(self) -> sizing.ArraySpeed | None:
-        groups = tuple(g for _, g, _ in self.gpu_groups) or self.spec.node_groups
-        return sizing.array_speed(groups, self.spec.checkpoint, self.catalog)
+    def array(self) -> ArrayPlan | None:
+        """The slowest node's checkpoint array (a synchronous checkpoint waits for it), or None
+        when the write speed of some node's array is unknown."""
+        groups = [g for _, g, _ in self.gpu_groups] or list(self.plan.node_groups)
+        arrays = [g.array for g in groups]
+        if not arrays or any(a.write_gbps is None for a in arrays):
+            return None
+        return min(arrays, key=lambda a: a.write_gbps)
 
 
 def group_path(ctx: Context, index: int) -> Path:
     """The field that chose a group's GPU: instance_type on AWS, gpu elsewhere."""
-    field = "instance_type" if ctx.spec.node_groups[index].instance_type else "gpu"
+    field = "instance_type" if ctx.plan.node_groups[index].instance else "gpu"
     return ("node_groups", index, field)
 
 

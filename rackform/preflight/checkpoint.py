@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rackform.preflight.base import ERROR, WARNING, Context, Finding, Rule, gb
-from rackform.preflight.sizing import MIN_DRIVES, checkpoint_gb, checkpoint_writers
+from rackform.plan.sizing import checkpoint_gb, checkpoint_writers
+from rackform.preflight.base import Context, Finding, Rule, gb
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def checkpoint_time(ctx: Context) -> CheckpointTime | None:
         return None
     size = checkpoint_gb(w, ctx.figures.memory)
     writers = checkpoint_writers(w, ctx.nodes)
-    return CheckpointTime(size, writers, ctx.array.gbps, ctx.array.source)
+    return CheckpointTime(size, writers, ctx.array.write_gbps, ctx.array.write_source)
 
 
 def _speed_path(ctx: Context) -> tuple[str, ...]:
@@ -55,8 +55,6 @@ def _speed_path(ctx: Context) -> tuple[str, ...]:
 
 class CheckpointOverhead(Rule):
     code = "checkpoint-overhead"
-    level = ERROR
-    summary = "checkpoint time / checkpoint interval above 2% of training time"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t, w = checkpoint_time(ctx), ctx.blueprint.workload
@@ -81,8 +79,6 @@ class CheckpointOverhead(Rule):
 
 class CheckpointSlow(Rule):
     code = "checkpoint-slow"
-    level = WARNING
-    summary = "one checkpoint takes longer than 10 s"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t = checkpoint_time(ctx)
@@ -103,8 +99,6 @@ class CheckpointSlow(Rule):
 
 class CheckpointThroughputUnknown(Rule):
     code = "checkpoint-throughput-unknown"
-    level = WARNING
-    summary = "checkpoint time cannot be checked: no write speed in the blueprint or catalog"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         w = ctx.blueprint.workload
@@ -120,8 +114,6 @@ class CheckpointThroughputUnknown(Rule):
 
 class CheckpointCapacity(Rule):
     code = "checkpoint-capacity"
-    level = ERROR
-    summary = "the checkpoints kept do not fit a node's array"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t, w, arr = checkpoint_time(ctx), ctx.blueprint.workload, ctx.array
@@ -140,21 +132,18 @@ class CheckpointCapacity(Rule):
 
 class CheckpointRaidDrives(Rule):
     code = "checkpoint-raid-drives"
-    level = ERROR
-    summary = "too few drives for the checkpoint array's RAID level"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        ckpt = ctx.blueprint.storage.checkpoint
-        need = MIN_DRIVES[ckpt.raid_level]
-        for g in ctx.spec.node_groups:
-            it = ctx.catalog.instances.get(g.instance_type or "")
-            n = int(it.nvme_drives.value) if it is not None else g.nvme_drives
-            if (it is None and n == 0) or n >= need:
+        level = ctx.blueprint.storage.checkpoint.raid_level
+        for g in ctx.plan.node_groups:
+            need = int(g.array.level.min_devices.value)
+            n = g.array.drives
+            if n is None or n >= need:
                 continue  # on-prem drives are found on the host when none are listed
-            where = it.key if it is not None else f"node group {g.name!r}"
+            where = g.instance.key if g.instance else f"node group {g.name!r}"
             yield self.finding(
                 ("storage", "checkpoint", "raid_level"),
-                f"RAID{ckpt.raid_level} needs at least {need} drives but {where} has {n}",
+                f"RAID{level} needs at least {need} drives but {where} has {n}",
                 f"use raid_level: 0 (or 1 with two drives), or a node type with {need}+ drives",
             )
             return

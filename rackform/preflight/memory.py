@@ -17,8 +17,6 @@ from rackform.preflight.base import ERROR, WARNING, Context, Finding, Rule, gb, 
 
 class MemoryDoesNotFit(Rule):
     code = "memory-does-not-fit"
-    level = ERROR
-    summary = "the training job needs more memory per GPU than the GPUs have"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         m, w = ctx.memory, ctx.blueprint.workload
@@ -69,8 +67,6 @@ class MemoryDoesNotFit(Rule):
 
 class MemoryOversized(Rule):
     code = "memory-oversized"
-    level = WARNING
-    summary = "a fine-tune whose whole replica uses a small share of one GPU's memory"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         m, w = ctx.memory, ctx.blueprint.workload
@@ -99,8 +95,6 @@ class MemoryOversized(Rule):
 
 class NodesUnused(Rule):
     code = "nodes-unused"
-    level = WARNING
-    summary = "more GPUs than global_batch / micro_batch data-parallel ranks can use"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         w = ctx.blueprint.workload

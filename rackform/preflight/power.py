@@ -11,36 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rackform.preflight.base import WARNING, Context, Finding, Rule
-from rackform.schema import ColocationTarget
-
-
-def rack_gpu_watts(ctx: Context) -> dict[str, float]:
-    """GPU watts per rack name (hosts in no declared rack are the schema's error)."""
-    target = ctx.blueprint.target
-    assert isinstance(target, ColocationTarget)
-    watts = {r.name: 0.0 for r in target.racks}
-    for _, g, model in ctx.gpu_groups:
-        for h in g.hosts:
-            if h.rack in watts:
-                watts[h.rack] += model.power_w.value * g.gpus_per_node
-    return watts
+from rackform.preflight.base import Context, Finding, Rule
 
 
 class RackPowerHeadroom(Rule):
     code = "rack-power-headroom"
-    level = WARNING
-    summary = "a colocation rack's estimated server draw near or over its power budget"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        target = ctx.blueprint.target
-        if not isinstance(target, ColocationTarget):
-            return
         factor = ctx.figures.power.server_power_factor.value
         warn = ctx.figures.power.rack_warn_fraction.value
-        watts = rack_gpu_watts(ctx)
-        for k, rack in enumerate(target.racks):
-            gpu_kw = watts[rack.name] / 1000
+        for k, rack in enumerate(ctx.plan.racks):
+            gpu_kw = rack.gpu_kw
             server_kw = gpu_kw * factor
             share = server_kw / rack.power_kw
             if share <= warn:

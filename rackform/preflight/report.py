@@ -1,17 +1,16 @@
-"""Run every rule over one effective blueprint, apply its waivers, locate the findings in the
-file and price the cluster."""
+"""Run every rule over one compiled plan, apply its blueprint's waivers, locate the findings in
+the file (through the effective blueprint's own record of where each value came from: the file
+is neither read nor merged again) and price the cluster."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rackform.cost import Cost, estimate
-from rackform.environments import merge
-from rackform.loader import DEFAULT_ENV, Effective, environments, read
+from rackform.blueprint.problems import dotted
+from rackform.plan.cost import Cost, estimate
+from rackform.plan.model import Plan
 from rackform.preflight.base import Context, Finding
 from rackform.preflight.registry import RULES
-from rackform.problems import dotted
-from rackform.yamlmap import Loc, Located, Path
 
 
 @dataclass(frozen=True)
@@ -68,10 +67,10 @@ class Report:
         }
 
 
-def findings(effective: Effective, ctx: Context | None = None) -> list[Finding]:
+def findings(plan: Plan, ctx: Context | None = None) -> list[Finding]:
     """Every rule's findings, with the blueprint's waivers applied."""
-    ctx = ctx or Context.of(effective)
-    waived = {w.code: w.reason for w in effective.blueprint.waivers}
+    ctx = ctx or Context(plan)
+    waived = {w.code: w.reason for w in plan.effective.blueprint.waivers}
     out = []
     for rule in RULES:
         for f in rule.check(ctx):
@@ -79,44 +78,11 @@ def findings(effective: Effective, ctx: Context | None = None) -> list[Finding]:
     return out
 
 
-class Locator:
-    """Maps a path in an effective blueprint to where the user wrote it: the environment's
-    override when it set the value, else the base."""
-
-    def __init__(self, doc: Located):
-        self.doc = doc
-        self._origins: dict[str, dict[Path, Path]] = {}
-
-    def _origin(self, env: str) -> dict[Path, Path]:
-        if env not in self._origins:
-            data = self.doc.data
-            override = data["environments"][env] or {}
-            base = {k: v for k, v in data.items() if k != "environments"}
-            rest = {k: v for k, v in override.items() if k != "environments"}
-            self._origins[env] = merge(base, rest, ("environments", env))[1]
-        return self._origins[env]
-
-    def locate(self, env: str, path: Path) -> Loc:
-        raw = path
-        if env:
-            origin = self._origin(env)
-            for cut in range(len(path), -1, -1):  # nearest ancestor whose origin is known
-                if path[:cut] in origin:
-                    raw = origin[path[:cut]] + path[cut:]
-                    break
-        return self.doc.locate(raw)
-
-
-def run(effective: Effective, locator: Locator | None = None) -> Report:
-    """Findings located in the blueprint file, and the cost. Pass a `Locator` to share one
-    parse of the file between its environments."""
-    locator = locator or Locator(read(effective.source))
-    env = effective.environment
-    if env == DEFAULT_ENV and env not in environments(locator.doc):
-        env = ""
-    ctx = Context.of(effective)
+def run(plan: Plan) -> Report:
+    """Findings located in the blueprint file, and the cost."""
+    eff = plan.effective
     located = []
-    for f in findings(effective, ctx):
-        loc = locator.locate(env, f.path)
-        located.append(LocatedFinding(effective.source, loc.line, loc.col, env, f))
-    return Report(tuple(located), estimate(ctx))
+    for f in findings(plan):
+        loc = eff.locate(f.path)
+        located.append(LocatedFinding(eff.source, loc.line, loc.col, eff.env_label, f))
+    return Report(tuple(located), estimate(plan))

@@ -23,13 +23,11 @@ from rackform.preflight.base import (
     gb,
     group_path,
 )
-from rackform.preflight.sizing import GB, adapter_params
+from rackform.plan.sizing import GB, adapter_params
 
 
 class FabricUnused(Rule):
     code = "fabric-unused"
-    level = WARNING
-    summary = "an RDMA fabric for a single-node job or for LoRA / QLoRA data parallelism"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         fabric, w = ctx.blueprint.network.fabric, ctx.blueprint.workload
@@ -64,8 +62,6 @@ class FabricUnused(Rule):
 
 class FabricMissing(Rule):
     code = "fabric-missing"
-    level = ERROR
-    summary = "multi-node pre-training or full fine-tuning without an RDMA fabric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         w = ctx.blueprint.workload
@@ -95,8 +91,6 @@ class FabricMissing(Rule):
 
 class TensorParallelAcrossNodes(Rule):
     code = "tensor-parallel-across-nodes"
-    level = ERROR
-    summary = "tensor_parallel larger than a node's GPUs"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         w = ctx.blueprint.workload
@@ -116,8 +110,6 @@ class TensorParallelAcrossNodes(Rule):
 
 class InferenceTrainingFabric(Rule):
     code = "inference-training-fabric"
-    level = WARNING
-    summary = "an inference cluster with an RDMA training fabric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         fabric = ctx.blueprint.network.fabric
@@ -133,8 +125,6 @@ class InferenceTrainingFabric(Rule):
 
 class InferenceTrainingGpu(Rule):
     code = "inference-training-gpu"
-    level = WARNING
-    summary = "NVSwitch training-class GPUs serving a model a cheaper node holds"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         s = ctx.serving
@@ -169,8 +159,6 @@ def _node_capacity(ctx: Context) -> Iterable[tuple[int, str, float]]:
 
 class InferenceNodeTooSmall(Rule):
     code = "inference-node-too-small"
-    level = ERROR
-    summary = "an inference node whose GPUs cannot hold the model's weights"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         s, w = ctx.serving, ctx.blueprint.workload
@@ -188,8 +176,6 @@ class InferenceNodeTooSmall(Rule):
 
 class InferenceKvCacheTight(Rule):
     code = "inference-kv-cache-tight"
-    level = WARNING
-    summary = "an inference node that holds the weights but not a full-length KV cache"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         s, w = ctx.serving, ctx.blueprint.workload

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rackform.cost import estimate
-from rackform.preflight.base import WARNING, Context, Finding, Rule
-from rackform.schema import AwsTarget
+from rackform.plan.cost import estimate
+from rackform.preflight.base import Context, Finding, Rule
 
 PATH = ("workload", "expected_utilization_pct")
 
@@ -25,8 +24,6 @@ def _usd(v: float) -> str:
 
 class UtilizationGap(Rule):
     code = "utilization-gap"
-    level = WARNING
-    summary = "expected GPU utilization below the 85% target, with what the gap costs"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         w = ctx.blueprint.workload
@@ -35,7 +32,7 @@ class UtilizationGap(Rule):
         target = ctx.figures.utilization.target_fraction.value * 100
         if w.expected_utilization_pct >= target:
             return
-        gap = estimate(ctx).utilization
+        gap = estimate(ctx.plan).utilization
         assert gap is not None
         money = ""
         if gap.usd_per_month is not None:
@@ -53,8 +50,6 @@ class UtilizationGap(Rule):
 
 class UtilizationOwnership(Rule):
     code = "utilization-ownership"
-    level = WARNING
-    summary = "owned hardware expected to run below break-even, or on-demand cloud run busy"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         w, t = ctx.blueprint.workload, ctx.blueprint.target
@@ -62,19 +57,19 @@ class UtilizationOwnership(Rule):
             return
         breakeven = ctx.figures.utilization.owned_breakeven_fraction.value * 100
         u = w.expected_utilization_pct
-        if not isinstance(t, AwsTarget) and u < breakeven:
+        if ctx.plan.owned and u < breakeven:
             yield self.finding(
                 PATH,
                 f"owned GPUs ({t.type}) expected at {u:g}% utilization: dedicated hardware "
                 f"pays off above about {breakeven:g}% sustained",
                 "share the cluster with more work, or rent cloud capacity for this load",
             )
-        elif isinstance(t, AwsTarget) and t.market == "on-demand" and u >= breakeven:
+        elif ctx.plan.on_demand and u >= breakeven:
             cheaper = [
                 f"{it.key} capacity blocks at ${it.capacity_block_usd_hr.value:g}/h vs "
                 f"${it.on_demand_usd_hr.value:g}/h on-demand"
-                for it in (ctx.catalog.instance(g.instance_type) for g in ctx.spec.node_groups)
-                if it.capacity_block_usd_hr is not None
+                for it in (g.instance for g in ctx.plan.node_groups)
+                if it is not None and it.capacity_block_usd_hr is not None
             ]
             hint = f" (catalog: {'; '.join(dict.fromkeys(cheaper))})" if cheaper else ""
             yield self.finding(

@@ -10,8 +10,8 @@ import sys
 
 from blueprint_helpers import AWS_TRAINING, ROOT, rackform
 
-from rackform.compile import compile_cluster
-from rackform.loader import load_effective
+from rackform.plan.compile import compile_cluster
+from rackform.blueprint.loader import load_effective
 
 
 def test_plan_prints_the_tree_and_counts():

@@ -8,7 +8,7 @@ import json
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES, rackform
 
-from rackform.loader import load_all
+from rackform.blueprint.loader import load_all
 from rackform.preflight.report import run
 
 FULL_ETHERNET = (

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from rackform.loader import Effective, load_effective
+from rackform.blueprint.loader import Effective, load_effective
 from rackform.preflight.base import Finding
 from rackform.preflight.report import findings
 

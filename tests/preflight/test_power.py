@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from preflight_bp import found, load
 
-from rackform.problems import BlueprintError
+from rackform.blueprint.problems import BlueprintError
 
 
 def colo(budget_kw: float, gpu: str = "L40S") -> dict:

@@ -14,7 +14,7 @@ from rackform.catalog.preflight import load_preflight_figures
 from rackform.preflight import sizing
 from rackform.preflight.registry import codes
 from rackform.preflight.report import run
-from rackform.schema.sections import WorkloadSpec
+from rackform.blueprint.schema.sections import WorkloadSpec
 
 TRAIN_TYPES = sorted(load_catalog().instances)
 GPUS = sorted(load_catalog().gpus)

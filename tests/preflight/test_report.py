@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from preflight_bp import aws, load
 
-from rackform.loader import load_effective
+from rackform.blueprint.loader import load_effective
 from rackform.preflight.registry import RULES, codes
 from rackform.preflight.report import run
-from rackform.schema.waivers import waivable_codes
+from rackform.blueprint.schema.waivers import waivable_codes
 
 FULL_4_NODES_ETHERNET = aws(
     "g6e.48xlarge", count=4, fabric="ethernet", workload={"model_params_b": 13, "method": "full"}

@@ -7,8 +7,8 @@ import pytest
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.preflight import sizing
-from rackform.schema.sections import CheckpointStorage, WorkloadSpec
-from rackform.spec import NodeGroupSpec
+from rackform.blueprint.schema.sections import CheckpointStorage, WorkloadSpec
+from rackform.plan.model import NodeGroupSpec
 
 F = load_preflight_figures().memory
 USABLE_24 = 24 * (1 - F.reserve_fraction.value)

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from rackform.loader import load_effective
-from rackform.pulumi.offline import Record, record
+from rackform.blueprint.loader import load_effective
+from rackform.stack.offline import Record, record
 
 AWS_TRAINING: dict[str, Any] = {
     "name": "t-train",

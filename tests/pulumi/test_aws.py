@@ -10,9 +10,9 @@ import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, of_type, one, plan, taggable, variant
 
 from rackform.catalog import load_catalog
-from rackform.pulumi.aws_network import split_vpc
-from rackform.pulumi.aws_nodes import efa_interfaces
-from rackform.pulumi.errors import ProgramError
+from rackform.targets.aws.network import split_vpc
+from rackform.targets.aws.nodes import efa_interfaces
+from rackform.stack.errors import ProgramError
 
 
 def test_training_creates_network_identity_placement_template_and_one_instance_per_node(

@@ -12,7 +12,7 @@ from pathlib import Path
 import fake_ssh
 import pytest
 
-from rackform.pulumi.hosts import (
+from rackform.targets.onprem.hosts import (
     PROBE,
     HostProvider,
     HostUnreachable,

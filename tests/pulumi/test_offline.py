@@ -8,7 +8,7 @@ import random
 import pytest
 from pulumi.output import Unknown
 
-from rackform.pulumi.offline import KNOWN_AFTER_UP, Record, plain, tree_order
+from rackform.stack.offline import KNOWN_AFTER_UP, Record, plain, tree_order
 
 
 def rec(name, parent=None, deps=(), custom=True, type_="t:m:R"):

@@ -40,7 +40,7 @@ def test_colocation_registers_hosts_under_their_racks_with_power(tmp_path):
 
 
 def test_over_budget_rack_never_reaches_the_program(tmp_path):
-    from rackform.problems import BlueprintError
+    from rackform.blueprint.problems import BlueprintError
 
     doc = json.loads(json.dumps(COLOCATION))
     doc["target"]["racks"][1]["power_kw"] = 4

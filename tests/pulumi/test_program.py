@@ -9,10 +9,10 @@ import pulumi
 import pytest
 from planhelp import AWS_TRAINING, BARE_METAL, plan, variant, write_blueprint
 
-from rackform.loader import load_effective
-from rackform.pulumi.config import environment_arg, repo_root, resolve_blueprint, stack_config
-from rackform.pulumi.errors import ProgramError
-from rackform.pulumi.offline import record, record_program
+from rackform.blueprint.loader import load_effective
+from rackform.stack.config import environment_arg, repo_root, resolve_blueprint, stack_config
+from rackform.stack.errors import ProgramError
+from rackform.stack.offline import record, record_program
 
 ROOT = repo_root()
 MAIN = ROOT / "stacks" / "__main__.py"

@@ -11,8 +11,8 @@ import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, of_type, one, plan
 from pulumi.dynamic.dynamic import serialize_provider
 
-from rackform.pulumi.hosts import HostProvider, probe
-from rackform.pulumi.stages import (
+from rackform.targets.onprem.hosts import HostProvider, probe
+from rackform.stack.stages import (
     ConfigureProvider,
     StageUnavailable,
     ValidateProvider,
@@ -127,11 +127,11 @@ def test_a_missing_implementation_is_a_clear_error():
     with pytest.raises(StageUnavailable, match=r"rackform\.no_such_stage\.run is not in"):
         resolve("rackform.no_such_stage:run", "configure")
     with pytest.raises(StageUnavailable, match="nothing was validated"):
-        resolve("rackform.pulumi.stages:no_such_function", "validate")
+        resolve("rackform.stack.stages:no_such_function", "validate")
     provider = ConfigureProvider("rackform.no_such_stage:run")
     with pytest.raises(StageUnavailable, match="nothing was configured"):
         provider.create(configure_props())
-    assert resolve("rackform.pulumi.stages:content_hash", "configure") is content_hash
+    assert resolve("rackform.stack.stages:content_hash", "configure") is content_hash
 
 
 def validate_props(strict=True, **changes):

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from rackform.ansible_run import ROLES
-from rackform.compile import compile_cluster
-from rackform.inventory import group_vars
-from rackform.loader import load_effective
+from rackform.hosts.runner import ROLES
+from rackform.plan.compile import compile_cluster
+from rackform.plan.inventory import group_vars
+from rackform.blueprint.loader import load_effective
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_DIR = ROOT / "roles"
@@ -144,7 +144,7 @@ def test_site_playbook_runs_every_role_once_tagged_with_its_name():
     play = load(ROLES_DIR / "site.yml")[0]
     assert [r["role"] for r in play["roles"]] == list(ROLES)
     assert all(r["tags"] == [r["role"]] for r in play["roles"])
-    assert play["hosts"] == "gpu_nodes"  # the group rackform.inventory puts every node in
+    assert play["hosts"] == "gpu_nodes"  # the group rackform.plan.inventory puts every node in
 
 
 def test_site_playbook_passes_ansibles_syntax_check(tmp_path):

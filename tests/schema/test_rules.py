@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
-from rackform.loader import load_effective
-from rackform.problems import BlueprintError
+from rackform.blueprint.loader import load_effective
+from rackform.blueprint.problems import BlueprintError
 
 
 def messages(write, text):

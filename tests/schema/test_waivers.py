@@ -8,9 +8,9 @@ import pytest
 from blueprint_helpers import AWS_TRAINING
 
 from rackform.cli.schema_cmd import schema_json
-from rackform.loader import load_effective
+from rackform.blueprint.loader import load_effective
 from rackform.preflight.registry import codes
-from rackform.problems import BlueprintError
+from rackform.blueprint.problems import BlueprintError
 
 
 def problems(write, waivers: str) -> list:

@@ -6,9 +6,9 @@ import fcntl
 
 import pytest
 
-from rackform.compile import compile_cluster
-from rackform.inventory import group_vars, inventory
-from rackform.loader import load_effective
+from rackform.plan.compile import compile_cluster
+from rackform.plan.inventory import group_vars, inventory
+from rackform.blueprint.loader import load_effective
 from rackform.testbed import lifecycle
 
 

@@ -1,0 +1,97 @@
+"""Per-environment overrides: merge one environment's override into the base blueprint.
+
+Mappings merge key by key; lists whose items are all mappings with a `name` merge item by item
+by that name (new names are appended, and `{name: X, remove: true}` deletes item X); any other
+value replaces the base's. The merge also
+returns where each effective value came from, so an error in a merged value points at the
+override's line, not at the base's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rackform.blueprint.yamlmap import Path
+
+# An override that changed these would make a different kind of cluster, not the same cluster in
+# another environment.
+FIXED = (("purpose",), ("target", "type"))
+REMOVE = "remove"
+
+
+def _named(items: Any) -> bool:
+    return isinstance(items, list) and all(
+        isinstance(i, dict) and isinstance(i.get("name"), str) for i in items
+    )
+
+
+def merge(base: Any, override: Any, env_path: Path) -> tuple[Any, dict[Path, Path]]:
+    """Return the merged value and a map from each effective path to the raw document path it
+    came from (base paths are their own origin; overridden ones point into `env_path`)."""
+    origin: dict[Path, Path] = {}
+    value = _merge(base, override, (), (), env_path, origin)
+    return value, origin
+
+
+def _mark(value: Any, eff: Path, raw: Path, origin: dict[Path, Path]) -> None:
+    origin[eff] = raw
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _mark(v, (*eff, k), (*raw, k), origin)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _mark(v, (*eff, i), (*raw, i), origin)
+
+
+def _merge(base: Any, over: Any, eff: Path, braw: Path, oraw: Path, origin: dict) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        origin[eff] = braw
+        out = {}
+        for k in [*base, *(k for k in over if k not in base)]:
+            if k not in over:
+                out[k] = base[k]
+                _mark(base[k], (*eff, k), (*braw, k), origin)
+            elif k not in base:
+                out[k] = over[k]
+                _mark(over[k], (*eff, k), (*oraw, k), origin)
+            else:
+                out[k] = _merge(base[k], over[k], (*eff, k), (*braw, k), (*oraw, k), origin)
+        return out
+    if _named(base) and _named(over):
+        origin[eff] = braw
+        # Each slot: (base item or None, its raw path, override item or None, its raw path).
+        slots = [[item, (*braw, i), None, None] for i, item in enumerate(base)]
+        index = {item["name"]: slot for item, slot in zip(base, slots, strict=True)}
+        for j, item in enumerate(over):
+            slot = index.get(item["name"])
+            if item.get(REMOVE) is True and set(item) == {"name", REMOVE}:
+                if slot is not None:
+                    slots.remove(slot)
+                continue
+            if slot is None:
+                slot = index[item["name"]] = [None, None, None, None]
+                slots.append(slot)
+            slot[2:] = [item, (*oraw, j)]
+        merged = []
+        for k, (bitem, bpath, oitem, opath) in enumerate(slots):
+            if bitem is not None and oitem is not None:
+                merged.append(_merge(bitem, oitem, (*eff, k), bpath, opath, origin))
+            else:
+                merged.append(oitem if bitem is None else bitem)
+                _mark(merged[-1], (*eff, k), opath if bitem is None else bpath, origin)
+        return merged
+    _mark(over, eff, oraw, origin)
+    return over
+
+
+def changed_fixed_fields(base: dict, override: dict) -> list[Path]:
+    """Paths in FIXED that the override sets to something other than the base."""
+    out = []
+    for path in FIXED:
+        b, o = base, override
+        for step in path:
+            b = b.get(step) if isinstance(b, dict) else None
+            o = o.get(step) if isinstance(o, dict) else None
+        if o is not None and o != b:
+            out.append(path)
+    return out

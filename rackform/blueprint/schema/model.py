@@ -1,0 +1,174 @@
+"""The Blueprint: one cluster, declared once. The target is a union of every registered target's
+schema (`rackform.targets.registry`), and each target's catalog-dependent rules run here too, so
+every `Blueprint.model_validate` enforces them wherever it is called from."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, model_validator
+
+from rackform.blueprint.schema.base import Strict, Violation, check
+from rackform.blueprint.schema.sections import (
+    LifecycleSpec,
+    Name,
+    NetworkSpec,
+    NodeGroup,
+    SoftwareSpec,
+    StorageSpec,
+    ValidationSpec,
+    WorkloadSpec,
+)
+from rackform.blueprint.schema.waivers import Waiver, duplicate_waivers
+from rackform.catalog import load_catalog
+from rackform.targets.registry import ADAPTERS
+
+# "default" names the base blueprint on every command line (`--env default`), so no
+# environment may take it.
+DEFAULT_ENV = "default"
+EnvName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
+
+Target = Annotated[
+    Union[tuple(a.schema for a in ADAPTERS.values())],  # noqa: UP007 (built from the registry)
+    Field(discriminator="type", description="Where the cluster runs (discriminated on `type`)."),
+]
+
+
+class Blueprint(Strict):
+    """A GPU cluster: training or inference, on AWS, bare metal or colocation."""
+
+    name: Annotated[Name, Field(description="Cluster name: lowercase letters, digits and dashes.")]
+    purpose: Annotated[
+        Literal["training", "inference"],
+        Field(description="Training and inference never share a cluster."),
+    ]
+    owner: Annotated[
+        str,
+        Field(
+            description="Who answers for this cluster (team address).",
+            pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
+        ),
+    ]
+    description: Annotated[str, Field(description="Free text.")] = ""
+    target: Target
+    node_groups: Annotated[
+        tuple[NodeGroup, ...], Field(description="Groups of identical GPU nodes.", min_length=1)
+    ]
+    network: Annotated[NetworkSpec, Field(description="Inter-node fabric.")]
+    storage: Annotated[StorageSpec, Field(description="Checkpoint storage.")] = StorageSpec()
+    software: Annotated[SoftwareSpec, Field(description="Versions installed on the nodes.")] = (
+        SoftwareSpec()
+    )
+    workload: Annotated[
+        WorkloadSpec | None, Field(description="What will run, for sizing and cost findings.")
+    ] = None
+    validation: Annotated[ValidationSpec, Field(description="Smoke job and thresholds.")] = (
+        ValidationSpec()
+    )
+    lifecycle: Annotated[LifecycleSpec, Field(description="Protection and idle policy.")] = (
+        LifecycleSpec()
+    )
+    waivers: Annotated[
+        tuple[Waiver, ...],
+        Field(
+            description="Preflight findings accepted on purpose, by code, each with the reason reports show. An environment's waivers replace the base's."
+        ),
+    ] = ()
+    environments: Annotated[
+        dict[EnvName, dict[str, Any]],
+        Field(
+            default_factory=dict,
+            description="Per-environment overrides of any field above; lists of named items merge by name, and {name: X, remove: true} drops item X.",
+        ),
+    ]
+
+    @model_validator(mode="after")
+    def _rules(self) -> Blueprint:
+        out: list[Violation] = []
+        out += self._unique_names()
+        out += self._fabric_rules()
+        out += self._workload_rules()
+        out += duplicate_waivers(self.waivers)
+        if DEFAULT_ENV in self.environments:
+            out.append(
+                Violation(
+                    ("environments", DEFAULT_ENV),
+                    f"{DEFAULT_ENV!r} names the base blueprint (`--env {DEFAULT_ENV}`), not an environment",
+                    "rename the environment, e.g. to base or dev",
+                )
+            )
+        out += ADAPTERS[self.target.type].rules(self, load_catalog())
+        check(out)
+        return self
+
+    def _unique_names(self) -> list[Violation]:
+        out: list[Violation] = []
+        seen_groups: set[str] = set()
+        seen_hosts: set[str] = set()
+        seen_addrs: dict[tuple[str, int | None], Any] = {}
+        for i, g in enumerate(self.node_groups):
+            at = ("node_groups", i)
+            if g.name in seen_groups:
+                out.append(
+                    Violation(
+                        (*at, "name"),
+                        f"node group {g.name!r} is declared twice",
+                        "merge the groups or rename one",
+                    )
+                )
+            seen_groups.add(g.name)
+            for j, h in enumerate(g.hosts):
+                if h.name in seen_hosts:
+                    out.append(
+                        Violation(
+                            (*at, "hosts", j, "name"),
+                            f"host {h.name!r} is listed twice",
+                            "host names must be unique in the cluster",
+                        )
+                    )
+                seen_hosts.add(h.name)
+                key = (h.address, h.port)
+                if key in seen_addrs:
+                    out.append(
+                        Violation(
+                            (*at, "hosts", j, "address"),
+                            f"address {h.address} (port {h.port or 'default'}) is already host {seen_addrs[key].name!r}",
+                            "every host needs its own address or port",
+                        )
+                    )
+                seen_addrs[key] = h
+        return out
+
+    def _fabric_rules(self) -> list[Violation]:
+        allowed = ADAPTERS[self.target.type].fabrics
+        fabric = self.network.fabric
+        if fabric in allowed:
+            return []
+        why = (
+            "EFA exists only on AWS"
+            if fabric == "efa"
+            else f"{fabric} is not available on {self.target.type}"
+        )
+        return [Violation(("network", "fabric"), why, "use one of: " + ", ".join(allowed))]
+
+    def _workload_rules(self) -> list[Violation]:
+        w = self.workload
+        if w is None:
+            return []
+        if self.purpose == "training" and w.method == "serve":
+            return [
+                Violation(
+                    ("workload", "method"),
+                    "a training cluster cannot serve; training and inference never share a cluster",
+                    "declare a separate inference blueprint, or use pretrain/full/lora/qlora",
+                )
+            ]
+        if self.purpose == "inference" and w.method != "serve":
+            return [
+                Violation(
+                    ("workload", "method"),
+                    f"an inference cluster cannot run {w.method!r} training; training and inference never share a cluster",
+                    "use method: serve, or declare a separate training blueprint",
+                )
+            ]
+        return []

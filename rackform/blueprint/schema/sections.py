@@ -1,0 +1,283 @@
+"""Blueprint sections other than the target: node groups, network, storage, software,
+workload, validation and lifecycle."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from rackform.blueprint.schema.base import Strict
+
+Name = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
+
+
+class Host(Strict):
+    name: Annotated[
+        str,
+        Field(
+            description="Host name (unique in the cluster).",
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$",
+        ),
+    ]
+    address: Annotated[str, Field(description="IP address Ansible reaches the host at.")]
+    port: Annotated[
+        int | None, Field(description="SSH port, when not the target's.", ge=1, le=65535)
+    ] = None
+    rack: Annotated[str | None, Field(description="Rack the host sits in (colocation).")] = None
+    nvme: Annotated[
+        tuple[str, ...],
+        Field(description="Checkpoint drives by serial or /dev/disk/by-id name; empty finds them."),
+    ] = ()
+
+    @field_validator("address")
+    @classmethod
+    def _ip(cls, v: str) -> str:
+        try:
+            return str(ipaddress.ip_address(v))
+        except ValueError as exc:
+            raise ValueError(f"{v!r} is not an IP address") from exc
+
+
+class NodeGroup(Strict):
+    name: Annotated[Name, Field(description="Group name; environments merge node groups by it.")]
+    count: Annotated[
+        int | None,
+        Field(
+            description="Nodes in the group. On AWS required; on bare metal it defaults to the hosts listed.",
+            ge=0,
+            le=4096,
+        ),
+    ] = None
+    instance_type: Annotated[
+        str | None, Field(description="AWS instance type from the catalog (AWS only).")
+    ] = None
+    gpu: Annotated[
+        str | None,
+        Field(description="GPU model from the catalog. On AWS it comes from the instance type."),
+    ] = None
+    gpus_per_node: Annotated[
+        int | None,
+        Field(description="GPUs per node. On AWS it comes from the instance type.", ge=0, le=16),
+    ] = None
+    hosts: Annotated[
+        tuple[Host, ...], Field(description="Existing hosts (bare metal / colocation).")
+    ] = ()
+    min_count: Annotated[
+        int | None, Field(description="Autoscaling minimum (inference on AWS).", ge=0)
+    ] = None
+    max_count: Annotated[
+        int | None, Field(description="Autoscaling maximum (inference on AWS).", ge=1)
+    ] = None
+
+
+class NetworkSpec(Strict):
+    fabric: Annotated[
+        Literal["efa", "infiniband", "roce", "ethernet"],
+        Field(description="Inter-node fabric for NCCL traffic."),
+    ]
+    interfaces: Annotated[
+        tuple[str, ...],
+        Field(description="NCCL socket interfaces (NCCL_SOCKET_IFNAME); empty = auto."),
+    ] = ()
+    hcas: Annotated[
+        tuple[str, ...], Field(description="InfiniBand / RoCE HCAs (NCCL_IB_HCA), e.g. mlx5_0.")
+    ] = ()
+    gbps_per_node: Annotated[
+        float | None, Field(description="Fabric bandwidth per node in Gb/s, when known.", gt=0)
+    ] = None
+
+
+class CheckpointStorage(Strict):
+    raid_level: Annotated[Literal[0, 1, 5, 6, 10], Field(description="md RAID level.")] = 0
+    mount: Annotated[
+        str, Field(description="Absolute mount path for checkpoints.", pattern=r"^/\S*$")
+    ] = "/mnt/checkpoints"
+    filesystem: Annotated[Literal["xfs", "ext4"], Field(description="Filesystem on the array.")] = (
+        "xfs"
+    )
+    devices: Annotated[
+        tuple[str, ...],
+        Field(
+            description="Drives by serial or /dev/disk/by-id name; empty uses every instance-store / unused NVMe drive."
+        ),
+    ] = ()
+    write_gbps: Annotated[
+        float | None,
+        Field(
+            description="Expected sequential write GB/s of the array; defaults from the catalog on AWS.",
+            gt=0,
+        ),
+    ] = None
+    allow_wipe: Annotated[
+        bool,
+        Field(
+            description="Allow formatting drives that already hold a filesystem or partition table."
+        ),
+    ] = False
+
+    @field_validator("mount")
+    @classmethod
+    def _mount(cls, v: str) -> str:
+        if v in ("/", "/boot", "/usr", "/var", "/etc") or ".." in v.split("/"):
+            raise ValueError(
+                f"{v!r} is not a safe checkpoint mount; use a dedicated path such as /mnt/checkpoints"
+            )
+        return v.rstrip("/") or v
+
+
+class StorageSpec(Strict):
+    checkpoint: Annotated[
+        CheckpointStorage, Field(description="Local NVMe RAID for checkpoints.")
+    ] = CheckpointStorage()
+
+
+_DOTTED = re.compile(r"^\d+(\.\d+){0,2}$")
+
+
+class SoftwareSpec(Strict):
+    driver_branch: Annotated[
+        str,
+        Field(description='NVIDIA driver branch, e.g. "550".', pattern=r"^\d{3}(-server|-open)?$"),
+    ] = "550"
+    cuda: Annotated[str, Field(description='CUDA version, e.g. "12.4".', pattern=r"^\d+\.\d+$")] = (
+        "12.4"
+    )
+    nccl: Annotated[
+        str, Field(description='NCCL version, e.g. "2.21.5".', pattern=r"^\d+\.\d+\.\d+$")
+    ] = "2.21.5"
+    dcgm: Annotated[
+        str, Field(description='DCGM version, e.g. "3.3".', pattern=r"^\d+(\.\d+){0,2}$")
+    ] = "3.3"
+    torch: Annotated[
+        str,
+        Field(
+            description="torch version the smoke job installs on the nodes.",
+            pattern=r"^\d+\.\d+(\.\d+)?$",
+        ),
+    ] = "2.13.0"
+
+
+class WorkloadSpec(Strict):
+    model_params_b: Annotated[
+        float, Field(description="Model size in billions of parameters.", gt=0, le=10000)
+    ]
+    method: Annotated[
+        Literal["pretrain", "full", "lora", "qlora", "serve"],
+        Field(
+            description="What the cluster runs: pre-training, full fine-tune, LoRA, QLoRA (training) or serve (inference)."
+        ),
+    ]
+    seq_len: Annotated[int, Field(description="Sequence length in tokens.", ge=1, le=1_048_576)] = (
+        4096
+    )
+    micro_batch: Annotated[int, Field(description="Sequences per GPU per step.", ge=1)] = 1
+    checkpoint_interval_min: Annotated[
+        float | None, Field(description="Minutes between checkpoints (training).", gt=0)
+    ] = None
+    tokens_b: Annotated[float | None, Field(description="Training tokens, in billions.", gt=0)] = (
+        None
+    )
+    expected_utilization_pct: Annotated[
+        float | None,
+        Field(
+            description="Expected average GPU utilization over a run; the cost report prices the gap to 85%.",
+            gt=0,
+            le=100,
+        ),
+    ] = None
+    activation_checkpointing: Annotated[
+        bool,
+        Field(
+            description="Recompute activations in the backward pass (keeps only each layer's input); costs about 20-30% more compute for much less memory."
+        ),
+    ] = True
+    sharding: Annotated[
+        Literal["fsdp", "ddp"],
+        Field(
+            description="fsdp: weights, gradients and optimizer state are sharded over every GPU (FSDP / ZeRO-3) and each node writes its own checkpoint shard; ddp: every GPU holds a full replica (divided only by tensor_parallel) and one rank writes checkpoints."
+        ),
+    ] = "fsdp"
+    tensor_parallel: Annotated[
+        int,
+        Field(
+            description="Tensor-parallel degree; it needs NVLink-class bandwidth, so it must fit inside one node.",
+            ge=1,
+            le=64,
+        ),
+    ] = 1
+    global_batch: Annotated[
+        int | None,
+        Field(
+            description="Sequences per optimizer step; with micro_batch it bounds how many data-parallel GPUs the job can use.",
+            ge=1,
+        ),
+    ] = None
+    checkpoint_contents: Annotated[
+        Literal["full", "weights"],
+        Field(
+            description="full: weights plus optimizer state (resumable training; the default); weights: model weights only (LoRA / QLoRA: the adapters only, either way)."
+        ),
+    ] = "full"
+    checkpoints_retained: Annotated[
+        int,
+        Field(
+            description="Checkpoints kept at once; sizes the array's capacity check and the storage cost.",
+            ge=1,
+            le=1000,
+        ),
+    ] = 3
+
+
+class Thresholds(Strict):
+    allreduce_busbw_gbps: Annotated[
+        float | None,
+        Field(
+            description="Minimum all-reduce bus bandwidth (GB/s); default from the catalog.", gt=0
+        ),
+    ] = None
+    mfu_pct: Annotated[
+        float | None, Field(description="Minimum model FLOPs utilization.", gt=0, le=100)
+    ] = None
+    checkpoint_write_gbps: Annotated[
+        float | None, Field(description="Minimum checkpoint write GB/s.", gt=0)
+    ] = None
+    loss_drop_fraction: Annotated[
+        float,
+        Field(description="Loss must fall by at least this fraction of its start.", gt=0, lt=1),
+    ] = 0.2
+
+
+class ValidationSpec(Strict):
+    smoke_steps: Annotated[
+        int, Field(description="Training steps of the smoke job.", ge=5, le=100_000)
+    ] = 50
+    strict: Annotated[bool, Field(description="A failed check fails `pulumi up`.")] = True
+    dcgm_diag_level: Annotated[
+        Literal[1, 2, 3], Field(description="dcgmi diag level: r1 seconds, r2 ~2 min, r3 ~15 min.")
+    ] = 1
+    thresholds: Annotated[
+        Thresholds, Field(description="Overrides of the catalog's thresholds.")
+    ] = Thresholds()
+
+
+class IdlePolicy(Strict):
+    gpu_util_below_pct: Annotated[
+        float, Field(description="A node counts as idle below this GPU utilization.", ge=0, le=100)
+    ] = 10
+    for_minutes: Annotated[
+        int, Field(description="Idle for this long before the action.", ge=5)
+    ] = 120
+    action: Annotated[
+        Literal["destroy", "stop", "notify"], Field(description="What `rackform reap` does.")
+    ] = "notify"
+
+
+class LifecycleSpec(Strict):
+    protect: Annotated[bool, Field(description="Never destroy or reap this cluster.")] = False
+    idle: Annotated[
+        IdlePolicy | None,
+        Field(description="Idle policy for `rackform reap`; none = never reaped."),
+    ] = None

@@ -1,0 +1,99 @@
+"""Effective blueprint -> Plan. Pure: the same effective blueprint always compiles to the same
+plan, and nothing here touches a cloud, a host or a disk. The target's adapter compiles its
+node groups and what the target derives; everything else here is the same for every target."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from rackform.blueprint.loader import Effective
+from rackform.catalog import load_catalog
+from rackform.catalog.preflight import load_preflight_figures
+from rackform.paths import project_root, shown_in_config
+from rackform.plan.inventory import group_vars, inventory
+from rackform.plan.model import Plan, frozen
+from rackform.plan.thresholds import GroupError, for_group
+from rackform.targets.registry import adapter
+
+
+def idle_policy_tag(effective: Effective) -> str:
+    """The idle policy as a tag value, e.g. `util-below=10/for=120m/action=destroy`. Written
+    only with characters every AWS service accepts in a tag value (letters, digits, spaces and
+    _ . : / = + - @; IAM refuses the rest), so one value serves every resource."""
+    idle = effective.blueprint.lifecycle.idle
+    if idle is None:
+        return "none"
+    return f"util-below={idle.gpu_util_below_pct:g}/for={idle.for_minutes}m/action={idle.action}"
+
+
+def stack_name(effective: Effective) -> str:
+    return f"{effective.blueprint.name}-{effective.environment}"
+
+
+def stack_config(effective: Effective, project: Path) -> dict[str, str]:
+    """`Pulumi.<stack>.yaml`'s config: the blueprint (relative to the Pulumi project when inside
+    it, which is how the program resolves it), the environment, and what the target's provider
+    needs."""
+    bp = effective.blueprint
+    return {
+        "rackform:blueprint": shown_in_config(effective.path, project),
+        "rackform:environment": effective.environment,
+        **adapter(bp.target.type).stack_config(bp.target),
+    }
+
+
+def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
+    bp = effective.blueprint
+    target = adapter(bp.target.type)
+    catalog = load_catalog()
+    groups = tuple(target.compile_group(bp, g, catalog) for g in bp.node_groups)
+    target_plan, racks = target.compile_target(bp, groups, catalog)
+    tags = (
+        ("rackform:cluster", bp.name),
+        ("rackform:purpose", bp.purpose),
+        ("rackform:environment", effective.environment),
+        ("rackform:owner", bp.owner),
+        ("rackform:idle-policy", idle_policy_tag(effective)),
+        ("rackform:protect", "true" if bp.lifecycle.protect else "false"),
+        ("rackform:digest", effective.digest),
+    )
+    plan = Plan(
+        effective=effective,
+        name=bp.name,
+        environment=effective.environment,
+        stack=stack_name(effective),
+        digest=effective.digest,
+        purpose=bp.purpose,
+        owner=bp.owner,
+        target=bp.target,
+        target_plan=target_plan,
+        node_groups=groups,
+        racks=racks,
+        network=bp.network,
+        checkpoint=bp.storage.checkpoint,
+        software=bp.software,
+        workload=bp.workload,
+        validation=bp.validation,
+        lifecycle=bp.lifecycle,
+        tags=tags,
+        ssh_user=target.ssh_user(bp.target),
+        owned=target.owned,
+        on_demand=target.on_demand(bp.target),
+        expectations=None,
+        inventory=frozen({}),
+        group_vars=frozen({}),
+        stack_config=frozen(stack_config(effective, project or project_root())),
+        figures=load_preflight_figures(),
+        catalog=catalog,
+    )
+    # What follows reads the plan itself: the cluster-wide smoke run's expectations, then the
+    # inventory and the roles' variables (which carry those expectations).
+    try:
+        expectations = for_group(plan, None, nodes=plan.nodes)
+    except GroupError:
+        expectations = None  # several node groups: one job across them has no single set
+    plan = dataclasses.replace(plan, expectations=expectations)
+    return dataclasses.replace(
+        plan, inventory=frozen(inventory(plan)), group_vars=frozen(group_vars(plan))
+    )

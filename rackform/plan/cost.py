@@ -1,0 +1,147 @@
+"""What a cluster costs, per hour and per month, and what a training run on it costs.
+
+- Capacity: the target's adapter prices it (`targets/<type>/adapter.py`): AWS instances at the
+  catalog's price for the market, bare metal as amortized hardware plus electricity, colocation
+  as committed kW plus amortized hardware.
+- Checkpoint storage: size x checkpoints retained x $/GB-month of durable object storage.
+- A training run, when the workload gives tokens: 6 x params x tokens / (GPUs x peak x MFU)
+  of GPU time, stretched by utilization; shown at the shared-cloud and target utilization and
+  at the blueprint's expected one.
+
+Everything comes from the compiled plan (its GPUs' catalog figures and the preflight figures it
+carries); a part that cannot be priced is None with a note saying what is missing.
+"""
+
+from __future__ import annotations
+
+from rackform.plan.model import Plan
+from rackform.plan.pricing import UNPRICED, Cost, Gap, Line, Run, RunAt, src
+from rackform.plan.sizing import checkpoint_gb, training_flops
+from rackform.targets.registry import adapter
+
+
+def _storage(plan: Plan) -> Line | None:
+    w, f = plan.workload, plan.figures
+    if w is None or w.method == "serve":
+        return None
+    price = f.cost.storage_usd_per_gb_month
+    size = checkpoint_gb(w, f.memory) * w.checkpoints_retained
+    month = size * price.value
+    item = (
+        f"{w.checkpoints_retained} checkpoints x {size / w.checkpoints_retained:,.0f} GB "
+        f"({w.checkpoint_contents}) in object storage at ${price.value:g}/GB-month"
+    )
+    return Line(item, month / f.cost.hours_per_month.value, month, src(price))
+
+
+def _run(plan: Plan, usd_per_hour: float | None) -> Run | None:
+    w, c = plan.workload, plan.figures.cost
+    groups = [g for _, g in plan.gpu_groups]
+    if plan.purpose != "training" or w is None or not groups:
+        return None
+    flops = training_flops(w, c.flops_per_param_token.value)
+    if flops is None:
+        return None
+    peak = sum(g.gpus * g.gpu.bf16_dense_tflops.value for g in groups) * 1e12
+    busy_hours = flops / (peak * c.mfu_fraction.value) / 3600
+    u = plan.figures.utilization
+    levels = [u.shared_cloud_fraction.value * 100, u.target_fraction.value * 100]
+    if w.expected_utilization_pct is not None:
+        levels.append(w.expected_utilization_pct)
+    at = tuple(
+        RunAt(
+            pct,
+            busy_hours / (pct / 100),
+            None if usd_per_hour is None else busy_hours / (pct / 100) * usd_per_hour,
+        )
+        for pct in sorted(set(levels))
+    )
+    srcs = [c.flops_per_param_token, c.mfu_fraction, u.target_fraction]
+    srcs += [g.gpu.bf16_dense_tflops for g in groups]
+    gpus = sum(g.gpus for g in groups)
+    return Run(w.tokens_b, flops, gpus, peak / 1e15, c.mfu_fraction.value * 100, at, src(*srcs))
+
+
+def _gap(plan: Plan, usd_per_month: float | None, run: Run | None) -> Gap | None:
+    w = plan.workload
+    if w is None or w.expected_utilization_pct is None:
+        return None
+    target = plan.figures.utilization.target_fraction.value * 100
+    expected = w.expected_utilization_pct
+    share = max(0.0, 1 - expected / target)
+    month = None if usd_per_month is None else usd_per_month * share
+    run_usd = None
+    if run is not None:
+        by = {a.utilization_pct: a.usd for a in run.at}
+        if by.get(expected) is not None and by.get(target) is not None:
+            run_usd = max(0.0, by[expected] - by[target])
+    return Gap(expected, target, month, run_usd)
+
+
+def estimate(plan: Plan) -> Cost:
+    capacity = adapter(plan.target_type).cost(plan)
+    notes = list(capacity.notes)
+    storage = _storage(plan)
+    # A total with a part missing would read as the whole cost: leave it out instead.
+    priced = bool(capacity.lines) and not any(n.startswith(UNPRICED) for n in notes)
+    per_hour = sum(line.usd_per_hour for line in capacity.lines) if priced else None
+    hours = plan.figures.cost.hours_per_month.value
+    month = None
+    if per_hour is not None:
+        month = per_hour * hours + (storage.usd_per_month if storage else 0.0)
+    run = _run(plan, per_hour)
+    gap = _gap(plan, None if per_hour is None else per_hour * hours, run)
+    return Cost(
+        capacity.basis,
+        "USD",
+        hours,
+        capacity.lines,
+        storage,
+        per_hour,
+        month,
+        capacity.spot_usd_per_hour_range,
+        run,
+        gap,
+        tuple(notes),
+    )
+
+
+def _usd(v: float | None) -> str:
+    return "n/a" if v is None else f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
+
+
+def render(cost: Cost) -> list[str]:
+    """The cost table as text lines (for `rackform plan` and `rackform validate`)."""
+    rows = [
+        (ln.item, f"{_usd(ln.usd_per_hour)}/h", f"{_usd(ln.usd_per_month)}/mo", ln.source)
+        for ln in (*cost.compute, *([cost.storage] if cost.storage else []))
+    ]
+    rows.append(("total", f"{_usd(cost.usd_per_hour)}/h", f"{_usd(cost.usd_per_month)}/mo", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    out = [f"cost ({cost.basis}, {cost.currency}, {cost.hours_per_month:g} h/month):"]
+    for r in rows:
+        out.append(
+            f"  {r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip()
+        )
+    if cost.run is not None:
+        r = cost.run
+        out.append(
+            f"  run: {r.tokens_b:g}B tokens = {r.flops:.3g} FLOPs on {r.gpus} GPUs "
+            f"({r.peak_pflops:.3g} PFLOPS peak) at {r.mfu_pct:g}% MFU:"
+        )
+        for a in r.at:
+            out.append(
+                f"    at {a.utilization_pct:g}% utilization: {a.hours:,.0f} h "
+                f"({a.hours / 24:,.1f} days), {_usd(a.usd)}"
+            )
+    if cost.utilization is not None:
+        g = cost.utilization
+        text = (
+            f"  utilization: expected {g.expected_pct:g}% vs target {g.target_pct:g}%: "
+            f"{_usd(g.usd_per_month)}/mo of idle capacity"
+        )
+        if g.run_usd is not None:
+            text += f"; the run costs {_usd(g.run_usd)} more"
+        out.append(text)
+    out += [f"  note: {n}" for n in cost.notes]
+    return out

@@ -1,0 +1,114 @@
+"""The Ansible side of the plan: the inventory and the roles' variables, built once by compile
+(`Plan.inventory`, `Plan.group_vars`), and the inventory with the nodes a stack created (AWS)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rackform.catalog.raid import role_table
+from rackform.plan.model import Plan, thaw
+from rackform.plan.thresholds import Expectations
+
+# (name, address, port) of a node that exists; for AWS it comes from stack outputs.
+Node = tuple[str, str, int]
+
+
+def group_name(node_group: str) -> str:
+    return "ng_" + node_group.replace("-", "_")
+
+
+def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> dict[str, Any]:
+    """The YAML inventory: every node in `gpu_nodes`, each node group its own child group.
+    `hosts` maps node-group name -> nodes; bare-metal and colocation hosts come from the plan,
+    AWS nodes only once the stack has created them (an empty group until then)."""
+    children: dict[str, Any] = {}
+    for g in plan.node_groups:
+        nodes = list((hosts or {}).get(g.name, [])) or [
+            (h.name, h.address, h.port) for h in g.hosts
+        ]
+        by_name = {h.name: h for h in g.hosts}
+        entries: dict[str, Any] = {}
+        for name, address, port in nodes:
+            entry: dict[str, Any] = {"ansible_host": address, "ansible_port": port}
+            host = by_name.get(name)
+            if host is not None and host.rack:
+                entry["rack"] = host.rack
+            if host is not None and host.nvme:
+                entry["nvme_raid_devices"] = list(host.nvme)
+            entries[name] = entry
+        children[group_name(g.name)] = {"hosts": entries}
+    return {
+        "all": {
+            "vars": {
+                "ansible_user": plan.ssh_user,
+                "ansible_python_interpreter": "/usr/bin/python3",
+            },
+            "children": {"gpu_nodes": {"children": children}},
+        }
+    }
+
+
+def with_nodes(plan: Plan, nodes: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, Any]:
+    """The plan's inventory with the nodes a stack created ({group: [[name, address, port]]})."""
+    if not any(nodes.values()):
+        return thaw(plan.inventory)
+    return inventory(plan, {g: [tuple(n) for n in ns] for g, ns in nodes.items()})
+
+
+def inventory_hosts(inv: Mapping[str, Any]) -> list[str]:
+    """Every host name of an inventory, sorted."""
+    groups = inv["all"]["children"]["gpu_nodes"]["children"]
+    return sorted(h for g in groups.values() for h in (g.get("hosts") or {}))
+
+
+def group_vars(plan: Plan) -> dict[str, Any]:
+    """Role variables for every node, named `<role>_<var>` (see each role's argument_specs)."""
+    gpus = [g.gpu for g in plan.node_groups if g.gpu and g.gpus_per_node]
+    net, ckpt, sw = plan.network, plan.checkpoint, plan.software
+    return {
+        "rackform_cluster": plan.name,
+        "rackform_environment": plan.environment,
+        "rackform_purpose": plan.purpose,
+        "rackform_digest": plan.digest,
+        "nvidia_driver_branch": sw.driver_branch,
+        "nvidia_driver_cuda_version": sw.cuda,
+        "nvidia_driver_require_gpu": bool(gpus),
+        "nvidia_driver_fabric_manager": any(g.nvswitch for g in gpus),
+        "nccl_rdma_fabric": net.fabric,
+        "nccl_rdma_hcas": list(net.hcas),
+        "nccl_rdma_interfaces": list(net.interfaces),
+        "nccl_rdma_nccl_version": sw.nccl,
+        "nccl_rdma_cuda_version": sw.cuda,
+        "nvme_raid_level": ckpt.raid_level,
+        # The catalog's RAID table (fewest drives, data drives), the one preflight reads.
+        "nvme_raid_levels": role_table(),
+        "nvme_raid_mount": ckpt.mount,
+        "nvme_raid_filesystem": ckpt.filesystem,
+        "nvme_raid_devices": list(ckpt.devices),
+        "nvme_raid_allow_wipe": ckpt.allow_wipe,
+        "dcgm_version": sw.dcgm,
+        "dcgm_cuda_version": sw.cuda,
+        # DCGM watches GPUs: hosts of a CPU-only cluster (the testbed) skip it, saying why.
+        "dcgm_require_gpu": bool(gpus),
+        "dcgm_diag_level": plan.validation.dcgm_diag_level,
+        "smoke_train_steps": plan.validation.smoke_steps,
+        "smoke_train_torch_version": sw.torch,
+        "smoke_train_checkpoint_dir": ckpt.mount,
+        # The job's rendezvous uses the first node's address on the fabric's first interface.
+        "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
+        **_smoke_expectations(plan.expectations),
+    }
+
+
+def _smoke_expectations(exp: Expectations | None) -> dict[str, Any]:
+    """The smoke job's and host checks' expectations (rackform/plan/thresholds.py). The role
+    adds --expect-nodes itself from the nodes actually in the run. A cluster of several node
+    groups gets none: one job across different groups has no single set of expectations."""
+    if exp is None:
+        return {"smoke_train_job_args": [], "smoke_train_host_args": []}
+    job = exp.job_args()
+    if "--expect-nodes" in job:
+        i = job.index("--expect-nodes")
+        del job[i : i + 2]
+    return {"smoke_train_job_args": job, "smoke_train_host_args": exp.host_args()}

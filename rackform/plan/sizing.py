@@ -1,0 +1,145 @@
+"""How big a job is: model shape, GPU memory, serving memory and checkpoint size.
+
+Pure arithmetic over the workload and the catalog's figures; the rules and the cost report
+read their numbers from here, so a finding and a cost line can never disagree.
+
+Approximations (each figure comes from `catalog/preflight.yaml` with its source):
+- Shape from size: a dense decoder has about 12 x layers x hidden^2 parameters (Kaplan et al.),
+  and LLaMA-family models keep hidden at about 128 x layers, so
+  layers = round((params / (12 x 128^2))^(1/3)) and hidden = sqrt(params / (12 x layers)).
+  That reads 7B as 33 x 4204, 13B as 40 x 5204 and 70B as 71 x 9065 (real: 32 x 4096,
+  40 x 5120, 80 x 8192): close enough for memory, which depends on layers x hidden.
+- Activations (Korthikanti et al., 16-bit, flash attention, so no s^2 attention term):
+  34 x seq x batch x hidden bytes per layer; with full activation checkpointing each layer keeps
+  only its 2 x seq x batch x hidden input, plus one layer's full activations while it is
+  recomputed. Tensor parallelism (with sequence parallelism) divides them.
+- Embedding and logits memory are left out; the catalog's memory reserve covers them and the
+  CUDA context, NCCL buffers and fragmentation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rackform.blueprint.schema.sections import WorkloadSpec
+from rackform.catalog.preflight import MemoryFigures
+
+GB = 1e9
+FULL_STATE = ("pretrain", "full")  # methods that train (and checkpoint) every weight
+ADAPTERS = ("lora", "qlora")
+
+
+@dataclass(frozen=True)
+class Shape:
+    layers: int
+    hidden: int
+
+
+def shape(params_b: float, f: MemoryFigures) -> Shape:
+    params = params_b * GB
+    k, ratio = f.params_per_layer_per_hidden_sq.value, f.hidden_per_layer.value
+    layers = max(1, round((params / (k * ratio * ratio)) ** (1 / 3)))
+    return Shape(layers, max(1, round(math.sqrt(params / (k * layers)))))
+
+
+def adapter_params(w: WorkloadSpec, f: MemoryFigures) -> float:
+    return w.model_params_b * GB * f.lora_adapter_fraction.value if w.method in ADAPTERS else 0.0
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """One replica's memory, in GB, and how it is spread over GPUs."""
+
+    weights_gb: float  # bf16 weights (LoRA: frozen base + adapters; QLoRA: 4-bit base)
+    grads_gb: float
+    optimizer_gb: float
+    activations_gb: float  # one GPU's micro-batch before tensor parallelism divides it
+    shards: int  # GPUs that share weights, gradients and optimizer state
+    tensor_parallel: int
+
+    @property
+    def states_gb(self) -> float:
+        return self.weights_gb + self.grads_gb + self.optimizer_gb
+
+    @property
+    def per_gpu_gb(self) -> float:
+        return self.states_gb / self.shards + self.activations_gb / self.tensor_parallel
+
+    @property
+    def replica_gb(self) -> float:
+        """Everything one unsharded copy of the job holds."""
+        return self.states_gb + self.activations_gb
+
+
+def activations_gb(w: WorkloadSpec, f: MemoryFigures) -> float:
+    s = shape(w.model_params_b, f)
+    per_layer = w.seq_len * w.micro_batch * s.hidden  # tokens x hidden
+    full = f.activation_bytes_per_layer.value * per_layer
+    if w.activation_checkpointing:
+        return (s.layers * f.checkpointed_bytes_per_layer.value * per_layer + full) / GB
+    return s.layers * full / GB
+
+
+def training_memory(w: WorkloadSpec, gpus: int, f: MemoryFigures) -> TrainingMemory:
+    params = w.model_params_b * GB
+    wb, gb, ob = (
+        f.weights_bytes_per_param.value,
+        f.grads_bytes_per_param.value,
+        f.optimizer_bytes_per_param.value,
+    )
+    if w.method in FULL_STATE:
+        weights, grads, opt = params * wb, params * gb, params * ob
+    else:
+        base = f.qlora_base_bytes_per_param.value if w.method == "qlora" else wb
+        a = adapter_params(w, f)
+        weights, grads, opt = params * base + a * wb, a * gb, a * ob
+    shards = max(gpus, 1) if w.sharding == "fsdp" else w.tensor_parallel
+    return TrainingMemory(
+        weights_gb=weights / GB,
+        grads_gb=grads / GB,
+        optimizer_gb=opt / GB,
+        activations_gb=activations_gb(w, f),
+        shards=shards,
+        tensor_parallel=w.tensor_parallel,
+    )
+
+
+@dataclass(frozen=True)
+class ServingMemory:
+    weights_gb: float
+    kv_cache_gb: float  # micro_batch full-length sequences, without grouped-query attention
+
+    @property
+    def total_gb(self) -> float:
+        return self.weights_gb + self.kv_cache_gb
+
+
+def serving_memory(w: WorkloadSpec, f: MemoryFigures) -> ServingMemory:
+    s = shape(w.model_params_b, f)
+    value_bytes = f.weights_bytes_per_param.value  # bf16, like the weights
+    kv = 2 * s.layers * s.hidden * value_bytes * w.seq_len * w.micro_batch  # K and V
+    return ServingMemory(w.model_params_b * GB * value_bytes / GB, kv / GB)
+
+
+def checkpoint_gb(w: WorkloadSpec, f: MemoryFigures) -> float:
+    """Weights, plus optimizer state unless the blueprint says weights-only. LoRA and QLoRA
+    save their adapters only: the frozen base is never written."""
+    if w.method == "serve":
+        return 0.0
+    params = w.model_params_b * GB if w.method in FULL_STATE else adapter_params(w, f)
+    per_param = f.weights_bytes_per_param.value
+    if w.checkpoint_contents == "full":
+        per_param += f.optimizer_bytes_per_param.value
+    return params * per_param / GB
+
+
+def checkpoint_writers(w: WorkloadSpec, nodes: int) -> int:
+    """Nodes writing at once: every node writes its own shard under fsdp; one rank under ddp."""
+    return max(nodes, 1) if w.sharding == "fsdp" else 1
+
+
+def training_flops(w: WorkloadSpec, flops_per_param_token: float) -> float | None:
+    if w.tokens_b is None:
+        return None
+    return flops_per_param_token * w.model_params_b * GB * w.tokens_b * GB

@@ -1,0 +1,244 @@
+"""What the smoke job and host checks expect of a node group: thresholds as data.
+
+Defaults come from the catalog per GPU model and node count; the blueprint's
+`validation.thresholds` overrides them. Every threshold carries where it came from, and one
+that has no calibrated source is None (the check then reports not-run, never pass). The
+figures that are rackform's own choices live in DEFAULTS below, each with its reasoning.
+Pure: no I/O, and no catalog look-up: every figure comes from the compiled plan (its GPUs' catalog
+figures and its arrays). The validators get the result as command-line arguments (they never
+import rackform)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rackform.catalog import Figure, GpuModel
+from rackform.plan.model import NodeGroupPlan, Plan
+
+# rackform's own factors: (value, why).
+DEFAULTS = {
+    # NVIDIA's AICR recipes pass multi-node H100 all-reduce at >= 0.9 x the threshold (DOMAIN).
+    "multi_node_busbw_factor": (
+        0.9,
+        "multi-node: 0.9 x the single-node figure (NVIDIA AICR recipes, DOMAIN.md)",
+    ),
+    # Public anchors: 41.8% (MPT-1B on 8xH100), 37% (GPT-2 124M on A100), 41-48% (Megatron on
+    # H100). A smoke run is short and uncompiled by default, so the floor sits well below them:
+    # it catches a throttled, mis-clocked or PCIe-starved GPU, not a slow recipe.
+    "mfu_pct": (25.0, "rackform default: below the public 37-48% MFU anchors (DOMAIN.md)"),
+    # DCP with one file per rank and fsync reaches a fraction of the array's raw sequential
+    # write; a quarter leaves room for an estimated array figure.
+    "checkpoint_fraction": (0.25, "0.25 x the array's write GB/s"),
+    # A declared array speed is a claim to verify: the direct-IO probe must reach 80% of it.
+    "ceiling_fraction": (0.8, "0.8 x the declared storage.checkpoint.write_gbps"),
+}
+
+# Fabrics that carry multi-node all-reduce at NVLink-comparable rates (400G-class RDMA per
+# GPU); over plain Ethernet no calibrated figure exists.
+RDMA_FABRICS = ("efa", "infiniband", "roce")
+
+# What CUDA/NVML call each catalog model (a regex searched in the device name), e.g.
+# "NVIDIA H100 80GB HBM3" is an H100 SXM, "NVIDIA H100 PCIe" is not.
+DEVICE_NAMES = {
+    "H100-SXM": r"H100 80GB HBM3|H100 SXM",
+    "H100-PCIe": r"H100 PCIe",
+    "H200-SXM": r"H200",
+    "A100-SXM-80GB": r"A100-SXM4-80GB",
+    "A100-SXM-40GB": r"A100-SXM4-40GB",
+    "L40S": r"L40S",
+    "A10G": r"A10G",
+    "L4": r"\bL4\b",
+}
+
+@dataclass(frozen=True)
+class Threshold:
+    value: float | None
+    source: str  # where the value came from, or why there is none
+
+    def arg(self, flag: str) -> list[str]:
+        return [flag, f"{self.value:g}"] if self.value is not None else []
+
+
+def _cat(fig: Figure, what: str) -> str:
+    return f"catalog {what} ({fig.source.key}, {fig.source.date})"
+
+
+@dataclass(frozen=True)
+class Expectations:
+    group: str | None
+    nodes: int
+    gpus_per_node: int | None
+    gpu_model: str | None
+    gpu_pattern: str | None
+    fabric: str | None
+    nccl: str | None
+    peak_tflops: Threshold
+    allreduce_busbw_gbps: Threshold
+    mfu_pct: Threshold
+    checkpoint_write_gbps: Threshold
+    storage_write_gbps: Threshold
+    loss_drop_fraction: Threshold
+    smoke_steps: int | None = None
+    dcgm_level: int = 1
+    checkpoint_dir: str | None = None
+
+    def job_args(self) -> list[str]:
+        """Arguments for `validators.smoke`."""
+        out: list[str] = []
+        if self.nodes > 1:
+            out += ["--expect-nodes", str(self.nodes)]
+        if self.gpus_per_node is not None:
+            out += ["--expect-gpus", str(self.gpus_per_node)]
+        for flag, v in (
+            ("--expect-gpu-model", self.gpu_model),
+            ("--expect-gpu-pattern", self.gpu_pattern),
+            ("--expect-fabric", self.fabric),
+            ("--expect-nccl", self.nccl),
+        ):
+            out += [flag, v] if v else []
+        out += self.peak_tflops.arg("--peak-tflops")
+        out += self.mfu_pct.arg("--mfu-min")
+        out += self.allreduce_busbw_gbps.arg("--busbw-min")
+        out += self.checkpoint_write_gbps.arg("--checkpoint-write-min")
+        out += self.loss_drop_fraction.arg("--loss-drop")
+        return out
+
+    def host_args(self) -> list[str]:
+        """Arguments for `validators.hostcheck`."""
+        out = ["--dcgm-level", str(self.dcgm_level)]
+        if self.gpus_per_node is not None:
+            out += ["--expect-gpus", str(self.gpus_per_node)]
+        return out + self.storage_write_gbps.arg("--storage-min-gbps")
+
+    def table(self) -> list[tuple[str, float | None, str]]:
+        return [
+            (name, t.value, t.source)
+            for name, t in (
+                ("peak_tflops", self.peak_tflops),
+                ("allreduce_busbw_gbps", self.allreduce_busbw_gbps),
+                ("mfu_pct", self.mfu_pct),
+                ("checkpoint_write_gbps", self.checkpoint_write_gbps),
+                ("storage_write_gbps", self.storage_write_gbps),
+                ("loss_drop_fraction", self.loss_drop_fraction),
+            )
+        ]
+
+
+def without_blueprint(loss_drop: float = 0.2) -> Expectations:
+    """A local run with nothing declared: only the loss must fall; no GPU is expected."""
+    none = Threshold(None, "no blueprint")
+    return Expectations(
+        group=None,
+        nodes=1,
+        gpus_per_node=None,
+        gpu_model=None,
+        gpu_pattern=None,
+        fabric=None,
+        nccl=None,
+        peak_tflops=none,
+        allreduce_busbw_gbps=none,
+        mfu_pct=none,
+        checkpoint_write_gbps=none,
+        storage_write_gbps=none,
+        loss_drop_fraction=Threshold(loss_drop, "rackform default (blueprint schema)"),
+    )
+
+
+class GroupError(ValueError):
+    """The node group asked for is not in the cluster (a user mistake)."""
+
+
+def pick_group(plan: Plan, name: str | None) -> NodeGroupPlan:
+    names = [g.name for g in plan.node_groups]
+    if name is None:
+        if len(plan.node_groups) == 1:
+            return plan.node_groups[0]
+        raise GroupError(f"the cluster has node groups {', '.join(names)}: pick one with --group")
+    for g in plan.node_groups:
+        if g.name == name:
+            return g
+    raise GroupError(f"no node group {name!r}; the cluster has {', '.join(names)}")
+
+
+def for_group(plan: Plan, group: str | None = None, nodes: int = 1) -> Expectations:
+    """Expectations for a smoke run across `nodes` nodes of one node group."""
+    g = pick_group(plan, group)
+    gpu = g.gpu
+    th = plan.validation.thresholds
+    given = th.model_fields_set
+
+    def override(field: str) -> Threshold | None:
+        if field in given and getattr(th, field) is not None:
+            return Threshold(getattr(th, field), f"blueprint validation.thresholds.{field}")
+        return None
+
+    peak = (
+        Threshold(
+            gpu.bf16_dense_tflops.value, _cat(gpu.bf16_dense_tflops, f"{gpu.key} bf16_dense_tflops")
+        )
+        if gpu
+        else Threshold(None, "no GPU in this node group")
+    )
+    mfu = override("mfu_pct") or (
+        Threshold(*DEFAULTS["mfu_pct"]) if gpu else Threshold(None, "no GPU in this node group")
+    )
+    array = g.array
+    ckpt = override("checkpoint_write_gbps") or (
+        Threshold(
+            round(array.write_gbps * DEFAULTS["checkpoint_fraction"][0], 3),
+            f"{DEFAULTS['checkpoint_fraction'][1]}; array: {array.write_source}",
+        )
+        if array.write_gbps
+        else Threshold(None, f"no array write figure ({array.write_source})")
+    )
+    # A declared array speed is a claim to verify; a catalog estimate is not.
+    ceiling = (
+        Threshold(
+            round(array.write_gbps * DEFAULTS["ceiling_fraction"][0], 3),
+            DEFAULTS["ceiling_fraction"][1],
+        )
+        if array.declared and array.write_gbps
+        else Threshold(None, "storage.checkpoint.write_gbps not declared")
+    )
+    loss = Threshold(
+        th.loss_drop_fraction,
+        "blueprint validation.thresholds.loss_drop_fraction"
+        if "loss_drop_fraction" in given
+        else "rackform default (blueprint schema)",
+    )
+    return Expectations(
+        group=g.name,
+        nodes=nodes,
+        gpus_per_node=g.gpus_per_node,
+        gpu_model=g.gpu_key,
+        gpu_pattern=DEVICE_NAMES.get(g.gpu_key) if gpu else None,
+        fabric=plan.network.fabric,
+        nccl=plan.software.nccl if gpu else None,
+        peak_tflops=peak,
+        allreduce_busbw_gbps=override("allreduce_busbw_gbps")
+        or _busbw(gpu, g, nodes, plan.network.fabric),
+        mfu_pct=mfu,
+        checkpoint_write_gbps=ckpt,
+        storage_write_gbps=ceiling,
+        loss_drop_fraction=loss,
+        smoke_steps=plan.validation.smoke_steps,
+        dcgm_level=plan.validation.dcgm_diag_level,
+        checkpoint_dir=plan.checkpoint.mount,
+    )
+
+
+def _busbw(gpu: GpuModel | None, g: NodeGroupPlan, nodes: int, fabric: str) -> Threshold:
+    if gpu is None:
+        return Threshold(None, "no GPU in this node group")
+    fig = gpu.allreduce_busbw_gbps_8gpu
+    if fig is None:
+        return Threshold(None, f"the catalog has no calibrated all-reduce figure for {gpu.key}")
+    if g.gpus_per_node != 8:
+        return Threshold(None, f"the catalog figure is for 8 GPUs per node, not {g.gpus_per_node}")
+    src = _cat(fig, f"{gpu.key} allreduce_busbw_gbps_8gpu")
+    if nodes <= 1:
+        return Threshold(fig.value, src)
+    if fabric not in RDMA_FABRICS:
+        return Threshold(None, f"no calibrated multi-node figure over {fabric}")
+    factor, why = DEFAULTS["multi_node_busbw_factor"]
+    return Threshold(round(fig.value * factor, 1), f"{why}; {src}")

@@ -1,0 +1,264 @@
+"""Run the Pulumi program offline, in-process, under Pulumi's mock runtime, recording every
+resource it registers: type, name, parent, dependencies and inputs.
+
+This is the official unit-test path (`pulumi.runtime.set_mocks`): no engine, no plugins, no
+credentials, no network. The mocks stand in for the cloud and the engine, which this path cannot
+reach; they answer what a real engine would only know after `up` (ids, ARNs, addresses) with
+placeholders (`<name>.id`) or as unknown, so the plan never pretends to know them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import heapq
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pulumi.output import Unknown
+from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks, set_all_config, set_mocks
+from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.rpc import UNKNOWN
+from pulumi.runtime.settings import SETTINGS
+from pulumi.runtime.stack import run_pulumi_func
+
+from rackform.blueprint.loader import Effective
+
+PROJECT = "rackform"
+PROVIDER_KEY = "__provider"  # a dynamic resource's pickled provider: not an input to show
+KNOWN_AFTER_UP = "(known after up)"
+# Attributes the engine would only know after creating the resource: shown as `<name>.<attr>`,
+# a reference a reader can follow, rather than an invented value.
+COMPUTED = ("arn", "name", "latestVersion")
+# Attributes left unknown, as in a real preview: the instances' addresses, and the name of a new
+# autoscaling group (so the lookup of its instances stays unknown too, as it would before `up`).
+UNKNOWN_OUTPUTS = {
+    "aws:ec2/instance:Instance": ("privateIp", "publicIp"),
+    "aws:autoscaling/group:Group": ("name",),
+}
+
+
+@dataclass
+class Record:
+    type: str
+    name: str
+    parent: str | None
+    urn: str
+    parent_urn: str | None
+    custom: bool
+    protect: bool
+    ignore_changes: list[str]
+    dependencies: list[str]
+    dependency_urns: frozenset[str] = frozenset()
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+
+def urn_name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def plain(value: Any) -> Any:
+    """Inputs as JSON-able values, unknowns as KNOWN_AFTER_UP."""
+    if isinstance(value, Unknown) or value == UNKNOWN:
+        return KNOWN_AFTER_UP
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the wire carries every number as a double
+    if isinstance(value, dict):
+        # Sorted: protobuf Structs carry no key order, so the wire order varies run to run.
+        return {k: plain(value[k]) for k in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def _echo(value: Any) -> Any:
+    """An input handed back as an output: unknowns stay unknown."""
+    if isinstance(value, Unknown):
+        return UNKNOWN
+    if isinstance(value, dict):
+        return {k: _echo(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_echo(v) for v in value]
+    return value
+
+
+class RecordingMocks(Mocks):
+    """Answers for the engine: every output is the input echoed back, plus placeholders."""
+
+    def __init__(self) -> None:
+        self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
+        inputs = {k: v for k, v in args.inputs.items() if k != PROVIDER_KEY}
+        self.inputs[(args.typ, args.name)] = inputs
+        if not args.custom:
+            return None, {}
+        state = {k: _echo(v) for k, v in inputs.items()}
+        if args.typ.startswith("pulumi-python:dynamic"):
+            # Outputs a dynamic provider computes (declared as None inputs): unknown until up.
+            state = {k: (UNKNOWN if v is None else v) for k, v in state.items()}
+        for attr in COMPUTED:
+            state.setdefault(attr, f"<{args.name}>.{attr}")
+        for attr in UNKNOWN_OUTPUTS.get(args.typ, ()):
+            state[attr] = UNKNOWN
+        return f"<{args.name}>.id", state
+
+    def call(self, args: MockCallArgs) -> tuple[dict, list | None]:
+        if args.token == "aws:ec2/getAmi:getAmi":
+            names = [f["values"][0] for f in args.args.get("filters", []) if f["name"] == "name"]
+            owners = ",".join(args.args.get("owners") or [])
+            image = f"<newest AMI named {names[0]!r} owned by {owners}>" if names else UNKNOWN
+            return {"id": image, "imageId": image}, []
+        if args.token == "aws:ec2/getInstances:getInstances":
+            # Reached only when the group's name is known, i.e. the group exists already.
+            return {"ids": [], "privateIps": [], "publicIps": []}, []
+        raise NotImplementedError(f"the offline plan has no answer for {args.token}")
+
+
+class RecordingMonitor(MockMonitor):
+    """The mock monitor, also keeping each registration's parent and dependencies."""
+
+    def __init__(self, mocks: RecordingMocks):
+        super().__init__(mocks)
+        self.records: list[Record] = []
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            parent_urn = request.parent or None
+            if parent_urn is not None and parent_urn.split("::")[2] == "pulumi:pulumi:Stack":
+                parent_urn = None  # the stack itself is not a resource a user declares
+            self.records.append(
+                Record(
+                    type=request.type,
+                    name=request.name,
+                    parent=urn_name(parent_urn) if parent_urn else None,
+                    urn=response.urn,
+                    parent_urn=parent_urn,
+                    custom=bool(request.custom),
+                    protect=bool(request.protect),
+                    ignore_changes=sorted(request.ignoreChanges),
+                    dependencies=sorted({urn_name(u) for u in request.dependencies}),
+                    dependency_urns=frozenset(request.dependencies),
+                )
+            )
+        return response
+
+
+_NUM = re.compile(r"(\d+)")
+
+
+def natural(name: str) -> list:
+    """gpu-2 before gpu-10."""
+    return [int(p) if p.isdigit() else p for p in _NUM.split(name)]
+
+
+def tree_order(records: list[Record]) -> list[Record]:
+    """Registrations arrive from a thread pool in no fixed order. This order is deterministic:
+    depth first; among siblings, what a sibling depends on comes first (a component depends on
+    whatever its descendants depend on), ties broken by type and natural name."""
+    children: dict[str | None, list[Record]] = {}
+    for r in records:
+        children.setdefault(r.parent_urn, []).append(r)
+    needs: dict[str, set[str]] = {}
+
+    def collect(r: Record) -> set[str]:
+        deps = set(r.dependency_urns)
+        for c in children.get(r.urn, []):
+            deps |= collect(c)
+        needs[r.urn] = deps
+        return deps
+
+    for r in children.get(None, []):
+        collect(r)
+    parent_of = {r.urn: r.parent_urn for r in records}
+
+    def sibling_of(urn: str, parent: str | None) -> str | None:
+        """The ancestor of `urn` (or itself) that is a child of `parent`."""
+        while urn in parent_of and parent_of[urn] != parent:
+            urn = parent_of[urn]  # parent chains end at a root: this stops
+        return urn if urn in parent_of else None
+
+    out: list[Record] = []
+
+    def walk(parent: str | None) -> None:
+        siblings = {r.urn: r for r in children.get(parent, [])}
+        waiting = {
+            u: {sibling_of(d, parent) for d in needs[u]} & siblings.keys() - {u} for u in siblings
+        }
+        dependents: dict[str, list[str]] = {}
+        for u, deps in waiting.items():
+            for d in deps:
+                dependents.setdefault(d, []).append(u)
+        key = {u: (r.type, natural(r.name), u) for u, r in siblings.items()}
+        ready = [key[u] for u, deps in waiting.items() if not deps]
+        heapq.heapify(ready)
+        while ready:
+            urn = heapq.heappop(ready)[2]
+            out.append(siblings[urn])
+            walk(urn)
+            for u in dependents.get(urn, []):
+                waiting[u].discard(urn)
+                if not waiting[u]:
+                    heapq.heappush(ready, key[u])
+        stuck = sorted(urn_name(u) for u, deps in waiting.items() if deps)
+        if stuck:
+            raise RuntimeError(f"dependency cycle among {', '.join(stuck)}")
+
+    walk(None)
+    return out
+
+
+def record(effective: Effective, root: Path | None = None, **providers) -> list[Record]:
+    """Every resource the program would register for this effective blueprint, in tree order,
+    with the stack config `rackform up` would set."""
+    from rackform.plan.compile import stack_name
+    from rackform.stack.config import repo_root, stack_config
+
+    def run() -> None:
+        # The program's modules are imported only once the mocks are in place (the order
+        # pulumi/examples testing-unit-py prescribes).
+        from rackform.pulumi import program
+
+        program.build(effective, root, **providers)
+
+    config = stack_config(effective, root or repo_root())
+    return record_program(run, stack_name(effective), config)
+
+
+def record_program(
+    run: Callable[[], None], stack: str, config: dict[str, str] | None = None
+) -> list[Record]:
+    """Run a Pulumi program function under the recording mocks. Each call gets a fresh context
+    (Pulumi keeps its settings, config and root resource in context variables) and event loop,
+    so it can be called again in the same process."""
+    return contextvars.copy_context().run(_record, run, stack, config or {})
+
+
+def _record(run: Callable[[], None], stack: str, config: dict[str, str]) -> list[Record]:
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    SETTINGS.outputs = set()
+    set_all_config(config)
+    mocks = RecordingMocks()
+    monitor = RecordingMonitor(mocks)
+    # The SDK allocates some hundred futures and closures per resource, all short-lived and
+    # freed by reference counting; the cyclic collector only rescans them, over and over (half
+    # the run time of a 512-node plan). It is switched off for the run and restored after.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
+        loop.run_until_complete(run_pulumi_func(run))
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+        if collecting:
+            gc.enable()
+    for r in monitor.records:
+        r.inputs = {k: plain(v) for k, v in sorted(mocks.inputs.get((r.type, r.name), {}).items())}
+    return tree_order(monitor.records)

@@ -1,0 +1,100 @@
+"""Driving the real Pulumi CLI through the Automation API: the state backend, the stack and its
+config, and the operation with Pulumi's own exit status.
+
+The Automation API shells out to the `pulumi` executable; nothing here downloads it. Where it is
+missing, `PulumiMissing` says how to get it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from pulumi import automation as auto
+
+from rackform.plan.compile import stack_name
+from rackform.blueprint.loader import Effective
+from rackform.stack.config import stack_config
+
+STATE_ENV = "RACKFORM_STATE"
+DEFAULT_STATE = Path("~/.rackform/state")
+PASSPHRASE_VARS = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+OPERATIONS = ("preview", "up", "destroy")
+_CODE = re.compile(r"^\s*code: (-?\d+)\s*$", re.MULTILINE)
+
+
+class WorkspaceError(Exception):
+    """Something the user can fix before Pulumi can run (one line, with the fix)."""
+
+
+class PulumiMissing(WorkspaceError):
+    pass
+
+
+def backend_url(environ: Mapping[str, str] | None = None) -> str:
+    """PULUMI_BACKEND_URL when set; else a local file backend in RACKFORM_STATE or
+    ~/.rackform/state (no account, no network)."""
+    env = os.environ if environ is None else environ
+    if env.get("PULUMI_BACKEND_URL"):
+        return env["PULUMI_BACKEND_URL"]
+    state = Path(env.get(STATE_ENV) or DEFAULT_STATE).expanduser().resolve()
+    return f"file://{state}"
+
+
+def needs_passphrase(url: str) -> bool:
+    """Self-managed backends (file, s3, gs, azblob, postgres) keep secrets with a passphrase
+    unless a stack says otherwise; Pulumi Cloud (https://) manages its own."""
+    return not url.startswith(("https://", "http://"))
+
+
+def open_stack(effective: Effective, root: Path) -> auto.Stack:
+    """Select (or create) the stack `<name>-<env>` of the project at `root`, and set its config."""
+    if shutil.which("pulumi") is None:
+        raise PulumiMissing(
+            "the pulumi CLI is not on PATH; install it (https://www.pulumi.com/docs/install/, "
+            "e.g. `curl -fsSL https://get.pulumi.com | sh`) and retry, or use `rackform plan` "
+            "for an offline plan"
+        )
+    url = backend_url()
+    if needs_passphrase(url) and not any(os.environ.get(v) is not None for v in PASSPHRASE_VARS):
+        raise WorkspaceError(
+            f"the state backend {url} encrypts stack secrets with a passphrase: set "
+            "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) and retry"
+        )
+    if url.startswith("file://"):
+        Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    opts = auto.LocalWorkspaceOptions(work_dir=str(root), env_vars={"PULUMI_BACKEND_URL": url})
+    stack = auto.create_or_select_stack(
+        stack_name=stack_name(effective), work_dir=str(root), opts=opts
+    )
+    stack.set_all_config(
+        {k: auto.ConfigValue(value=v) for k, v in stack_config(effective, root).items()}
+    )
+    return stack
+
+
+def exit_code(error: auto.CommandError) -> int:
+    """Pulumi's exit status. The Automation API keeps it only in the error's text
+    (`CommandResult.__str__`: "\\n code: N\\n stdout: ..."), so it is read back from there."""
+    found = _CODE.search(str(error))
+    return int(found.group(1)) if found else 1
+
+
+def run(
+    stack: auto.Stack,
+    operation: str,
+    on_output: Callable[[str], object],
+    on_error: Callable[[str], object],
+) -> int:
+    """Run preview, up or destroy, streaming Pulumi's output; return Pulumi's exit status."""
+    if operation not in OPERATIONS:
+        raise ValueError(f"unknown operation {operation!r}")
+    act = getattr(stack, operation)
+    try:
+        act(on_output=on_output, on_error=on_error)
+    except auto.CommandError as exc:
+        return exit_code(exc)
+    return 0

@@ -1,0 +1,197 @@
+"""One AWS node group: its launch template, and either one instance per node (training: in the
+cluster placement group, every EFA interface attached) or an autoscaling group (inference: no
+placement group, no EFA)."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from rackform.catalog import load_catalog
+from rackform.targets.aws.tags import asg_tags, aws_tags, tag_specifications
+from rackform.plan.model import ClusterSpec, NodeGroupSpec
+
+SSH_PORT = 22
+# Root EBS volume of every node. The DLAMI root is /dev/sda1 and needs ~100 GB; drivers, CUDA and
+# the smoke job's Python environment take the rest. Instance-store NVMe is not mapped here: it
+# is left unformatted for the nvme_raid role.
+ROOT_DEVICE = "/dev/sda1"
+ROOT_GB = 200
+
+
+def efa_interfaces(efa: int, cards: int, subnet_id, security_group_id) -> list[dict]:
+    """The launch template's network interfaces for `efa` EFA devices, one per network card.
+
+    Network card 0, device index 0 is the primary interface: an EFA with ENA, because an
+    EFA-only interface cannot be primary. Every further card gets an EFA-only interface at device
+    index 1, which carries RDMA traffic only and uses no IP address (AWS EC2 user guide,
+    "Maximize network bandwidth on instances with multiple network cards"; p5.48xlarge has 32).
+    The guide's newer variant (an ENA primary plus an EFA-only interface at card 0 device 1)
+    reaches the same 32 EFA devices with one more interface; this layout keeps one per card.
+    """
+    if efa > cards:
+        raise ValueError(f"{efa} EFA interfaces do not fit on {cards} network cards")
+    common = {"subnet_id": subnet_id, "security_groups": [security_group_id]}
+    primary = {
+        "network_card_index": 0,
+        "device_index": 0,
+        "interface_type": "efa" if efa else "interface",
+        "delete_on_termination": "true",
+        **common,
+    }
+    rest = [
+        {
+            "network_card_index": card,
+            "device_index": 1,
+            "interface_type": "efa-only",
+            "delete_on_termination": "true",
+            **common,
+        }
+        for card in range(1, efa)
+    ]
+    return [primary, *rest]
+
+
+def market_options(target) -> dict[str, object]:
+    """Launch-template arguments for how capacity is bought."""
+    reservation = {
+        "capacity_reservation_target": {"capacity_reservation_id": target.reservation_id}
+    }
+    if target.market == "spot":
+        # One-time spot that terminates on interruption: a cluster placement group refuses spot
+        # instances that stop or hibernate, and the job resumes from its last checkpoint.
+        return {
+            "instance_market_options": {
+                "market_type": "spot",
+                "spot_options": {
+                    "spot_instance_type": "one-time",
+                    "instance_interruption_behavior": "terminate",
+                },
+            }
+        }
+    if target.market == "capacity-block":
+        return {
+            "instance_market_options": {"market_type": "capacity-block"},
+            "capacity_reservation_specification": reservation,
+        }
+    if target.market == "reservation":
+        return {"capacity_reservation_specification": reservation}
+    return {}
+
+
+class AwsNodeGroup(pulumi.ComponentResource):
+    """Launch template plus instances (training) or an autoscaling group (inference)."""
+
+    nodes: pulumi.Output  # list of [name, private address, ssh port]
+    resources: list[pulumi.Resource]
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        group: NodeGroupSpec,
+        *,
+        ami: pulumi.Input[str],
+        pin_ami: bool,
+        subnet: aws.ec2.Subnet,
+        security_group: aws.ec2.SecurityGroup,
+        instance_profile: aws.iam.InstanceProfile,
+        placement_group: aws.ec2.PlacementGroup | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("rackform:aws:NodeGroup", name, None, opts)
+        target = spec.target
+        training = spec.purpose == "training"
+        it = load_catalog().instance(group.instance_type)
+        network: dict[str, object]
+        if training:
+            network = {
+                "network_interfaces": efa_interfaces(
+                    group.efa_interfaces,
+                    int(it.network_cards.value),
+                    subnet.id,
+                    security_group.id,
+                )
+            }
+        else:
+            network = {"vpc_security_group_ids": [security_group.id]}
+        lt_name = f"{name}-lt"
+        self.launch_template = aws.ec2.LaunchTemplate(
+            lt_name,
+            description=f"rackform {spec.stack} node group {group.name}",
+            image_id=ami,
+            instance_type=group.instance_type,
+            key_name=target.key_name,
+            iam_instance_profile={"arn": instance_profile.arn},
+            placement={"group_name": placement_group.name} if placement_group else None,
+            metadata_options={
+                "http_endpoint": "enabled",
+                "http_tokens": "required",
+                "http_put_response_hop_limit": 2,
+            },
+            block_device_mappings=[
+                {
+                    "device_name": ROOT_DEVICE,
+                    "ebs": {
+                        "volume_size": ROOT_GB,
+                        "volume_type": "gp3",
+                        "encrypted": "true",
+                        "delete_on_termination": "true",
+                    },
+                }
+            ],
+            update_default_version=True,
+            tag_specifications=tag_specifications(spec, name),
+            tags=aws_tags(spec, lt_name),
+            **network,
+            **market_options(target),
+            # A newer Deep Learning AMI matching the filter must not replace running nodes on the
+            # next `up`: the first image found stays until the blueprint pins ami.id.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["imageId"] if pin_ami else []),
+        )
+        version = self.launch_template.latest_version.apply(str)
+        template = {"id": self.launch_template.id, "version": version}
+        child = pulumi.ResourceOptions(parent=self)
+        if training:
+            instances = [
+                aws.ec2.Instance(
+                    f"{name}-{i}",
+                    launch_template=template,
+                    tags=aws_tags(spec, f"{name}-{i}"),
+                    opts=child,
+                )
+                for i in range(group.count)
+            ]
+            self.resources = list(instances)
+            names = [f"{name}-{i}" for i in range(group.count)]
+            self.nodes = pulumi.Output.all(*[x.private_ip for x in instances]).apply(
+                lambda ips: [[n, ip, SSH_PORT] for n, ip in zip(names, ips, strict=True)]
+            )
+        else:
+            asg = aws.autoscaling.Group(
+                name,
+                min_size=group.min_count if group.min_count is not None else group.count,
+                max_size=group.max_count if group.max_count is not None else group.count,
+                desired_capacity=group.count,
+                vpc_zone_identifiers=[subnet.id],
+                launch_template=template,
+                health_check_type="EC2",
+                wait_for_capacity_timeout="20m",
+                tags=asg_tags(spec, name),
+                # The autoscaler (or an operator scaling by hand) owns the live size; the
+                # blueprint's count is only the size to start with. Without this every `up`
+                # would reset a scaled-out serving fleet back to `count`.
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCapacity"]),
+            )
+            self.resources = [asg]
+            # The group's instances are found by the tag the autoscaler puts on them, once the
+            # group has reached its desired capacity.
+            found = aws.ec2.get_instances_output(
+                instance_tags={"aws:autoscaling:groupName": asg.name},
+                instance_state_names=["running"],
+                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[asg]),
+            )
+            self.nodes = pulumi.Output.all(found.ids, found.private_ips).apply(
+                lambda pair: [[i, ip, SSH_PORT] for i, ip in zip(pair[0], pair[1], strict=True)]
+            )
+        self.register_outputs({"launch_template_id": self.launch_template.id, "nodes": self.nodes})

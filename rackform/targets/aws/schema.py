@@ -1,0 +1,241 @@
+"""The AWS target's part of the blueprint: where and how capacity is bought, and the rules its
+node groups follow (an instance type from the catalog, a count, EFA only where the type has it,
+a VPC large enough for the subnets the plan cuts from it)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from rackform.blueprint.schema.base import Cidr, Strict, Violation, check, closest
+from rackform.blueprint.schema.sections import NodeGroup
+from rackform.catalog import Catalog
+
+if TYPE_CHECKING:
+    from rackform.blueprint.schema.model import Blueprint
+
+_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+# The nodes' subnet is the VPC's first half and the NAT gateway's public subnet a /28 at its
+# end (AWS's smallest subnet: "The allowed block size is between a /28 netmask and /16", VPC
+# user guide, "Subnet CIDR blocks"), so the VPC must be an IPv4 /27 or larger.
+SMALLEST_VPC_PREFIX = 27
+
+
+class AmiSpec(Strict):
+    id: Annotated[
+        str | None,
+        Field(
+            description="An explicit AMI id (ami-...). Wins over the filter.",
+            pattern=r"^ami-[0-9a-f]{8,17}$",
+        ),
+    ] = None
+    name_filter: Annotated[
+        str,
+        Field(description="AMI name filter used when no id is given (AWS Deep Learning AMIs)."),
+    ] = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+    owner: Annotated[str, Field(description="AMI owner account for the filter.")] = "amazon"
+
+
+class AwsTarget(Strict):
+    type: Annotated[Literal["aws"], Field(description="Amazon EC2.")]
+    region: Annotated[str, Field(description="AWS region, e.g. us-east-1.")]
+    availability_zone: Annotated[
+        str, Field(description="Zone inside the region; placement groups need one zone.")
+    ]
+    ssh_cidrs: Annotated[
+        tuple[Cidr, ...],
+        Field(
+            description="CIDRs allowed to reach SSH (port 22). Never 0.0.0.0/0 unless allow_public_ssh.",
+            min_length=1,
+        ),
+    ]
+    allow_public_ssh: Annotated[
+        bool, Field(description="Explicitly allow 0.0.0.0/0 or ::/0 in ssh_cidrs.")
+    ] = False
+    vpc_cidr: Annotated[
+        Cidr, Field(description="CIDR of the cluster's VPC: IPv4, a /27 or larger.")
+    ] = "10.0.0.0/16"
+    market: Annotated[
+        Literal["on-demand", "spot", "capacity-block", "reservation"],
+        Field(description="How capacity is bought."),
+    ] = "on-demand"
+    reservation_id: Annotated[
+        str | None,
+        Field(
+            description="Capacity reservation / capacity block id (cr-...), for those markets.",
+            pattern=r"^cr-[0-9a-f]{8,17}$",
+        ),
+    ] = None
+    ami: Annotated[AmiSpec, Field(description="Machine image.")] = AmiSpec()
+    key_name: Annotated[str | None, Field(description="EC2 key pair for SSH.")] = None
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not _REGION.match(v):
+            raise ValueError(f"{v!r} is not an AWS region name; write e.g. us-east-1")
+        return v
+
+    @model_validator(mode="after")
+    def _rules(self) -> AwsTarget:
+        out = []
+        if not self.availability_zone.startswith(self.region):
+            out.append(
+                Violation(
+                    ("availability_zone",),
+                    f"zone {self.availability_zone!r} is not in region {self.region!r}",
+                    f"use a zone such as {self.region}a",
+                )
+            )
+        for i, c in enumerate(self.ssh_cidrs):
+            if ipaddress.ip_network(c).prefixlen == 0 and not self.allow_public_ssh:
+                out.append(
+                    Violation(
+                        ("ssh_cidrs", i),
+                        f"{c} opens SSH to the whole internet",
+                        "narrow the CIDR, or set allow_public_ssh: true",
+                    )
+                )
+        vpc = ipaddress.ip_network(self.vpc_cidr)
+        if vpc.version != 4 or vpc.prefixlen > SMALLEST_VPC_PREFIX:
+            out.append(
+                Violation(
+                    ("vpc_cidr",),
+                    f"{self.vpc_cidr} is too small to split into a nodes and a NAT subnet",
+                    f"use a /{SMALLEST_VPC_PREFIX} or larger IPv4 block, e.g. 10.0.0.0/16",
+                )
+            )
+        needs_res = self.market in ("capacity-block", "reservation")
+        if needs_res and not self.reservation_id:
+            out.append(
+                Violation(
+                    ("reservation_id",),
+                    f"market {self.market!r} needs a reservation_id",
+                    "add reservation_id: cr-...",
+                )
+            )
+        if not needs_res and self.reservation_id:
+            out.append(
+                Violation(
+                    ("reservation_id",),
+                    f"reservation_id is only used with capacity-block or reservation, not {self.market!r}",
+                    "remove reservation_id or change market",
+                )
+            )
+        check(out)
+        return self
+
+
+def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
+    """The AWS rules that need the whole blueprint or the catalog."""
+    out: list[Violation] = []
+    for i, g in enumerate(bp.node_groups):
+        out += _group(g, ("node_groups", i), bp.purpose, catalog)
+    if bp.network.fabric == "efa":
+        for i, g in enumerate(bp.node_groups):
+            it = catalog.instances.get(g.instance_type or "")
+            if it is not None and it.efa_interfaces.value == 0:
+                out.append(
+                    Violation(
+                        ("node_groups", i, "instance_type"),
+                        f"{it.key} has no EFA interface",
+                        "choose an EFA-capable type or fabric: ethernet",
+                    )
+                )
+    w = bp.workload
+    if bp.target.market == "spot" and bp.purpose == "training":
+        if w is None or w.checkpoint_interval_min is None:
+            # Spot capacity is reclaimed with two minutes' notice: only a job that checkpoints
+            # and resumes can use it without losing its work.
+            out.append(
+                Violation(
+                    ("target", "market"),
+                    "spot training needs a job that checkpoints and resumes; this blueprint states no checkpoint interval",
+                    "set workload.checkpoint_interval_min, or use market: on-demand",
+                )
+            )
+    return out
+
+
+def _group(g: NodeGroup, at: tuple, purpose: str, cat: Catalog) -> list[Violation]:
+    out = []
+    if not g.instance_type:
+        return [
+            Violation(
+                (*at, "instance_type"),
+                "an AWS node group needs an instance_type",
+                "add instance_type: e.g. p5.48xlarge",
+            )
+        ]
+    it = cat.instances.get(g.instance_type)
+    if it is None:
+        return [
+            Violation(
+                (*at, "instance_type"),
+                f"unknown instance type {g.instance_type!r}",
+                closest(g.instance_type, list(cat.instances)),
+            )
+        ]
+    if g.hosts:
+        out.append(
+            Violation(
+                (*at, "hosts"),
+                "AWS nodes are created by rackform, not listed",
+                "remove hosts (they are for bare_metal / colocation)",
+            )
+        )
+    if g.count is None:
+        out.append(Violation((*at, "count"), "an AWS node group needs a count", "add count: N"))
+    if g.gpu is not None and g.gpu != it.gpu:
+        out.append(
+            Violation(
+                (*at, "gpu"),
+                f"{it.key} carries {it.gpu}, not {g.gpu}",
+                "remove gpu: it comes from the instance type",
+            )
+        )
+    if g.gpus_per_node is not None and g.gpus_per_node != it.gpu_count:
+        out.append(
+            Violation(
+                (*at, "gpus_per_node"),
+                f"{it.key} has {it.gpu_count} GPUs, not {g.gpus_per_node}",
+                "remove gpus_per_node: it comes from the instance type",
+            )
+        )
+    if purpose == "training" and (g.min_count is not None or g.max_count is not None):
+        out.append(
+            Violation(
+                (*at, "min_count" if g.min_count is not None else "max_count"),
+                "training node groups do not autoscale",
+                "remove min_count / max_count (inference only)",
+            )
+        )
+    if g.min_count is not None and g.max_count is not None and g.min_count > g.max_count:
+        out.append(
+            Violation(
+                (*at, "min_count"),
+                f"min_count {g.min_count} exceeds max_count {g.max_count}",
+                "lower min_count or raise max_count",
+            )
+        )
+    if g.count is not None:
+        if g.min_count is not None and g.count < g.min_count:
+            out.append(
+                Violation(
+                    (*at, "count"),
+                    f"count {g.count} is below min_count {g.min_count}",
+                    "count is the desired size, between min and max",
+                )
+            )
+        if g.max_count is not None and g.count > g.max_count:
+            out.append(
+                Violation(
+                    (*at, "count"),
+                    f"count {g.count} is above max_count {g.max_count}",
+                    "count is the desired size, between min and max",
+                )
+            )
+    return out

@@ -1,0 +1,54 @@
+"""The bare-metal target: hosts that already exist and are owned outright. Each host is
+registered (checked over SSH, its facts recorded), never created or wiped; cost is the
+hardware amortized plus the electricity of whole servers."""
+
+from __future__ import annotations
+
+from rackform.plan.model import Plan
+from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
+from rackform.targets.base import Adapter
+from rackform.targets.bare_metal.schema import BareMetalTarget
+from rackform.targets.onprem import compile as onprem
+from rackform.targets.onprem import schema as onprem_schema
+
+
+class BareMetalAdapter(Adapter):
+    type = "bare_metal"
+    schema = BareMetalTarget
+    fabrics = ("infiniband", "roce", "ethernet")
+    owned = True
+
+    def rules(self, bp, catalog):
+        return onprem_schema.rules(bp, catalog)
+
+    def ssh_user(self, target) -> str:
+        return target.ssh_user
+
+    def compile_group(self, bp, group, catalog):
+        return onprem.compile_group(bp, group, catalog)
+
+    def cost(self, plan: Plan) -> TargetCost:
+        t, notes = plan.target, []
+        lines = onprem.hardware(plan, t.capex_usd_per_gpu, t.amortize_months, notes)
+        if t.power_usd_per_kwh is None:
+            notes.append(f"{UNPRICED}: no target.power_usd_per_kwh, so electricity is not priced")
+        else:
+            factor = plan.figures.power.server_power_factor
+            groups = [g for _, g in plan.gpu_groups]
+            kw = sum(g.gpus * g.gpu.power_w.value for g in groups) / 1000 * factor.value
+            per_hour = kw * t.power_usd_per_kwh
+            hours = plan.figures.cost.hours_per_month.value
+            where = src(*[g.gpu.power_w for g in groups], factor)
+            item = (
+                f"{kw:.1f} kW (GPUs x{factor.value:g} for servers) at ${t.power_usd_per_kwh:g}/kWh"
+            )
+            lines.append(Line(item, per_hour, per_hour * hours, where))
+        return TargetCost("bare metal (amortized)", tuple(lines), None, tuple(notes))
+
+    def component(self, name, plan, opts, providers):
+        from rackform.targets.onprem.cluster import OnPremCluster
+
+        return OnPremCluster(f"{name}-hosts", plan, opts=opts, provider=providers.get("host"))
+
+
+ADAPTER = BareMetalAdapter()

@@ -1,0 +1,70 @@
+"""What a target adapter is. Each target (aws, bare_metal, colocation) is one package under
+`rackform/targets/` whose `adapter.py` holds one `Adapter`: its part of the blueprint schema, the
+rules that need the catalog, its compile step, its cost, its stack config and its Pulumi
+component. `registry.py` lists them by `type`; nothing else in rackform branches on the target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rackform.blueprint.schema.base import Strict, Violation
+from rackform.catalog import Catalog
+
+if TYPE_CHECKING:
+    import pulumi
+
+    from rackform.blueprint.schema.model import Blueprint
+    from rackform.blueprint.schema.sections import NodeGroup
+    from rackform.plan.model import NodeGroupPlan, Plan, RackPlan
+    from rackform.plan.pricing import TargetCost
+
+
+class Adapter:
+    type: ClassVar[str]
+    schema: ClassVar[type[Strict]]  # the target's model, discriminated on `type`
+    fabrics: ClassVar[tuple[str, ...]]  # network fabrics the target can have
+    owned: ClassVar[bool]  # hardware bought outright (it pays off only when kept busy)
+
+    def on_demand(self, target: Any) -> bool:
+        """Capacity rented by the hour with no commitment (the dearest way to run busy)."""
+        return False
+
+    def rules(self, bp: Blueprint, catalog: Catalog) -> list[Violation]:
+        """Cross-field rules of this target that need the whole blueprint or the catalog."""
+        return []
+
+    def ssh_user(self, target: Any) -> str:
+        """The user Ansible logs in as."""
+        raise NotImplementedError
+
+    def compile_group(self, bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
+        raise NotImplementedError
+
+    def compile_target(
+        self, bp: Blueprint, groups: tuple[NodeGroupPlan, ...], catalog: Catalog
+    ) -> tuple[Any, tuple[RackPlan, ...]]:
+        """(what the target derives for its component, the racks with their planned power)."""
+        return None, ()
+
+    def stack_config(self, target: Any) -> Mapping[str, str]:
+        """Stack config keys beyond rackform's own (e.g. the AWS provider's region)."""
+        return {}
+
+    def check_stack_config(self, plan: Plan, config: Any) -> None:
+        """Refuse a stack whose own config contradicts the blueprint (raises ProgramError)."""
+
+    def cost(self, plan: Plan) -> TargetCost:
+        raise NotImplementedError
+
+    def component(
+        self,
+        name: str,
+        plan: Plan,
+        opts: pulumi.ResourceOptions,
+        providers: Mapping[str, Any],
+    ) -> Any:
+        """The Pulumi component that creates (or registers) the nodes: a ComponentResource with
+        `nodes` ({node group: [[name, address, port], ...]}) and `node_resources`."""
+        raise NotImplementedError

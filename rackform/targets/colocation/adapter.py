@@ -1,0 +1,56 @@
+"""The colocation target: hosts in racks of a colocation site, each rack with a power budget.
+Like bare metal the hosts are registered, not created; the plan records the GPU power planned
+into each rack, and cost is the committed kW plus the hardware amortized."""
+
+from __future__ import annotations
+
+from rackform.plan.model import Plan, RackPlan
+from rackform.plan.pricing import UNPRICED, Line, TargetCost
+from rackform.targets.base import Adapter
+from rackform.targets.colocation import schema
+from rackform.targets.onprem import compile as onprem
+from rackform.targets.onprem import schema as onprem_schema
+
+
+class ColocationAdapter(Adapter):
+    type = "colocation"
+    schema = schema.ColocationTarget
+    fabrics = ("infiniband", "roce", "ethernet")
+    owned = True
+
+    def rules(self, bp, catalog):
+        return onprem_schema.rules(bp, catalog) + schema.rules(bp, catalog)
+
+    def ssh_user(self, target) -> str:
+        return target.ssh_user
+
+    def compile_group(self, bp, group, catalog):
+        return onprem.compile_group(bp, group, catalog)
+
+    def compile_target(self, bp, groups, catalog):
+        draw = schema.rack_gpu_kw(bp.target.racks, bp.node_groups, catalog)
+        return None, tuple(RackPlan(r.name, r.power_kw, draw[r.name]) for r in bp.target.racks)
+
+    def cost(self, plan: Plan) -> TargetCost:
+        t, notes = plan.target, []
+        hours = plan.figures.cost.hours_per_month.value
+        lines = []
+        if t.usd_per_kw_month is None:
+            notes.append(
+                f"{UNPRICED}: no target.usd_per_kw_month, so space and power are not priced"
+            )
+        else:
+            kw = sum(r.power_kw for r in plan.racks)
+            month = kw * t.usd_per_kw_month
+            item = f"{kw:g} kW committed in {len(plan.racks)} rack(s) at ${t.usd_per_kw_month:g}/kW-month"
+            lines.append(Line(item, month / hours, month, "target.usd_per_kw_month"))
+        lines += onprem.hardware(plan, t.capex_usd_per_gpu, t.amortize_months, notes)
+        return TargetCost("colocation", tuple(lines), None, tuple(notes))
+
+    def component(self, name, plan, opts, providers):
+        from rackform.targets.onprem.cluster import OnPremCluster
+
+        return OnPremCluster(f"{name}-hosts", plan, opts=opts, provider=providers.get("host"))
+
+
+ADAPTER = ColocationAdapter()

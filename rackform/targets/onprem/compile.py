@@ -1,0 +1,46 @@
+"""Compile and price what bare metal and colocation share: node groups of listed hosts, and
+hardware amortized over its life."""
+
+from __future__ import annotations
+
+from rackform.blueprint.schema.sections import NodeGroup
+from rackform.catalog import Catalog
+from rackform.plan.arrays import array_plan
+from rackform.plan.model import HostPlan, NodeGroupPlan, Plan
+from rackform.plan.pricing import UNPRICED, Line
+
+
+def compile_group(bp, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
+    ckpt = bp.storage.checkpoint
+    hosts = tuple(
+        HostPlan(h.name, h.address, h.port or bp.target.ssh_port, h.rack, tuple(h.nvme or ckpt.devices))
+        for h in group.hosts
+    )
+    # Drives are known where every host lists them (its own `nvme`, or storage's `devices`);
+    # otherwise the nvme_raid role finds them on the host.
+    listed = [len(h.nvme) for h in hosts]
+    drives = min(listed) if listed and all(listed) else None
+    return NodeGroupPlan(
+        name=group.name,
+        count=len(hosts),
+        gpu=catalog.gpu(group.gpu) if group.gpu else None,
+        gpus_per_node=group.gpus_per_node or 0,
+        instance=None,
+        hosts=hosts,
+        min_count=None,
+        max_count=None,
+        efa_interfaces=0,
+        array=array_plan(ckpt, drives=drives),
+    )
+
+
+def hardware(plan: Plan, capex: float | None, months: int, notes: list[str]) -> list[Line]:
+    """Hardware amortized over `months`, or a note that it cannot be priced."""
+    hours = plan.figures.cost.hours_per_month.value
+    if capex is None:
+        notes.append(f"{UNPRICED}: no target.capex_usd_per_gpu, so hardware is not priced")
+        return []
+    gpus = sum(g.gpus for _, g in plan.gpu_groups)
+    month = capex * gpus / months
+    item = f"{gpus} GPUs x ${capex:,.0f} over {months} months"
+    return [Line(item, month / hours, month, "target.capex_usd_per_gpu")]
