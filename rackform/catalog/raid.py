@@ -51,5 +51,6 @@ def load_raid_levels() -> dict[int, RaidLevel]:
 
 
 def role_table() -> dict[int, dict[str, Any]]:
-    """`nvme_raid_levels`: the table as the nvme_raid role reads it."""
-    return {level: r.as_var() for level, r in sorted(load_raid_levels().items())}
+    """`nvme_raid_levels`: the table as the nvme_raid role reads it (keyed by the level as a
+    string: Ansible variables, YAML and Pulumi inputs all keep string keys)."""
+    return {str(level): r.as_var() for level, r in sorted(load_raid_levels().items())}

@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 import yaml
 
-from rackform.cli.main import app
-from rackform.cli.output import fail
+from rackform.cli.app import app
+from rackform.cli.common import Env, File, for_action
+from rackform.plan.model import thaw
 
 
 def _extra_vars(pairs: list[str]) -> dict:
@@ -35,10 +36,8 @@ def _extra_vars(pairs: list[str]) -> dict:
 
 @app.command("configure")
 def configure(
-    file: Annotated[Path, typer.Argument(help="Blueprint file.", show_default=False)],
-    env: Annotated[
-        str | None, typer.Option("--env", "-e", help="Environment (default: the base blueprint).")
-    ] = None,
+    file: File,
+    env: Env = None,
     limit: Annotated[
         str | None, typer.Option("--limit", "-l", help="Only these hosts (Ansible host pattern).")
     ] = None,
@@ -73,17 +72,11 @@ def configure(
 ) -> None:
     """Run the roles (nvidia_driver, nccl_rdma, nvme_raid, dcgm, smoke_train) on the
     blueprint's nodes with a live progress display and a per-host summary. On failure it exits
-    non-zero, naming the host, role and task; a rerun continues from where the hosts are."""
+    non-zero, naming the host, role and task; a rerun continues from where the hosts are.
+    A blueprint with an unwaived preflight error is refused."""
     from rackform.hosts.runner import ROLES, run, summary_lines
-    from rackform.plan.compile import compile_cluster
-    from rackform.plan.inventory import group_vars, inventory
-    from rackform.blueprint.loader import load_effective
-    from rackform.blueprint.problems import BlueprintError
 
-    try:
-        effective = load_effective(file, env)
-    except BlueprintError as exc:
-        raise fail(exc.problems) from None
+    plan = for_action(file, env, "nothing was configured").plan
     problems = [
         f"--role {r}: no such role (roles: {', '.join(ROLES)})"
         for r in role or []
@@ -92,10 +85,9 @@ def configure(
     for flag, path in (("--private-key", private_key), ("--known-hosts", known_hosts)):
         if path is not None and not path.is_file():
             problems.append(f"{flag} {path}: no such file")
-    spec = compile_cluster(effective)
-    if spec.target.type == "aws":
+    if not plan.nodes_listed:
         problems.append(
-            f"{file}: AWS nodes come from the stack's outputs; configure them through "
+            f"{file}: {plan.target_type} nodes come from the stack's outputs; configure them through "
             "`pulumi up` (the configure resource), which runs the same roles"
         )
     if problems:
@@ -109,12 +101,12 @@ def configure(
 
     what = ", ".join(role) if role else "every role"
     out(
-        f"configure {spec.name} ({spec.environment}): {spec.nodes} node(s), {what}"
+        f"configure {plan.name} ({plan.environment}): {plan.nodes} node(s), {what}"
         + (" [check mode]" if check else "")
     )
     result = run(
-        inventory(spec),
-        group_vars(spec),
+        thaw(plan.inventory),
+        thaw(plan.group_vars),
         private_key=private_key,
         known_hosts=known_hosts,
         extravars=extras,

@@ -6,8 +6,8 @@ import json
 
 import typer
 
-from rackform.cli.main import app
-from rackform.schema import Blueprint
+from rackform.blueprint.schema.model import Blueprint
+from rackform.cli.app import app
 
 
 def schema_json() -> str:

@@ -16,10 +16,9 @@ from typing import Annotated
 
 import typer
 
-import rackform
-from rackform.cli.main import app
-from rackform.cli.output import EXIT_INVALID, fail
-from rackform.blueprint.problems import BlueprintError
+from rackform.cli.app import app
+from rackform.cli.common import EXIT_INVALID, Env, for_action
+from rackform.paths import VALIDATORS_DIR
 from rackform.plan.thresholds import Expectations, GroupError, for_group, without_blueprint
 
 PRESETS = ("tiny", "small", "default")
@@ -28,8 +27,8 @@ PRESETS = ("tiny", "small", "default")
 def _launch():
     """validators/ sits next to the rackform package (it is shipped to nodes as files, not
     installed); make it importable from there."""
-    root = Path(rackform.__file__).resolve().parent.parent
-    if not (root / "validators" / "launch.py").is_file():
+    root = VALIDATORS_DIR.parent
+    if not (VALIDATORS_DIR / "launch.py").is_file():
         print(f"rackform: internal error: validators/ not found in {root}", file=sys.stderr)
         raise typer.Exit(1)
     if str(root) not in sys.path:
@@ -47,19 +46,13 @@ def _expectations(
             print("rackform: --env and --group need --blueprint", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
         return without_blueprint(), {}
-    from rackform.plan.compile import compile_cluster
-    from rackform.blueprint.loader import load_effective
-
+    plan = for_action(blueprint, env, "the smoke job did not run").plan
     try:
-        eff = load_effective(blueprint, env)
-    except BlueprintError as exc:
-        raise fail(exc.problems) from None
-    try:
-        exp = for_group(compile_cluster(eff), group)
+        exp = for_group(plan, group)
     except GroupError as exc:
         print(f"{blueprint}: {exc}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID) from None
-    return exp, {"file": str(blueprint), "environment": eff.environment, "digest": eff.digest}
+    return exp, {"file": str(blueprint), "environment": plan.environment, "digest": plan.digest}
 
 
 @app.command()
@@ -72,9 +65,7 @@ def smoke(
         Path | None,
         typer.Option("--blueprint", "-b", help="Take expectations from this blueprint."),
     ] = None,
-    env: Annotated[
-        str | None, typer.Option("--env", "-e", help="The blueprint's environment.")
-    ] = None,
+    env: Env = None,
     group: Annotated[
         str | None, typer.Option("--group", help="Node group (when the blueprint has several).")
     ] = None,

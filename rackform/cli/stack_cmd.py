@@ -1,48 +1,31 @@
 """`rackform preview|up|destroy FILE [--env ENV]`: the real Pulumi CLI, through the Automation
-API, on the stack `<name>-<env>`. Pulumi's exit status is rackform's."""
+API, on the stack `<name>-<env>`. Pulumi's exit status is rackform's.
+
+`preview` and `up` refuse a blueprint with an unwaived preflight error (the program itself
+refuses it too, so a bare `pulumi up` stops the same way). `destroy` does not: tearing a
+cluster down can only remove what the findings warn about."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rackform.cli.main import app
-from rackform.cli.output import EXIT_INVALID, fail
-from rackform.blueprint.loader import Effective, load_effective
-from rackform.blueprint.problems import BlueprintError
-from rackform.stack.config import environment_arg
-
-File = Annotated[Path, typer.Argument(help="Blueprint file.", show_default=False)]
-Env = Annotated[
-    str | None,
-    typer.Option("--env", "-e", help="Environment (default: the base blueprint)."),
-]
+from rackform.cli.app import app
+from rackform.cli.common import Env, File, for_action, prepared, user_error
+from rackform.paths import project_root
+from rackform.plan.model import Plan
 
 
-def _load(file: Path, env: str | None) -> Effective:
-    try:
-        return load_effective(file, environment_arg(env))
-    except BlueprintError as exc:
-        raise fail(exc.problems) from None
-
-
-def _user_error(message: str) -> typer.Exit:
-    print(f"rackform: {message}", file=sys.stderr)
-    return typer.Exit(EXIT_INVALID)
-
-
-def _operate(effective: Effective, operation: str) -> None:
+def _operate(plan: Plan, operation: str) -> None:
     # Imported here: the Automation API is only needed by these three commands.
-    from rackform.stack.config import repo_root
     from rackform.stack.workspace import WorkspaceError, open_stack, run
 
     try:
-        stack = open_stack(effective, repo_root())
+        stack = open_stack(plan, project_root())
     except WorkspaceError as exc:
-        raise _user_error(str(exc)) from None
+        raise user_error(str(exc)) from None
     code = run(
         stack,
         operation,
@@ -56,14 +39,15 @@ def _operate(effective: Effective, operation: str) -> None:
 @app.command()
 def preview(file: File, env: Env = None) -> None:
     """Show what `up` would change (pulumi preview on the stack <name>-<env>)."""
-    _operate(_load(file, env), "preview")
+    _operate(for_action(file, env, "nothing was previewed").plan, "preview")
 
 
 @app.command()
 def up(file: File, env: Env = None) -> None:
     """Provision, configure and validate the cluster (pulumi up on the stack <name>-<env>).
-    A strict validation failure fails it."""
-    _operate(_load(file, env), "up")
+    A strict validation failure fails it; so does an unwaived preflight error, before anything
+    is created."""
+    _operate(for_action(file, env, "nothing was created").plan, "up")
 
 
 @app.command()
@@ -74,18 +58,15 @@ def destroy(
 ) -> None:
     """Delete every resource of the stack <name>-<env>. Asks first unless --yes; refuses a
     cluster with lifecycle.protect: true. Hosts that already existed are released, never wiped."""
-    effective = _load(file, env)
-    bp = effective.blueprint
-    if bp.lifecycle.protect:
-        raise _user_error(
-            f"{file}: cluster {bp.name} (environment {effective.environment}) is protected "
+    plan = prepared(file, env).plan
+    if plan.lifecycle.protect:
+        raise user_error(
+            f"{file}: cluster {plan.name} (environment {plan.environment}) is protected "
             "(lifecycle.protect: true); set it to false in the blueprint, run `rackform up`, "
             "then destroy"
         )
     if not yes:
-        from rackform.plan.compile import stack_name
-
-        question = f"Destroy every resource of stack {stack_name(effective)}?"
+        question = f"Destroy every resource of stack {plan.stack}?"
         try:
             confirmed = typer.confirm(question, default=False)
         except typer.Abort:
@@ -93,4 +74,4 @@ def destroy(
         if not confirmed:
             print("rackform: not destroyed (confirm, or pass --yes)", file=sys.stderr)
             raise typer.Exit(1)
-    _operate(effective, "destroy")
+    _operate(plan, "destroy")

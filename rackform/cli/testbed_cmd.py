@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from rackform.cli.main import app
+from rackform.cli.app import app
+from rackform.cli.common import prepared
 
 testbed_app = typer.Typer(
     help="Local Debian VMs under QEMU with emulated NVMe drives, for trying the roles for real.",
@@ -45,11 +46,14 @@ def up(
     except (TestbedError, ImageError, SshError, VmError) as exc:
         _log(f"rackform testbed up: {exc}")
         raise typer.Exit(2 if isinstance(exc, TestbedError) else 1) from None
+    # The blueprint written for the VMs goes through the same engine as any other: what it
+    # compiles to is what `configure` will run.
+    plan = prepared(Path(bed.blueprint), None).plan
     for n in bed.nodes:
         typer.echo(
             f"{n.name}\tssh -p {n.ssh_port} -i {bed.key} root@127.0.0.1\tprivate {n.priv_address}"
         )
-    typer.echo(f"blueprint: {bed.blueprint}")
+    typer.echo(f"blueprint: {bed.blueprint} ({plan.nodes} node(s), digest {plan.digest[7:19]})")
     typer.echo(
         f"configure: rackform configure {bed.blueprint} --private-key {bed.key}"
         f" --known-hosts {bed.known_hosts}"

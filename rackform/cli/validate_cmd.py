@@ -9,12 +9,12 @@ from typing import Annotated
 
 import typer
 
-from rackform.cli.main import app
-from rackform.cli.output import EXIT_INVALID
-from rackform.plan.cost import render
-from rackform.blueprint.loader import load_all, load_effective, read
-from rackform.preflight.report import LocatedFinding, Locator, run
 from rackform.blueprint.problems import BlueprintError, Problem
+from rackform.cli.app import app
+from rackform.cli.common import EXIT_INVALID, Env
+from rackform.engine import Prepared, prepare, prepare_all
+from rackform.plan.cost import render
+from rackform.preflight.report import LocatedFinding
 
 
 def _key(lf: LocatedFinding) -> tuple:
@@ -26,43 +26,39 @@ def _key(lf: LocatedFinding) -> tuple:
 @app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Blueprint files.", show_default=False)],
-    env: Annotated[
-        str | None, typer.Option("--env", "-e", help="Validate one environment (default: all).")
-    ] = None,
+    env: Env = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     cost: Annotated[bool, typer.Option("--cost", help="Print each environment's cost.")] = False,
 ) -> None:
     """Check blueprints: schema, cross-field rules and preflight rules (sizing, right-sizing,
-    checkpoint overhead, power, utilization), in every environment. Preflight warnings print
-    and pass; a schema problem or an unwaived preflight error exits 2."""
+    checkpoint overhead, power, utilization), in every environment (or only --env). Preflight
+    warnings print and pass; a schema problem or an unwaived preflight error exits 2."""
     results: list[dict] = []
     problems: list[Problem] = []
     found: dict[tuple, LocatedFinding] = {}
     tables: list[str] = []
     for f in files:
         try:
-            effs = [load_effective(f, env)] if env else load_all(f)
-            locator = Locator(read(f))
+            prepared: list[Prepared] = [prepare(f, env)] if env else prepare_all(f)
         except BlueprintError as exc:
             problems += exc.problems
             results.append({"file": str(f), "valid": False, "environments": []})
             continue
         envs, blocked = [], False
-        for e in effs:
-            report = run(e, locator)
-            for lf in report.findings:
+        for p in prepared:
+            for lf in p.report.findings:
                 found.setdefault(_key(lf), lf)
-            blocked |= report.blocked
+            blocked |= p.blocked
             envs.append(
                 {
-                    "name": e.environment,
-                    "digest": e.digest,
-                    "blocked": report.blocked,
-                    "cost": report.cost.as_dict(),
+                    "name": p.plan.environment,
+                    "digest": p.plan.digest,
+                    "blocked": p.blocked,
+                    "cost": p.report.cost.as_dict(),
                 }
             )
             if cost:
-                tables += [f"{f} [env {e.environment}]", *render(report.cost)]
+                tables += [f"{f} [env {p.plan.environment}]", *render(p.report.cost)]
         results.append({"file": str(f), "valid": not blocked, "environments": envs})
     findings = list(found.values())
     invalid = bool(problems) or any(not r["valid"] for r in results)

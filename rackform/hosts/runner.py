@@ -3,7 +3,7 @@ a per-host summary, and the failures named by host, role and task.
 
 `run(inventory, group_vars, ...)` is what `rackform configure` calls and `configure(inventory=,
 group_vars=)` is the same run behind the Pulumi configure resource's contract. Both take the
-inventory and variables compiled by `rackform.plan.inventory` from the same plan.
+inventory and variables the compiled plan carries (`Plan.inventory`, `Plan.group_vars`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROLES_DIR = Path(__file__).resolve().parent.parent / "roles"
+from rackform.paths import ROLES_DIR, VALIDATORS_DIR
+
 SITE = ROLES_DIR / "site.yml"
 ROLES = ("nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "smoke_train")
 
@@ -289,7 +290,7 @@ def run(
     if report_dir is not None:
         extra.setdefault("smoke_train_fetch_dir", str(report_dir.resolve()))
         extra.setdefault("dcgm_prometheus_file", str(report_dir.resolve() / "prometheus-dcgm.yml"))
-    extra.setdefault("smoke_train_validators_src", str(ROLES_DIR.parent / "validators"))
+    extra.setdefault("smoke_train_validators_src", str(VALIDATORS_DIR))
     return run_playbook(
         inv,
         extravars=extra,

@@ -50,6 +50,7 @@ DEVICE_NAMES = {
     "L4": r"\bL4\b",
 }
 
+
 @dataclass(frozen=True)
 class Threshold:
     value: float | None

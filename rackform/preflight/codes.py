@@ -17,22 +17,50 @@ class Code(NamedTuple):
 
 
 CODES: dict[str, Code] = {
-    "memory-does-not-fit": Code("error", "the training job needs more memory per GPU than the GPUs have"),
-    "memory-oversized": Code("warning", "a fine-tune whose whole replica uses a small share of one GPU's memory"),
-    "nodes-unused": Code("warning", "more GPUs than global_batch / micro_batch data-parallel ranks can use"),
-    "fabric-unused": Code("warning", "an RDMA fabric for a single-node job or for LoRA / QLoRA data parallelism"),
-    "fabric-missing": Code("error", "multi-node pre-training or full fine-tuning without an RDMA fabric"),
+    "memory-does-not-fit": Code(
+        "error", "the training job needs more memory per GPU than the GPUs have"
+    ),
+    "memory-oversized": Code(
+        "warning", "a fine-tune whose whole replica uses a small share of one GPU's memory"
+    ),
+    "nodes-unused": Code(
+        "warning", "more GPUs than global_batch / micro_batch data-parallel ranks can use"
+    ),
+    "fabric-unused": Code(
+        "warning", "an RDMA fabric for a single-node job or for LoRA / QLoRA data parallelism"
+    ),
+    "fabric-missing": Code(
+        "error", "multi-node pre-training or full fine-tuning without an RDMA fabric"
+    ),
     "tensor-parallel-across-nodes": Code("error", "tensor_parallel larger than a node's GPUs"),
-    "inference-training-fabric": Code("warning", "an inference cluster with an RDMA training fabric"),
-    "inference-training-gpu": Code("warning", "NVSwitch training-class GPUs serving a model a cheaper node holds"),
-    "inference-node-too-small": Code("error", "an inference node whose GPUs cannot hold the model's weights"),
-    "inference-kv-cache-tight": Code("warning", "an inference node that holds the weights but not a full-length KV cache"),
-    "checkpoint-overhead": Code("error", "checkpoint time / checkpoint interval above 2% of training time"),
+    "inference-training-fabric": Code(
+        "warning", "an inference cluster with an RDMA training fabric"
+    ),
+    "inference-training-gpu": Code(
+        "warning", "NVSwitch training-class GPUs serving a model a cheaper node holds"
+    ),
+    "inference-node-too-small": Code(
+        "error", "an inference node whose GPUs cannot hold the model's weights"
+    ),
+    "inference-kv-cache-tight": Code(
+        "warning", "an inference node that holds the weights but not a full-length KV cache"
+    ),
+    "checkpoint-overhead": Code(
+        "error", "checkpoint time / checkpoint interval above 2% of training time"
+    ),
     "checkpoint-slow": Code("warning", "one checkpoint takes longer than 10 s"),
-    "checkpoint-throughput-unknown": Code("warning", "checkpoint time cannot be checked: no write speed in the blueprint or catalog"),
+    "checkpoint-throughput-unknown": Code(
+        "warning", "checkpoint time cannot be checked: no write speed in the blueprint or catalog"
+    ),
     "checkpoint-capacity": Code("error", "the checkpoints kept do not fit a node's array"),
     "checkpoint-raid-drives": Code("error", "too few drives for the checkpoint array's RAID level"),
-    "rack-power-headroom": Code("warning", "a colocation rack's estimated server draw near or over its power budget"),
-    "utilization-gap": Code("warning", "expected GPU utilization below the 85% target, with what the gap costs"),
-    "utilization-ownership": Code("warning", "owned hardware expected to run below break-even, or on-demand cloud run busy"),
+    "rack-power-headroom": Code(
+        "warning", "a colocation rack's estimated server draw near or over its power budget"
+    ),
+    "utilization-gap": Code(
+        "warning", "expected GPU utilization below the 85% target, with what the gap costs"
+    ),
+    "utilization-ownership": Code(
+        "warning", "owned hardware expected to run below break-even, or on-demand cloud run busy"
+    ),
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from rackform.preflight.base import ERROR, WARNING, Context, Finding, Rule, gb, group_path
+from rackform.preflight.base import Context, Finding, Rule, gb, group_path
 
 
 class MemoryDoesNotFit(Rule):

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rackform.plan.sizing import GB, adapter_params
 from rackform.preflight.base import (
-    ERROR,
     RDMA,
-    WARNING,
     Context,
     Finding,
     Rule,
     gb,
     group_path,
 )
-from rackform.plan.sizing import GB, adapter_params
 
 
 class FabricUnused(Rule):

@@ -1,14 +1,14 @@
-"""The root component of one cluster: its target (AWS or hosts that exist), then Configure, then
-Validate, each depending on the one before."""
+"""The root component of one cluster: its target's nodes (created on AWS, registered where they
+already exist), then Configure, then Validate, each depending on the one before. Which target is
+the adapter's business (`rackform.targets`); this component reads only the plan."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pulumi
 
-from rackform.plan.inventory import group_vars, inventory
-from rackform.targets.onprem.hosts import HostProvider
+from rackform.paths import ROLES_DIR
+from rackform.plan.inventory import with_nodes
+from rackform.plan.model import Plan, thaw
 from rackform.stack.stages import (
     Configure,
     ConfigureProvider,
@@ -17,31 +17,31 @@ from rackform.stack.stages import (
     content_hash,
     roles_hash,
 )
-from rackform.plan.model import ClusterSpec
+from rackform.targets.registry import adapter
 
 
-def validation_input(spec: ClusterSpec) -> dict:
+def validation_input(plan: Plan) -> dict:
     """What the validator checks against: the blueprint's validation section and what the
     cluster is supposed to have."""
     return {
-        **spec.validation.model_dump(mode="json"),
+        **plan.validation.model_dump(mode="json"),
         "expected": {
-            "nodes": spec.nodes,
-            "gpus": spec.gpus,
-            "fabric": spec.network.fabric,
+            "nodes": plan.nodes,
+            "gpus": plan.gpus,
+            "fabric": plan.network.fabric,
             "groups": {
-                g.name: {"count": g.count, "gpu": g.gpu, "gpus_per_node": g.gpus_per_node}
-                for g in spec.node_groups
+                g.name: {"count": g.count, "gpu": g.gpu_key, "gpus_per_node": g.gpus_per_node}
+                for g in plan.node_groups
             },
         },
     }
 
 
-def expected_nodes(spec: ClusterSpec) -> dict[str, int]:
+def expected_nodes(plan: Plan) -> dict[str, int]:
     """How many nodes configuration must find: the count, or for an autoscaling group anything
     between its minimum and maximum (the autoscaler owns the live size)."""
-    low = sum(g.min_count if g.min_count is not None else g.count for g in spec.node_groups)
-    high = sum(g.max_count if g.max_count is not None else g.count for g in spec.node_groups)
+    low = sum(g.min_count if g.min_count is not None else g.count for g in plan.node_groups)
+    high = sum(g.max_count if g.max_count is not None else g.count for g in plan.node_groups)
     return {"min": low, "max": high}
 
 
@@ -51,48 +51,39 @@ class Cluster(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        spec: ClusterSpec,
+        plan: Plan,
         *,
-        roles_dir: Path,
         opts: pulumi.ResourceOptions | None = None,
-        host_provider: HostProvider | None = None,
+        host_provider=None,
         configure_provider: ConfigureProvider | None = None,
         validate_provider: ValidateProvider | None = None,
     ):
         props = {
-            "cluster": spec.name,
-            "environment": spec.environment,
-            "purpose": spec.purpose,
-            "target": spec.target.type,
-            "nodes": spec.nodes,
-            "gpus": spec.gpus,
-            "digest": spec.digest,
+            "cluster": plan.name,
+            "environment": plan.environment,
+            "purpose": plan.purpose,
+            "target": plan.target_type,
+            "nodes": plan.nodes,
+            "gpus": plan.gpus,
+            "digest": plan.digest,
         }
         super().__init__("rackform:cluster:Cluster", name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
-        if spec.target.type == "aws":
-            from rackform.targets.aws.cluster import AwsCluster  # pulumi_aws loads only for AWS
-
-            self.target = AwsCluster(f"{name}-aws", spec, opts=child)
-        else:
-            from rackform.targets.onprem.cluster import OnPremCluster
-
-            self.target = OnPremCluster(f"{name}-hosts", spec, opts=child, provider=host_provider)
-
-        variables = group_vars(spec)
-        roles = roles_hash(roles_dir)
-        inv = self.target.nodes.apply(
-            lambda nodes: inventory(spec, {g: [tuple(n) for n in ns] for g, ns in nodes.items()})
+        self.target = adapter(plan.target_type).component(
+            name, plan, child, {"host": host_provider}
         )
+        variables = thaw(plan.group_vars)
+        roles = roles_hash(ROLES_DIR)
+        inv = self.target.nodes.apply(lambda nodes: with_nodes(plan, nodes))
         self.configure = Configure(
             f"{name}-configure",
             {
-                "cluster": spec.stack,
+                "cluster": plan.stack,
                 "inventory": inv,
                 "group_vars": variables,
                 "roles_hash": roles,
                 "content_hash": inv.apply(lambda i: content_hash(roles, variables, i)),
-                "expected_nodes": expected_nodes(spec),
+                "expected_nodes": expected_nodes(plan),
             },
             provider=configure_provider,
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.target.node_resources),
@@ -100,11 +91,11 @@ class Cluster(pulumi.ComponentResource):
         self.validate = Validate(
             f"{name}-validate",
             {
-                "cluster": spec.stack,
+                "cluster": plan.stack,
                 "inventory": inv,
                 "group_vars": variables,
-                "validation": validation_input(spec),
-                "digest": spec.digest,
+                "validation": validation_input(plan),
+                "digest": plan.digest,
                 "configured_hash": self.configure.content_hash,
             },
             provider=validate_provider,

@@ -16,7 +16,6 @@ import heapq
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pulumi.output import Unknown
@@ -26,7 +25,7 @@ from pulumi.runtime.rpc import UNKNOWN
 from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 
-from rackform.blueprint.loader import Effective
+from rackform.plan.model import Plan, thaw
 
 PROJECT = "rackform"
 PROVIDER_KEY = "__provider"  # a dynamic resource's pickled provider: not an input to show
@@ -213,21 +212,18 @@ def tree_order(records: list[Record]) -> list[Record]:
     return out
 
 
-def record(effective: Effective, root: Path | None = None, **providers) -> list[Record]:
-    """Every resource the program would register for this effective blueprint, in tree order,
-    with the stack config `rackform up` would set."""
-    from rackform.plan.compile import stack_name
-    from rackform.stack.config import repo_root, stack_config
+def record(plan: Plan, **providers) -> list[Record]:
+    """Every resource the program would register for this plan, in tree order, with the stack
+    config `rackform up` would set."""
 
     def run() -> None:
         # The program's modules are imported only once the mocks are in place (the order
         # pulumi/examples testing-unit-py prescribes).
-        from rackform.pulumi import program
+        from rackform.stack import program
 
-        program.build(effective, root, **providers)
+        program.build(plan, **providers)
 
-    config = stack_config(effective, root or repo_root())
-    return record_program(run, stack_name(effective), config)
+    return record_program(run, plan.stack, thaw(plan.stack_config))
 
 
 def record_program(

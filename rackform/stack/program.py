@@ -1,6 +1,8 @@
-"""The Pulumi program. `stacks/__main__.py` reads the stack config and calls `build`;
-`rackform plan` calls the same `build` under Pulumi's mock runtime, so the offline plan and a
-real `pulumi up` cannot disagree about what would be created."""
+"""The Pulumi program. `stacks/__main__.py` calls `main`: the stack config names the blueprint
+and environment, the engine compiles and checks it (an unwaived preflight error stops the
+program before any resource is registered), and `build` creates every resource. `rackform plan`
+calls the same `build` under Pulumi's mock runtime, so the offline plan and a real `pulumi up`
+cannot disagree about what would be created."""
 
 from __future__ import annotations
 
@@ -8,46 +10,53 @@ from pathlib import Path
 
 import pulumi
 
-from rackform.plan.compile import compile_cluster
-from rackform.blueprint.loader import Effective
+from rackform.blueprint.problems import BlueprintError
+from rackform.engine import Blocked, for_action
+from rackform.paths import config_path
+from rackform.plan.model import Plan
 from rackform.stack.cluster import Cluster
-from rackform.stack.config import environment_arg, repo_root, resolve_blueprint
 from rackform.stack.errors import ProgramError
-from rackform.plan.model import ClusterSpec
-
-__all__ = ["ProgramError", "build", "environment_arg", "repo_root", "resolve_blueprint"]
+from rackform.targets.registry import adapter
 
 
-def check_config(spec: ClusterSpec) -> None:
-    """The blueprint is the source of truth; a stack whose aws:region says otherwise would
-    create the cluster somewhere the blueprint does not say."""
-    if spec.target.type != "aws":
-        return
-    region = pulumi.Config("aws").get("region")
-    if region and region != spec.target.region:
-        raise ProgramError(
-            f"stack config aws:region is {region} but the blueprint says {spec.target.region}",
-            path=("target", "region"),
-            fix=f"run `pulumi config set aws:region {spec.target.region}` or fix the blueprint",
-        )
+def stack_setting(key: str) -> str | None:
+    """A key of this stack's config, e.g. `aws:region`."""
+    namespace, _, name = key.partition(":")
+    return pulumi.Config(namespace).get(name)
 
 
-def build(effective: Effective, root: Path | None = None, **providers) -> Cluster:
+def build(plan: Plan, **providers) -> Cluster:
     """Create every resource of the cluster and export its outputs. `providers` may replace the
-    dynamic providers (host_provider, configure_provider, validate_provider), for tests."""
-    root = root or repo_root()
-    spec = compile_cluster(effective)
-    check_config(spec)
+    dynamic providers (host, configure, validate), for tests."""
+    adapter(plan.target_type).check_stack_config(plan, {"aws:region": stack_setting("aws:region")})
     # lifecycle.protect becomes Pulumi's own protect, which children inherit: even a bare
     # `pulumi destroy` then refuses to delete a protected cluster.
-    opts = pulumi.ResourceOptions(protect=True) if spec.lifecycle.protect else None
-    cluster = Cluster(spec.stack, spec, roles_dir=root / "roles", opts=opts, **providers)
-    pulumi.export("cluster", spec.name)
-    pulumi.export("environment", spec.environment)
-    pulumi.export("digest", spec.digest)
-    pulumi.export("tags", spec.tag_map)
+    opts = pulumi.ResourceOptions(protect=True) if plan.lifecycle.protect else None
+    cluster = Cluster(plan.stack, plan, opts=opts, **providers)
+    pulumi.export("cluster", plan.name)
+    pulumi.export("environment", plan.environment)
+    pulumi.export("digest", plan.digest)
+    pulumi.export("tags", plan.tag_map)
     pulumi.export("nodes", cluster.target.nodes)
     pulumi.export("configured", cluster.configure.content_hash)
     pulumi.export("validation", cluster.validate.report)
     pulumi.export("validation_passed", cluster.validate.passed)
     return cluster
+
+
+def main(project: Path) -> None:
+    """The program as `pulumi up` runs it, from the stack config of the project at `project`."""
+    config = pulumi.Config("rackform")
+    blueprint = config_path(config.require("blueprint"), project)
+    try:
+        prepared = for_action(blueprint, config.get("environment"), project=project)
+        build(prepared.plan)
+    except BlueprintError as exc:
+        raise pulumi.RunError("\n".join(map(str, exc.problems))) from None
+    except Blocked as exc:
+        raise pulumi.RunError(
+            "\n".join([*exc.lines, f"{blueprint}: preflight errors: nothing was created"])
+        ) from None
+    except ProgramError as exc:
+        problem = prepared.plan.effective.problem(exc.path, exc.message, exc.fix)
+        raise pulumi.RunError(str(problem)) from None

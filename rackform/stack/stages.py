@@ -27,6 +27,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
+from rackform.plan.inventory import inventory_hosts
+
 CONFIGURE_WORK = "rackform.hosts.runner:configure"
 VALIDATE_WORK = "rackform.validation.cluster:validate_cluster"
 Work = Callable[..., dict] | str
@@ -93,11 +95,6 @@ def content_hash(roles: str, group_vars: dict, inventory: dict) -> str:
     body = {"roles": roles, "group_vars": group_vars, "inventory": inventory}
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
-
-
-def inventory_hosts(inventory: dict) -> list[str]:
-    groups = inventory["all"]["children"]["gpu_nodes"]["children"]
-    return sorted(h for g in groups.values() for h in (g.get("hosts") or {}))
 
 
 def _inputs(props: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

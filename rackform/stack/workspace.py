@@ -15,9 +15,7 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from rackform.plan.compile import stack_name
-from rackform.blueprint.loader import Effective
-from rackform.stack.config import stack_config
+from rackform.plan.model import Plan
 
 STATE_ENV = "RACKFORM_STATE"
 DEFAULT_STATE = Path("~/.rackform/state")
@@ -50,8 +48,9 @@ def needs_passphrase(url: str) -> bool:
     return not url.startswith(("https://", "http://"))
 
 
-def open_stack(effective: Effective, root: Path) -> auto.Stack:
-    """Select (or create) the stack `<name>-<env>` of the project at `root`, and set its config."""
+def open_stack(plan: Plan, root: Path) -> auto.Stack:
+    """Select (or create) the stack `<name>-<env>` of the project at `root`, and set its config
+    to the plan's (the same file `rackform compile` writes)."""
     if shutil.which("pulumi") is None:
         raise PulumiMissing(
             "the pulumi CLI is not on PATH; install it (https://www.pulumi.com/docs/install/, "
@@ -67,12 +66,8 @@ def open_stack(effective: Effective, root: Path) -> auto.Stack:
     if url.startswith("file://"):
         Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     opts = auto.LocalWorkspaceOptions(work_dir=str(root), env_vars={"PULUMI_BACKEND_URL": url})
-    stack = auto.create_or_select_stack(
-        stack_name=stack_name(effective), work_dir=str(root), opts=opts
-    )
-    stack.set_all_config(
-        {k: auto.ConfigValue(value=v) for k, v in stack_config(effective, root).items()}
-    )
+    stack = auto.create_or_select_stack(stack_name=plan.stack, work_dir=str(root), opts=opts)
+    stack.set_all_config({k: auto.ConfigValue(value=v) for k, v in plan.stack_config.items()})
     return stack
 
 

@@ -26,6 +26,9 @@ class Adapter:
     schema: ClassVar[type[Strict]]  # the target's model, discriminated on `type`
     fabrics: ClassVar[tuple[str, ...]]  # network fabrics the target can have
     owned: ClassVar[bool]  # hardware bought outright (it pays off only when kept busy)
+    # The blueprint lists the nodes (they exist before `up`), so the plan's inventory holds them;
+    # otherwise the stack creates them and its outputs name them.
+    nodes_listed: ClassVar[bool]
 
     def on_demand(self, target: Any) -> bool:
         """Capacity rented by the hour with no commitment (the dearest way to run busy)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rackform.hosts.runner import run
+from rackform.plan.inventory import inventory_hosts
 
 
 def _host_of(report_path: Path) -> str:
@@ -42,15 +43,10 @@ def merge_reports(expected_hosts: list[str], reports: dict[str, dict], rc: int) 
     return {"ansible_rc": rc, "nodes": reports, "checks": checks}
 
 
-def _hosts(inventory: dict[str, Any]) -> list[str]:
-    groups = inventory["all"]["children"]["gpu_nodes"]["children"].values()
-    return sorted(h for g in groups for h in (g.get("hosts") or {}))
-
-
 def validate_cluster(
     *, inventory: dict[str, Any], group_vars: dict[str, Any], validation: dict[str, Any], **options
 ) -> dict[str, Any]:
-    """The contract of rackform/pulumi/stages.py: JSON in, the cluster's report out.
+    """The contract of rackform/stack/stages.py: JSON in, the cluster's report out.
     `validation` (strict, thresholds) is judged by the stage; `options` are `ansible_run.run`'s."""
     options.setdefault("out", lambda line: print(line, file=sys.stderr))
     extra = {**options.pop("extravars", {}), "smoke_train_force": True}
@@ -67,4 +63,4 @@ def validate_cluster(
             _host_of(p): json.loads(p.read_text(encoding="utf-8"))
             for p in sorted(Path(d).glob("*/*.json"))
         }
-    return merge_reports(_hosts(inventory), reports, result.rc)
+    return merge_reports(inventory_hosts(inventory), reports, result.rc)

@@ -33,7 +33,7 @@ def test_extra_vars_must_be_key_value(write):
 def test_aws_nodes_are_configured_through_pulumi(write):
     proc = rackform("configure", write(AWS_TRAINING))
     assert proc.returncode == 2
-    assert "AWS nodes come from the stack's outputs" in proc.stderr
+    assert "aws nodes come from the stack's outputs" in proc.stderr
 
 
 def test_an_unreachable_host_fails_the_run_naming_the_host(write, tmp_path):

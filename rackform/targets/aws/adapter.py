@@ -54,6 +54,7 @@ class AwsAdapter(Adapter):
     schema = schema.AwsTarget
     # EFA exists only on AWS; InfiniBand and RoCE do not.
     fabrics = ("efa", "ethernet")
+    nodes_listed = False
     owned = False
 
     def on_demand(self, target) -> bool:

@@ -9,26 +9,10 @@ import ipaddress
 import pulumi
 import pulumi_aws as aws
 
-from rackform.stack.errors import ProgramError
+from rackform.plan.model import Plan
 from rackform.targets.aws.tags import aws_tags
-from rackform.plan.model import ClusterSpec
 
 ANYWHERE = "0.0.0.0/0"
-
-
-def split_vpc(vpc_cidr: str) -> tuple[str, str]:
-    """(nodes subnet, public subnet): the nodes get the first half of the VPC, the NAT gateway's
-    public subnet a small block at its end (a /28 at least, AWS's smallest subnet)."""
-    net = ipaddress.ip_network(vpc_cidr)
-    if net.version != 4 or net.prefixlen > 27:
-        raise ProgramError(
-            f"{vpc_cidr} is too small to split into a nodes and a NAT subnet",
-            path=("target", "vpc_cidr"),
-            fix="use a /27 or larger IPv4 block, e.g. 10.0.0.0/16",
-        )
-    nodes = next(net.subnets(new_prefix=net.prefixlen + 1))
-    public = list(net.subnets(new_prefix=min(net.prefixlen + 4, 28)))[-1]
-    return str(nodes), str(public)
 
 
 def ssh_rule(cidrs: tuple[str, ...]) -> dict[str, object]:
@@ -56,15 +40,15 @@ class AwsNetwork(pulumi.ComponentResource):
     subnet: aws.ec2.Subnet
     security_group: aws.ec2.SecurityGroup
 
-    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, plan: Plan, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rackform:aws:Network", name, None, opts)
-        target = spec.target
-        nodes_cidr, public_cidr = split_vpc(target.vpc_cidr)
+        target = plan.target
+        nodes_cidr, public_cidr = plan.target_plan.nodes_cidr, plan.target_plan.public_cidr
         child = pulumi.ResourceOptions(parent=self)
-        name = spec.stack  # children are named after the cluster, as their Name tags are
+        name = plan.stack  # children are named after the cluster, as their Name tags are
 
         def tags(suffix: str) -> dict[str, str]:
-            return aws_tags(spec, f"{name}-{suffix}")
+            return aws_tags(plan, f"{name}-{suffix}")
 
         self.vpc = aws.ec2.Vpc(
             f"{name}-vpc",
@@ -130,7 +114,7 @@ class AwsNetwork(pulumi.ComponentResource):
         self.security_group = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=self.vpc.id,
-            description=f"rackform {spec.stack}: all traffic between nodes, SSH from ssh_cidrs",
+            description=f"rackform {plan.stack}: all traffic between nodes, SSH from ssh_cidrs",
             ingress=[
                 {
                     "description": "all traffic between the cluster's nodes (EFA, NCCL)",

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from rackform.catalog import load_catalog
+from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.targets.aws.tags import asg_tags, aws_tags, tag_specifications
-from rackform.plan.model import ClusterSpec, NodeGroupSpec
 
 SSH_PORT = 22
 # Root EBS volume of every node. The DLAMI root is /dev/sda1 and needs ~100 GB; drivers, CUDA and
@@ -88,8 +87,8 @@ class AwsNodeGroup(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        spec: ClusterSpec,
-        group: NodeGroupSpec,
+        plan: Plan,
+        group: NodeGroupPlan,
         *,
         ami: pulumi.Input[str],
         pin_ami: bool,
@@ -100,9 +99,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("rackform:aws:NodeGroup", name, None, opts)
-        target = spec.target
-        training = spec.purpose == "training"
-        it = load_catalog().instance(group.instance_type)
+        target = plan.target
+        training = plan.purpose == "training"
+        it = group.instance
         network: dict[str, object]
         if training:
             network = {
@@ -118,9 +117,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
         lt_name = f"{name}-lt"
         self.launch_template = aws.ec2.LaunchTemplate(
             lt_name,
-            description=f"rackform {spec.stack} node group {group.name}",
+            description=f"rackform {plan.stack} node group {group.name}",
             image_id=ami,
-            instance_type=group.instance_type,
+            instance_type=it.key,
             key_name=target.key_name,
             iam_instance_profile={"arn": instance_profile.arn},
             placement={"group_name": placement_group.name} if placement_group else None,
@@ -141,8 +140,8 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 }
             ],
             update_default_version=True,
-            tag_specifications=tag_specifications(spec, name),
-            tags=aws_tags(spec, lt_name),
+            tag_specifications=tag_specifications(plan, name),
+            tags=aws_tags(plan, lt_name),
             **network,
             **market_options(target),
             # A newer Deep Learning AMI matching the filter must not replace running nodes on the
@@ -157,7 +156,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 aws.ec2.Instance(
                     f"{name}-{i}",
                     launch_template=template,
-                    tags=aws_tags(spec, f"{name}-{i}"),
+                    tags=aws_tags(plan, f"{name}-{i}"),
                     opts=child,
                 )
                 for i in range(group.count)
@@ -177,7 +176,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 launch_template=template,
                 health_check_type="EC2",
                 wait_for_capacity_timeout="20m",
-                tags=asg_tags(spec, name),
+                tags=asg_tags(plan, name),
                 # The autoscaler (or an operator scaling by hand) owns the live size; the
                 # blueprint's count is only the size to start with. Without this every `up`
                 # would reset a scaled-out serving fleet back to `count`.

@@ -146,17 +146,17 @@ def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
                     )
                 )
     w = bp.workload
-    if bp.target.market == "spot" and bp.purpose == "training":
-        if w is None or w.checkpoint_interval_min is None:
-            # Spot capacity is reclaimed with two minutes' notice: only a job that checkpoints
-            # and resumes can use it without losing its work.
-            out.append(
-                Violation(
-                    ("target", "market"),
-                    "spot training needs a job that checkpoints and resumes; this blueprint states no checkpoint interval",
-                    "set workload.checkpoint_interval_min, or use market: on-demand",
-                )
+    no_interval = w is None or w.checkpoint_interval_min is None
+    if bp.target.market == "spot" and bp.purpose == "training" and no_interval:
+        # Spot capacity is reclaimed with two minutes' notice: only a job that checkpoints
+        # and resumes can use it without losing its work.
+        out.append(
+            Violation(
+                ("target", "market"),
+                "spot training needs a job that checkpoints and resumes; this blueprint states no checkpoint interval",
+                "set workload.checkpoint_interval_min, or use market: on-demand",
             )
+        )
     return out
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from rackform.plan.model import Plan
 from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
-from rackform.targets.base import Adapter
 from rackform.targets.bare_metal.schema import BareMetalTarget
+from rackform.targets.base import Adapter
 from rackform.targets.onprem import compile as onprem
 from rackform.targets.onprem import schema as onprem_schema
 
@@ -16,6 +16,7 @@ class BareMetalAdapter(Adapter):
     type = "bare_metal"
     schema = BareMetalTarget
     fabrics = ("infiniband", "roce", "ethernet")
+    nodes_listed = True
     owned = True
 
     def rules(self, bp, catalog):

@@ -16,6 +16,7 @@ class ColocationAdapter(Adapter):
     type = "colocation"
     schema = schema.ColocationTarget
     fabrics = ("infiniband", "roce", "ethernet")
+    nodes_listed = True
     owned = True
 
     def rules(self, bp, catalog):
@@ -48,9 +49,23 @@ class ColocationAdapter(Adapter):
         return TargetCost("colocation", tuple(lines), None, tuple(notes))
 
     def component(self, name, plan, opts, providers):
+        import pulumi
+
+        from rackform.targets.colocation.site import Site
         from rackform.targets.onprem.cluster import OnPremCluster
 
-        return OnPremCluster(f"{name}-hosts", plan, opts=opts, provider=providers.get("host"))
+        def racks(parent):
+            site = Site(f"{plan.stack}-site", plan, opts=pulumi.ResourceOptions(parent=parent))
+            return dict(site.racks)
+
+        return OnPremCluster(
+            f"{name}-hosts",
+            plan,
+            opts=opts,
+            provider=providers.get("host"),
+            racks=racks,
+            site=plan.target.site,
+        )
 
 
 ADAPTER = ColocationAdapter()

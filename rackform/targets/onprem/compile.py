@@ -13,7 +13,9 @@ from rackform.plan.pricing import UNPRICED, Line
 def compile_group(bp, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
     ckpt = bp.storage.checkpoint
     hosts = tuple(
-        HostPlan(h.name, h.address, h.port or bp.target.ssh_port, h.rack, tuple(h.nvme or ckpt.devices))
+        HostPlan(
+            h.name, h.address, h.port or bp.target.ssh_port, h.rack, tuple(h.nvme or ckpt.devices)
+        )
         for h in group.hosts
     )
     # Drives are known where every host lists them (its own `nvme`, or storage's `devices`);

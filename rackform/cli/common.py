@@ -1,0 +1,72 @@
+"""What every command shares: the `FILE` and `--env` arguments, the engine call, and printing
+problems with the right exit status. A command parses and prints; the work is the engine's."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rackform.blueprint.problems import BlueprintError, Problem
+from rackform.engine import Blocked, Prepared, prepare, require_clear
+
+EXIT_INVALID = 2
+
+File = Annotated[Path, typer.Argument(help="Blueprint file.", show_default=False)]
+Env = Annotated[
+    str | None,
+    typer.Option(
+        "--env",
+        "-e",
+        help="Environment: a name under `environments`, or default (the base blueprint, "
+        "also when not given).",
+    ),
+]
+
+
+def fail(problems: Iterable[Problem]) -> typer.Exit:
+    """Print one line per problem on stderr; return the Exit to raise (status 2)."""
+    for p in problems:
+        print(p, file=sys.stderr)
+    return typer.Exit(EXIT_INVALID)
+
+
+def user_error(message: str) -> typer.Exit:
+    print(f"rackform: {message}", file=sys.stderr)
+    return typer.Exit(EXIT_INVALID)
+
+
+def refuse(exc: Blocked, what: str) -> typer.Exit:
+    """A blocked blueprint: its located preflight errors, then what was not done."""
+    for line in exc.lines:
+        print(line, file=sys.stderr)
+    for p in exc.prepared:
+        eff = p.plan.effective
+        print(
+            f"{eff.source}: preflight errors (env {eff.environment}): {what}; fix the blueprint "
+            "or waive the finding with a reason (`waivers:`)",
+            file=sys.stderr,
+        )
+    return typer.Exit(EXIT_INVALID)
+
+
+def prepared(file: Path, env: str | None) -> Prepared:
+    """The engine's compiled and checked plan, or exit 2 with the located problems."""
+    try:
+        return prepare(file, env)
+    except BlueprintError as exc:
+        raise fail(exc.problems) from None
+
+
+def for_action(file: Path, env: str | None, what: str) -> Prepared:
+    """`prepared`, refusing a blueprint with an unwaived preflight error (`what` says what was
+    not done)."""
+    p = prepared(file, env)
+    try:
+        require_clear(p)
+    except Blocked as exc:
+        raise refuse(exc, what) from None
+    return p

@@ -1,0 +1,78 @@
+"""The one path from a blueprint file to anything that touches the world:
+
+    load -> effective blueprint per environment -> compile to one frozen Plan -> preflight(Plan)
+
+Every command (`validate`, `plan`, `compile`, `configure`, `smoke`, `up`, `preview`, `destroy`,
+`testbed`) and the Pulumi program (`stacks/__main__.py`) start here; none reads the file or
+merges environments itself. What acts on a cluster calls `require_clear` first, so a blueprint
+with an unwaived preflight error is refused everywhere with the same located lines `validate`
+prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rackform.blueprint.loader import environment_name, load_all, load_effective
+from rackform.plan.compile import compile_plan
+from rackform.plan.model import Plan
+from rackform.preflight.report import LocatedFinding, Report, run
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One environment of one blueprint, compiled and checked."""
+
+    plan: Plan
+    report: Report
+
+    @property
+    def blocked(self) -> bool:
+        return self.report.blocked
+
+    @property
+    def blocking(self) -> list[LocatedFinding]:
+        return [lf for lf in self.report.findings if lf.finding.blocks]
+
+
+class Blocked(Exception):
+    """An unwaived preflight error: the blueprint may not be acted on. `lines` are the located
+    findings, exactly as `rackform validate` prints them."""
+
+    def __init__(self, prepared: Sequence[Prepared]):
+        self.prepared = list(prepared)
+        self.lines = [str(lf) for p in self.prepared for lf in p.blocking]
+        super().__init__("\n".join(self.lines))
+
+
+def _prepare(plan: Plan) -> Prepared:
+    return Prepared(plan, run(plan))
+
+
+def prepare(file: str | Path, env: str | None = None, *, project: Path | None = None) -> Prepared:
+    """One environment (None or "default": the base blueprint). Raises BlueprintError with
+    every located problem when the file is not a valid blueprint."""
+    return _prepare(compile_plan(load_effective(file, environment_name(env)), project))
+
+
+def prepare_all(file: str | Path, *, project: Path | None = None) -> list[Prepared]:
+    """The base blueprint and every environment, from one read of the file."""
+    return [_prepare(compile_plan(e, project)) for e in load_all(file)]
+
+
+def require_clear(*prepared: Prepared) -> None:
+    """Raise Blocked when any of them has an unwaived preflight error."""
+    blocked = [p for p in prepared if p.blocked]
+    if blocked:
+        raise Blocked(blocked)
+
+
+def for_action(
+    file: str | Path, env: str | None = None, *, project: Path | None = None
+) -> Prepared:
+    """`prepare`, refusing a blocked blueprint: what every command that acts calls."""
+    prepared = prepare(file, env, project=project)
+    require_clear(prepared)
+    return prepared
