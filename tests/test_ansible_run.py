@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rackform import ansible_run
+from rackform.hosts import runner as ansible_run
 
 PLAY = """
 - name: Try the runner

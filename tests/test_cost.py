@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
+from rackform.blueprint.loader import load_effective
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
+from rackform.plan.compile import compile_plan
 from rackform.plan.cost import estimate, render
-from rackform.blueprint.loader import load_effective
-from rackform.preflight.base import Context
 
 ROOT = Path(__file__).resolve().parents[1]
 CAT = load_catalog()
@@ -22,7 +22,7 @@ S3 = FIG.cost.storage_usd_per_gb_month.value
 
 
 def cost_of(path: Path | str, env: str | None = None):
-    return estimate(Context.of(load_effective(ROOT / "blueprints" / path, env)))
+    return estimate(compile_plan(load_effective(ROOT / "blueprints" / path, env)))
 
 
 def market(text: str, line: str) -> str:

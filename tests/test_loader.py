@@ -112,7 +112,7 @@ def test_environment_may_not_change_purpose_or_target_type(write, field, value):
 def test_unknown_environment(write):
     path = write(AWS_TRAINING + "environments:\n  dev: {}\n  prod: {}\n")
     (line,) = problems(path, "prd")
-    assert "unknown environment 'prd' (this blueprint defines: dev, prod)" in line
+    assert "unknown environment 'prd' (valid: default, dev, prod)" in line
     assert "did you mean 'prod'?" in line
 
 

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from rackform.cli import _register, app
 from rackform.blueprint.loader import load_all
 from rackform.blueprint.problems import BlueprintError
+from rackform.cli.main import app
 
 BASES = [yaml.safe_load(p.read_text()) for p in EXAMPLES]
 ODD_VALUES = st.one_of(
@@ -86,7 +86,6 @@ def test_mutations_load_or_fail_located(tmp_path, text):
 )
 @given(text=mutated())
 def test_mutations_through_the_cli_exit_0_or_2(tmp_path, text):
-    _register()
     path = tmp_path / "m.yaml"
     path.write_text(text, encoding="utf-8")
     result = CliRunner().invoke(app, ["validate", str(path)])

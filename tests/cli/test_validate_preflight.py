@@ -8,8 +8,7 @@ import json
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES, rackform
 
-from rackform.blueprint.loader import load_all
-from rackform.preflight.report import run
+from rackform.engine import prepare_all
 
 FULL_ETHERNET = (
     BARE_METAL.replace("fabric: infiniband", "fabric: ethernet").replace(
@@ -27,8 +26,8 @@ LORA_EFA = AWS_TRAINING.replace("count: 2", "count: 1") + (
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_passes_preflight_in_every_environment(example):
-    for eff in load_all(example):
-        report = run(eff)
+    for prepared in prepare_all(example):
+        report = prepared.report
         blocking = [str(lf) for lf in report.findings if lf.finding.blocks]
         assert not blocking, blocking
         assert report.cost.usd_per_month is not None, report.cost.notes

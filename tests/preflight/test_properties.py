@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from preflight_bp import aws, bare, load
 
+from rackform.blueprint.schema.sections import WorkloadSpec
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
-from rackform.preflight import sizing
+from rackform.plan import sizing
 from rackform.preflight.registry import codes
 from rackform.preflight.report import run
-from rackform.blueprint.schema.sections import WorkloadSpec
 
 TRAIN_TYPES = sorted(load_catalog().instances)
 GPUS = sorted(load_catalog().gpus)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from blueprint_helpers import AWS_TRAINING
 
+from rackform.blueprint.loader import load_effective
+from rackform.blueprint.schema.sections import CheckpointStorage, WorkloadSpec
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
-from rackform.preflight import sizing
-from rackform.blueprint.schema.sections import CheckpointStorage, WorkloadSpec
-from rackform.plan.model import NodeGroupSpec
+from rackform.plan import sizing
+from rackform.plan.arrays import array_plan
+from rackform.plan.compile import compile_plan
+from rackform.preflight.base import Context
 
 F = load_preflight_figures().memory
 USABLE_24 = 24 * (1 - F.reserve_fraction.value)
@@ -83,24 +87,41 @@ def test_checkpoint_sizes():
     assert sizing.checkpoint_gb(work(8, "serve"), F) == 0
 
 
-def group(instance: str | None, count: int = 1, drives: int = 0) -> NodeGroupSpec:
-    return NodeGroupSpec("g", count, "H100-SXM", 8, instance, (), None, None, 0, drives)
+def p5_array(ckpt: CheckpointStorage):
+    it = load_catalog().instance("p5.48xlarge")
+    return array_plan(
+        ckpt,
+        drives=int(it.nvme_drives.value),
+        drive_gb=it.nvme_drive_gb.value,
+        per_drive=it.nvme_write_gbps_per_drive,
+        where="p5.48xlarge instance store",
+    )
 
 
 @pytest.mark.parametrize(("raid", "gbps", "tb"), [(0, 28, 30.72), (10, 14, 15.36), (1, 3.5, 3.84)])
 def test_instance_store_array(raid, gbps, tb):
-    a = sizing.array_speed(
-        (group("p5.48xlarge"),), CheckpointStorage(raid_level=raid), load_catalog()
-    )
-    assert a.gbps == pytest.approx(gbps)
+    a = p5_array(CheckpointStorage(raid_level=raid))
+    assert a.write_gbps == pytest.approx(gbps)
     assert a.capacity_gb == pytest.approx(tb * 1000)
+    assert not a.declared and a.write_source.startswith("estimate: ")
 
 
 def test_array_speed_from_blueprint_or_unknown():
-    cat = load_catalog()
-    a = sizing.array_speed((group(None),), CheckpointStorage(write_gbps=20), cat)
-    assert (a.gbps, a.capacity_gb) == (20, None)
-    assert sizing.array_speed((group(None),), CheckpointStorage(), cat) is None
-    # The slowest group's array decides.
-    both = (group("p5.48xlarge"), group("g5.xlarge"))
-    assert sizing.array_speed(both, CheckpointStorage(), cat).gbps == pytest.approx(1.0)
+    a = array_plan(CheckpointStorage(write_gbps=20), drives=None)
+    assert (a.write_gbps, a.capacity_gb, a.declared) == (20, None, True)
+    assert array_plan(CheckpointStorage(), drives=None).write_gbps is None
+    # A declared speed wins over the estimate; the drives' capacity stays known.
+    both = p5_array(CheckpointStorage(write_gbps=5))
+    assert (both.write_gbps, both.declared) == (5, True)
+    assert both.capacity_gb == pytest.approx(30720)
+
+
+def test_the_slowest_groups_array_decides(write):
+    text = (
+        AWS_TRAINING.replace("count: 2", "count: 1")
+        + "  - {name: small, instance_type: g5.xlarge, count: 1}\n"
+    ).replace("network: {fabric: efa}\n", "") + "network: {fabric: ethernet}\n"
+    text = text.replace("node_groups:\n  - name: gpu", "node_groups:\n  - name: gpu", 1)
+    plan = compile_plan(load_effective(write(text)))
+    assert [g.array.write_gbps for g in plan.node_groups] == pytest.approx([28.0, 1.0])
+    assert Context(plan).array.write_gbps == pytest.approx(1.0)

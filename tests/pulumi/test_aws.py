@@ -9,10 +9,10 @@ import re
 import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, of_type, one, plan, taggable, variant
 
+from rackform.blueprint.problems import BlueprintError
 from rackform.catalog import load_catalog
-from rackform.targets.aws.network import split_vpc
+from rackform.targets.aws.adapter import split_vpc
 from rackform.targets.aws.nodes import efa_interfaces
-from rackform.stack.errors import ProgramError
 
 
 def test_training_creates_network_identity_placement_template_and_one_instance_per_node(
@@ -267,12 +267,14 @@ def test_environment_override_changes_the_node_count(tmp_path):
 def test_vpc_split():
     assert split_vpc("10.0.0.0/16") == ("10.0.0.0/17", "10.0.240.0/20")
     assert split_vpc("10.1.2.0/24") == ("10.1.2.0/25", "10.1.2.240/28")
-    with pytest.raises(ProgramError, match="too small"):
-        split_vpc("10.1.2.0/28")
+    assert split_vpc("10.1.2.0/27") == ("10.1.2.0/28", "10.1.2.16/28")
 
 
-def test_too_small_vpc_is_a_program_error(tmp_path):
-    doc = variant(AWS_TRAINING, **{"target.vpc_cidr": "10.0.0.0/28"})
-    with pytest.raises(ProgramError, match="too small") as err:
+@pytest.mark.parametrize("cidr", ["10.0.0.0/28", "10.0.0.0/32", "fd00::/48"])
+def test_a_vpc_too_small_for_its_subnets_is_a_blueprint_error_before_any_program(tmp_path, cidr):
+    # It used to pass `validate` and fail only inside the Pulumi program.
+    doc = variant(AWS_TRAINING, **{"target.vpc_cidr": cidr})
+    with pytest.raises(BlueprintError) as err:
         plan(tmp_path, doc)
-    assert err.value.path == ("target", "vpc_cidr")
+    (p,) = [p for p in err.value.problems if p.path == "target.vpc_cidr"]
+    assert "too small" in p.message and p.line is not None

@@ -1,21 +1,34 @@
 """The program as Pulumi runs it: `stacks/__main__.py` reading its stack config, under the mock
-runtime, registers exactly what `rackform plan` shows; config mistakes are clear errors."""
+runtime, registers exactly what `rackform plan` shows; it takes the same engine path as every
+command (a blueprint preflight blocks is refused before anything is registered); config
+mistakes are clear errors; paths resolve the same from any working directory."""
 
 from __future__ import annotations
 
+import os
 import runpy
+import subprocess
+import sys
 
 import pulumi
 import pytest
+import yaml
 from planhelp import AWS_TRAINING, BARE_METAL, plan, variant, write_blueprint
 
 from rackform.blueprint.loader import load_effective
-from rackform.stack.config import environment_arg, repo_root, resolve_blueprint, stack_config
+from rackform.engine import prepare
+from rackform.paths import config_path, project_root
+from rackform.plan.compile import compile_plan
 from rackform.stack.errors import ProgramError
 from rackform.stack.offline import record, record_program
 
-ROOT = repo_root()
+ROOT = project_root()
 MAIN = ROOT / "stacks" / "__main__.py"
+# Four nodes of full fine-tuning over plain ethernet: preflight's fabric-missing error.
+BLOCKED = variant(
+    AWS_TRAINING,
+    **{"network.fabric": "ethernet", "node_groups.0.count": 4, "workload.model_params_b": 13},
+)
 
 
 def _main_under_mocks(config: dict[str, str], stack: str):
@@ -35,33 +48,65 @@ def _view(records):
     ],
 )
 def test_stack_program_registers_what_plan_shows(blueprint, env, stack):
-    effective = load_effective(ROOT / blueprint, environment_arg(env))
-    config = stack_config(effective, ROOT)
+    p = prepare(ROOT / blueprint, env).plan
+    config = dict(p.stack_config)
     assert config["rackform:blueprint"] == blueprint
     from_main = _main_under_mocks(config, stack)
-    assert _view(from_main) == _view(record(effective))
+    assert _view(from_main) == _view(record(p))
     assert len(from_main) > 5
 
 
 def test_committed_stack_files_point_at_blueprints_that_plan():
-    import yaml
-
     files = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
     assert files
     for path in files:
         config = yaml.safe_load(path.read_text())["config"]
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        bp = resolve_blueprint(config["rackform:blueprint"], ROOT)
-        effective = load_effective(bp, environment_arg(config["rackform:environment"]))
-        assert f"{effective.blueprint.name}-{effective.environment}" == stack
-        assert stack_config(effective, ROOT) == config
+        bp = config_path(config["rackform:blueprint"], ROOT)
+        p = prepare(bp, config["rackform:environment"]).plan
+        assert p.stack == stack
+        assert dict(p.stack_config) == config
 
 
-def test_blueprint_path_is_relative_to_the_repository_not_the_cwd(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert resolve_blueprint("blueprints/x.yaml", ROOT) == ROOT / "blueprints" / "x.yaml"
-    assert resolve_blueprint("/abs/x.yaml", ROOT).as_posix() == "/abs/x.yaml"
-    assert environment_arg("default") is None and environment_arg("dev") == "dev"
+def test_compile_from_another_directory_writes_a_config_the_program_resolves(tmp_path):
+    # `rackform compile` run from a directory other than the blueprint's (and the project's):
+    # the stack config names the blueprint as the program resolves it, from the project.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "rackform", "compile", str(ROOT / "blueprints/aws-training.yaml")]
+        + ["--env", "dev", "-o", "out"],
+        cwd=elsewhere,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    config = yaml.safe_load((elsewhere / "out" / "Pulumi.llm-train-a-dev.yaml").read_text())
+    config = config["config"]
+    assert config["rackform:blueprint"] == "blueprints/aws-training.yaml"
+    assert config_path(config["rackform:blueprint"], ROOT).is_file()
+    # And a blueprint outside the project is named absolutely.
+    bp = write_blueprint(tmp_path, AWS_TRAINING)
+    out = subprocess.run(
+        [sys.executable, "-m", "rackform", "compile", "bp.yaml", "-o", "out2"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    outside = yaml.safe_load((tmp_path / "out2" / "Pulumi.t-train-default.yaml").read_text())
+    assert outside["config"]["rackform:blueprint"] == str(bp.resolve())
+    # The program, run from yet another directory, finds both and plans them.
+    os.chdir(elsewhere)
+    try:
+        for cfg, stack in ((config, "llm-train-a-dev"), (outside["config"], "t-train-default")):
+            assert len(_main_under_mocks(cfg, stack)) > 5
+    finally:
+        os.chdir(ROOT)
 
 
 def test_an_invalid_blueprint_fails_the_program_with_located_problems(tmp_path):
@@ -69,6 +114,26 @@ def test_an_invalid_blueprint_fails_the_program_with_located_problems(tmp_path):
     config = {"rackform:blueprint": str(bad), "rackform:environment": "default"}
     with pytest.raises(pulumi.RunError, match=r"bp\.yaml:\d+:\d+: node_groups\[0\]\.count"):
         _main_under_mocks(config, "t-train-default")
+
+
+def test_a_blocked_blueprint_registers_nothing_and_says_what_validate_says(tmp_path):
+    path = write_blueprint(tmp_path, BLOCKED)
+    config = {"rackform:blueprint": str(path), "rackform:environment": "default"}
+    registered = []
+    with pytest.raises(pulumi.RunError) as err:
+        registered = _main_under_mocks(config, "t-train-default")
+    assert registered == []
+    validate = subprocess.run(
+        [sys.executable, "-m", "rackform", "validate", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert validate.returncode == 2
+    blocking = [line for line in validate.stderr.splitlines() if ": error " in line]
+    assert blocking and all(line in str(err.value) for line in blocking)
+    assert "fabric-missing" in str(err.value) and "nothing was created" in str(err.value)
 
 
 def test_region_in_stack_config_must_match_the_blueprint(tmp_path):
@@ -83,15 +148,11 @@ def test_region_in_stack_config_must_match_the_blueprint(tmp_path):
 
 
 def test_program_error_type_for_direct_callers(tmp_path):
-    from rackform.pulumi import program
+    from rackform.stack import program
 
-    effective = load_effective(write_blueprint(tmp_path, AWS_TRAINING))
+    p = compile_plan(load_effective(write_blueprint(tmp_path, AWS_TRAINING)))
     with pytest.raises(ProgramError):
-        record_program(
-            lambda: program.build(effective),
-            "t-train-default",
-            {"aws:region": "eu-west-1"},
-        )
+        record_program(lambda: program.build(p), "t-train-default", {"aws:region": "eu-west-1"})
 
 
 def test_plans_are_deterministic_and_repeatable_in_one_process(tmp_path):

@@ -11,7 +11,6 @@ import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, of_type, one, plan
 from pulumi.dynamic.dynamic import serialize_provider
 
-from rackform.targets.onprem.hosts import HostProvider, probe
 from rackform.stack.stages import (
     ConfigureProvider,
     StageUnavailable,
@@ -21,6 +20,7 @@ from rackform.stack.stages import (
     resolve,
     roles_hash,
 )
+from rackform.targets.onprem.hosts import HostProvider, probe
 
 INVENTORY = {
     "all": {

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from loopback import free_port, http_server
 
-from rackform import ansible_run
+from rackform.hosts import runner as ansible_run
 
 PLAY = """
 - name: The dcgm role's scrape config

@@ -8,6 +8,9 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
+
+from rackform.catalog.raid import load_raid_levels, role_table
 
 LIBRARY = Path(__file__).resolve().parents[2] / "roles" / "nvme_raid" / "library"
 
@@ -41,10 +44,13 @@ EXT4 = {"type": "ext4", "uuid": "1111-2222", "label": "keepme", "offset": "0x438
 GPT = {"type": "gpt", "uuid": "", "label": "", "offset": "0x200"}
 
 
+LEVELS = role_table()  # what rackform passes the role (nvme_raid_levels)
+
+
 def plan(drives, arrays=(), wanted=(), level=0, allow_wipe=False):
     return probe.plan(
         list(drives), list(arrays), wanted=list(wanted), name="checkpoints", level=level,
-        allow_wipe=allow_wipe,
+        levels=LEVELS, allow_wipe=allow_wipe,
     )  # fmt: skip
 
 
@@ -149,10 +155,32 @@ def test_a_foreign_raid_superblock_is_refused():
 
 
 @pytest.mark.parametrize(
-    ("level", "n", "data"), [(0, 4, 4), (1, 2, 1), (5, 4, 3), (6, 6, 4), (10, 4, 2)]
+    ("level", "n", "data"), [(0, 4, 4), (1, 2, 1), (5, 4, 3), (6, 6, 4), (10, 4, 2), (10, 2, 1)]
 )
 def test_data_disks_per_level(level, n, data):
-    assert probe.data_disks(level, n) == data
+    assert probe.data_disks(LEVELS, level, n) == data
+
+
+@pytest.mark.parametrize("level", [0, 1, 5, 6, 10])
+@pytest.mark.parametrize("n", range(0, 9))
+def test_the_probe_and_the_catalog_count_data_drives_alike(level, n):
+    assert probe.data_disks(LEVELS, level, n) == load_raid_levels()[level].data_drives(n)
+
+
+def test_raid10_on_two_drives_is_accepted_as_md_accepts_it():
+    r = plan([drive(0), drive(1)], level=10)
+    assert r["problems"] == [] and r["data_disks"] == 1
+    assert any("RAID 10 needs at least 2" in p for p in plan([drive(0)], level=10)["problems"])
+
+
+def test_the_roles_default_table_is_the_catalogs():
+    # The role's default serves playbooks that use it on their own; rackform always passes
+    # the catalog's table. They must be the same table.
+    role = LIBRARY.parent
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())["nvme_raid_levels"]
+    spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
+    spec_default = spec["argument_specs"]["main"]["options"]["nvme_raid_levels"]["default"]
+    assert defaults == spec_default == LEVELS
 
 
 def test_describe_names_each_kind_once():

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from rackform.hosts.runner import ROLES
-from rackform.plan.compile import compile_cluster
-from rackform.plan.inventory import group_vars
 from rackform.blueprint.loader import load_effective
+from rackform.hosts.runner import ROLES
+from rackform.plan.compile import compile_plan
+from rackform.plan.inventory import group_vars
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_DIR = ROOT / "roles"
@@ -168,7 +168,7 @@ def _validator(spec: dict) -> ArgumentSpecValidator:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_compiled_group_vars_are_accepted_by_the_roles(example):
-    variables = group_vars(compile_cluster(load_effective(example)))
+    variables = group_vars(compile_plan(load_effective(example)))
     role_vars = {k: v for k, v in variables.items() if not k.startswith("rackform_")}
     for role in ROLES:
         spec = options(role)

@@ -7,10 +7,10 @@ import json
 import pytest
 from blueprint_helpers import AWS_TRAINING
 
-from rackform.cli.schema_cmd import schema_json
 from rackform.blueprint.loader import load_effective
-from rackform.preflight.registry import codes
 from rackform.blueprint.problems import BlueprintError
+from rackform.cli.schema_cmd import schema_json
+from rackform.preflight.registry import codes
 
 
 def problems(write, waivers: str) -> list:

@@ -36,6 +36,13 @@ options:
     type: int
     choices: [0, 1, 5, 6, 10]
     required: true
+  levels:
+    description:
+      - The md RAID table, keyed by level as a string; each entry has min_devices (the fewest
+        drives the level accepts), mirrors (copies of each block, or "all" for RAID 1) and
+        parity (drives' worth of parity). rackform passes its catalog's table.
+    type: dict
+    required: true
   allow_wipe:
     description: Drives holding signatures may be wiped (never drives that are in use).
     type: bool
@@ -59,10 +66,10 @@ EXAMPLES = r"""
     devices: [S6XNNA0T123456]
     name: checkpoints
     level: 0
+    levels: "{{ nvme_raid_levels }}"
   register: probe
 """
 
-MIN_DEVICES = {0: 1, 1: 2, 5: 3, 6: 4, 10: 2}
 # Drives a node boots from or that belong to the cloud's block storage are never auto-selected.
 _NOT_INSTANCE_STORE = ("Amazon Elastic Block Store",)
 _HIDDEN_PATH = re.compile(r"^nvme\d+c\d+n\d+$")  # per-path devices under native multipath
@@ -169,6 +176,7 @@ def plan(
     wanted: list[str],
     name: str,
     level: int,
+    levels: dict,
     allow_wipe: bool,
 ) -> dict:
     """Pure decision: given what the host has, what must the role do, and what must stop it.
@@ -201,7 +209,7 @@ def plan(
                     f"{', '.join(sorted(array['members']))}, not from the drives listed "
                     f"({', '.join(wanted)}); rackform does not reshape an existing array"
                 )
-        result["data_disks"] = data_disks(level, len(array["members"]))
+        result["data_disks"] = data_disks(levels, level, len(array["members"]))
         return result
 
     if wanted:
@@ -212,7 +220,7 @@ def plan(
     if not chosen and not problems:
         seen = ", ".join(f"{_label(d)}: {d['in_use']}" for d in drives) or "no NVMe drives at all"
         problems.append(f"no unused NVMe drive to build the array from (seen: {seen})")
-    need = MIN_DEVICES[level]
+    need = int(levels[str(level)]["min_devices"])
     if chosen and len(chosen) < need:
         problems.append(f"RAID {level} needs at least {need} drives, found {len(chosen)}")
 
@@ -243,7 +251,7 @@ def plan(
                         "nvme_raid_allow_wipe: true (storage.checkpoint.allow_wipe) to erase it"
                     )
     result["members"] = [d["path"] for d in chosen]
-    result["data_disks"] = data_disks(level, len(chosen))
+    result["data_disks"] = data_disks(levels, level, len(chosen))
     return result
 
 
@@ -251,9 +259,15 @@ def _is_ours(label: str, name: str) -> bool:
     return label == name or label.endswith(":" + name)
 
 
-def data_disks(level: int, n: int) -> int:
-    """Drives holding data in one full stripe (XFS sw, ext4 stripe-width)."""
-    return {0: n, 1: 1, 5: n - 1, 6: n - 2, 10: n // 2}[level] if n else 0
+def data_disks(levels: dict, level: int, n: int) -> int:
+    """Drives holding data in one full stripe (XFS sw, ext4 stripe-width), by the RAID table:
+    1 when every drive mirrors (RAID 1), else n // mirrors - parity."""
+    row = levels[str(level)]
+    if n < int(row["min_devices"]):
+        return 0
+    if row["mirrors"] == "all":
+        return 1
+    return max(n // int(row["mirrors"]) - int(row["parity"]), 0)
 
 
 def _mounted_sources() -> set[str]:
@@ -312,6 +326,7 @@ def main() -> None:
             "devices": {"type": "list", "elements": "str", "default": []},
             "name": {"type": "str", "required": True},
             "level": {"type": "int", "required": True, "choices": [0, 1, 5, 6, 10]},
+            "levels": {"type": "dict", "required": True},
             "allow_wipe": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
@@ -336,6 +351,7 @@ def main() -> None:
         wanted=module.params["devices"],
         name=module.params["name"],
         level=module.params["level"],
+        levels=module.params["levels"],
         allow_wipe=module.params["allow_wipe"],
     )
     module.exit_json(changed=False, drives=drives, **result)
