@@ -78,6 +78,7 @@ def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
         lifecycle=bp.lifecycle,
         tags=tags,
         ssh_user=target.ssh_user(bp.target),
+        fabrics=target.fabrics,
         nodes_listed=target.nodes_listed,
         owned=target.owned,
         on_demand=target.on_demand(bp.target),

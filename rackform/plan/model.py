@@ -129,6 +129,7 @@ class Plan:
     lifecycle: LifecycleSpec
     tags: tuple[tuple[str, str], ...]
     ssh_user: str
+    fabrics: tuple[str, ...]  # the network fabrics the target offers
     nodes_listed: bool  # the blueprint lists the nodes (else the stack's outputs name them)
     owned: bool  # the target's hardware is bought outright (bare metal, colocation)
     on_demand: bool  # capacity rented by the hour with no commitment

@@ -73,11 +73,10 @@ class FabricMissing(Rule):
         step = ""
         if gbps:
             step = f" (about {2 * grads / (gbps / 8):.1f} s per step at {gbps:g} Gb/s)"
-        fix = (
-            "set network.fabric: efa with an EFA instance type"
-            if ctx.blueprint.target.type == "aws"
-            else "set network.fabric: infiniband or roce"
-        )
+        rdma = [f for f in ctx.plan.fabrics if f in RDMA]  # what this target offers
+        fix = f"set network.fabric: {' or '.join(rdma)}"
+        if "efa" in rdma:
+            fix += " with an EFA instance type"
         yield self.finding(
             ("network", "fabric"),
             f"{w.method} of a {w.model_params_b:g}B model across {ctx.nodes} nodes over "

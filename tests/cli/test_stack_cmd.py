@@ -11,7 +11,7 @@ from pathlib import Path
 
 import fake_pulumi
 import pytest
-from blueprint_helpers import ROOT
+from blueprint_helpers import AWS_TRAINING, ROOT
 
 
 @pytest.fixture
@@ -154,3 +154,26 @@ def test_an_invalid_blueprint_never_reaches_pulumi(fake, write):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert fake.calls() == []
+
+
+# Four nodes of a full fine-tune over plain ethernet: preflight's fabric-missing error.
+BLOCKED = AWS_TRAINING.replace("fabric: efa", "fabric: ethernet").replace(
+    "count: 2", "count: 4"
+) + ("workload: {model_params_b: 13, method: full, checkpoint_interval_min: 60}\n")
+
+
+@pytest.mark.parametrize("operation", ["up", "preview"])
+def test_a_blocked_blueprint_never_reaches_pulumi(fake, write, operation):
+    path = write(BLOCKED)
+    r = fake(operation, path)
+    assert r.returncode == 2
+    assert f"{path}:13:19: network.fabric: error fabric-missing" in r.stderr
+    assert fake.calls() == []
+
+
+def test_destroy_of_a_blocked_blueprint_still_tears_down(fake, write):
+    # Removing a cluster cannot make what preflight warns about worse.
+    path = write(BLOCKED)
+    r = fake("destroy", path, "--yes")
+    assert r.returncode == 0, r.stderr
+    assert sum("destroy" in c["argv"] for c in fake.calls()) == 1

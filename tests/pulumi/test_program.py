@@ -74,8 +74,17 @@ def test_compile_from_another_directory_writes_a_config_the_program_resolves(tmp
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = subprocess.run(
-        [sys.executable, "-m", "rackform", "compile", str(ROOT / "blueprints/aws-training.yaml")]
-        + ["--env", "dev", "-o", "out"],
+        [
+            sys.executable,
+            "-m",
+            "rackform",
+            "compile",
+            str(ROOT / "blueprints/aws-training.yaml"),
+            "--env",
+            "dev",
+            "-o",
+            "out",
+        ],
         cwd=elsewhere,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,

@@ -1,0 +1,139 @@
+"""One path for every command: the engine loads, compiles and checks a blueprint once, every
+command that acts refuses a blocked blueprint with the lines `validate` prints, and `--env`
+means the same everywhere (`default` is the base blueprint; a wrong name lists the valid ones)."""
+
+from __future__ import annotations
+
+import pytest
+from blueprint_helpers import AWS_TRAINING, BARE_METAL, ROOT, rackform
+from typer.testing import CliRunner
+
+from rackform.blueprint import loader
+from rackform.blueprint.problems import BlueprintError
+from rackform.cli.main import app
+from rackform.engine import Blocked, for_action, prepare, prepare_all, require_clear
+
+# Four bare-metal nodes of a full fine-tune over ethernet: preflight's fabric-missing error.
+BLOCKED = (
+    BARE_METAL.replace("fabric: infiniband", "fabric: ethernet").replace(
+        "      - {name: n2, address: 10.0.0.2}",
+        "      - {name: n2, address: 10.0.0.2}\n"
+        "      - {name: n3, address: 10.0.0.3}\n"
+        "      - {name: n4, address: 10.0.0.4}",
+    )
+    + "workload: {model_params_b: 13, method: full}\n"
+)
+ENVS = "environments:\n  dev: {}\n  prod: {}\n"
+WITH_ENVS = BARE_METAL + ENVS
+
+
+def _blocking_lines(path) -> list[str]:
+    r = rackform("validate", path)
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if ": error " in line]
+    assert lines
+    return lines
+
+
+def test_the_engine_refuses_a_blocked_blueprint(write):
+    path = write(BLOCKED)
+    prepared = prepare(path)
+    assert prepared.blocked and [lf.finding.code for lf in prepared.blocking] == ["fabric-missing"]
+    with pytest.raises(Blocked) as exc:
+        require_clear(prepared)
+    assert exc.value.lines == [str(lf) for lf in prepared.blocking]
+    with pytest.raises(Blocked):
+        for_action(path)
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (["compile", "-o", "{tmp}/out"], "nothing was written"),
+        (["configure"], "nothing was configured"),
+        (["smoke", "--no-host-checks", "--blueprint"], "the smoke job did not run"),
+        (["plan"], "the program was not run"),
+    ],
+)
+def test_every_acting_command_refuses_with_the_lines_validate_prints(
+    write, tmp_path, command, says
+):
+    path = write(BLOCKED)
+    args = [a.format(tmp=tmp_path) for a in command]
+    r = rackform(*args, path)
+    assert r.returncode == 2, r.stderr
+    for line in _blocking_lines(path):
+        assert line in r.stderr
+    assert says in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_file_is_read_once_and_each_environment_merged_once(write, monkeypatch):
+    path = write(WITH_ENVS)
+    reads, merges = [], []
+    real_read, real_merge = loader.read, loader.merge
+    monkeypatch.setattr(loader, "read", lambda p: reads.append(p) or real_read(p))
+    monkeypatch.setattr(loader, "merge", lambda *a: merges.append(a[2]) or real_merge(*a))
+    prepared = prepare_all(path)
+    assert [p.plan.environment for p in prepared] == ["default", "dev", "prod"]
+    assert len(reads) == 1
+    assert merges == [("environments", "dev"), ("environments", "prod")]
+    # validate, end to end in-process: the same.
+    reads.clear()
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert len(reads) == 1
+
+
+def test_default_is_the_base_blueprint_everywhere(write):
+    path = write(WITH_ENVS)
+    assert prepare(path, "default").plan == prepare(path, None).plan == prepare(path, "").plan
+    assert prepare(path, "default").plan.environment == "default"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["validate"],
+        ["plan"],
+        ["compile", "-o", "{tmp}/out"],
+        ["configure", "--check"],
+        ["smoke", "--blueprint"],
+        ["up"],
+        ["preview"],
+        ["destroy", "--yes"],
+    ],
+)
+def test_env_means_the_same_for_every_command(write, tmp_path, command):
+    # A blocked blueprint: every command stops right after the engine (nothing is contacted,
+    # no job runs), so what it printed shows how it read --env.
+    path = write(BLOCKED + ENVS)
+    args = [a.format(tmp=tmp_path) for a in command]
+    wrong = rackform(*args, path, "--env", "qa")
+    assert wrong.returncode == 2
+    assert "unknown environment 'qa' (valid: default, dev, prod)" in wrong.stderr
+    # `--env default` goes as far as `--env dev`: past the engine, to the preflight findings
+    # (destroy, which a finding does not stop, to the missing Pulumi CLI).
+    for env in ("default", "dev"):
+        r = rackform(*args, path, "--env", env)
+        assert r.returncode == 2, r.stderr
+        assert "unknown environment" not in r.stderr
+        assert "fabric-missing" in r.stderr or "pulumi CLI is not on PATH" in r.stderr
+
+
+def test_an_environment_may_not_be_called_default(write):
+    path = write(BARE_METAL + "environments:\n  default: {}\n")
+    with pytest.raises(BlueprintError) as exc:
+        prepare_all(path)
+    (p,) = exc.value.problems
+    assert (p.path, p.line) == ("environments.default", 14)
+    assert "names the base blueprint" in p.message
+
+
+def test_paths_on_the_command_line_are_the_working_directorys(tmp_path):
+    (tmp_path / "bp.yaml").write_text(AWS_TRAINING)
+    r = rackform("compile", "bp.yaml", "-o", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "Pulumi.t-cluster-default.yaml").is_file()
+    assert not (ROOT / "out").exists()
