@@ -13,7 +13,7 @@ from rackform.catalog.preflight import load_preflight_figures
 from rackform.plan.compile import compile_plan
 from rackform.plan.cost import estimate, render
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CAT = load_catalog()
 FIG = load_preflight_figures()
 HOURS = FIG.cost.hours_per_month.value
