@@ -2,10 +2,12 @@
 nodes: a fresh `python -m rackform plan FILE --json` per run (interpreter start, imports,
 loading, the program under Pulumi's mock runtime, output), median of --repeat runs.
 
-    .venv/bin/python benchmarks/plan_bench.py [--repeat 3] [--sizes 1,8,64,512]
+    .venv/bin/python benchmarks/plan_bench.py [--repeat 3] [--sizes 1,8,64,512] [--against REF]
 
-Target: 512 nodes in 5 s or less on a 2-core machine, growing close to linearly. This prints
-figures; it asserts nothing.
+Target: 512 nodes in 5 s or less on a 2-core machine, growing close to linearly. With
+`--against REF` the same sizes also run on a checkout of the git revision REF (a temporary
+worktree), interleaved run by run on the same machine, and the CPU-time ratio of this tree to
+REF is printed per size (noise hits both alike). This prints figures; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -45,14 +47,14 @@ def _child_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(path: Path) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds of the child, resources planned)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def run_once(path: Path, tree: Path = ROOT) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the child, resources planned), with the rackform of `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     cpu = _child_cpu()
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "rackform", "plan", str(path), "--json"],
-        cwd=ROOT,
+        cwd=tree,
         env=env,
         capture_output=True,
         text=True,
@@ -63,10 +65,36 @@ def run_once(path: Path) -> tuple[float, float, int]:
     return elapsed, _child_cpu() - cpu, len(json.loads(done.stdout)["resources"])
 
 
+def compare(ref: str, sizes: list[int], repeat: int, paths: dict[int, Path]) -> None:
+    """This tree against a worktree of `ref`, interleaved, CPU-time medians and their ratio."""
+    with tempfile.TemporaryDirectory() as tmp:
+        other = Path(tmp) / "ref"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(other), ref],
+            check=True,
+        )
+        try:
+            run_once(paths[sizes[0]], other)  # warm its bytecode cache too; not counted
+            print(f"this tree against {ref} (CPU s, median of {repeat}, runs interleaved):")
+            print(f"{'nodes':>6} {ref[:12]:>12} {'this tree':>10} {'ratio':>6}")
+            for n in sizes:
+                before, after = [], []
+                for _ in range(repeat):
+                    before.append(run_once(paths[n], other)[1])
+                    after.append(run_once(paths[n])[1])
+                b, a = statistics.median(before), statistics.median(after)
+                print(f"{n:>6} {b:>12.2f} {a:>10.2f} {a / b:>6.2f}")
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=True
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", default="1,8,64,512")
+    ap.add_argument("--against", metavar="REF", help="also time the git revision REF")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -114,6 +142,12 @@ def main() -> None:
         wall = rows[-1][2]
         verdict = "within" if wall <= 5.0 else "OVER"
         print(f"512 nodes: {wall:.2f} s wall (median), {verdict} the 5 s target")
+    if args.against:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in sizes:
+                paths[n] = Path(tmp) / f"bench-{n}.yaml"
+                paths[n].write_text(BLUEPRINT.format(nodes=n), encoding="utf-8")
+            compare(args.against, sizes, args.repeat, paths)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,15 @@ node_groups:
       - {name: n2, address: 10.0.0.2}
 network: {fabric: infiniband}
 """
+
+# Four bare-metal nodes of a 13B full fine-tune over plain ethernet: preflight's fabric-missing
+# error, so every command that acts refuses it.
+FULL_ON_ETHERNET = (
+    BARE_METAL.replace("fabric: infiniband", "fabric: ethernet").replace(
+        "      - {name: n2, address: 10.0.0.2}",
+        "      - {name: n2, address: 10.0.0.2}\n"
+        "      - {name: n3, address: 10.0.0.3}\n"
+        "      - {name: n4, address: 10.0.0.4}",
+    )
+    + "workload: {model_params_b: 13, method: full}\n"
+)

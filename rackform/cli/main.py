@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from rackform.cli import (
+# Each command module adds its commands to `app` when imported.
+from rackform.cli import (  # noqa: F401
     compile_cmd,
     configure_cmd,
     plan_cmd,
@@ -17,18 +18,6 @@ from rackform.cli import (
     validate_cmd,
 )
 from rackform.cli.app import app
-
-# Each command module adds its commands to `app` when imported.
-COMMANDS = (
-    compile_cmd,
-    configure_cmd,
-    plan_cmd,
-    schema_cmd,
-    smoke_cmd,
-    stack_cmd,
-    testbed_cmd,
-    validate_cmd,
-)
 
 
 def main() -> None:

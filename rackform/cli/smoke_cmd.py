@@ -3,7 +3,7 @@
 Runs the host checks and the smoke-training job on this machine through torchrun (2 CPU
 processes with gloo when there is no GPU), prints the report as a table and exits 1 when any
 check failed. With a blueprint, the expectations and thresholds are that node group's (see
-rackform/thresholds.py); without one, only the loss must fall."""
+rackform/plan/thresholds.py); without one, only the loss must fall."""
 
 from __future__ import annotations
 

@@ -328,7 +328,7 @@ def summary(result: RunResult) -> dict[str, Any]:
 def configure(
     *, inventory: dict[str, Any], group_vars: dict[str, Any], **options: Any
 ) -> dict[str, Any]:
-    """The contract the Pulumi configure resource calls (see rackform/pulumi/stages.py):
+    """The contract the Pulumi configure resource calls (see rackform/stack/stages.py):
     JSON in, a summary out, ConfigureFailed when any host failed. `options` are `run`'s."""
     result = run(inventory, group_vars, **options)
     if result.rc != 0:

@@ -6,19 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES, rackform
+from blueprint_helpers import AWS_TRAINING, EXAMPLES, FULL_ON_ETHERNET, rackform
 
 from rackform.engine import prepare_all
 
-FULL_ETHERNET = (
-    BARE_METAL.replace("fabric: infiniband", "fabric: ethernet").replace(
-        "      - {name: n2, address: 10.0.0.2}",
-        "      - {name: n2, address: 10.0.0.2}\n"
-        "      - {name: n3, address: 10.0.0.3}\n"
-        "      - {name: n4, address: 10.0.0.4}",
-    )
-    + "workload: {model_params_b: 13, method: full}\n"
-)
+FULL_ETHERNET = FULL_ON_ETHERNET
 LORA_EFA = AWS_TRAINING.replace("count: 2", "count: 1") + (
     "workload: {model_params_b: 7, method: lora}\n"
 )

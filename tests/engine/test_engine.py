@@ -5,7 +5,7 @@ means the same everywhere (`default` is the base blueprint; a wrong name lists t
 from __future__ import annotations
 
 import pytest
-from blueprint_helpers import AWS_TRAINING, BARE_METAL, ROOT, rackform
+from blueprint_helpers import AWS_TRAINING, BARE_METAL, FULL_ON_ETHERNET, ROOT, rackform
 from typer.testing import CliRunner
 
 from rackform.blueprint import loader
@@ -13,16 +13,7 @@ from rackform.blueprint.problems import BlueprintError
 from rackform.cli.main import app
 from rackform.engine import Blocked, for_action, prepare, prepare_all, require_clear
 
-# Four bare-metal nodes of a full fine-tune over ethernet: preflight's fabric-missing error.
-BLOCKED = (
-    BARE_METAL.replace("fabric: infiniband", "fabric: ethernet").replace(
-        "      - {name: n2, address: 10.0.0.2}",
-        "      - {name: n2, address: 10.0.0.2}\n"
-        "      - {name: n3, address: 10.0.0.3}\n"
-        "      - {name: n4, address: 10.0.0.4}",
-    )
-    + "workload: {model_params_b: 13, method: full}\n"
-)
+BLOCKED = FULL_ON_ETHERNET
 ENVS = "environments:\n  dev: {}\n  prod: {}\n"
 WITH_ENVS = BARE_METAL + ENVS
 

@@ -68,45 +68,31 @@ def test_committed_stack_files_point_at_blueprints_that_plan():
         assert dict(p.stack_config) == config
 
 
-def test_compile_from_another_directory_writes_a_config_the_program_resolves(tmp_path):
-    # `rackform compile` run from a directory other than the blueprint's (and the project's):
-    # the stack config names the blueprint as the program resolves it, from the project.
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rackform",
-            "compile",
-            str(ROOT / "blueprints/aws-training.yaml"),
-            "--env",
-            "dev",
-            "-o",
-            "out",
-        ],
-        cwd=elsewhere,
+def _compile(cwd, *args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "rackform", "compile", *args],
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert out.returncode == 0, out.stderr
+    assert done.returncode == 0, done.stderr
+
+
+def test_compile_from_another_directory_writes_a_config_the_program_resolves(tmp_path):
+    # `rackform compile` run from a directory other than the blueprint's (and the project's):
+    # the stack config names the blueprint as the program resolves it, from the project.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _compile(elsewhere, str(ROOT / "blueprints/aws-training.yaml"), "--env", "dev", "-o", "out")
     config = yaml.safe_load((elsewhere / "out" / "Pulumi.llm-train-a-dev.yaml").read_text())
     config = config["config"]
     assert config["rackform:blueprint"] == "blueprints/aws-training.yaml"
     assert config_path(config["rackform:blueprint"], ROOT).is_file()
     # And a blueprint outside the project is named absolutely.
     bp = write_blueprint(tmp_path, AWS_TRAINING)
-    out = subprocess.run(
-        [sys.executable, "-m", "rackform", "compile", "bp.yaml", "-o", "out2"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
+    _compile(tmp_path, "bp.yaml", "-o", "out2")
     outside = yaml.safe_load((tmp_path / "out2" / "Pulumi.t-train-default.yaml").read_text())
     assert outside["config"]["rackform:blueprint"] == str(bp.resolve())
     # The program, run from yet another directory, finds both and plans them.

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from rackform.blueprint.schema.base import Strict, Violation, check, closest
 from rackform.blueprint.schema.sections import NodeGroup
 from rackform.catalog import Catalog
-from rackform.targets.onprem.schema import OnPremTarget
+from rackform.targets.onprem.schema import OnPremTarget, OwnedHardware
 
 if TYPE_CHECKING:
     from rackform.blueprint.schema.model import Blueprint
@@ -22,7 +22,7 @@ class Rack(Strict):
     power_kw: Annotated[float, Field(description="Power budget of the rack in kW.", gt=0, le=200)]
 
 
-class ColocationTarget(OnPremTarget):
+class ColocationTarget(OnPremTarget, OwnedHardware):
     type: Annotated[Literal["colocation"], Field(description="Hosts in a colocation site.")]
     site: Annotated[str, Field(description="Colocation site / cage identifier.", min_length=1)]
     racks: Annotated[
@@ -32,12 +32,6 @@ class ColocationTarget(OnPremTarget):
         float | None,
         Field(description="Colocation price per kW of committed power per month.", gt=0),
     ] = None
-    capex_usd_per_gpu: Annotated[
-        float | None, Field(description="Hardware cost per GPU, for amortized cost reports.", gt=0)
-    ] = None
-    amortize_months: Annotated[
-        int, Field(description="Months to amortize hardware over.", ge=1)
-    ] = 36
 
     @model_validator(mode="after")
     def _unique_racks(self) -> ColocationTarget:

@@ -25,6 +25,17 @@ class OnPremTarget(Strict):
     ] = None
 
 
+class OwnedHardware(Strict):
+    """Hardware bought outright: priced as its cost spread over its life."""
+
+    capex_usd_per_gpu: Annotated[
+        float | None, Field(description="Hardware cost per GPU, for amortized cost reports.", gt=0)
+    ] = None
+    amortize_months: Annotated[
+        int, Field(description="Months to amortize hardware over.", ge=1)
+    ] = 36
+
+
 def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
     out: list[Violation] = []
     for i, g in enumerate(bp.node_groups):
