@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from rackform.blueprint.environments import changed_fixed_fields, merge
 from rackform.blueprint.problems import BlueprintError, Problem, dotted
 from rackform.blueprint.schema.base import RuleViolations, closest
-from rackform.blueprint.schema.model import DEFAULT_ENV, Blueprint
+from rackform.blueprint.schema.model import DEFAULT_ENV, Blueprint, partial_rules
 from rackform.blueprint.yamlmap import Loc, Located, Path, YamlProblems, parse
 
 
@@ -239,6 +239,13 @@ def _effective(name: str, doc: Located, env: str) -> Effective:
         bp = Blueprint.model_validate(data)
     except ValidationError as exc:
         problems += _problems(name, doc, data, origin, exc)
+        seen = {p.path for p in problems}
+        for v in partial_rules(data):
+            p = _located(name, doc, origin, v.path, v.message, v.fix, key=False)
+            if p.path not in seen:
+                problems.append(p)
+        # In the order of the file, whichever check found them.
+        problems.sort(key=lambda p: (p.line or 0, p.col or 0))
     label = "" if env == DEFAULT_ENV else env
     if problems:
         raise BlueprintError([dataclasses.replace(p, env=label) for p in problems])

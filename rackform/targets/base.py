@@ -38,6 +38,13 @@ class Adapter:
         """Cross-field rules of this target that need the whole blueprint or the catalog."""
         return []
 
+    def group_rules(
+        self, purpose: str | None, groups: list[tuple[int, NodeGroup]], catalog: Catalog
+    ) -> list[Violation]:
+        """The rules of single node groups (catalog look-ups): run on every group that parsed
+        when the blueprint as a whole did not, so all mistakes show in one run."""
+        return []
+
     def ssh_user(self, target: Any) -> str:
         """The user Ansible logs in as."""
         raise NotImplementedError

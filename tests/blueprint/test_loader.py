@@ -187,3 +187,35 @@ def test_unknown_target_type_points_at_the_type(write):
 def test_wrong_shape_of_a_section(write):
     (line,) = problems(write(AWS_TRAINING.replace("network: {fabric: efa}", "network: efa")))
     assert ":13:10: network: Input should be a valid dictionary" in line
+
+
+def test_schema_errors_and_catalog_lookups_in_one_run(write):
+    # An unknown key used to hide the unknown instance type until the key was fixed.
+    path = write(
+        AWS_TRAINING.replace(
+            "  ssh_cidrs: [10.20.0.0/16]", "  ssh_cidrs: [10.20.0.0/16]\n  markt: spot"
+        )
+        .replace("p5.48xlarge", "p5.48xlarg")
+        .replace("fabric: efa", "fabric: infiniband")
+    )
+    found = problems(path)
+    assert any("target.markt: unknown field 'markt'" in p for p in found), found
+    assert any(
+        "node_groups[0].instance_type: unknown instance type 'p5.48xlarg'" in p
+        and "did you mean 'p5.48xlarge'?" in p
+        for p in found
+    ), found
+    assert any("network.fabric: infiniband is not available on aws" in p for p in found), found
+    lines = [int(p.split(":")[1]) for p in found]
+    assert lines == sorted(lines)  # in the order of the file
+
+
+def test_catalog_lookups_run_for_every_group_that_parsed(write):
+    path = write(
+        BARE_METAL.replace("gpu: H100-SXM", "gpu: H100-SMX").replace(
+            "purpose: training", "purpose: training\ndescription: [not, text]"
+        )
+    )
+    found = problems(path)
+    assert any("description" in p for p in found), found
+    assert any("unknown GPU model 'H100-SMX'" in p for p in found), found

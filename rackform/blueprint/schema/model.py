@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check
 from rackform.blueprint.schema.sections import (
@@ -172,3 +172,39 @@ class Blueprint(Strict):
                 )
             ]
         return []
+
+
+def partial_rules(data: Any) -> list[Violation]:
+    """When the blueprint as a whole does not validate, its cross-field rules never run. So
+    that every mistake shows in one run, the catalog look-ups of each node group that parses
+    on its own run here (the target's kind read from its `type` tag)."""
+    if not isinstance(data, dict) or not isinstance(data.get("target"), dict):
+        return []
+    kind = data["target"].get("type")
+    adapter = ADAPTERS.get(kind) if isinstance(kind, str) else None
+    groups = data.get("node_groups")
+    if adapter is None or not isinstance(groups, list):
+        return []
+    parsed = []
+    for i, raw in enumerate(groups):
+        try:
+            parsed.append((i, NodeGroup.model_validate(raw)))
+        except ValidationError:
+            continue  # its own errors are reported already
+    purpose = data.get("purpose") if data.get("purpose") in ("training", "inference") else None
+    out = adapter.group_rules(purpose, parsed, load_catalog())
+    network = data.get("network")
+    fabric = network.get("fabric") if isinstance(network, dict) else None
+    if (
+        isinstance(fabric, str)
+        and fabric in ("efa", "infiniband", "roce", "ethernet")
+        and fabric not in adapter.fabrics
+    ):
+        out.append(
+            Violation(
+                ("network", "fabric"),
+                f"{fabric} is not available on {adapter.type}",
+                "use one of: " + ", ".join(adapter.fabrics),
+            )
+        )
+    return out

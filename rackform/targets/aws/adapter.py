@@ -63,6 +63,9 @@ class AwsAdapter(Adapter):
     def rules(self, bp, catalog: Catalog):
         return schema.rules(bp, catalog)
 
+    def group_rules(self, purpose, groups, catalog: Catalog):
+        return schema.group_rules(purpose, groups, catalog)
+
     def ssh_user(self, target) -> str:
         return "ubuntu"  # the Ubuntu images the AMI filter selects
 

@@ -129,11 +129,20 @@ class AwsTarget(Strict):
         return self
 
 
+def group_rules(
+    purpose: str | None, groups: list[tuple[int, NodeGroup]], catalog: Catalog
+) -> list[Violation]:
+    """Each node group's own rules (instance type from the catalog, a count, ...): they run
+    for every group that parsed, even when the rest of the blueprint did not."""
+    out: list[Violation] = []
+    for i, g in groups:
+        out += _group(g, ("node_groups", i), purpose, catalog)
+    return out
+
+
 def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
     """The AWS rules that need the whole blueprint or the catalog."""
-    out: list[Violation] = []
-    for i, g in enumerate(bp.node_groups):
-        out += _group(g, ("node_groups", i), bp.purpose, catalog)
+    out = group_rules(bp.purpose, list(enumerate(bp.node_groups)), catalog)
     if bp.network.fabric == "efa":
         for i, g in enumerate(bp.node_groups):
             it = catalog.instances.get(g.instance_type or "")

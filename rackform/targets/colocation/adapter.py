@@ -22,6 +22,9 @@ class ColocationAdapter(Adapter):
     def rules(self, bp, catalog):
         return onprem_schema.rules(bp, catalog) + schema.rules(bp, catalog)
 
+    def group_rules(self, purpose, groups, catalog):
+        return onprem_schema.group_rules(self.type, groups, catalog)
+
     def ssh_user(self, target) -> str:
         return target.ssh_user
 

@@ -36,11 +36,19 @@ class OwnedHardware(Strict):
     ] = 36
 
 
-def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
+def group_rules(
+    kind: str, groups: list[tuple[int, NodeGroup]], catalog: Catalog
+) -> list[Violation]:
+    """Each node group's own rules: they run for every group that parsed, even when the rest
+    of the blueprint did not."""
     out: list[Violation] = []
-    for i, g in enumerate(bp.node_groups):
-        out += _group(g, ("node_groups", i), bp.target.type, catalog)
+    for i, g in groups:
+        out += _group(g, ("node_groups", i), kind, catalog)
     return out
+
+
+def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
+    return group_rules(bp.target.type, list(enumerate(bp.node_groups)), catalog)
 
 
 def _group(g: NodeGroup, at: tuple, kind: str, cat: Catalog) -> list[Violation]:
