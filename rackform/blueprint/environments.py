@@ -9,6 +9,7 @@ override's line, not at the base's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rackform.blueprint.yamlmap import Path
@@ -25,11 +26,26 @@ def _named(items: Any) -> bool:
     )
 
 
-def merge(base: Any, override: Any, env_path: Path) -> tuple[Any, dict[Path, Path]]:
+@dataclass(frozen=True)
+class Unmatched:
+    """An override item whose name is in no base item: a removal of nothing (always a
+    mistake), or an addition (a mistake when the item does not stand on its own)."""
+
+    raw: Path  # the override item in the file
+    effective: Path | None  # where an addition landed in the effective blueprint
+    name: str
+    known: tuple[str, ...]  # the names the base has at that place
+    remove: bool
+
+
+def merge(
+    base: Any, override: Any, env_path: Path, unmatched: list[Unmatched] | None = None
+) -> tuple[Any, dict[Path, Path]]:
     """Return the merged value and a map from each effective path to the raw document path it
-    came from (base paths are their own origin; overridden ones point into `env_path`)."""
+    came from (base paths are their own origin; overridden ones point into `env_path`).
+    Override items that name no base item are appended to `unmatched` when it is given."""
     origin: dict[Path, Path] = {}
-    value = _merge(base, override, (), (), env_path, origin)
+    value = _merge(base, override, (), (), env_path, origin, unmatched)
     return value, origin
 
 
@@ -43,7 +59,15 @@ def _mark(value: Any, eff: Path, raw: Path, origin: dict[Path, Path]) -> None:
             _mark(v, (*eff, i), (*raw, i), origin)
 
 
-def _merge(base: Any, over: Any, eff: Path, braw: Path, oraw: Path, origin: dict) -> Any:
+def _merge(
+    base: Any,
+    over: Any,
+    eff: Path,
+    braw: Path,
+    oraw: Path,
+    origin: dict,
+    unmatched: list[Unmatched] | None = None,
+) -> Any:
     if isinstance(base, dict) and isinstance(over, dict):
         origin[eff] = braw
         out = {}
@@ -55,30 +79,41 @@ def _merge(base: Any, over: Any, eff: Path, braw: Path, oraw: Path, origin: dict
                 out[k] = over[k]
                 _mark(over[k], (*eff, k), (*oraw, k), origin)
             else:
-                out[k] = _merge(base[k], over[k], (*eff, k), (*braw, k), (*oraw, k), origin)
+                out[k] = _merge(
+                    base[k], over[k], (*eff, k), (*braw, k), (*oraw, k), origin, unmatched
+                )
         return out
     if _named(base) and _named(over):
         origin[eff] = braw
         # Each slot: (base item or None, its raw path, override item or None, its raw path).
         slots = [[item, (*braw, i), None, None] for i, item in enumerate(base)]
         index = {item["name"]: slot for item, slot in zip(base, slots, strict=True)}
+        known = tuple(item["name"] for item in base)
+        added: list[tuple[str, Path]] = []
         for j, item in enumerate(over):
             slot = index.get(item["name"])
             if item.get(REMOVE) is True and set(item) == {"name", REMOVE}:
                 if slot is not None:
                     slots.remove(slot)
+                elif unmatched is not None:
+                    unmatched.append(Unmatched((*oraw, j), None, item["name"], known, True))
                 continue
             if slot is None:
                 slot = index[item["name"]] = [None, None, None, None]
                 slots.append(slot)
+                added.append((item["name"], (*oraw, j)))
             slot[2:] = [item, (*oraw, j)]
         merged = []
         for k, (bitem, bpath, oitem, opath) in enumerate(slots):
             if bitem is not None and oitem is not None:
-                merged.append(_merge(bitem, oitem, (*eff, k), bpath, opath, origin))
+                merged.append(_merge(bitem, oitem, (*eff, k), bpath, opath, origin, unmatched))
             else:
                 merged.append(oitem if bitem is None else bitem)
                 _mark(merged[-1], (*eff, k), opath if bitem is None else bpath, origin)
+                if bitem is None and unmatched is not None:
+                    name = oitem["name"]
+                    raw = next(r for n, r in added if n == name)
+                    unmatched.append(Unmatched(raw, (*eff, k), name, known, False))
         return merged
     _mark(over, eff, oraw, origin)
     return over

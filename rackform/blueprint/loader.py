@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from rackform.blueprint.environments import changed_fixed_fields, merge
+from rackform.blueprint.environments import Unmatched, changed_fixed_fields, merge
 from rackform.blueprint.problems import BlueprintError, Problem, dotted
 from rackform.blueprint.schema.base import RuleViolations, closest
 from rackform.blueprint.schema.model import DEFAULT_ENV, Blueprint, partial_rules
@@ -233,12 +233,17 @@ def _effective(name: str, doc: Located, env: str) -> Effective:
             override = _without(override, fixed)  # report it, and validate the rest
         override = {k: v for k, v in override.items() if k != "environments"}
         base = {k: v for k, v in doc.data.items() if k != "environments"}
-        data, origin = merge(base, override, env_path)
+        unmatched: list[Unmatched] = []
+        data, origin = merge(base, override, env_path, unmatched)
         data["environments"] = {}
+        problems += _removals_of_nothing(name, doc, unmatched)
+    else:
+        unmatched = []
     try:
         bp = Blueprint.model_validate(data)
     except ValidationError as exc:
         problems += _problems(name, doc, data, origin, exc)
+        problems += _incomplete_additions(name, doc, unmatched, exc)
         seen = {p.path for p in problems}
         for v in partial_rules(data):
             p = _located(name, doc, origin, v.path, v.message, v.fix, key=False)
@@ -251,6 +256,58 @@ def _effective(name: str, doc: Located, env: str) -> Effective:
         raise BlueprintError([dataclasses.replace(p, env=label) for p in problems])
     path = FsPath(name).expanduser().resolve()
     return Effective(name, env, bp, digest_of(bp), path, doc, origin)
+
+
+def _removals_of_nothing(name: str, doc: Located, unmatched: list[Unmatched]) -> list[Problem]:
+    """`{name: X, remove: true}` where the base has no X: a typo that would leave X in place."""
+    out = []
+    for u in unmatched:
+        if u.remove:
+            loc = doc.locate((*u.raw, "name"))
+            out.append(
+                Problem(
+                    name,
+                    loc.line,
+                    loc.col,
+                    dotted((*u.raw, "name")),
+                    f"there is no {u.name!r} to remove (the base has: {', '.join(u.known)})",
+                    closest(u.name, list(u.known)) if u.known else "",
+                )
+            )
+    return out
+
+
+def _incomplete_additions(
+    name: str, doc: Located, unmatched: list[Unmatched], exc: ValidationError
+) -> list[Problem]:
+    """An override item whose name the base does not have is added as a new item; when it does
+    not validate on its own, it was most likely meant to override an existing one."""
+    out = []
+    failed = []
+    for e in exc.errors():
+        ctx = e.get("ctx") or {}
+        if isinstance(ctx.get("error"), RuleViolations):  # cross-field rules: their own paths
+            failed += [(*e["loc"], *v.path) for v in ctx["error"].violations]
+        else:
+            failed.append(tuple(e["loc"]))
+    for u in unmatched:
+        if u.remove or u.effective is None:
+            continue
+        if not any(loc[: len(u.effective)] == u.effective for loc in failed):
+            continue
+        loc = doc.locate((*u.raw, "name"))
+        out.append(
+            Problem(
+                name,
+                loc.line,
+                loc.col,
+                dotted((*u.raw, "name")),
+                f"{u.name!r} is not in the base (it has: {', '.join(u.known)}), so this adds a "
+                "new item, and the item is not complete on its own",
+                closest(u.name, list(u.known)) if u.known else "",
+            )
+        )
+    return out
 
 
 def _without(tree: dict, path: Path) -> dict:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from blueprint_helpers import AWS_TRAINING
+import pytest
+from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.blueprint.environments import merge
 from rackform.blueprint.loader import load_effective
+from rackform.blueprint.problems import BlueprintError
 
 
 def test_merge_semantics():
@@ -61,3 +63,29 @@ def test_environment_with_same_content_as_base_has_same_digest(write):
     )
     assert load_effective(path).digest == load_effective(path, "prod").digest
     assert load_effective(path).digest != load_effective(path, "dev").digest
+
+
+def test_removing_a_name_the_base_lacks_is_an_error_with_a_did_you_mean(write):
+    # A typo of an existing host used to be accepted and the host silently kept.
+    path = write(
+        BARE_METAL
+        + "environments:\n  small: {node_groups: [{name: hgx, hosts: [{name: n22, remove: true}]}]}\n"
+    )
+    with pytest.raises(BlueprintError) as exc:
+        load_effective(path, "small")
+    (p,) = exc.value.problems
+    assert p.message == "there is no 'n22' to remove (the base has: n1, n2)"
+    assert p.fix == "did you mean 'n2'?"
+    assert (p.line, p.env) == (14, "small")
+
+
+def test_an_override_of_a_name_the_base_lacks_says_which_it_meant(write):
+    path = write(AWS_TRAINING + "environments:\n  dev: {node_groups: [{name: gpus, count: 1}]}\n")
+    with pytest.raises(BlueprintError) as exc:
+        load_effective(path, "dev")
+    named = [p for p in exc.value.problems if "is not in the base" in p.message]
+    assert len(named) == 1 and named[0].fix == "did you mean 'gpu'?"
+    # A complete new item is an addition, as documented.
+    extra = "{name: big, instance_type: p5.48xlarge, count: 1}"
+    path = write(AWS_TRAINING + f"environments:\n  dev: {{node_groups: [{extra}]}}\n", "ok.yaml")
+    assert [g.name for g in load_effective(path, "dev").blueprint.node_groups] == ["gpu", "big"]
