@@ -62,6 +62,7 @@ class InstanceType:
     nvme_write_gbps_per_drive: Figure
     on_demand_usd_hr: Figure
     capacity_block_usd_hr: Figure | None = None
+    priced_in: tuple[str, ...] = ()  # the regions the prices are for
 
     @property
     def gpu_count(self) -> int:
@@ -72,6 +73,8 @@ class InstanceType:
 class Catalog:
     gpus: dict[str, GpuModel]
     instances: dict[str, InstanceType]
+    regions: tuple[str, ...] = ()  # AWS region codes
+    regions_source: Source | None = None
 
     def gpu(self, key: str) -> GpuModel:
         return self.gpus[key]
@@ -112,17 +115,24 @@ def _read(name: str) -> dict[str, Any]:
 
 @cache
 def load_catalog() -> Catalog:
-    gdoc, idoc = _read("gpus.yaml"), _read("instances.yaml")
+    gdoc, idoc, rdoc = _read("gpus.yaml"), _read("instances.yaml"), _read("regions.yaml")
     gsrc, isrc = _sources(gdoc, "gpus.yaml"), _sources(idoc, "instances.yaml")
+    rsrc = _sources(rdoc, "regions.yaml")
+    if rdoc.get("source") not in rsrc:
+        raise CatalogError("regions.yaml: `source` is not in `sources`")
+    regions = tuple(rdoc["regions"])
+    priced = tuple(idoc.get("price_regions") or ())
+    if not priced or set(priced) - set(regions):
+        raise CatalogError(f"instances.yaml: price_regions {list(priced)} are not known regions")
     gpus = {
         key: GpuModel(key=key, **_figures(raw, gsrc, f"gpus.yaml:{key}"))
         for key, raw in gdoc["gpus"].items()
     }
     instances = {
-        key: InstanceType(key=key, **_figures(raw, isrc, f"instances.yaml:{key}"))
+        key: InstanceType(key=key, priced_in=priced, **_figures(raw, isrc, f"instances.yaml:{key}"))
         for key, raw in idoc["instances"].items()
     }
     for it in instances.values():
         if it.gpu not in gpus:
             raise CatalogError(f"instances.yaml:{it.key}: unknown gpu {it.gpu!r}")
-    return Catalog(gpus=gpus, instances=instances)
+    return Catalog(gpus, instances, regions, rsrc[rdoc["source"]])

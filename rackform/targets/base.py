@@ -45,6 +45,11 @@ class Adapter:
         when the blueprint as a whole did not, so all mistakes show in one run."""
         return []
 
+    def target_rules(self, raw: Mapping[str, Any], catalog: Catalog) -> list[Violation]:
+        """Catalog look-ups of the target section as written (run when the blueprint as a whole
+        did not validate, so they show with the other mistakes)."""
+        return []
+
     def ssh_user(self, target: Any) -> str:
         """The user Ansible logs in as."""
         raise NotImplementedError

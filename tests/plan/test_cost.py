@@ -124,3 +124,14 @@ def test_render_shows_every_line_and_source():
     assert CAT.instance("p5.48xlarge").on_demand_usd_hr.source.date in text
     assert "at 65% utilization" in text and "at 85% utilization" in text
     assert "utilization: expected 65% vs target 85%" in text
+
+
+def test_a_region_the_catalog_does_not_price_gets_no_total(write):
+    text = AWS_TRAINING.replace("region: us-east-1", "region: us-west-2").replace(
+        "availability_zone: us-east-1a", "availability_zone: us-west-2a"
+    )
+    c = estimate(compile_plan(load_effective(write(text))))
+    assert c.usd_per_hour is None and c.usd_per_month is None and c.compute == ()
+    assert any(
+        "no price for p5.48xlarge in us-west-2 (it prices us-east-1)" in n for n in c.notes
+    ), c.notes

@@ -193,6 +193,7 @@ def partial_rules(data: Any) -> list[Violation]:
             continue  # its own errors are reported already
     purpose = data.get("purpose") if data.get("purpose") in ("training", "inference") else None
     out = adapter.group_rules(purpose, parsed, load_catalog())
+    out += adapter.target_rules(data["target"], load_catalog())
     network = data.get("network")
     fabric = network.get("fabric") if isinstance(network, dict) else None
     if (

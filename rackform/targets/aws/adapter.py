@@ -66,6 +66,9 @@ class AwsAdapter(Adapter):
     def group_rules(self, purpose, groups, catalog: Catalog):
         return schema.group_rules(purpose, groups, catalog)
 
+    def target_rules(self, raw, catalog: Catalog):
+        return schema.region_rules(raw.get("region"), catalog)
+
     def ssh_user(self, target) -> str:
         return "ubuntu"  # the Ubuntu images the AMI filter selects
 
@@ -119,6 +122,14 @@ class AwsAdapter(Adapter):
         t, c = plan.target, plan.figures.cost
         hours = c.hours_per_month.value
         lines, notes, lo, hi = [], [], 0.0, 0.0
+        unpriced = sorted({g.instance.key for g in plan.node_groups} - self._priced(plan))
+        if unpriced:
+            where = ", ".join(plan.node_groups[0].instance.priced_in)
+            notes.append(
+                f"{UNPRICED}: the catalog has no price for {', '.join(unpriced)} in "
+                f"{t.region} (it prices {where}); another region's price is not used"
+            )
+            return TargetCost(f"aws {t.market}", (), None, tuple(notes))
         for g in plan.node_groups:
             it = g.instance
             od = it.on_demand_usd_hr
@@ -156,6 +167,12 @@ class AwsAdapter(Adapter):
                 f"${lo:,.2f}-${hi:,.2f}/hour"
             )
         return TargetCost(f"aws {t.market}", tuple(lines), spot, tuple(notes))
+
+    @staticmethod
+    def _priced(plan: Plan) -> set[str]:
+        return {
+            g.instance.key for g in plan.node_groups if plan.target.region in g.instance.priced_in
+        }
 
     def component(self, name, plan, opts, providers):
         from rackform.targets.aws.cluster import AwsCluster  # pulumi_aws loads only for AWS

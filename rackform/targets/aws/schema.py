@@ -8,7 +8,7 @@ import ipaddress
 import re
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from rackform.blueprint.schema.base import Cidr, Strict, Violation, check, closest
 from rackform.blueprint.schema.sections import NodeGroup
@@ -17,7 +17,6 @@ from rackform.catalog import Catalog
 if TYPE_CHECKING:
     from rackform.blueprint.schema.model import Blueprint
 
-_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 # The nodes' subnet is the VPC's first half and the NAT gateway's public subnet a /28 at its
 # end (AWS's smallest subnet: "The allowed block size is between a /28 netmask and /16", VPC
 # user guide, "Subnet CIDR blocks"), so the VPC must be an IPv4 /27 or larger.
@@ -72,17 +71,15 @@ class AwsTarget(Strict):
     ami: Annotated[AmiSpec, Field(description="Machine image.")] = AmiSpec()
     key_name: Annotated[str | None, Field(description="EC2 key pair for SSH.")] = None
 
-    @field_validator("region")
-    @classmethod
-    def _region(cls, v: str) -> str:
-        if not _REGION.match(v):
-            raise ValueError(f"{v!r} is not an AWS region name; write e.g. us-east-1")
-        return v
-
     @model_validator(mode="after")
     def _rules(self) -> AwsTarget:
         out = []
-        if not self.availability_zone.startswith(self.region):
+        # A zone is its region's code and a letter (us-east-1a), or a Local Zone's
+        # (us-east-1-bos-1a): EC2 user guide, "Regions and Zones".
+        zone = re.fullmatch(
+            re.escape(self.region) + r"([a-z]|-[a-z]+-\d+[a-z])", self.availability_zone
+        )
+        if zone is None:
             out.append(
                 Violation(
                     ("availability_zone",),
@@ -129,6 +126,19 @@ class AwsTarget(Strict):
         return self
 
 
+def region_rules(region: object, catalog: Catalog) -> list[Violation]:
+    """The region must be one the AWS provider knows (the catalog's list, from the provider)."""
+    if not isinstance(region, str) or region in catalog.regions:
+        return []
+    return [
+        Violation(
+            ("target", "region"),
+            f"{region!r} is not an AWS region",
+            closest(region, list(catalog.regions)),
+        )
+    ]
+
+
 def group_rules(
     purpose: str | None, groups: list[tuple[int, NodeGroup]], catalog: Catalog
 ) -> list[Violation]:
@@ -142,7 +152,8 @@ def group_rules(
 
 def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
     """The AWS rules that need the whole blueprint or the catalog."""
-    out = group_rules(bp.purpose, list(enumerate(bp.node_groups)), catalog)
+    out = region_rules(bp.target.region, catalog)
+    out += group_rules(bp.purpose, list(enumerate(bp.node_groups)), catalog)
     if bp.network.fabric == "efa":
         for i, g in enumerate(bp.node_groups):
             it = catalog.instances.get(g.instance_type or "")

@@ -154,3 +154,33 @@ def test_spot_training_must_checkpoint(write):
     )
     ok = spot + "workload: {model_params_b: 7, method: full, checkpoint_interval_min: 20}\n"
     assert load_effective(write(ok, "ok.yaml")).blueprint.target.market == "spot"
+
+
+@pytest.mark.parametrize(
+    ("region", "zone", "path", "text"),
+    [
+        ("us-east-9", "us-east-9a", "target.region", "'us-east-9' is not an AWS region"),
+        ("us-west-2", "us-east-2a", "target.availability_zone", "is not in region 'us-west-2'"),
+        ("us-east-1", "us-east-12", "target.availability_zone", "is not in region 'us-east-1'"),
+    ],
+)
+def test_regions_and_zones_are_checked(write, region, zone, path, text):
+    bp = AWS_TRAINING.replace("region: us-east-1", f"region: {region}").replace(
+        "availability_zone: us-east-1a", f"availability_zone: {zone}"
+    )
+    with pytest.raises(BlueprintError) as exc:
+        load_effective(write(bp))
+    assert any(p.path == path and text in p.message for p in exc.value.problems), [
+        str(p) for p in exc.value.problems
+    ]
+
+
+def test_local_zones_and_every_provider_region_are_accepted(write):
+    bp = AWS_TRAINING.replace(
+        "availability_zone: us-east-1a", "availability_zone: us-east-1-bos-1a"
+    )
+    assert load_effective(write(bp)).blueprint.target.availability_zone == "us-east-1-bos-1a"
+    bp = AWS_TRAINING.replace("region: us-east-1", "region: eu-central-2").replace(
+        "availability_zone: us-east-1a", "availability_zone: eu-central-2b"
+    )
+    assert load_effective(write(bp, "eu.yaml")).blueprint.target.region == "eu-central-2"
