@@ -84,13 +84,15 @@ def estimate(plan: Plan) -> Cost:
     storage = _storage(plan)
     # A total with a part missing would read as the whole cost: leave it out instead.
     priced = bool(capacity.lines) and not any(n.startswith(UNPRICED) for n in notes)
-    per_hour = sum(line.usd_per_hour for line in capacity.lines) if priced else None
+    compute = sum(line.usd_per_hour for line in capacity.lines) if priced else None
     hours = plan.figures.cost.hours_per_month.value
-    month = None
-    if per_hour is not None:
-        month = per_hour * hours + (storage.usd_per_month if storage else 0.0)
-    run = _run(plan, per_hour)
-    gap = _gap(plan, None if per_hour is None else per_hour * hours, run)
+    # The totals are every line's: per hour and per month add up the same lines.
+    per_hour = month = None
+    if compute is not None:
+        per_hour = compute + (storage.usd_per_hour if storage else 0.0)
+        month = per_hour * hours
+    run = _run(plan, compute)  # a run pays for the capacity it keeps busy
+    gap = _gap(plan, None if compute is None else compute * hours, run)
     return Cost(
         capacity.basis,
         "USD",

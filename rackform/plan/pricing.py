@@ -56,7 +56,7 @@ class Cost:
     hours_per_month: float
     compute: tuple[Line, ...]
     storage: Line | None
-    usd_per_hour: float | None  # compute
+    usd_per_hour: float | None  # compute + storage
     usd_per_month: float | None  # compute + storage
     spot_usd_per_hour_range: tuple[float, float] | None
     run: Run | None

@@ -119,7 +119,11 @@ class Context:
     def array(self) -> ArrayPlan | None:
         """The slowest node's checkpoint array (a synchronous checkpoint waits for it), or None
         when the write speed of some node's array is unknown."""
-        groups = [g for _, g, _ in self.gpu_groups] or list(self.plan.node_groups)
+        # Nodes with GPUs (the testbed's CPU-only nodes where there are none); a parked group
+        # (count: 0) has no array to wait for.
+        groups = [g for _, g, _ in self.gpu_groups] or [
+            g for g in self.plan.node_groups if g.count > 0
+        ]
         arrays = [g.array for g in groups]
         if not arrays or any(a.write_gbps is None for a in arrays):
             return None

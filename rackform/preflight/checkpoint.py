@@ -102,7 +102,8 @@ class CheckpointThroughputUnknown(Rule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         w = ctx.blueprint.workload
-        if not ctx.training or w is None or ctx.array is not None:
+        parked = not any(g.count for g in ctx.plan.node_groups)  # no node writes anything
+        if not ctx.training or w is None or ctx.array is not None or parked:
             return
         yield self.finding(
             ("storage", "checkpoint"),
@@ -138,7 +139,7 @@ class CheckpointRaidDrives(Rule):
         for g in ctx.plan.node_groups:
             need = int(g.array.level.min_devices.value)
             n = g.array.drives
-            if n is None or n >= need:
+            if n is None or n >= need or g.count == 0:
                 continue  # on-prem drives are found on the host when none are listed
             where = g.instance.key if g.instance else f"node group {g.name!r}"
             yield self.finding(

@@ -37,9 +37,10 @@ def test_aws_training_example_by_hand():
     p5 = CAT.instance("p5.48xlarge")
     hour = 4 * p5.on_demand_usd_hr.value
     assert c.basis == "aws on-demand"
-    assert c.usd_per_hour == pytest.approx(hour)
     # 70B full state (2 + 12 bytes per parameter) = 980 GB, three kept.
     assert c.storage.usd_per_month == pytest.approx(980 * 3 * S3)
+    # The hourly and the monthly total add up the same lines, storage included.
+    assert c.usd_per_hour == pytest.approx(hour + 980 * 3 * S3 / HOURS)
     assert c.usd_per_month == pytest.approx(hour * HOURS + 980 * 3 * S3)
     # 20B tokens: 6 x 70e9 x 20e9 FLOPs over 32 H100s at the catalog's MFU.
     busy = 6 * 70e9 * 20e9 / (32 * CAT.gpu("H100-SXM").bf16_dense_tflops.value * 1e12 * MFU)
@@ -84,7 +85,8 @@ def test_spot_is_a_discount_range(write):
     od = 2 * CAT.instance("p5.48xlarge").on_demand_usd_hr.value
     low, high = FIG.cost.spot_discount_low.value, FIG.cost.spot_discount_high.value
     assert c.spot_usd_per_hour_range == pytest.approx((od * (1 - high), od * (1 - low)))
-    assert c.usd_per_hour == pytest.approx(od * (1 - low))  # the cautious end
+    # The cautious end, plus the checkpoints' storage.
+    assert c.usd_per_hour == pytest.approx(od * (1 - low) + c.storage.usd_per_hour)
     assert any("spot prices vary" in n for n in c.notes)
 
 
@@ -135,3 +137,35 @@ def test_a_region_the_catalog_does_not_price_gets_no_total(write):
     assert any(
         "no price for p5.48xlarge in us-west-2 (it prices us-east-1)" in n for n in c.notes
     ), c.notes
+
+
+@pytest.mark.parametrize(
+    ("path", "env"),
+    [
+        ("aws-training.yaml", "prod"),
+        ("baremetal-training.yaml", None),
+        ("colo-inference.yaml", None),
+    ],
+)
+def test_the_totals_add_up_the_lines_they_show(path, env):
+    c = cost_of(path, env)
+    lines = [*c.compute, *([c.storage] if c.storage else [])]
+    assert c.usd_per_hour == pytest.approx(sum(ln.usd_per_hour for ln in lines))
+    assert c.usd_per_month == pytest.approx(sum(ln.usd_per_month for ln in lines))
+    assert c.usd_per_month == pytest.approx(c.usd_per_hour * HOURS)
+
+
+def test_a_parked_group_costs_nothing_and_finds_nothing_about_checkpoints(write):
+    # count: 0 parks a group: it stays in the blueprint, has no node, costs no compute, and no
+    # rule reasons about checkpoints that no node writes.
+    text = AWS_TRAINING.replace("count: 2", "count: 0") + (
+        "workload: {model_params_b: 70, method: full, checkpoint_interval_min: 5}\n"
+    )
+    plan = compile_plan(load_effective(write(text)))
+    c = estimate(plan)
+    assert [ln.usd_per_hour for ln in c.compute] == [0]
+    assert c.usd_per_hour == pytest.approx(c.storage.usd_per_hour)  # kept checkpoints only
+    from rackform.preflight.report import run
+
+    codes = {lf.finding.code for lf in run(plan).findings}
+    assert not codes & {"checkpoint-overhead", "checkpoint-slow", "checkpoint-throughput-unknown"}
