@@ -27,6 +27,23 @@ Env = Annotated[
 ]
 
 
+def need(module: str, command: str) -> None:
+    """Exit 1 with the install line when `module` (of the deploy extra) is not installed."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package is missing, or a module set to None
+        found = False
+    if not found:
+        print(
+            f"rackform: `{command}` needs {module}, from the deploy extra "
+            "(pip install 'rackform[deploy]')",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+
+
 def fail(problems: Iterable[Problem]) -> typer.Exit:
     """Print one line per problem on stderr; return the Exit to raise (status 2)."""
     for p in problems:

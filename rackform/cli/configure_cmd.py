@@ -10,7 +10,7 @@ import typer
 import yaml
 
 from rackform.cli.app import app
-from rackform.cli.common import Env, File, for_action
+from rackform.cli.common import Env, File, for_action, need
 from rackform.plan.model import thaw
 
 
@@ -77,6 +77,7 @@ def configure(
     from rackform.hosts.runner import ROLES, run, summary_lines
 
     plan = for_action(file, env, "nothing was configured").plan
+    need("ansible_runner", "configure")
     problems = [
         f"--role {r}: no such role (roles: {', '.join(ROLES)})"
         for r in role or []

@@ -9,29 +9,16 @@ gets its findings and cost, and the program is not run. `plan_resources(plan)` i
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from typing import Annotated, Any
 
 import typer
 
 from rackform.cli.app import app
-from rackform.cli.common import EXIT_INVALID, Env, File, fail, prepared
+from rackform.cli.common import EXIT_INVALID, Env, File, fail, need, prepared
 from rackform.cli.plan_render import render_text
 from rackform.plan.cost import render as render_cost
 from rackform.plan.model import Plan
-
-
-def _need_pulumi() -> None:
-    try:
-        import pulumi  # noqa: F401
-    except ModuleNotFoundError:
-        print(
-            "rackform: `plan` runs the Pulumi program offline and needs the deploy extra "
-            "(pip install 'rackform[deploy]')",
-            file=sys.stderr,
-        )
-        raise typer.Exit(1) from None
 
 
 def plan_resources(plan: Plan) -> list[dict[str, Any]]:
@@ -84,7 +71,7 @@ def plan(
     p = prepared(file, env)
     resources: list[dict[str, Any]] = []
     if not p.blocked:
-        _need_pulumi()
+        need("pulumi", "plan")
         from rackform.stack.errors import ProgramError
 
         try:

@@ -13,12 +13,13 @@ from typing import Annotated
 import typer
 
 from rackform.cli.app import app
-from rackform.cli.common import Env, File, for_action, prepared, user_error
+from rackform.cli.common import Env, File, for_action, need, prepared, user_error
 from rackform.paths import project_root
 from rackform.plan.model import Plan
 
 
 def _operate(plan: Plan, operation: str) -> None:
+    need("pulumi", operation)
     # Imported here: the Automation API is only needed by these three commands.
     from rackform.stack.workspace import WorkspaceError, open_stack, run
 

@@ -4,6 +4,10 @@ means the same everywhere (`default` is the base blueprint; a wrong name lists t
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, FULL_ON_ETHERNET, ROOT, rackform
 from typer.testing import CliRunner
@@ -128,3 +132,30 @@ def test_paths_on_the_command_line_are_the_working_directorys(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out" / "Pulumi.t-cluster-default.yaml").is_file()
     assert not (ROOT / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "module"),
+    [(["plan"], "pulumi"), (["up"], "pulumi"), (["configure"], "ansible_runner")],
+)
+def test_without_the_deploy_extra_a_command_names_what_to_install(tmp_path, command, module):
+    # The deploy extra is installed here; hide it from a subprocess the way a bare
+    # `pip install rackform` would leave it: importing it fails.
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\nfor m in ('pulumi', 'pulumi_aws', 'ansible_runner'):\n    sys.modules[m] = None\n"
+    )
+    bp = tmp_path / "bp.yaml"
+    bp.write_text(BARE_METAL.lstrip())
+    r = subprocess.run(
+        [sys.executable, "-m", "rackform", *command, str(bp)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": f"{hide}{os.pathsep}{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, r.stderr
+    assert f"needs {module}, from the deploy extra (pip install 'rackform[deploy]')" in r.stderr
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
