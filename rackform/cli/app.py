@@ -14,6 +14,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help (click's): paragraphs rewrapped to the terminal's width, one short line per
+    # command in the list, options as a list rather than a narrow table column.
+    rich_markup_mode=None,
 )
 
 

@@ -9,6 +9,7 @@ gets its findings and cost, and the program is not run. `plan_resources(plan)` i
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from typing import Annotated, Any
 
@@ -84,10 +85,11 @@ def plan(
         doc.update(p.report.as_dict())
         typer.echo(json.dumps(doc, indent=2))
     else:
+        width = shutil.get_terminal_size((100, 24)).columns  # 100 when not a terminal
         if not p.blocked:
-            typer.echo(render_text(doc), nl=False)
+            typer.echo(render_text(doc, width), nl=False)
             typer.echo("")
-        typer.echo("\n".join(render_cost(p.report.cost)))
+        typer.echo("\n".join(render_cost(p.report.cost, width)))
         for lf in p.report.findings:
             typer.echo(str(lf), err=True)
         if p.blocked:

@@ -4,6 +4,7 @@ identical siblings (a node group's instances) folded into one line, then the cou
 from __future__ import annotations
 
 import re
+import shutil
 from typing import Any
 
 # Inputs that are bulk, not decisions: left out of the one-line summary (still in --json).
@@ -100,7 +101,25 @@ def _fold(rows: list[tuple[int, dict, str]]) -> list[tuple[int, str, str, str]]:
     return out
 
 
-def render_text(doc: dict[str, Any]) -> str:
+def _wrapped(head: str, text: str, indent: int, width: int) -> list[str]:
+    """`head` then the inputs (`text`, separated by two spaces), packed into lines of at most
+    `width` characters; an input never splits, the continuation lines sit under the name."""
+    lines, line = [], head
+    pad = " " * (indent + 4)
+    for part in text.split("  ") if text else []:
+        if len(line) + 2 + len(part) <= width or line.strip() == "":
+            line = f"{line}  {part}" if line.strip() else f"{pad}{part}"
+        else:
+            lines.append(line)
+            line = f"{pad}{part}"
+    lines.append(line)
+    return lines
+
+
+def render_text(doc: dict[str, Any], width: int | None = None) -> str:
+    """The plan as text, each line at most `width` characters (default: the terminal's, or 100
+    when the output is not a terminal) unless one input alone is longer."""
+    width = width or shutil.get_terminal_size((100, 24)).columns
     resources = doc["resources"]
     depth: dict[str | None, int] = {None: -1}
     rows = []
@@ -117,8 +136,7 @@ def render_text(doc: dict[str, Any]) -> str:
         "",
     ]
     for d, typ, name, text in _fold(rows):
-        line = f"{'  ' * d}{typ}  {name}"
-        lines.append(f"{line}  {text}" if text else line)
+        lines += _wrapped(f"{'  ' * d}{typ}  {name}", text, 2 * d, width)
     lines += ["", "Resources by type:"]
     counts = doc["counts"]
     width = len(str(len(resources)))

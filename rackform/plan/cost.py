@@ -112,8 +112,9 @@ def _usd(v: float | None) -> str:
     return "n/a" if v is None else f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
 
 
-def render(cost: Cost) -> list[str]:
-    """The cost table as text lines (for `rackform plan` and `rackform validate`)."""
+def render(cost: Cost, width: int = 100) -> list[str]:
+    """The cost table as text lines (for `rackform plan` and `rackform validate`). A line that
+    would pass `width` characters gets its source on the next line."""
     rows = [
         (ln.item, f"{_usd(ln.usd_per_hour)}/h", f"{_usd(ln.usd_per_month)}/mo", ln.source)
         for ln in (*cost.compute, *([cost.storage] if cost.storage else []))
@@ -122,9 +123,11 @@ def render(cost: Cost) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     out = [f"cost ({cost.basis}, {cost.currency}, {cost.hours_per_month:g} h/month):"]
     for r in rows:
-        out.append(
-            f"  {r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip()
-        )
+        line = f"  {r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}"
+        if len(line) + 2 + len(r[3]) <= width:
+            out.append(f"{line}  {r[3]}".rstrip())
+        else:
+            out += [line, f"    source: {r[3]}"]
     if cost.run is not None:
         r = cost.run
         out.append(
