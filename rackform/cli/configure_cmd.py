@@ -102,7 +102,9 @@ def configure(
 
     what = ", ".join(role) if role else "every role"
     out(
-        f"configure {plan.name} ({plan.environment}): {plan.nodes} node(s), {what}"
+        f"configure {plan.name} ({plan.environment}): {plan.nodes} node(s)"
+        + (f", limited to {limit}" if limit else "")
+        + f", {what}"
         + (" [check mode]" if check else "")
     )
     result = run(

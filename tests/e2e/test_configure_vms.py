@@ -243,6 +243,11 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     assert proc.returncode == 0, shown(proc)
     assert "would create RAID 0 /dev/md/checkpoints" in proc.stdout
     assert "+NCCL_SOCKET_IFNAME=priv0" in proc.stdout  # the diff of /etc/nccl.conf
+    # A run over part of the cluster rewrites no cluster-wide file (/etc/hosts lists every
+    # node) from its partial view, and runs no job that must span every node.
+    assert "this run covers 1 of the cluster's 2 nodes (--limit)" in proc.stdout, shown(proc)
+    assert "/etc/hosts" not in "".join(line for line in proc.stdout.splitlines() if "+++" in line)
+    assert "limited to node1" in proc.stdout.splitlines()[0]
     assert state(bed, "node1") == before, "check mode changed a host"
 
     assert refused.returncode != 0, shown(refused)

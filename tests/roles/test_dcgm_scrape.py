@@ -128,7 +128,9 @@ def wait_for(what: str, probe, timeout: float = 60.0):
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 
 
-def run_scrape_tasks(tmp_path: Path, ports: dict[str, int], **extravars) -> ansible_run.RunResult:
+def run_scrape_tasks(
+    tmp_path: Path, ports: dict[str, int], limit: str | None = None, **extravars
+) -> ansible_run.RunResult:
     """The role's scrape tasks for a GPU-less `cpu-node` and one node per exporter port."""
     play = tmp_path / "scrape.yml"
     play.write_text(textwrap.dedent(PLAY))
@@ -146,7 +148,9 @@ def run_scrape_tasks(tmp_path: Path, ports: dict[str, int], **extravars) -> ansi
         }
     }
     lines: list[str] = []
-    result = ansible_run.run_playbook(inv, playbook=play, extravars=extravars, out=lines.append)
+    result = ansible_run.run_playbook(
+        inv, playbook=play, extravars=extravars, limit=limit, out=lines.append
+    )
     assert result.rc == 0, "\n".join(lines)
     return result
 
@@ -206,4 +210,16 @@ def test_prometheus_scrapes_every_node_the_role_configured_with_its_labels(tmp_p
 def test_no_file_is_written_unless_asked(tmp_path):
     result = run_scrape_tasks(tmp_path, {"n1": 9400})
     assert result.hosts["n1"].changed == 0
-    assert result.hosts["n1"].skipped == 1  # the template task
+    assert result.hosts["n1"].skipped == 2  # the template task, and why it was left alone
+
+
+def test_a_partial_run_leaves_the_clusters_scrape_config_as_it_is(tmp_path):
+    # Under --limit the play sees part of the cluster: writing the config from that view
+    # would drop the other nodes from monitoring.
+    out = write_scrape_config(tmp_path, {"n1": 9400, "n2": 9401})
+    whole = out.read_text()
+    assert "9400" in whole and "9401" in whole
+    result = run_scrape_tasks(tmp_path, {"n1": 9500, "n2": 9501}, limit="n1",
+                              dcgm_prometheus_file=str(out))  # fmt: skip
+    assert out.read_text() == whole
+    assert result.hosts["n1"].changed == 0
