@@ -230,3 +230,26 @@ def test_by_id_names_prefer_the_model_serial_link(tmp_path):
     assert probe.by_id_names(str(tmp_path / "dev")) == {
         "nvme0n1": "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_A"
     }
+
+
+def test_a_broken_raid0_is_named_by_array_and_member_with_what_to_do():
+    # A RAID0 member failed: md calls the array broken; the mount gives I/O errors. The probe
+    # used to find the array "there" and let the role go on to fail at the mount.
+    broken = {**ARRAY, "state": "broken", "faulty": ["/dev/nvme1n1"], "missing": 0}
+    member = {"type": "linux_raid_member", "label": "node1:checkpoints"}
+    r = plan([drive(0, sigs=[member]), drive(1, sigs=[member])], arrays=[broken])
+    (p,) = r["problems"]
+    assert "md array /dev/md127 (node1:checkpoints, raid0) is not healthy" in p
+    assert "state broken, failed member(s) /dev/nvme1n1" in p
+    assert "its data is lost" in p and "mdadm --stop" in p
+
+
+def test_a_degraded_mirror_is_named_with_the_repair():
+    degraded = {**ARRAY, "level": "raid1", "state": "clean", "missing": 1}
+    r = plan([drive(0)], arrays=[degraded], level=1)
+    assert any("1 member(s) missing" in p and "mdadm --add" in p for p in r["problems"])
+
+
+def test_a_healthy_array_has_no_problem():
+    healthy = {**ARRAY, "faulty": [], "missing": 0}
+    assert plan([drive(0), drive(1)], arrays=[healthy])["problems"] == []

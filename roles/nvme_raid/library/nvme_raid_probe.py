@@ -210,6 +210,7 @@ def plan(
                     f"({', '.join(wanted)}); rackform does not reshape an existing array"
                 )
         result["data_disks"] = data_disks(levels, level, len(array["members"]))
+        problems += health_problems(array)
         return result
 
     if wanted:
@@ -253,6 +254,32 @@ def plan(
     result["members"] = [d["path"] for d in chosen]
     result["data_disks"] = data_disks(levels, level, len(chosen))
     return result
+
+
+def health_problems(array: dict) -> list[str]:
+    """What is wrong with an existing array, by array and member, and what to do. A RAID0
+    array with a member gone is `broken` (its data is lost: every stripe had a piece on it); a
+    redundant one missing members is degraded (it still serves, with no margin)."""
+    state, faulty = array.get("state", ""), array.get("faulty", [])
+    missing = int(array.get("missing", 0) or 0)
+    if state != "broken" and not faulty and not missing:
+        return []
+    where = f"md array {array['device']} ({array['name']}, {array['level']})"
+    parts = [f"state {state}"]
+    if faulty:
+        parts.append(f"failed member(s) {', '.join(faulty)}")
+    if missing:
+        parts.append(f"{missing} member(s) missing")
+    gone = ", ".join(parts)
+    if array["level"] == "raid0" or state == "broken":
+        what = (
+            "its data is lost (RAID0 keeps no copy); replace the drive, unmount the checkpoint "
+            "filesystem, stop the array (mdadm --stop), wipe its members (wipefs -a) and run "
+            "configure again to build a new array"
+        )
+    else:
+        what = "add a replacement drive (mdadm --add) and let it rebuild"
+    return [f"{where} is not healthy ({gone}): {what}"]
 
 
 def _is_ours(label: str, name: str) -> bool:
@@ -301,8 +328,20 @@ def _arrays(module: AnsibleModule) -> list[dict]:
                 "level": info.get("MD_LEVEL", ""),
                 "members": sorted("/dev/" + m for m in os.listdir(f"/sys/block/{dev}/slaves")),
                 "state": _read(f"/sys/block/{dev}/md/array_state"),
+                # md(4): each member's dev-*/state lists "faulty" once it failed; `degraded`
+                # counts the members a redundant array is missing.
+                "faulty": _faulty(f"/sys/block/{dev}/md"),
+                "missing": int(_read(f"/sys/block/{dev}/md/degraded") or 0),
             }
         )
+    return out
+
+
+def _faulty(md_dir: str) -> list[str]:
+    out = []
+    for entry in sorted(os.listdir(md_dir)) if os.path.isdir(md_dir) else []:
+        if entry.startswith("dev-") and "faulty" in _read(f"{md_dir}/{entry}/state").split(","):
+            out.append("/dev/" + entry.removeprefix("dev-"))
     return out
 
 
