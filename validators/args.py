@@ -34,6 +34,13 @@ def build() -> argparse.ArgumentParser:
         action="store_true",
         help="Do not print the table (the launcher prints its own).",
     )
+    a(
+        "--verdict-in-report",
+        action="store_true",
+        help="Every rank that reaches the end exits 0, whatever the checks found: the verdict "
+        "is the report's, and torchrun's exit status says only whether every rank got there "
+        "(validators.launch passes this).",
+    )
     g = p.add_argument_group("model and training")
     g.add_argument(
         "--preset", choices=PRESETS, help="Model size (default: tiny on CPU, default on GPU)."
@@ -90,6 +97,12 @@ def build() -> argparse.ArgumentParser:
     g.add_argument("--fault-step", type=int, default=2, help="Training step the faults act at.")
     g.add_argument("--fault-kill-rank", type=int, help="This rank SIGKILLs itself.")
     g.add_argument("--fault-stall-rank", type=int, help="This rank stops making progress.")
+    g.add_argument(
+        "--fault-kill-at-end",
+        type=int,
+        metavar="RANK",
+        help="This rank SIGKILLs itself after the last phase, before the job's end.",
+    )
     g.add_argument("--fault-nan-lr", action="store_true", help="The learning rate becomes NaN.")
     g.add_argument(
         "--fault-ckpt-fsize",

@@ -3,10 +3,12 @@
     python -m validators.launch --nproc 8 --json report.json [--torchrun "..."] -- JOB ARGS
 
 The job runs under torchrun (`python -m torch.distributed.run`, no restarts), its output
-streamed through. However the job ends, the report says what happened: a rank that died or
-stalled becomes a failed `job_completed` check naming the rank and the cause (from torchrun's own
-summary), and every check the job never reached becomes not-run. A whole-run deadline backs up
-the job's own timeouts. Standard library only (torch is imported by the job, not here).
+streamed through. However the job ends, the report says what happened: `job_completed` passes
+only on evidence that every rank reached the end (the job's end marker, written after all ranks
+came through the last phase, and torchrun's exit 0: every rank left cleanly); a rank that died
+or stalled fails it, naming the rank and the cause (from torchrun's own summary), and every
+check the job never reached becomes not-run. A whole-run deadline backs up the job's own
+timeouts. Standard library only (torch is imported by the job, not here).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validators import report
+from validators.deps import numpy_missing
 from validators.report import Check, failed, not_run
 
 ROOT = str(Path(__file__).resolve().parent.parent)  # the directory holding `validators/`
@@ -43,6 +46,10 @@ class Proc:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [env.get("PYTHONPATH")])])
+    # torchrun sets OMP_NUM_THREADS=1 for each worker when it is unset, announcing it in a
+    # banner on stderr in the middle of the run's output; the same value, set here, silences
+    # it. A value of the user's own is kept.
+    env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 
@@ -131,23 +138,43 @@ def _watchdog_lines(lines: list[str]) -> list[str]:
     return [line.strip() for line in lines if "no progress for" in line and "smoke: rank" in line]
 
 
+def _setup_lines(lines: list[str]) -> list[str]:
+    """The job's one-line refusals to start (a missing package), e.g. `smoke: numpy is ...`."""
+    return [line.strip() for line in lines if line.startswith("smoke: ") and "pip install" in line]
+
+
 def compose(
     host: dict | None,
     job: dict | None,
     proc: Proc | None,
     timeout_s: float,
     launch_s: dict[str, float] | None = None,
+    not_started: str | None = None,
 ) -> dict:
     """One report from the host checks, the job's (possibly partial) report, how the
-    torchrun process ended and, in `launch_s`, where this node's time went."""
+    torchrun process ended (or `not_started`: why it never ran) and, in `launch_s`, where
+    this node's time went."""
     checks: list[Check] = []
     if host is not None:
         checks += report.checks_of(host)
     checks += report.checks_of(job) if job is not None else []
     checks = _against_ceiling(checks)
-    complete = bool(job and job.get("complete"))
-    if proc is not None:
-        checks.append(_job_check(proc, complete, timeout_s))
+    complete = bool(job and job.get("complete") and _ended(job)[0])
+    if not_started is not None:
+        checks.append(
+            failed(
+                "job_completed",
+                f"not started: {not_started}",
+                measured="not started",
+                expected="completed",
+                op="==",
+            )
+        )
+        complete = False
+    elif proc is not None:
+        done = _job_check(proc, job, timeout_s)
+        checks.append(done)
+        complete = done.status == report.PASS
     if job is None:
         checks.append(not_run("smoke_job_checks", "the job wrote no report"))
     else:
@@ -175,8 +202,30 @@ def _against_ceiling(checks: list[Check]) -> list[Check]:
     return [dataclasses.replace(c, detail=detail) if c is ck else c for c in checks]
 
 
-def _job_check(proc: Proc, complete: bool, timeout_s: float) -> Check:
+def _ended(job: dict | None) -> tuple[bool, str]:
+    """Whether the job's report proves that every rank reached the end of the job, and what
+    it shows either way. The proof is the end marker: the job writes it only after a
+    collective that every rank joins once it is through the last phase."""
+    if job is None:
+        return False, "the job wrote no report"
+    world = (job.get("job") or {}).get("world_size")
+    end = job.get("ended")
+    if not isinstance(end, dict):
+        phases = list((job.get("metrics") or {}).get("phases_s") or {})
+        where = f"during or after its '{phases[-1]}' phase" if phases else "before its first phase"
+        return False, f"the report has no end marker: the job stopped {where}"
+    ranks = end.get("ranks")
+    if not isinstance(world, int) or not isinstance(ranks, int) or ranks != world:
+        return False, f"{ranks} of {world} ranks reached the end of the job"
+    return True, f"all {world} ranks reached the end of the job"
+
+
+def _job_check(proc: Proc, job: dict | None, timeout_s: float) -> Check:
+    """Passes only when the report carries the end marker for every rank and torchrun exited
+    0 (every rank exited 0: the job runs with --verdict-in-report, so a failed check is in
+    the report, never in an exit status). Anything else fails, naming the cause."""
     name = "job_completed"
+    ended, seen = _ended(job)
     if proc.timed_out:
         return failed(
             name,
@@ -185,14 +234,18 @@ def _job_check(proc: Proc, complete: bool, timeout_s: float) -> Check:
             expected="completed",
             op="==",
         )
-    if complete and proc.rc in (0, 1):  # 1: the job ran to the end and a check failed
+    if proc.rc == 0 and ended:
         return Check(
-            name, report.PASS, "completed", "completed", "", "==", f"torchrun exit {proc.rc}"
+            name, report.PASS, "completed", "completed", "", "==", f"{seen}; torchrun exit 0"
         )
-    why = root_cause(proc.lines) or f"torchrun exited {proc.rc}"
-    stalls = _watchdog_lines(proc.lines)
-    if stalls:
-        why = f"{why}; {stalls[0]}"
+    if proc.rc == 0:
+        why = f"torchrun exited 0 but {seen}"
+    else:
+        why = root_cause(proc.lines) or f"torchrun exited {proc.rc}"
+        for extra in (*_watchdog_lines(proc.lines)[:1], *_setup_lines(proc.lines)[:1]):
+            why = f"{why}; {extra}"
+        if ended:  # through the last phase, then a rank failed on its way out
+            why = f"{why} ({seen}, then a rank did not exit cleanly)"
     return failed(name, why, measured="failed", expected="completed", op="==")
 
 
@@ -220,6 +273,7 @@ def torchrun_cmd(
         "--report",
         report_path,
         "--no-table",
+        "--verdict-in-report",
         *job_args,
     ]
 
@@ -254,6 +308,10 @@ def run(
                 why = root_cause(hproc.lines) or (hproc.lines[-1] if hproc.lines else "no output")
                 host = report.make([failed("host_checks", f"host checks wrote no report: {why}")])
             launch_s["host_checks"] = round(time.time() - start, 3)
+        missing = numpy_missing()
+        if missing:  # the job would die in its first collective; say why instead
+            print(f"smoke: {missing}", file=out or sys.stderr, flush=True)
+            return compose(host, None, None, timeout_s, launch_s, not_started=missing)
         jp = os.path.join(tmp, "job.json")
         start = time.time()
         proc = stream(torchrun_cmd(nproc, torchrun_args or [], job_args, jp), timeout_s, out)

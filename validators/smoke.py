@@ -6,8 +6,14 @@ It checks, and reports with measured, expected and status: the GPUs (count, mode
 bus bandwidth, that a small GPT learns (loss falls, never NaN) with tokens/s and MFU, that DDP
 replicas stay identical, a torch.distributed.checkpoint round trip (bit for bit, GB/s), and
 the NCCL version and transport. The first rank of every node rewrites the JSON report after
-every phase, so a job that dies half-way still leaves what it measured. Exit 0 when no check
-failed, 1 when one did (rank 0 carries the verdict), 3 when a rank stalled (see watchdog.py).
+every phase, so a job that dies half-way still leaves what it measured. Only after every rank
+has come through the last phase (a collective all of them must join) does it write the end
+marker, `ended`, and `complete: true`: the evidence that the job ran to the end.
+
+Exit 0 when no check failed, 1 when one did (rank 0 carries the verdict), 2 when numpy is
+missing (checked before anything starts), 3 when a rank stalled (see watchdog.py). Under
+validators.launch (`--verdict-in-report`) every rank that reached the end exits 0: torchrun
+treats a rank's exit 1 as a crash and stops the others, so a failed check must not look like one.
 
 It imports only torch and the standard library: rackform passes every expectation in.
 """
@@ -16,6 +22,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
 import sys
 import tempfile
 import time
@@ -30,6 +38,7 @@ from validators import collectives, report
 from validators.args import parse
 from validators.ckpt_checks import checkpoint_checks
 from validators.comm_checks import allreduce_check, nccl_checks
+from validators.deps import numpy_problem
 from validators.device_checks import device_checks, node_facts
 from validators.model import GPT, params_for_flops
 from validators.train import Faults, train
@@ -51,6 +60,7 @@ CHECKS = (
     "nccl_version",
     "nccl_transport",
 )
+EXIT_SETUP = 2  # something the job needs is missing; nothing ran
 
 
 class Job:
@@ -81,17 +91,21 @@ class Job:
     def add(self, *checks: report.Check) -> None:
         self.checks.extend(checks)
 
-    def flush(self, complete: bool = False) -> dict:
+    def flush(self, ended: dict | None = None) -> dict:
+        """Write the report. `ended` is the end marker: given only once every rank has come
+        through the last phase; the report is `complete` with it and never without."""
         done = {c.name for c in self.checks}
-        if complete:
-            self.phase(None)  # a complete job has no phase still running
+        if ended is not None:
+            self.phase(None)  # a finished job has no phase still running
         self.facts["duration_s"] = self._ms() / 1000
         if self.phases_s:
             self.metrics["phases_s"] = dict(self.phases_s)
+        extra = {"ended": ended} if ended is not None else {}
         doc = report.make(
             self.checks,
-            complete=complete,
-            pending=[] if complete else [n for n in CHECKS if n not in done],
+            complete=ended is not None,
+            pending=[n for n in CHECKS if n not in done],
+            **extra,
             job=self.facts,
             metrics=self.metrics,
         )
@@ -112,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     rank, world = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
     local_rank, local_world = _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1)
+    missing = numpy_problem()
+    if missing:  # before the process group: no rank waits on one that left
+        if local_rank == 0:
+            print(f"smoke: {missing}", file=sys.stderr, flush=True)
+        return EXIT_SETUP
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if use_cuda:
         if local_rank >= torch.cuda.device_count():
@@ -152,17 +171,38 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         phases(args, job, wd, device, cpu_group, nccl_log, local_rank, local_world)
-        doc = job.flush(complete=True)
-        wd.beat("shutdown")
-        dist.barrier(group=cpu_group)
+        if args.fault_kill_at_end == rank:
+            print(
+                f"smoke: rank {rank}: test fault: killing myself after the last phase", flush=True
+            )
+            os.kill(os.getpid(), signal.SIGKILL)
+        doc = job.flush(ended=end_marker(wd, cpu_group, world))
     finally:
         wd.stop()
         dist.destroy_process_group()
         shutil.rmtree(run_dir, ignore_errors=True)
     if rank == 0 and not args.no_table:
         print(report.table(doc), flush=True)
+    if args.verdict_in_report:
+        return 0  # this rank reached the end; the report says what the checks found
     # Rank 0 carries the verdict; the other ranks finished their part.
     return 0 if doc["ok"] or rank != 0 else 1
+
+
+def end_marker(wd: Watchdog, cpu_group, world: int) -> dict:
+    """Every rank says it came through the last phase: a collective that completes only when
+    all of them join, so the marker written after it is evidence that the whole job ran to the
+    end (rank 0 finishing alone proves nothing about the others)."""
+    wd.beat("end of job")
+    here: list = [None] * world
+    dist.all_gather_object(here, (dist.get_rank(), socket.gethostname()), group=cpu_group)
+    came = [x for x in here if x is not None]
+    return {
+        "ranks": len({r for r, _ in came}),
+        "world_size": world,
+        "hosts": sorted({h for _, h in came}),
+        "time": time.time(),
+    }
 
 
 def _begin(job: Job, wd: Watchdog, phase: str) -> None:
@@ -238,6 +278,7 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
 
     _begin(job, wd, "nccl")
     job.add(*nccl_checks(args, device, nccl_log))
+    job.flush()
 
 
 if __name__ == "__main__":

@@ -42,7 +42,11 @@ def test_local_run_passes(tmp_path):
                  "checkpoint_roundtrip", "nccl_transport", "job_completed"):  # fmt: skip
         assert name in c
     assert c["job_completed"]["status"] == "pass"
+    assert c["job_completed"]["detail"] == "all 2 ranks reached the end of the job; torchrun exit 0"
+    assert doc["complete"] is True
     assert c["storage_write_ceiling"]["measured"] > 0  # fio or O_DIRECT, on the temp dir
+    # torchrun's banner, which used to land in the middle of the output, is gone.
+    assert "OMP_NUM_THREADS" not in r.stderr + r.stdout
     assert doc["thresholds"]["loss_drop_fraction"]["value"] == 0.2
     # Where the node's time went: host checks, torchrun, and the part of torchrun's time before
     # the job started (imports, rendezvous), each measured
@@ -65,6 +69,11 @@ def test_blueprint_gpus_missing_on_cpu_fails(write, tmp_path):
     assert "smoke: FAILED" in r.stdout
     doc = json.loads(out.read_text())
     c = by_name(doc)
+    # Failed checks are the report's verdict, not a failed rank: every rank reached the end
+    # and exited cleanly, so torchrun neither stopped one nor printed a crash.
+    assert c["job_completed"]["status"] == "pass"
+    assert "ChildFailedError" not in r.stderr and "closing signal" not in r.stderr
+    assert "OMP_NUM_THREADS" not in r.stderr
     assert c["gpu_count"]["status"] == "fail"
     assert (c["gpu_count"]["measured"], c["gpu_count"]["expected"]) == (0, 8)
     assert c["gpu_model"]["status"] == "fail" and "no GPU found" in c["gpu_model"]["detail"]
@@ -100,6 +109,23 @@ def test_killed_rank_fails_fast_naming_the_rank(tmp_path):
     assert c["loss_drop"]["status"] == "not-run"
     assert c["loss_drop"]["detail"] == "the job ended before this check ran"
     assert c["gpu_count"]["status"] == "not-run"  # measured before the death, kept
+
+
+@pytest.mark.slow
+def test_rank_lost_after_the_last_phase_is_not_a_completed_job(tmp_path):
+    """Rank 0 is through every phase and its report holds every check, but rank 1 dies before
+    the end: the job did not complete. (The launcher used to pass it: rank 0 wrote `complete`
+    alone and torchrun's exit 1 read as 'a check failed'; the run said PASSED, exit 0.)"""
+    out = tmp_path / "r.json"
+    r = smoke("--no-host-checks", "--json", out, *FAST, *JOB_FAST, "--fault-kill-at-end", "1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    c = by_name(doc)
+    job = c["job_completed"]
+    assert job["status"] == "fail"
+    assert job["detail"].startswith("rank 1 on ") and "SIGKILL" in job["detail"]
+    assert doc["complete"] is False
+    assert c["loss_drop"]["status"] == "pass"  # measured before the death, kept
 
 
 @pytest.mark.parametrize(

@@ -93,8 +93,20 @@ def test_compose_watchdog_line_is_quoted():
     assert "no progress for 6 s" in job["detail"]
 
 
+def _done(checks, ranks: int = 2, world: int = 2, **extra) -> dict:
+    """A job report as the job writes it once every rank came through the last phase."""
+    return report.make(
+        checks,
+        complete=True,
+        pending=[],
+        ended={"ranks": ranks, "world_size": world, "hosts": ["n"]},
+        job={"world_size": world},
+        **extra,
+    )
+
+
 def test_compose_complete_runs():
-    done = report.make([compare("loss_drop", 0.5, 0.2, "fraction")], complete=True, pending=[])
+    done = _done([compare("loss_drop", 0.5, 0.2, "fraction")])
     ok = launch.compose(None, done, launch.Proc(0, [], False), 900)
     assert ok["ok"] and ok["checks"][-1]["status"] == PASS
     host = report.make([compare("ecc_uncorrectable", 1, 0, "errors", "<=")], host={"hostname": "n"})
@@ -146,10 +158,115 @@ def test_stream_passes_output_through_and_keeps_the_tail():
 
 def test_checkpoint_speed_is_shown_against_the_storage_ceiling():
     host = report.make([compare("storage_write_ceiling", 20.0, None, "GB/s")])
-    job = report.make(
-        [compare("checkpoint_write", 5.0, 4.0, "GB/s", detail="dcp")], complete=True, pending=[]
-    )
+    job = _done([compare("checkpoint_write", 5.0, 4.0, "GB/s", detail="dcp")])
     doc = launch.compose(host, job, launch.Proc(0, [], False), 900)
     ck = next(c for c in doc["checks"] if c["name"] == "checkpoint_write")
     assert ck["detail"] == "dcp; 25% of the storage ceiling"
     assert ck["status"] == PASS
+
+
+# ---------------------------------------------------------------- job_completed: evidence only
+
+# What torchrun printed in the run the issue reported (`rackform smoke --blueprint
+# blueprints/aws-training.yaml --env dev`, no /mnt/checkpoints): rank 0 returned 1 because a
+# check had failed, torchrun took that for a crash, sent rank 1 SIGTERM and exited 1.
+CHECK_FAILED_EXIT = """\
+W1124 12:17:43.945000 28201 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 28224 closing signal SIGTERM
+E1124 12:17:44.042000 28201 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 28223) of binary: python
+============================================================
+validators.smoke FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-24_12:17:43
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 28223)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================""".splitlines()
+
+
+def _job(doc) -> dict:
+    return next(c for c in doc["checks"] if c["name"] == "job_completed")
+
+
+def test_complete_flag_and_torchrun_exit_1_is_no_proof_of_completion():
+    """The issue: the report said complete (rank 0 wrote it, alone, before the last barrier)
+    and torchrun exited 1; that passed as 'ran to the end and a check failed'. torchrun exits
+    1 for any failed rank, so it is no evidence that every rank got to the end."""
+    old_style = report.make([compare("loss_drop", 0.5, 0.2, "fraction")], complete=True, pending=[])
+    doc = launch.compose(None, old_style, launch.Proc(1, CHECK_FAILED_EXIT, False), 900)
+    job = _job(doc)
+    assert job["status"] == FAIL
+    assert job["detail"] == "rank 0 on localhost failed: exit code 1"
+    assert doc["complete"] is False
+    # Even with the end marker, a rank that did not exit cleanly is no completed job.
+    doc = launch.compose(None, _done([]), launch.Proc(1, KILLED, False), 900)
+    job = _job(doc)
+    assert job["status"] == FAIL
+    assert job["detail"].startswith("rank 1 on localhost failed: exit code -9 (SIGKILL)")
+    assert job["detail"].endswith(
+        "(all 2 ranks reached the end of the job, then a rank did not exit cleanly)"
+    )
+
+
+def test_clean_exit_without_the_end_marker_fails_naming_where_it_stopped():
+    partial = report.make(
+        [compare("loss_drop", 0.5, 0.2, "fraction")],
+        complete=False,
+        pending=["checkpoint_roundtrip"],
+        job={"world_size": 2},
+        metrics={"phases_s": {"device checks": 0.1, "training": 1.0}},
+    )
+    job = _job(launch.compose(None, partial, launch.Proc(0, [], False), 900))
+    assert job["status"] == FAIL
+    assert job["detail"] == (
+        "torchrun exited 0 but the report has no end marker: "
+        "the job stopped during or after its 'training' phase"
+    )
+    none = _job(launch.compose(None, None, launch.Proc(0, [], False), 900))
+    assert (
+        none["status"] == FAIL and none["detail"] == "torchrun exited 0 but the job wrote no report"
+    )
+
+
+def test_end_marker_short_of_the_world_fails():
+    doc = launch.compose(None, _done([], ranks=7, world=8), launch.Proc(0, [], False), 900)
+    job = _job(doc)
+    assert job["status"] == FAIL
+    assert job["detail"] == "torchrun exited 0 but 7 of 8 ranks reached the end of the job"
+
+
+def test_every_rank_at_the_end_and_a_clean_exit_pass():
+    job = _job(launch.compose(None, _done([], ranks=8, world=8), launch.Proc(0, [], False), 900))
+    assert job["status"] == PASS
+    assert job["detail"] == "all 8 ranks reached the end of the job; torchrun exit 0"
+
+
+def test_deadline_fails_even_with_the_end_marker():
+    job = _job(launch.compose(None, _done([]), launch.Proc(-15, [], True), 60))
+    assert job["status"] == FAIL and "60 s deadline" in job["detail"]
+
+
+def test_a_job_that_never_started_fails_saying_why():
+    doc = launch.compose(
+        None, None, None, 900, not_started="numpy is not installed: pip install numpy"
+    )
+    job = _job(doc)
+    assert job["status"] == FAIL and job["measured"] == "not started"
+    assert job["detail"] == "not started: numpy is not installed: pip install numpy"
+
+
+def test_the_job_runs_with_its_verdict_in_the_report():
+    """Under the launcher a failed check must not show as a failed rank: torchrun would stop
+    the other ranks and exit 1 exactly as for a crash."""
+    cmd = launch.torchrun_cmd(2, [], ["--steps", "3"], "/tmp/r.json")
+    assert "--verdict-in-report" in cmd and cmd[-2:] == ["--steps", "3"]
+
+
+def test_omp_threads_set_for_the_job_unless_given(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert launch._env()["OMP_NUM_THREADS"] == "1"  # torchrun's own default, set silently
+    monkeypatch.setenv("OMP_NUM_THREADS", "6")
+    assert launch._env()["OMP_NUM_THREADS"] == "6"
