@@ -41,9 +41,14 @@ def env() -> dict[str, str]:
 
 
 def torchrun(
-    *job_args: str, nproc: int = 2, timeout: float = 120, prefix: list[str] | None = None
+    *job_args: str,
+    nproc: int = 2,
+    timeout: float = 120,
+    prefix: list[str] | None = None,
+    environ: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """The smoke job under torchrun on loopback, as the launcher runs it (no restarts)."""
+    """The smoke job under torchrun on loopback, as the launcher runs it (no restarts);
+    `environ` replaces env()."""
     cmd = [
         *(prefix or isolated()),
         sys.executable,
@@ -57,7 +62,13 @@ def torchrun(
         *job_args,
     ]
     return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, env=env(), cwd=ROOT, check=False
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environ or env(),
+        cwd=ROOT,
+        check=False,
     )
 
 
@@ -86,3 +97,17 @@ def isolated(mount: str | None = None) -> list[str]:
     if not flags:
         return []
     return ["unshare", *flags, "sh", "-c", " && ".join([*steps, 'exec "$@"']), "sh"]
+
+
+def env_without_numpy(tmp: Path) -> dict[str, str]:
+    """env() for a Python in which numpy cannot be imported, without uninstalling it: a
+    sitecustomize.py first on PYTHONPATH (Python imports it at start-up, in every process the
+    command starts) puts None in sys.modules['numpy'], so `import numpy` fails as if it were
+    not installed, and torch, importing fine, says "Numpy is not available" when a collective
+    needs it."""
+    site = tmp / "numpy-missing"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['numpy'] = None\n")
+    e = env()
+    e["PYTHONPATH"] = os.pathsep.join([str(site), e["PYTHONPATH"]])
+    return e

@@ -116,6 +116,12 @@ def smoke(
     except ImportError:
         print("rackform: `smoke` needs torch here (pip install torch==2.13.0)", file=sys.stderr)
         raise typer.Exit(1) from None
+    # Without numpy torch imports fine and the job dies in its first collective, deep in a
+    # rank ("Numpy is not available"): say so now, in one line.
+    missing = importlib.import_module("validators.deps").numpy_problem()
+    if missing:
+        print(f"rackform: `smoke` needs numpy beside torch: {missing}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
 
     on_gpu = torch.cuda.is_available()
     procs = nproc or (torch.cuda.device_count() if on_gpu else 2)

@@ -11,16 +11,22 @@ import time
 
 import pytest
 from blueprint_helpers import BARE_METAL
-from smoke_helpers import ROOT, env, isolated
+from smoke_helpers import ROOT, env, env_without_numpy, isolated
 
 FAST = ("--steps", "12")
 JOB_FAST = ("--", "--allreduce-max-mb", "0.25")
 
 
-def smoke(*args, timeout: float = 180) -> subprocess.CompletedProcess:
+def smoke(*args, timeout: float = 180, environ=None) -> subprocess.CompletedProcess:
     cmd = [*isolated(), sys.executable, "-m", "rackform", "smoke", *map(str, args)]
     return subprocess.run(
-        cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=timeout, check=False
+        cmd,
+        capture_output=True,
+        text=True,
+        env=environ or env(),
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -150,3 +156,16 @@ def test_unknown_environment_and_group(write):
     assert r.returncode == 2 and "unknown environment 'qa'" in r.stderr
     r = smoke("--blueprint", bp, "--group", "big", timeout=60)
     assert r.returncode == 2 and f"{bp}: no node group 'big'; the cluster has hgx" in r.stderr
+
+
+def test_numpy_missing_is_one_line_before_anything_runs(tmp_path):
+    """torch imports without numpy; the job used to die in its first collective, deep in a
+    rank, with "Numpy is not available". Now: one line naming the install command, exit 2."""
+    r = smoke("--no-host-checks", timeout=60, environ=env_without_numpy(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        f"rackform: `smoke` needs numpy beside torch: numpy is not installed for {sys.executable} "
+        "(torch.distributed's object collectives and torch.distributed.checkpoint convert "
+        "through it): pip install numpy"
+    ]
+    assert r.stdout == ""
