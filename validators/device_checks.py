@@ -28,16 +28,7 @@ def node_facts(device: torch.device, cpu_group) -> list[dict]:
 
 
 def device_checks(args, facts: list[dict], nodes: int) -> list[Check]:
-    out = [
-        compare(
-            "node_count",
-            nodes,
-            args.expect_nodes,
-            "nodes",
-            "==",
-            no_threshold="no expected node count given (a single-node run)",
-        )
-    ]
+    out = [node_count(nodes, args.expect_nodes, sorted({f["host"] for f in facts}))]
     by_host: dict[str, dict] = {}
     for f in facts:
         by_host.setdefault(f["host"], f)
@@ -47,6 +38,35 @@ def device_checks(args, facts: list[dict], nodes: int) -> list[Check]:
         out.append(_count(args, f, node))
         out.append(_model(args, f, node))
     return out
+
+
+def node_count(nodes: int, expected: int | None, hosts: list[str]) -> Check:
+    """The nodes torchrun brought into the job (its rendezvous admits exactly --nnodes)
+    against the count the blueprint declares for the node group. A run of fewer nodes, such
+    as `rackform smoke` on one machine of a larger group, fails saying how many it covered."""
+    seen = f"hosts: {', '.join(hosts)}" if len(hosts) <= 8 else f"{len(hosts)} hosts"
+    if expected is None:
+        return not_run(
+            "node_count",
+            f"no expected node count given (no blueprint); {seen}",
+            measured=nodes,
+            unit="nodes",
+        )
+    if nodes != expected:
+        why = (
+            f"the run covered {nodes} of the {expected} nodes expected"
+            if nodes < expected
+            else f"the run spans {nodes} nodes, {expected} expected"
+        )
+        return failed(
+            "node_count",
+            f"{why} ({seen})",
+            measured=nodes,
+            expected=expected,
+            unit="nodes",
+            op="==",
+        )
+    return compare("node_count", nodes, expected, "nodes", "==", detail=seen)
 
 
 def _count(args, f: dict, node: str) -> Check:

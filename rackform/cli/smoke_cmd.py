@@ -3,7 +3,11 @@
 Runs the host checks and the smoke-training job on this machine through torchrun (2 CPU
 processes with gloo when there is no GPU), prints the report as a table and exits 1 when any
 check failed. With a blueprint, the expectations and thresholds are that node group's (see
-rackform/plan/thresholds.py); without one, only the loss must fall."""
+rackform/plan/thresholds.py); without one, only the loss must fall.
+
+The run covers this machine only. node_count expects the node group's count in the
+environment, so against a group of several nodes it fails saying the run covered 1 of them;
+`--nodes 1` declares that one node of the group is what this run is meant to check."""
 
 from __future__ import annotations
 
@@ -19,7 +23,13 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, for_action
 from rackform.paths import VALIDATORS_DIR
-from rackform.plan.thresholds import Expectations, GroupError, for_group, without_blueprint
+from rackform.plan.thresholds import (
+    Expectations,
+    GroupError,
+    for_group,
+    pick_group,
+    without_blueprint,
+)
 
 PRESETS = ("tiny", "small", "default")
 
@@ -39,19 +49,28 @@ def _launch():
 
 
 def _expectations(
-    blueprint: Path | None, env: str | None, group: str | None
+    blueprint: Path | None, env: str | None, group: str | None, nodes: int | None
 ) -> tuple[Expectations, dict]:
     if blueprint is None:
-        if env or group:
-            print("rackform: --env and --group need --blueprint", file=sys.stderr)
+        if env or group or nodes is not None:
+            print("rackform: --env, --group and --nodes need --blueprint", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
         return without_blueprint(), {}
     plan = for_action(blueprint, env, "the smoke job did not run").plan
     try:
-        exp = for_group(plan, group)
+        g = pick_group(plan, group)
     except GroupError as exc:
         print(f"{blueprint}: {exc}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID) from None
+    where = f"node group {g.name} has {g.count} node{'s' if g.count != 1 else ''}"
+    where += f" in environment {plan.environment}" if plan.environment else ""
+    if g.count < 1:
+        print(f"{blueprint}: {where} (parked): no node to smoke-test", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    if nodes is not None and nodes > g.count:
+        print(f"{blueprint}: --nodes {nodes}: the {where}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    exp = for_group(plan, g.name, nodes=nodes)  # None: the group's count
     return exp, {"file": str(blueprint), "environment": plan.environment, "digest": plan.digest}
 
 
@@ -68,6 +87,16 @@ def smoke(
     env: Env = None,
     group: Annotated[
         str | None, typer.Option("--group", help="Node group (when the blueprint has several).")
+    ] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes",
+            min=1,
+            help="Nodes the run must cover (node_count), default the node group's count in the "
+            "environment; this run covers this machine only, so --nodes 1 checks one node of a "
+            "larger group.",
+        ),
     ] = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the JSON report here.")
@@ -109,7 +138,7 @@ def smoke(
             f"rackform: --json {json_path}: no such directory {json_path.parent}", file=sys.stderr
         )
         raise typer.Exit(EXIT_INVALID)
-    exp, source = _expectations(blueprint, env, group)
+    exp, source = _expectations(blueprint, env, group, nodes)
     launch, report = _launch()
     try:
         import torch  # only here: the job needs it anyway, the rest of the CLI does not
@@ -148,6 +177,12 @@ def smoke(
         f"checkpoints in {ckpt}" + (f", node group {exp.group}" if exp.group else ""),
         file=sys.stderr,
     )
+    if exp.nodes is not None and exp.nodes > 1:
+        print(
+            f"smoke: node_count expects {exp.nodes} nodes of node group {exp.group}; this run "
+            "covers this machine only, so it fails (--nodes 1 checks one node of the group)",
+            file=sys.stderr,
+        )
     for name, value, why in exp.table():
         print(
             f"smoke: threshold {name} = {'-' if value is None else f'{value:g}'} ({why})",

@@ -67,7 +67,10 @@ def _cat(fig: Figure, what: str) -> str:
 @dataclass(frozen=True)
 class Expectations:
     group: str | None
-    nodes: int
+    # The nodes the run must cover (node_count expects it; the all-reduce floor is for it):
+    # the node group's count in the environment unless the caller says otherwise. None: no
+    # blueprint, so nothing declares a count.
+    nodes: int | None
     gpus_per_node: int | None
     gpu_model: str | None
     gpu_pattern: str | None
@@ -84,9 +87,10 @@ class Expectations:
     checkpoint_dir: str | None = None
 
     def job_args(self) -> list[str]:
-        """Arguments for `validators.smoke`."""
+        """Arguments for `validators.smoke`. `--expect-nodes` whenever a count is declared,
+        one included: a declared count is never left for the job to report as not given."""
         out: list[str] = []
-        if self.nodes > 1:
+        if self.nodes is not None:
             out += ["--expect-nodes", str(self.nodes)]
         if self.gpus_per_node is not None:
             out += ["--expect-gpus", str(self.gpus_per_node)]
@@ -130,7 +134,7 @@ def without_blueprint(loss_drop: float = 0.2) -> Expectations:
     none = Threshold(None, "no blueprint")
     return Expectations(
         group=None,
-        nodes=1,
+        nodes=None,
         gpus_per_node=None,
         gpu_model=None,
         gpu_pattern=None,
@@ -161,9 +165,12 @@ def pick_group(plan: Plan, name: str | None) -> NodeGroupPlan:
     raise GroupError(f"no node group {name!r}; the cluster has {', '.join(names)}")
 
 
-def for_group(plan: Plan, group: str | None = None, nodes: int = 1) -> Expectations:
-    """Expectations for a smoke run across `nodes` nodes of one node group."""
+def for_group(plan: Plan, group: str | None = None, nodes: int | None = None) -> Expectations:
+    """Expectations for a smoke run across `nodes` nodes of one node group; by default all of
+    them, the group's count in the plan's environment (what the blueprint declares)."""
     g = pick_group(plan, group)
+    if nodes is None:
+        nodes = g.count
     gpu = g.gpu
     th = plan.validation.thresholds
     given = th.model_fields_set

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from blueprint_helpers import BARE_METAL
+from blueprint_helpers import AWS_TRAINING, BARE_METAL
 from smoke_helpers import ROOT, env, env_without_numpy, isolated
 
 FAST = ("--steps", "12")
@@ -80,6 +80,11 @@ def test_blueprint_gpus_missing_on_cpu_fails(write, tmp_path):
     assert c["job_completed"]["status"] == "pass"
     assert "ChildFailedError" not in r.stderr and "closing signal" not in r.stderr
     assert "OMP_NUM_THREADS" not in r.stderr
+    # The blueprint's group has 2 nodes; this run covered this machine only.
+    assert c["node_count"]["status"] == "fail"
+    assert (c["node_count"]["measured"], c["node_count"]["expected"]) == (1, 2)
+    assert c["node_count"]["detail"].startswith("the run covered 1 of the 2 nodes expected")
+    assert "node_count expects 2 nodes of node group hgx" in r.stderr
     assert c["gpu_count"]["status"] == "fail"
     assert (c["gpu_count"]["measured"], c["gpu_count"]["expected"]) == (0, 8)
     assert c["gpu_model"]["status"] == "fail" and "no GPU found" in c["gpu_model"]["detail"]
@@ -93,9 +98,25 @@ def test_blueprint_gpus_missing_on_cpu_fails(write, tmp_path):
     assert c["checkpoint_roundtrip"]["status"] == "pass"
     assert c["mfu"]["status"] == "not-run"
     assert c["allreduce_busbw"]["status"] == "not-run"
-    assert c["allreduce_busbw"]["expected"] == 460  # the catalog figure, not applied on gloo
-    assert doc["thresholds"]["allreduce_busbw_gbps"]["value"] == 460
+    # The 2-node floor over InfiniBand (0.9 x the catalog's 460), not applied on gloo
+    assert c["allreduce_busbw"]["expected"] == 414
+    assert doc["thresholds"]["allreduce_busbw_gbps"]["value"] == 414
     assert doc["blueprint"]["digest"].startswith("sha256:")
+
+
+@pytest.mark.slow
+def test_one_node_of_a_group_on_purpose(write, tmp_path):
+    """--nodes 1: this run is meant to check one node of the group; node_count passes on
+    that, and the thresholds are a single node's."""
+    out = tmp_path / "r.json"
+    r = smoke("--blueprint", write(BARE_METAL), "--nodes", "1", "--no-host-checks",
+              "--json", out, *FAST, *JOB_FAST)  # fmt: skip
+    doc = json.loads(out.read_text())
+    c = by_name(doc)
+    assert c["node_count"]["status"] == "pass", r.stderr
+    assert (c["node_count"]["measured"], c["node_count"]["expected"]) == (1, 1)
+    assert doc["thresholds"]["allreduce_busbw_gbps"]["value"] == 460
+    assert "node_count expects" not in r.stderr
 
 
 @pytest.mark.slow
@@ -138,7 +159,8 @@ def test_rank_lost_after_the_last_phase_is_not_a_completed_job(tmp_path):
     ("args", "message"),
     [
         (["--blueprint", "missing.yaml"], "missing.yaml: no such file"),
-        (["--env", "dev"], "--env and --group need --blueprint"),
+        (["--env", "dev"], "--env, --group and --nodes need --blueprint"),
+        (["--nodes", "1"], "--env, --group and --nodes need --blueprint"),
         (["--preset", "huge"], "--preset 'huge' is not one of tiny, small, default"),
         (["--json", "/nonexistent/dir/r.json"], "no such directory /nonexistent/dir"),
     ],
@@ -156,6 +178,22 @@ def test_unknown_environment_and_group(write):
     assert r.returncode == 2 and "unknown environment 'qa'" in r.stderr
     r = smoke("--blueprint", bp, "--group", "big", timeout=60)
     assert r.returncode == 2 and f"{bp}: no node group 'big'; the cluster has hgx" in r.stderr
+
+
+def test_node_count_beyond_the_group_or_a_parked_group(write):
+    bp = write(BARE_METAL)
+    r = smoke("--blueprint", bp, "--nodes", "3", timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        f"{bp}: --nodes 3: the node group hgx has 2 nodes in environment default"
+    )
+    parked = write(AWS_TRAINING.replace("count: 2", "count: 0"), "parked.yaml")
+    r = smoke("--blueprint", parked, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        f"{parked}: node group gpu has 0 nodes in environment default (parked): "
+        "no node to smoke-test"
+    )
 
 
 def test_numpy_missing_is_one_line_before_anything_runs(tmp_path):

@@ -11,6 +11,7 @@ from blueprint_helpers import AWS_TRAINING, BARE_METAL
 from rackform.blueprint.loader import load_effective
 from rackform.catalog import load_catalog
 from rackform.plan.compile import compile_plan
+from rackform.plan.model import thaw
 from rackform.plan.thresholds import DEVICE_NAMES, GroupError, for_group, without_blueprint
 
 
@@ -19,7 +20,7 @@ def spec_of(write, text: str, env: str | None = None):
 
 
 def test_p5_single_node_defaults(write):
-    e = for_group(spec_of(write, AWS_TRAINING))
+    e = for_group(spec_of(write, AWS_TRAINING), nodes=1)
     assert (e.gpu_model, e.gpus_per_node, e.nodes, e.fabric) == ("H100-SXM", 8, 1, "efa")
     assert e.peak_tflops.value == 989
     assert e.allreduce_busbw_gbps.value == 460  # azurehpc-health-checks 8xH100
@@ -97,6 +98,21 @@ def test_cpu_only_group_expects_no_gpu(write):
     assert "--expect-gpus" in e.job_args() and "--peak-tflops" not in e.job_args()
 
 
+def test_expected_node_count_is_the_groups_in_the_environment(write):
+    """With a blueprint the node count is declared: never left for the job to call 'not
+    given'. A single-node group included (it used to be dropped when it was 1)."""
+    text = AWS_TRAINING + "environments:\n  dev: {node_groups: [{name: gpu, count: 1}]}\n"
+    default, dev = for_group(spec_of(write, text)), for_group(spec_of(write, text, "dev"))
+    assert default.nodes == 2 and default.allreduce_busbw_gbps.value == 414.0  # 2-node floor
+    assert dev.nodes == 1 and dev.allreduce_busbw_gbps.value == 460
+    assert default.job_args()[:2] == ["--expect-nodes", "2"]
+    assert dev.job_args()[:2] == ["--expect-nodes", "1"]
+    # A run meant to cover fewer nodes (`rackform smoke --nodes 1`) says so explicitly.
+    one = for_group(spec_of(write, text), nodes=1)
+    assert one.job_args()[:2] == ["--expect-nodes", "1"] and one.allreduce_busbw_gbps.value == 460
+    assert "--expect-nodes" not in without_blueprint().job_args()  # nothing declared
+
+
 def test_job_and_host_arguments(write):
     e = for_group(spec_of(write, AWS_TRAINING), nodes=2)
     args = e.job_args()
@@ -157,3 +173,15 @@ def test_every_catalog_gpu_has_a_device_name_pattern():
 def test_device_names_match_exactly_one_model(name, model):
     hits = [k for k, pat in DEVICE_NAMES.items() if re.search(pat, name)]
     assert hits == [model]
+
+
+def test_the_role_still_gets_no_expect_nodes(write):
+    """The smoke_train role adds --expect-nodes itself from the nodes in the run; the plan's
+    job arguments, which now always declare the count, reach it without one."""
+    text = AWS_TRAINING + "environments:\n  dev: {node_groups: [{name: gpu, count: 1}]}\n"
+    for env in (None, "dev"):
+        plan = spec_of(write, text, env)
+        assert "--expect-nodes" in plan.expectations.job_args()
+        role = thaw(plan.group_vars)["smoke_train_job_args"]
+        assert "--expect-nodes" not in role
+        assert role == plan.expectations.job_args()[2:]
