@@ -43,7 +43,7 @@ def checkpoint_checks(
             keep=args.keep_checkpoint,
         )
     # The slowest node is the one to report; every node's failure is reported.
-    per_node: list = [None] * world
+    per_rank: list = [None] * world
     summary = (
         socket.gethostname(),
         res.error,
@@ -53,13 +53,48 @@ def checkpoint_checks(
         res.mismatches[:5],
         res.compared,
     )
-    dist.all_gather_object(per_node, summary, group=cpu_group)
-    nodes = {s[0]: s for s in per_node}
-    bad = [s for s in nodes.values() if s[1]]
+    dist.all_gather_object(per_rank, summary, group=cpu_group)
+    nodes = _by_host(per_rank)
     metrics["checkpoint"] = {
         h: {"error": s[1], "bytes": s[2], "write_gbps": s[3], "read_gbps": s[4]}
         for h, s in nodes.items()
     }
+    return checkpoint_verdicts(per_rank, args.checkpoint_write_min)
+
+
+def _slowest(values: list) -> float | None:
+    return None if any(v is None for v in values) else min(values)
+
+
+def _by_host(per_rank: list[tuple]) -> dict[str, tuple]:
+    """One summary per host from all of its ranks: every rank compares what it loaded, so a
+    mismatch or an error on any rank is the host's; the speeds are its slowest rank's and the
+    entries compared its fewest."""
+    hosts: dict[str, list[tuple]] = {}
+    for s in per_rank:
+        hosts.setdefault(s[0], []).append(s)
+    out = {}
+    for h, rs in hosts.items():
+        errors = [s[1] for s in rs if s[1]]
+        mism = [m for s in rs for m in s[5]]
+        out[h] = (
+            h,
+            errors[0] if errors else None,
+            max(s[2] or 0 for s in rs),
+            _slowest([s[3] for s in rs]),
+            _slowest([s[4] for s in rs]),
+            list(dict.fromkeys(mism))[:5],
+            min(s[6] for s in rs),
+        )
+    return out
+
+
+def checkpoint_verdicts(per_rank: list[tuple], write_min: float | None) -> list[report.Check]:
+    """From every rank's (host, error, bytes, write GB/s, read GB/s, first mismatches,
+    entries compared): the round trip passes only when every rank of every node compared
+    something and found it identical; the speeds are the slowest node's."""
+    nodes = _by_host(per_rank)
+    bad = [s for s in nodes.values() if s[1]]
     if bad:
         why = "; ".join(f"{s[0]}: {s[1]}" for s in bad)
         return [
@@ -67,46 +102,55 @@ def checkpoint_checks(
             not_run(
                 "checkpoint_write",
                 "the round trip failed",
-                expected=args.checkpoint_write_min,
+                expected=write_min,
                 unit="GB/s",
             ),
             not_run("checkpoint_read", "the round trip failed", unit="GB/s"),
         ]
     mism = [(s[0], s[5]) for s in nodes.values() if s[5]]
-    rt = (
-        failed(
+    empty = sorted(s[0] for s in nodes.values() if not s[6])
+    if mism:
+        rt = failed(
             "checkpoint_roundtrip",
             "; ".join(f"{h}: {m} differ" for h, m in mism),
             measured="differs",
             expected="identical",
             op="==",
         )
-        if mism
-        else compare(
+    elif empty:
+        rt = failed(
+            "checkpoint_roundtrip",
+            f"{', '.join(empty)}: nothing was compared (0 entries read back)",
+            measured="nothing compared",
+            expected="identical",
+            op="==",
+        )
+    else:
+        first = next(iter(nodes.values()))
+        rt = compare(
             "checkpoint_roundtrip",
             "identical",
             "identical",
             "",
             "==",
-            detail=f"{per_node[0][6]} entries, {per_node[0][2] / 1e6:.1f} MB per node, bit for bit",
+            detail=f"{first[6]} entries, {first[2] / 1e6:.1f} MB per node, bit for bit",
         )
-    )
-    slow_w = min(nodes.values(), key=lambda s: s[3])
-    slow_r = min(nodes.values(), key=lambda s: s[4])
+    slow_w = min(nodes.values(), key=lambda s: s[3] if s[3] is not None else -1.0)
+    slow_r = min(nodes.values(), key=lambda s: s[4] if s[4] is not None else -1.0)
     where = f" (slowest node {slow_w[0]})" if len(nodes) > 1 else ""
     return [
         rt,
         compare(
             "checkpoint_write",
-            round(slow_w[3], 3),
-            args.checkpoint_write_min,
+            None if slow_w[3] is None else round(slow_w[3], 3),
+            write_min,
             "GB/s",
             detail=f"torch.distributed.checkpoint, fsync'd{where}",
             no_threshold="no storage figure to derive a floor from",
         ),
         compare(
             "checkpoint_read",
-            round(slow_r[4], 3),
+            None if slow_r[4] is None else round(slow_r[4], 3),
             None,
             "GB/s",
             detail="page cache dropped first",

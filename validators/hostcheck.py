@@ -78,8 +78,9 @@ def _nvml_absent(names, expect_gpus, why: str, node: str) -> list[Check]:
 
 
 def _ecc(nvml, handles, node: str) -> Check:
-    """Volatile (since the driver loaded) uncorrectable ECC errors: any one fails the node."""
-    total, bad, unsupported = 0, [], 0
+    """Volatile (since the driver loaded) uncorrectable ECC errors: any one fails the node, as
+    does a GPU whose counter cannot be read. A pass needs at least one GPU read."""
+    total, bad, unsupported, read = 0, [], 0, 0
     for i, h in enumerate(handles):
         try:
             n = nvml.nvmlDeviceGetTotalEccErrors(
@@ -88,19 +89,36 @@ def _ecc(nvml, handles, node: str) -> Check:
         except nvml.NVMLError_NotSupported:
             unsupported += 1
             continue
+        except nvml.NVMLError as exc:  # a GPU fallen off the bus, ...
+            bad.append(f"GPU {i}: unreadable ({exc or type(exc).__name__})")
+            continue
+        read += 1
         total += n
         if n:
             bad.append(f"GPU {i}: {n}")
-    if handles and unsupported == len(handles):
+    if not handles:
+        return not_run("ecc_uncorrectable", "NVML sees no GPU to read", node=node)
+    if unsupported == len(handles):
         return not_run(
             "ecc_uncorrectable", "ECC is not supported or not enabled on these GPUs", node=node
         )
-    detail = "; ".join(bad) or f"{len(handles) - unsupported} GPUs read"
+    detail = "; ".join(bad) or f"{read} GPUs read"
+    if read + unsupported < len(handles):  # some GPU could not be read: no clean bill
+        return failed(
+            "ecc_uncorrectable",
+            detail,
+            measured=total,
+            expected=0,
+            unit="errors",
+            op="<=",
+            node=node,
+        )
     return compare("ecc_uncorrectable", total, 0, "errors", "<=", detail=detail, node=node)
 
 
 def _remap(nvml, handles, node: str) -> Check:
-    """Row remapping (Ampere and later): a pending remap needs a GPU reset, a failed one an RMA."""
+    """Row remapping (Ampere and later): a pending remap needs a GPU reset, a failed one an RMA;
+    a GPU whose state cannot be read fails too. A pass needs at least one GPU read."""
     bad, unsupported = [], 0
     for i, h in enumerate(handles):
         try:
@@ -108,11 +126,16 @@ def _remap(nvml, handles, node: str) -> Check:
         except nvml.NVMLError_NotSupported:
             unsupported += 1
             continue
+        except nvml.NVMLError as exc:
+            bad.append(f"GPU {i}: unreadable ({exc or type(exc).__name__})")
+            continue
         if pending or failure:
             bad.append(
                 f"GPU {i}: " + ("remap failed" if failure else "remap pending (reset the GPU)")
             )
-    if handles and unsupported == len(handles):
+    if not handles:
+        return not_run("row_remap", "NVML sees no GPU to read", node=node)
+    if unsupported == len(handles):
         return not_run("row_remap", "row remapping is not supported on these GPUs", node=node)
     detail = "; ".join(bad) or f"{len(handles) - unsupported} GPUs read"
     return compare("row_remap", len(bad), 0, "GPUs", "<=", detail=detail, node=node)
@@ -144,7 +167,7 @@ def dcgm_check(level: int, node: str = "", exe: str = "dcgmi") -> Check:
             expected=expected,
             node=node,
         )
-    return diag_verdict(results, expected, node)
+    return diag_verdict(results, expected, node, rc=p.returncode)
 
 
 _STATUS = {
@@ -195,7 +218,11 @@ def parse_diag(text: str) -> list[tuple[str, str, str]] | None:
     return out or None
 
 
-def diag_verdict(results: list[tuple[str, str, str]], expected: str, node: str = "") -> Check:
+def diag_verdict(
+    results: list[tuple[str, str, str]], expected: str, node: str = "", rc: int = 0
+) -> Check:
+    """A pass needs at least one test passed, none failed or unrecognised, and dcgmi's own
+    exit status 0 (a non-zero one is dcgmi saying something went wrong, whatever it listed)."""
     fails = [(t, m) for t, s, m in results if s == "fail"]
     unknown = sorted({t for t, s, _ in results if s == "unknown"})
     passed = sum(s == "pass" for _, s, _ in results)
@@ -203,6 +230,15 @@ def diag_verdict(results: list[tuple[str, str, str]], expected: str, node: str =
     if fails:
         why = "; ".join(f"{t}: {m}" if m else t for t, m in fails[:5])
         return failed("dcgm_diag", why, measured=measured, expected=expected, op="==", node=node)
+    if rc != 0:
+        return failed(
+            "dcgm_diag",
+            f"dcgmi diag exited {rc} although no test it listed failed",
+            measured=measured,
+            expected=expected,
+            op="==",
+            node=node,
+        )
     if unknown:
         return failed(
             "dcgm_diag",

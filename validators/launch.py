@@ -249,6 +249,14 @@ def _job_check(proc: Proc, job: dict | None, timeout_s: float) -> Check:
     return failed(name, why, measured="failed", expected="completed", op="==")
 
 
+def host_missing(hproc: Proc) -> dict:
+    """The host checks' report when they wrote none: one failed check saying why."""
+    why = root_cause(hproc.lines) or (hproc.lines[-1] if hproc.lines else "no output")
+    if hproc.timed_out:
+        why = f"stopped at the run's deadline; {why}"
+    return report.make([failed("host_checks", f"host checks wrote no report: {why}")])
+
+
 def _read(path: str) -> dict | None:
     try:
         with open(path) as fh:
@@ -305,8 +313,7 @@ def run(
             hproc = stream(cmd, timeout_s, out)
             host = _read(hp)
             if host is None:
-                why = root_cause(hproc.lines) or (hproc.lines[-1] if hproc.lines else "no output")
-                host = report.make([failed("host_checks", f"host checks wrote no report: {why}")])
+                host = host_missing(hproc)
             launch_s["host_checks"] = round(time.time() - start, 3)
         missing = numpy_missing()
         if missing:  # the job would die in its first collective; say why instead

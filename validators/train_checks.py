@@ -3,6 +3,8 @@ replicas still identical at the end."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -13,7 +15,17 @@ from validators.report import compare, failed, not_run
 def training_checks(args, metrics: dict, res, cfg, n_params, device, world) -> list[report.Check]:
     out = []
     tokens_per_step = cfg.batch * cfg.seq_len * world
-    if res.nan_step is not None:
+    if len(res.losses) < 2:
+        out.append(
+            failed(
+                "loss_drop",
+                f"{len(res.losses)} training steps ran; a drop needs a first and a last loss",
+                expected=args.loss_drop,
+                unit="fraction",
+                op=">=",
+            )
+        )
+    elif res.nan_step is not None:
         out.append(
             failed(
                 "loss_drop",
@@ -78,6 +90,22 @@ def replicas_check(model, cpu_group, world) -> report.Check:
         sig = [repr(float(p.double().sum())) for p in model.parameters()]
     sigs: list = [None] * world
     dist.all_gather_object(sigs, sig, group=cpu_group)
+    return replicas_verdict(sigs)
+
+
+def replicas_verdict(sigs: list[list[str]]) -> report.Check:
+    """Every rank's per-parameter sums (as repr strings), in rank order. Identical sums pass;
+    NaN or infinite ones prove nothing (every rank's NaN reads alike) and fail."""
+    world = len(sigs)
+    bad = sorted({r for r, sig in enumerate(sigs) for v in sig if not math.isfinite(float(v))})
+    if bad:
+        return failed(
+            "replicas_in_sync",
+            f"parameter sums are NaN or infinite on ranks {bad}: the weights cannot be compared",
+            measured="not finite",
+            expected=f"{world}/{world}",
+            op="==",
+        )
     differ = [r for r, s in enumerate(sigs) if s != sigs[0]]
     if differ:
         return failed(

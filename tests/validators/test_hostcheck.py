@@ -17,53 +17,12 @@ import sys
 import textwrap
 
 import pytest
-from smoke_helpers import MOUNTS, ROOT, env, isolated
+from smoke_helpers import MOUNTS, ROOT, FakeNvml, env, isolated
 
 from validators import hostcheck, storage
 from validators.report import FAIL, NOT_RUN, PASS
 
 # ---------------------------------------------------------------- NVML
-
-
-class FakeNvml:
-    """Stands in for pynvml on a machine with no NVIDIA driver (same names, same errors)."""
-
-    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
-    NVML_VOLATILE_ECC = 0
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_NotSupported(NVMLError):
-        pass
-
-    def __init__(self, gpus=8, ecc=None, remap=None, ecc_supported=True, remap_supported=True):
-        self.gpus, self.ecc, self.remap = gpus, ecc or {}, remap or {}
-        self.ecc_supported, self.remap_supported = ecc_supported, remap_supported
-        self.calls: list[str] = []
-
-    def nvmlInit(self):
-        self.calls.append("init")
-
-    def nvmlShutdown(self):
-        self.calls.append("shutdown")
-
-    def nvmlDeviceGetCount(self):
-        return self.gpus
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return i
-
-    def nvmlDeviceGetTotalEccErrors(self, h, kind, counter):
-        assert (kind, counter) == (1, 0)  # uncorrectable, volatile
-        if not self.ecc_supported:
-            raise self.NVMLError_NotSupported()
-        return self.ecc.get(h, 0)
-
-    def nvmlDeviceGetRemappedRows(self, h):
-        if not self.remap_supported:
-            raise self.NVMLError_NotSupported()
-        return (0, 0, *self.remap.get(h, (False, False)))
 
 
 def by_name(checks):

@@ -1,0 +1,372 @@
+"""The audit: no check passes on evidence that does not support it.
+
+For every check the host checks, the smoke job or the launcher can emit, each case below feeds
+the function that decides it the evidence of a failure (or of nothing measured) and asserts the
+verdict: fail, or not-run where nothing could be measured, never pass. The last test finds
+every check name in validators/ by reading the source, so a new check without a case here
+fails the suite. Pure calls wherever the verdict is computed apart from the measurement (no
+process group, no GPU); the dcgmi, mount and storage cases run their real code on this machine.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from smoke_helpers import FakeNvml
+
+from validators import collectives, comm_checks, hostcheck, launch, report, storage
+from validators.ckpt_checks import checkpoint_verdicts
+from validators.device_checks import device_checks, node_count
+from validators.model import config
+from validators.report import FAIL, NOT_RUN, PASS, Check
+from validators.train import TrainResult
+from validators.train_checks import replicas_verdict, training_checks
+
+VALIDATORS = Path(__file__).resolve().parents[2] / "validators"
+CUDA, CPU = torch.device("cuda"), torch.device("cpu")  # a device object needs no GPU
+
+
+# ---------------------------------------------------------------- evidence builders
+
+
+def nvml(name: str, expect_gpus=8, **fake) -> Check:
+    return by_name(hostcheck.nvml_checks(FakeNvml(**fake), expect_gpus))[name]
+
+
+def by_name(checks) -> dict[str, Check]:
+    return {c.name: c for c in checks}
+
+
+def dev_args(**kw) -> SimpleNamespace:
+    base = {
+        "expect_nodes": None,
+        "expect_gpus": None,
+        "expect_gpu_model": None,
+        "expect_gpu_pattern": None,
+    }
+    return SimpleNamespace(**{**base, **kw})
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+PATTERN = r"H100 80GB HBM3|H100 SXM"
+
+
+def device(name: str, facts: list[dict], nodes: int = 1, **kw) -> Check:
+    return by_name(device_checks(dev_args(**kw), facts, nodes))[name]
+
+
+def gpus(n: int, model: str = H100, host: str = "n1") -> dict:
+    return {"host": host, "gpus": n, "names": [model] * n}
+
+
+def training(name: str, losses, nan_step=None, device=CPU, timed=(20, 2.0), **kw) -> Check:
+    args = SimpleNamespace(**{"loss_drop": 0.2, "peak_tflops": 989.0, "mfu_min": 25.0, **kw})
+    res = TrainResult(losses=list(losses), nan_step=nan_step)
+    res.timed_steps, res.timed_s = timed
+    checks = training_checks(args, {}, res, config("tiny"), 100_000_000, device, 8)
+    return by_name(checks)[name]
+
+
+FALLING = [5.0, 3.0, 1.0, 0.5, 0.4, 0.3]
+
+
+def point(busbw: float) -> collectives.Point:
+    return collectives.Point(4 << 30, 0.01, busbw / 1.75, busbw)
+
+
+def rank(host="n1", error=None, nbytes=1000, write=2.0, read=3.0, mism=(), compared=12):
+    return (host, error, nbytes, write, read, list(mism), compared)
+
+
+def ckpt(name: str, ranks: list[tuple], write_min=1.0) -> Check:
+    return by_name(checkpoint_verdicts(ranks, write_min))[name]
+
+
+def transport(network, paths=("NET/IB/0",)) -> collectives.Transport:
+    return collectives.Transport(network, tuple(paths))
+
+
+def job(doc, rc=0, lines=(), timed_out=False, timeout_s=900) -> Check:
+    composed = launch.compose(None, doc, launch.Proc(rc, list(lines), timed_out), timeout_s)
+    return by_name(report.checks_of(composed))["job_completed"]
+
+
+def job_report(ended: dict | None, world=2, complete=True) -> dict:
+    extra = {"ended": ended} if ended is not None else {}
+    return report.make([], complete=complete, pending=[], job={"world_size": world}, **extra)
+
+
+ROOT_CAUSE_SIGKILL = """\
+Root Cause (first observed failure):
+[0]:
+  host      : n1
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 7)
+  traceback : Signal 9 (SIGKILL) received by PID 7
+============================================================""".splitlines()
+
+
+def diag(results, rc=0) -> Check:
+    return hostcheck.diag_verdict(results, "no failures at r1", rc=rc)
+
+
+def dcgmi_absent(monkeypatch, tmp_path) -> Check:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    return hostcheck.dcgm_check(1)
+
+
+def storage_with(monkeypatch, gbps, error=None, minimum=4.0, tmp_path=None) -> Check:
+    monkeypatch.setattr(storage, "measure", lambda d, mb: storage.Ceiling(gbps, "probe", error))
+    return hostcheck.storage_check(str(tmp_path), 64, minimum)
+
+
+# ---------------------------------------------------------------- the cases
+
+# (check name, what the evidence shows, the verdict it must get, the call). A call taking
+# (monkeypatch, tmp_path) runs with them.
+CASES: list[tuple[str, str, str, Callable]] = [
+    # host checks: NVML
+    ("nvml_gpu_count", "7 GPUs where 8 are declared", FAIL, lambda: nvml("nvml_gpu_count", gpus=7)),
+    ("nvml_gpu_count", "no NVML (no driver) where GPUs are declared", FAIL,
+     lambda: hostcheck.nvml_checks(None, 8)[0]),
+    ("nvml_gpu_count", "no count declared", NOT_RUN, lambda: nvml("nvml_gpu_count", None)),
+    ("ecc_uncorrectable", "2 uncorrectable errors on GPU 5", FAIL,
+     lambda: nvml("ecc_uncorrectable", ecc={5: 2})),
+    ("ecc_uncorrectable", "a GPU whose counter cannot be read (lost)", FAIL,
+     lambda: nvml("ecc_uncorrectable", lost={3})),
+    ("ecc_uncorrectable", "no GPU to read: zero errors counted over nothing", NOT_RUN,
+     lambda: nvml("ecc_uncorrectable", gpus=0)),
+    ("ecc_uncorrectable", "ECC not supported on any GPU", NOT_RUN,
+     lambda: nvml("ecc_uncorrectable", ecc_supported=False)),
+    ("ecc_uncorrectable", "no NVML", NOT_RUN, lambda: hostcheck.nvml_checks(None, 8)[1]),
+    ("row_remap", "a pending remap", FAIL, lambda: nvml("row_remap", remap={1: (True, False)})),
+    ("row_remap", "a failed remap", FAIL, lambda: nvml("row_remap", remap={1: (False, True)})),
+    ("row_remap", "a GPU whose remap state cannot be read (lost)", FAIL,
+     lambda: nvml("row_remap", lost={0})),
+    ("row_remap", "no GPU to read", NOT_RUN, lambda: nvml("row_remap", gpus=0)),
+    ("row_remap", "no NVML", NOT_RUN, lambda: hostcheck.nvml_checks(None, 8)[2]),
+    # host checks: DCGM
+    ("dcgm_diag", "a failed test", FAIL, lambda: diag([("memory", "fail", "ECC"), ("pcie", "pass", "")])),
+    ("dcgm_diag", "a status word not known", FAIL,
+     lambda: diag([("pcie", "unknown", ""), ("sw", "pass", "")])),
+    ("dcgm_diag", "every test skipped", NOT_RUN, lambda: diag([("pcie", "skip", "")])),
+    ("dcgm_diag", "no result at all", NOT_RUN, lambda: diag([])),
+    ("dcgm_diag", "dcgmi exited non-zero while listing passes", FAIL,
+     lambda: diag([("sw", "pass", "")], rc=226)),
+    ("dcgm_diag", "dcgmi not installed", NOT_RUN, dcgmi_absent),
+    # host checks: the checkpoint array
+    ("checkpoint_mount", "a plain directory (the array not mounted)", FAIL,
+     lambda monkeypatch, tmp_path: hostcheck.mount_check(str(tmp_path))),
+    ("checkpoint_mount", "no such directory", FAIL,
+     lambda monkeypatch, tmp_path: hostcheck.mount_check(str(tmp_path / "missing"))),
+    ("checkpoint_mount", "no mount declared", NOT_RUN, lambda: hostcheck.mount_check(None)),
+    ("storage_write_ceiling", "below 0.8 x the declared speed", FAIL,
+     lambda monkeypatch, tmp_path: storage_with(monkeypatch, 1.0, tmp_path=tmp_path)),
+    ("storage_write_ceiling", "the probe's write failed", FAIL,
+     lambda monkeypatch, tmp_path: storage_with(monkeypatch, None, "ENOSPC", tmp_path=tmp_path)),
+    ("storage_write_ceiling", "a NaN figure", FAIL,
+     lambda monkeypatch, tmp_path: storage_with(monkeypatch, math.nan, tmp_path=tmp_path)),
+    ("storage_write_ceiling", "the checkpoint directory is missing", FAIL,
+     lambda monkeypatch, tmp_path: hostcheck.storage_check(str(tmp_path / "no"), 8, 1.0)),
+    ("storage_write_ceiling", "no declared speed", NOT_RUN,
+     lambda monkeypatch, tmp_path: storage_with(monkeypatch, 9.0, minimum=None, tmp_path=tmp_path)),
+    # the job: the nodes and GPUs
+    ("node_count", "1 node where the group has 4 (a local run)", FAIL,
+     lambda: node_count(1, 4, ["n1"])),
+    ("node_count", "more nodes than declared", FAIL, lambda: node_count(3, 2, ["a", "b", "c"])),
+    ("node_count", "no count declared (no blueprint)", NOT_RUN, lambda: node_count(1, None, ["n1"])),
+    ("gpu_count", "7 GPUs where 8 are declared", FAIL,
+     lambda: device("gpu_count", [gpus(7)], expect_gpus=8)),
+    ("gpu_count", "no GPU where 8 are declared (CPU run)", FAIL,
+     lambda: device("gpu_count", [gpus(0)], expect_gpus=8)),
+    ("gpu_count", "one node short of GPUs among several", FAIL,
+     lambda: next(c for c in device_checks(dev_args(expect_gpus=8), [gpus(8, host="a"), gpus(7, host="b")], 2)
+                  if c.name == "gpu_count" and c.node == "b")),
+    ("gpu_model", "another model than declared", FAIL,
+     lambda: device("gpu_model", [gpus(8, "NVIDIA A100-SXM4-80GB")], expect_gpu_model="H100-SXM",
+                    expect_gpu_pattern=PATTERN)),
+    ("gpu_model", "an H100 PCIe where SXM is declared", FAIL,
+     lambda: device("gpu_model", [gpus(8, "NVIDIA H100 PCIe")], expect_gpu_model="H100-SXM",
+                    expect_gpu_pattern=PATTERN)),
+    ("gpu_model", "no GPU where one is declared", FAIL,
+     lambda: device("gpu_model", [gpus(0)], expect_gpu_model="H100-SXM", expect_gpu_pattern=PATTERN)),
+    ("gpu_model", "no device-name pattern for the model", NOT_RUN,
+     lambda: device("gpu_model", [gpus(8)], expect_gpu_model="H100-SXM")),
+    # the job: the fabric
+    ("allreduce_busbw", "below the floor", FAIL,
+     lambda: comm_checks.allreduce_verdict([point(40.0), point(300.0)], 8, True, 460.0)),
+    ("allreduce_busbw", "a NaN figure", FAIL,
+     lambda: comm_checks.allreduce_verdict([point(math.nan)], 8, True, 460.0)),
+    ("allreduce_busbw", "no message size measured", FAIL,
+     lambda: comm_checks.allreduce_verdict([], 8, True, 460.0)),
+    ("allreduce_busbw", "gloo on CPU, however fast", NOT_RUN,
+     lambda: comm_checks.allreduce_verdict([point(9999.0)], 2, False, 460.0)),
+    ("allreduce_busbw", "one rank (nothing moves)", NOT_RUN,
+     lambda: comm_checks.allreduce_verdict([], 1, True, 460.0)),
+    ("allreduce_busbw", "no calibrated floor", NOT_RUN,
+     lambda: comm_checks.allreduce_verdict([point(500.0)], 8, True, None)),
+    # the job: training
+    ("loss_drop", "the loss did not fall", FAIL, lambda: training("loss_drop", [5.0] * 6)),
+    ("loss_drop", "the loss rose", FAIL, lambda: training("loss_drop", [1.0, 2.0, 3.0, 4.0])),
+    ("loss_drop", "NaN at step 3 (after falling)", FAIL,
+     lambda: training("loss_drop", [5.0, 1.0, 0.5, math.nan], nan_step=3)),
+    ("loss_drop", "no step ran", FAIL, lambda: training("loss_drop", [])),
+    ("mfu", "below the floor", FAIL,
+     lambda: training("mfu", FALLING, device=CUDA, timed=(20, 2000.0))),
+    ("mfu", "no timed step (stopped in warm-up)", FAIL,
+     lambda: training("mfu", FALLING, device=CUDA, timed=(0, 0.0))),
+    ("mfu", "no peak known for the GPU", NOT_RUN,
+     lambda: training("mfu", FALLING, device=CUDA, peak_tflops=None)),
+    ("mfu", "on CPU", NOT_RUN, lambda: training("mfu", FALLING)),
+    ("replicas_in_sync", "rank 1's weights differ", FAIL,
+     lambda: replicas_verdict([["1.0", "2.0"], ["1.0", "2.5"]])),
+    ("replicas_in_sync", "NaN weights on every rank (identical, and meaningless)", FAIL,
+     lambda: replicas_verdict([["nan", "1.0"], ["nan", "1.0"]])),
+    ("replicas_in_sync", "infinite weights", FAIL, lambda: replicas_verdict([["inf"], ["inf"]])),
+    # the job: the checkpoint
+    ("checkpoint_roundtrip", "a node could not write", FAIL,
+     lambda: ckpt("checkpoint_roundtrip", [rank(), rank("n2", error="write failed: ENOSPC")])),
+    ("checkpoint_roundtrip", "an entry read back differs", FAIL,
+     lambda: ckpt("checkpoint_roundtrip", [rank(mism=["model.w"])])),
+    ("checkpoint_roundtrip", "rank 0 of a node differs, its last rank does not", FAIL,
+     lambda: ckpt("checkpoint_roundtrip", [rank(mism=["optim.state"]), rank()])),
+    ("checkpoint_roundtrip", "nothing was compared", FAIL,
+     lambda: ckpt("checkpoint_roundtrip", [rank(compared=0)])),
+    ("checkpoint_write", "below the floor on the slowest node", FAIL,
+     lambda: ckpt("checkpoint_write", [rank(write=5.0), rank("n2", write=0.5)])),
+    ("checkpoint_write", "the slow rank of a node", FAIL,
+     lambda: ckpt("checkpoint_write", [rank(write=0.2), rank(write=5.0)])),
+    ("checkpoint_write", "no figure", FAIL, lambda: ckpt("checkpoint_write", [rank(write=None)])),
+    ("checkpoint_write", "the round trip failed", NOT_RUN,
+     lambda: ckpt("checkpoint_write", [rank(error="cannot create")])),
+    ("checkpoint_write", "no floor", NOT_RUN,
+     lambda: ckpt("checkpoint_write", [rank(write=0.01)], write_min=None)),
+    ("checkpoint_read", "any speed (no read threshold exists)", NOT_RUN,
+     lambda: ckpt("checkpoint_read", [rank(read=100.0)])),
+    ("checkpoint_read", "the round trip failed", NOT_RUN,
+     lambda: ckpt("checkpoint_read", [rank(error="read failed")])),
+    # the job: NCCL
+    ("nccl_version", "older than declared", FAIL, lambda: comm_checks.nccl_version_check("2.18.1", "2.21.5")),
+    ("nccl_version", "torch reports no NCCL", FAIL, lambda: comm_checks.nccl_version_check(None, "2.21.5")),
+    ("nccl_version", "a version that does not parse", FAIL,
+     lambda: comm_checks.nccl_version_check("2.21.5a", "2.21.5")),
+    ("nccl_version", "no version declared", NOT_RUN, lambda: comm_checks.nccl_version_check("2.21.5", None)),
+    ("nccl_version", "gloo on CPU", NOT_RUN,
+     lambda: comm_checks.nccl_checks(SimpleNamespace(), CPU, None)[0]),
+    ("nccl_transport", "sockets where EFA is declared", FAIL,
+     lambda: comm_checks.nccl_transport_check(transport("Socket"), "efa", "log")),
+    ("nccl_transport", "IB where EFA is declared", FAIL,
+     lambda: comm_checks.nccl_transport_check(transport("IB"), "efa", "log")),
+    ("nccl_transport", "channels but no network line", FAIL,
+     lambda: comm_checks.nccl_transport_check(transport(None), "infiniband", "log")),
+    ("nccl_transport", "no NCCL log", NOT_RUN,
+     lambda: comm_checks.nccl_transport_check(None, "efa", "/nope")),
+    ("nccl_transport", "gloo on CPU", NOT_RUN,
+     lambda: comm_checks.nccl_checks(SimpleNamespace(), CPU, None)[1]),
+    # the launcher
+    ("job_completed", "complete per rank 0, torchrun exit 1 (the issue)", FAIL,
+     lambda: job(job_report(None), rc=1)),
+    ("job_completed", "the end marker, then a rank killed on its way out", FAIL,
+     lambda: job(job_report({"ranks": 2, "world_size": 2}), rc=1, lines=ROOT_CAUSE_SIGKILL)),
+    ("job_completed", "exit 0, no end marker", FAIL, lambda: job(job_report(None, complete=False))),
+    ("job_completed", "exit 0, the marker short of the world", FAIL,
+     lambda: job(job_report({"ranks": 1, "world_size": 2}))),
+    ("job_completed", "no report at all", FAIL, lambda: job(None)),
+    ("job_completed", "the run's deadline", FAIL,
+     lambda: job(job_report({"ranks": 2, "world_size": 2}), rc=-15, timed_out=True)),
+    ("job_completed", "never started (numpy missing)", FAIL,
+     lambda: by_name(report.checks_of(launch.compose(None, None, None, 900, not_started="numpy")))[
+         "job_completed"]),
+    ("smoke_job_checks", "the job wrote no report", NOT_RUN,
+     lambda: by_name(report.checks_of(launch.compose(None, None, launch.Proc(1, [], False), 900)))[
+         "smoke_job_checks"]),
+    ("host_checks", "the host checks wrote no report", FAIL,
+     lambda: report.checks_of(launch.host_missing(launch.Proc(1, ["Segmentation fault"], False)))[0]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "evidence", "verdict", "call"),
+    CASES,
+    ids=[f"{n}: {e}" for n, e, _, _ in CASES],
+)
+def test_failure_evidence_never_passes(name, evidence, verdict, call, monkeypatch, tmp_path):
+    c = call(monkeypatch, tmp_path) if call.__code__.co_argcount == 2 else call()
+    assert c.name == name
+    assert c.status != PASS, f"{name} passed on: {evidence} ({c})"
+    assert c.status == verdict, f"{name} on {evidence}: {c.status} ({c.detail})"
+    assert c.detail, f"{name}: a verdict other than pass must say why"
+
+
+def test_the_healthy_evidence_does_pass():
+    """The cases above are not vacuous: the same functions pass on good evidence."""
+    good = [
+        nvml("nvml_gpu_count"),
+        nvml("ecc_uncorrectable"),
+        nvml("row_remap"),
+        diag([("sw", "pass", "")]),
+        node_count(4, 4, ["a", "b", "c", "d"]),
+        device("gpu_count", [gpus(8)], expect_gpus=8),
+        device("gpu_model", [gpus(8)], expect_gpu_model="H100-SXM", expect_gpu_pattern=PATTERN),
+        comm_checks.allreduce_verdict([point(470.0)], 8, True, 460.0),
+        training("loss_drop", FALLING),
+        training("mfu", FALLING, device=CUDA, timed=(20, 0.001)),
+        replicas_verdict([["1.0", "2.0"], ["1.0", "2.0"]]),
+        ckpt("checkpoint_roundtrip", [rank(), rank()]),
+        ckpt("checkpoint_write", [rank(write=2.0)]),
+        comm_checks.nccl_version_check("2.21.5", "2.21.5"),
+        comm_checks.nccl_transport_check(transport("AWS Libfabric"), "efa", "log"),
+        job(job_report({"ranks": 2, "world_size": 2})),
+    ]
+    assert [c.name for c in good if c.status != PASS] == []
+
+
+# ---------------------------------------------------------------- every check is audited
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_MAKERS = {"compare", "failed", "not_run", "Check"}
+
+
+def emitted_names() -> set[str]:
+    """Every check name in validators/: the first argument of compare / failed / not_run /
+    Check where it is written out, and the strings assigned to a variable `name` or `names`
+    (the checks that build their name once)."""
+    found: set[str] = set()
+    for path in VALIDATORS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            consts: list[ast.expr] = []
+            if isinstance(node, ast.Call) and node.args:
+                f = node.func
+                called = getattr(f, "id", None) or getattr(f, "attr", "")
+                if called in _MAKERS:
+                    consts.append(node.args[0])
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    pairs = [(t, node.value)]
+                    if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                        pairs = list(zip(t.elts, node.value.elts, strict=False))
+                    for target, value in pairs:
+                        if isinstance(target, ast.Name) and target.id in ("name", "names"):
+                            consts += value.elts if isinstance(value, ast.Tuple) else [value]
+            found |= {
+                c.value
+                for c in consts
+                if isinstance(c, ast.Constant) and isinstance(c.value, str) and _NAME.match(c.value)
+            }
+    return found
+
+
+def test_every_check_has_failure_cases():
+    names = emitted_names()
+    # The scan finds the checks the issue lists (and the launcher's own).
+    assert {"job_completed", "node_count", "nvml_gpu_count", "checkpoint_read"} <= names
+    audited = {n for n, _, _, _ in CASES}
+    assert names - audited == set(), "checks without a failure case in the audit"
+    assert audited - names == set(), "cases for checks nothing emits"
