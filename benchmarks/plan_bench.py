@@ -1,10 +1,13 @@
-"""Whole-process `rackform plan` time for AWS training clusters of 1, 8, 64 and 512 p5.48xlarge
-nodes: a fresh `python -m rackform plan FILE --json` per run (interpreter start, imports,
-loading, the program under Pulumi's mock runtime, output), median of --repeat runs.
+"""Whole-process `rackform plan` time for clusters of 1, 8, 64 and 512 nodes (by default; any
+sizes up to a node group's maximum of 4096): AWS training clusters of p5.48xlarge nodes, or with
+`--target bare_metal` bare-metal clusters of as many 8 x H100 hosts. A fresh
+`python -m rackform plan FILE --json` per run (interpreter start, imports, loading, the program
+under Pulumi's mock runtime, output), median of --repeat runs.
 
-    .venv/bin/python benchmarks/plan_bench.py [--repeat 3] [--sizes 1,8,64,512] [--against REF]
+    .venv/bin/python benchmarks/plan_bench.py [--repeat 3] [--sizes 1,8,64,512,4096]
+        [--target aws|bare_metal] [--against REF]
 
-Target: 512 nodes in 5 s or less on a 2-core machine, growing close to linearly. With
+Target: 512 AWS nodes in 5 s or less on a 2-core machine, growing close to linearly. With
 `--against REF` the same sizes also run on a checkout of the git revision REF (a temporary
 worktree), interleaved run by run on the same machine, and the CPU-time ratio of this tree to
 REF is printed per size (noise hits both alike). This prints figures; it asserts nothing.
@@ -25,7 +28,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BLUEPRINT = """\
+MAX_NODES = 4096  # a node group's count, or its number of hosts, is at most this
+AWS = """\
 name: bench
 purpose: training
 owner: bench@example.com
@@ -40,6 +44,41 @@ node_groups:
     count: {nodes}
 network: {{fabric: efa}}
 """
+BARE_METAL = """\
+name: bench
+purpose: training
+owner: bench@example.com
+target:
+  type: bare_metal
+  ssh_user: ubuntu
+  private_cidr: 10.0.0.0/16
+node_groups:
+  - name: hgx
+    gpu: H100-SXM
+    gpus_per_node: 8
+    hosts:
+{hosts}
+network: {{fabric: infiniband}}
+"""
+TARGETS = ("aws", "bare_metal")
+
+
+def blueprint(target: str, nodes: int) -> str:
+    """A training cluster of `nodes` nodes on `target`."""
+    if target == "aws":
+        return AWS.format(nodes=nodes)
+    hosts = "\n".join(
+        f"      - {{name: hgx-{i}, address: 10.0.{i >> 8}.{i & 255}}}" for i in range(1, nodes + 1)
+    )
+    return BARE_METAL.format(hosts=hosts)
+
+
+def write_blueprints(tmp: str, target: str, sizes: list[int]) -> dict[int, Path]:
+    paths = {}
+    for n in sizes:
+        paths[n] = Path(tmp) / f"bench-{target}-{n}.yaml"
+        paths[n].write_text(blueprint(target, n), encoding="utf-8")
+    return paths
 
 
 def _child_cpu() -> float:
@@ -93,20 +132,20 @@ def compare(ref: str, sizes: list[int], repeat: int, paths: dict[int, Path]) -> 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sizes", default="1,8,64,512")
+    ap.add_argument("--sizes", default="1,8,64,512", help=f"node counts, 1 to {MAX_NODES}")
+    ap.add_argument("--target", choices=TARGETS, default="aws")
     ap.add_argument("--against", metavar="REF", help="also time the git revision REF")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if not all(1 <= n <= MAX_NODES for n in sizes):
+        ap.error(f"--sizes: every size must be between 1 and {MAX_NODES}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(
         f"rackform plan benchmark: {platform.python_implementation()} {platform.python_version()}, "
-        f"{cores} cores available, median of {args.repeat}"
+        f"{cores} cores available, median of {args.repeat}, target {args.target}"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {}
-        for n in sizes:
-            paths[n] = Path(tmp) / f"bench-{n}.yaml"
-            paths[n].write_text(BLUEPRINT.format(nodes=n), encoding="utf-8")
+        paths = write_blueprints(tmp, args.target, sizes)
         run_once(paths[sizes[0]])  # warm the bytecode caches; not counted
         rows = []
         for n in sizes:
@@ -138,15 +177,13 @@ def main() -> None:
             f"marginal CPU time per node, {n_big} vs {n_mid} nodes: {per_big / per_mid:.2f}x "
             "(1.00 = linear)"
         )
-    if rows[-1][0] == 512:
-        wall = rows[-1][2]
+    if args.target == "aws" and 512 in sizes:
+        wall = next(r[2] for r in rows if r[0] == 512)
         verdict = "within" if wall <= 5.0 else "OVER"
         print(f"512 nodes: {wall:.2f} s wall (median), {verdict} the 5 s target")
     if args.against:
         with tempfile.TemporaryDirectory() as tmp:
-            for n in sizes:
-                paths[n] = Path(tmp) / f"bench-{n}.yaml"
-                paths[n].write_text(BLUEPRINT.format(nodes=n), encoding="utf-8")
+            paths = write_blueprints(tmp, args.target, sizes)
             compare(args.against, sizes, args.repeat, paths)
 
 

@@ -13,6 +13,7 @@ import asyncio
 import contextvars
 import gc
 import heapq
+import pickle
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -212,6 +213,23 @@ def tree_order(records: list[Record]) -> list[Record]:
     return out
 
 
+def _restore_class(cls: type, saved: dict[str, Any]) -> None:
+    """Put `cls`'s attributes back as `saved` holds them.
+
+    Each `pulumi.dynamic.Resource` pickles its provider through `serialize_provider`, which
+    wraps `pickle._Pickler._batch_setitems` around whatever is there and never restores it, so
+    every dynamic resource ever built in the process adds a frame to the pickling of every dict
+    after it (RecursionError once there are about as many as the recursion limit). The program
+    undoes it per host (`rackform.targets.onprem.cluster.sdk_pickler_kept`); the recorder also
+    leaves the pickler as it found it, so plans run one after another in one process (tests,
+    a long-lived caller) never add up."""
+    for name in set(vars(cls)) - set(saved):
+        delattr(cls, name)
+    for name, value in saved.items():
+        if vars(cls).get(name) is not value:
+            setattr(cls, name, value)
+
+
 def record(plan: Plan, **providers) -> list[Record]:
     """Every resource the program would register for this plan, in tree order, with the stack
     config `rackform up` would set."""
@@ -247,6 +265,7 @@ def _record(run: Callable[[], None], stack: str, config: dict[str, str]) -> list
     # the run time of a 512-node plan). It is switched off for the run and restored after.
     collecting = gc.isenabled()
     gc.disable()
+    pickler = dict(vars(pickle._Pickler))
     try:
         set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
         loop.run_until_complete(run_pulumi_func(run))
@@ -255,6 +274,7 @@ def _record(run: Callable[[], None], stack: str, config: dict[str, str]) -> list
         asyncio.set_event_loop(None)
         if collecting:
             gc.enable()
+        _restore_class(pickle._Pickler, pickler)
     for r in monitor.records:
         r.inputs = {k: plain(v) for k, v in sorted(mocks.inputs.get((r.type, r.name), {}).items())}
     return tree_order(monitor.records)

@@ -4,12 +4,42 @@ target has racks, under the rack it sits in (`racks`: the colocation adapter's S
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import pickle
+from collections.abc import Callable, Iterator
 
 import pulumi
 
 from rackform.plan.model import Plan
 from rackform.targets.onprem.hosts import Host, HostProvider
+
+# What pulumi.dynamic's serialize_provider replaces on the pure-Python pickler and never puts back.
+_PICKLER_PATCHED = ("_batch_setitems", "save_dict")
+
+
+@contextlib.contextmanager
+def sdk_pickler_kept() -> Iterator[None]:
+    """Put back what constructing a dynamic resource changes on `pickle._Pickler`.
+
+    Every `pulumi.dynamic.Resource` pickles its provider with `serialize_provider`, which sets
+    `pickle._Pickler._batch_setitems` to a sorting wrapper around whatever is there at the time
+    and never restores it (pulumi 3.x): after N dynamic resources, pickling any dict goes through
+    N nested wrappers. At about 1,000 hosts that is deeper than Python's recursion limit
+    (RecursionError inside the SDK), and before that the work is quadratic. Restoring the
+    pickler after each resource keeps the depth at one wrapper whatever the number of hosts.
+    (The same guard is in rackform/stack/cluster.py: the stack may not import a target.)
+    """
+    saved = {
+        n: pickle._Pickler.__dict__[n] for n in _PICKLER_PATCHED if n in pickle._Pickler.__dict__
+    }
+    try:
+        yield
+    finally:
+        for n in _PICKLER_PATCHED:
+            if n in saved:
+                setattr(pickle._Pickler, n, saved[n])
+            elif n in pickle._Pickler.__dict__:
+                delattr(pickle._Pickler, n)
 
 
 class OnPremCluster(pulumi.ComponentResource):
@@ -36,22 +66,23 @@ class OnPremCluster(pulumi.ComponentResource):
         for g in plan.node_groups:
             hosts = []
             for h in g.hosts:
-                host = Host(
-                    f"{plan.stack}-{h.name}",
-                    {
-                        "name": h.name,
-                        "address": h.address,
-                        "port": h.port,
-                        "user": plan.ssh_user,
-                        "rack": h.rack,
-                        "site": site,
-                        "gpu": g.gpu_key,
-                        "gpus_per_node": g.gpus_per_node,
-                        "nvme": list(h.nvme),
-                    },
-                    provider=provider,
-                    opts=pulumi.ResourceOptions(parent=parents.get(h.rack or "", self)),
-                )
+                with sdk_pickler_kept():
+                    host = Host(
+                        f"{plan.stack}-{h.name}",
+                        {
+                            "name": h.name,
+                            "address": h.address,
+                            "port": h.port,
+                            "user": plan.ssh_user,
+                            "rack": h.rack,
+                            "site": site,
+                            "gpu": g.gpu_key,
+                            "gpus_per_node": g.gpus_per_node,
+                            "nvme": list(h.nvme),
+                        },
+                        provider=provider,
+                        opts=pulumi.ResourceOptions(parent=parents.get(h.rack or "", self)),
+                    )
                 self.node_resources.append(host)
                 hosts.append(pulumi.Output.all(h.name, host.address, host.port))
             per_group.append(pulumi.Output.all(*hosts))
