@@ -61,18 +61,31 @@ def up(
 
 
 @testbed_app.command("image")
-def image() -> None:
+def image(
+    packages: Annotated[
+        bool,
+        typer.Option(
+            "--packages/--no-packages",
+            help="Also download the packages the roles install into a local repository (what "
+            "the tests serve to the VMs).",
+        ),
+    ] = True,
+) -> None:
     """Build the cached base image now, if the current recipe has none (`up` builds it too):
     a few minutes with debootstrap, needs root and Debian's mirror."""
+    from rackform.testbed.apt import ensure_repo
     from rackform.testbed.image import ImageError, ensure_base_image
 
     try:
         img = ensure_base_image(log=_log)
+        repo = ensure_repo(log=_log) if packages else None
     except ImageError as exc:
         _log(f"rackform testbed image: {exc}")
         raise typer.Exit(1) from None
     how = f"built in {img.built_s:.0f} s" if img.built_s is not None else "cached"
     typer.echo(f"base image: {img.rootfs.parent} ({how})")
+    if repo is not None:
+        typer.echo(f"packages: {repo}")
 
 
 @testbed_app.command("down")

@@ -23,9 +23,17 @@ def test_image_reports_a_cached_image(tmp_path, monkeypatch):
     cached.mkdir()
     (cached / "done").write_text("")
     monkeypatch.setenv("RACKFORM_TESTBED_CACHE", str(tmp_path))
+    from rackform.testbed.apt import repo_key
+
+    repo = tmp_path / f"apt-{repo_key()}"
+    repo.mkdir()
+    (repo / "done").write_text("")
     proc = rackform("testbed", "image")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"base image: {cached} (cached)"
+    assert proc.stdout.strip().splitlines() == [
+        f"base image: {cached} (cached)",
+        f"packages: {repo}",
+    ]
 
 
 def test_image_without_debootstrap_says_what_to_run(tmp_path, monkeypatch):

@@ -131,6 +131,26 @@ def wheel_server(phases):
         yield port
 
 
+@pytest.fixture(scope="module")
+def apt_repo(testbed, phases):
+    """The packages the roles install, served on 127.0.0.1 as the VMs' only apt source (the
+    image holds none of them: the roles must bring what they need)."""
+    from rackform.testbed.apt import ensure_repo, sources_line
+
+    with phases("local package repository (cached after the first download)"):
+        repo = ensure_repo(log=lambda line: None)
+    handler = functools.partial(_QuietHandler, directory=str(repo))
+    with http_server(handler) as port:
+        line = sources_line(port).strip()
+        for node in ("node1", "node2"):
+            sh(
+                testbed,
+                node,
+                f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list",
+            )
+        yield port
+
+
 def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
     """The testbed's blueprint, with node2 finding its drives itself (no serials listed) and
     two environments: `wipe` (allow_wipe) and `gpu` (the same VMs declared as GPU nodes)."""
@@ -143,6 +163,19 @@ def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
     path = tmp / "testbed-e2e.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def changed_tasks(stdout: str) -> dict[str, list[str]]:
+    """Role -> the tasks that reported a change on some host, from configure's live display."""
+    out: dict[str, list[str]] = {}
+    task = ""
+    for line in stdout.splitlines():
+        if " : " in line and not line.startswith(" "):
+            task = line
+        elif line.strip().endswith("changed") or ": changed (" in line:
+            role = task.split(" : ")[0].removeprefix("handler ")
+            out.setdefault(role, []).append(task)
+    return out
 
 
 def summary(stdout: str) -> dict[str, dict[str, int]]:
@@ -186,7 +219,9 @@ def state(bed: lifecycle.Testbed, node: str) -> str:
     )
 
 
-def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path, monkeypatch):
+def test_every_role_converges_on_two_vms(
+    testbed, apt_repo, wheel_server, phases, tmp_path, monkeypatch
+):
     bed = testbed
     # The controller's temporary files (the validators archive among them) go here, so the end
     # can tell that no run left one behind.
@@ -295,6 +330,19 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     assert proc.returncode == 0, shown(proc)
     assert all(r["changed"] == 0 for r in summary(proc.stdout).values()), shown(proc)
 
+    # 5b. An mkfs cut short: node1's XFS gets its superblock marked "in progress", the state a
+    # power cut 2 s into mkfs.xfs leaves (blkid still says xfs; the mount says "Structure needs
+    # cleaning"). The role sees its own unfinished work and makes the filesystem again.
+    sh(bed, "node1", f"umount {MOUNT} && xfs_db -x -c 'sb 0' -c 'write -d inprogress 1'"
+                     " /dev/md/checkpoints >/dev/null && blkid -s TYPE -o value /dev/md/checkpoints"
+                     f" | grep -qx xfs && ! mount {MOUNT} 2>/dev/null")  # fmt: skip
+    with phases("an mkfs cut short on node1: configure makes the filesystem again"):
+        redo = cli("configure", *converge, "--env", "wipe", "--limit", "node1",
+                   "--role", "nvme_raid")  # fmt: skip
+    assert redo.returncode == 0, shown(redo)
+    assert "whose mkfs never finished" in redo.stdout, shown(redo)
+    check_array(bed, "node1")
+
     # 6. Check mode on a converged host with a changed setting: reported, not applied; and
     # 7. declared GPU nodes without GPUs fail in preflight, saying why (environment `gpu`).
     # Neither changes a host, so the three runs go at once: the check on node1, the two GPU roles
@@ -303,8 +351,8 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
     with phases("at once: --check --diff with a changed NCCL setting (node1); GPU roles on a host"
                 " declared with GPUs (node2, preflight failures)"):  # fmt: skip
         with ThreadPoolExecutor(max_workers=3) as pool:
-            check = pool.submit(cli, "configure", bp, *key, "--env", "wipe", "--role", "nccl_rdma",
-                                "--check", "--diff", "--limit", "node1",
+            check = pool.submit(cli, "configure", *converge, "--env", "wipe", "--role", "nccl_rdma",
+                                "--role", "smoke_train", "--check", "--diff", "--limit", "node1",
                                 "-x", "nccl_rdma_nccl_settings={NCCL_DEBUG: INFO}")  # fmt: skip
             gpu = ["--env", "gpu", "--limit", "node2"]
             drv = pool.submit(cli, "configure", bp, *key, *gpu, "--role", "nvidia_driver")
@@ -312,6 +360,8 @@ def test_every_role_converges_on_two_vms(testbed, wheel_server, phases, tmp_path
         proc, drv, dcgm = check.result(), drv.result(), dcgm.result()
     assert proc.returncode == 0, shown(proc)
     assert "+NCCL_DEBUG=INFO" in proc.stdout
+    # Check mode reports what a real run would: the installed torch is no change.
+    assert changed_tasks(proc.stdout).get("smoke_train", []) == [], shown(proc)
     assert sh(bed, "node1", "sha256sum /etc/nccl.conf") == conf
 
     for proc, task, text in (

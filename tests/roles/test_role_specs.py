@@ -22,6 +22,8 @@ from rackform.plan.inventory import group_vars
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_DIR = ROOT / "roles"
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
+# Every role on disk: the five the site playbook runs, and host_bootstrap, which they depend on.
+ALL_ROLES = sorted(p.parent.parent.name for p in ROLES_DIR.glob("*/tasks/main.yml"))
 ALLOWED_COLLECTIONS = ("ansible.builtin.", "ansible.posix.", "community.general.")
 TASK_KEYS = {
     "name", "when", "register", "loop", "loop_control", "vars", "notify", "changed_when",
@@ -66,7 +68,7 @@ def action(task: dict) -> str | None:
     return keys[0] if keys else None
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ALL_ROLES)
 def test_every_default_is_typed_described_and_matches_the_spec(role):
     defaults = load(ROLES_DIR / role / "defaults" / "main.yml")
     spec = options(role)
@@ -80,21 +82,21 @@ def test_every_default_is_typed_described_and_matches_the_spec(role):
             assert opt.get("elements"), f"{name}: a list says what it holds"
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ALL_ROLES)
 def test_readme_lists_every_default(role):
     readme = (ROLES_DIR / role / "README.md").read_text(encoding="utf-8")
     missing = [name for name in options(role) if f"`{name}`" not in readme]
     assert not missing, f"{role}/README.md does not describe {missing}"
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ALL_ROLES)
 def test_private_variables_are_prefixed(role):
     for path in (ROLES_DIR / role / "vars").glob("*.yml"):
         for name in load(path) or {}:
             assert name.startswith(f"_{role}_"), f"{path.name}: {name}"
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ALL_ROLES)
 def test_os_dispatch_covers_every_supported_os(role):
     text = (ROLES_DIR / role / "tasks" / "main.yml").read_text(encoding="utf-8")
     if "first_found" in text:
@@ -104,7 +106,7 @@ def test_os_dispatch_covers_every_supported_os(role):
     assert {p["name"] for p in meta} == {"Debian", "Ubuntu"}
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ALL_ROLES)
 def test_tasks_keep_the_rules(role):
     own = local_modules(role)
     for path in task_files(role):
@@ -131,7 +133,7 @@ def test_tasks_keep_the_rules(role):
                     )
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ALL_ROLES)
 def test_handlers_skip_in_check_mode(role):
     path = ROLES_DIR / role / "handlers" / "main.yml"
     if not path.exists():
@@ -179,3 +181,13 @@ def test_compiled_group_vars_are_accepted_by_the_roles(example):
         assert not result.error_messages, (role, result.error_messages)
     owners = {k for k in role_vars if any(k.startswith(r + "_") for r in ROLES)}
     assert owners == set(role_vars), f"variables no role owns: {set(role_vars) - owners}"
+
+
+def test_every_role_installs_what_its_modules_need_first():
+    # A bare host has no python3-apt (check mode stops at the first apt task without it) and
+    # no packaging (the pip module): each role depends on host_bootstrap, which installs them.
+    for role in ROLES:
+        deps = load(ROLES_DIR / role / "meta" / "main.yml")["dependencies"]
+        assert {"role": "host_bootstrap"} in deps, role
+    needed = load(ROLES_DIR / "host_bootstrap" / "defaults" / "main.yml")["host_bootstrap_packages"]
+    assert {"python3-apt", "python3-packaging"} <= set(needed)

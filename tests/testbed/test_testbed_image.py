@@ -1,5 +1,6 @@
-"""The base image's recipe: what decides the cached image, and that it carries what the roles
-install (so a converge on the testbed needs no network)."""
+"""The base image's recipe: what decides the cached image; that it holds nothing a role installs
+(the roles bring it, as on a host built elsewhere) and that the local package repository the
+tests serve to the VMs holds all of it (so a converge reaches nothing outside the machine)."""
 
 from __future__ import annotations
 
@@ -34,20 +35,24 @@ def test_the_cache_dir_can_be_moved(monkeypatch, tmp_path):
     assert image.cache_dir() == Path.home() / ".cache" / "rackform" / "testbed"
 
 
-def test_the_image_carries_every_debian_package_the_roles_install():
+def test_the_local_repository_carries_every_debian_package_the_roles_install():
+    from rackform.testbed.apt import ROLE_PACKAGES
+
     wanted = set()
     for path in ROLES_DIR.glob("*/vars/Debian.yml"):
         for name, value in (yaml.safe_load(path.read_text()) or {}).items():
             if name.endswith("_packages") and "nvidia" not in name:
                 wanted |= set(value)
     wanted.add("python3-venv")  # smoke_train
-    missing = wanted - set(image.PACKAGES) - MINBASE
+    defaults = ROLES_DIR / "host_bootstrap" / "defaults" / "main.yml"
+    wanted |= set(yaml.safe_load(defaults.read_text())["host_bootstrap_packages"])
+    missing = wanted - set(ROLE_PACKAGES) - MINBASE
     assert not missing, f"the testbed would need the network to install {sorted(missing)}"
 
 
-def test_ansible_can_manage_the_image():
-    # apt and deb822_repository need these on the target; ssh and python for everything.
-    assert {"python3", "python3-apt", "python3-debian", "openssh-server"} <= set(image.PACKAGES)
+def test_ansible_reaches_the_image_and_nothing_more():
+    # ssh and python for Ansible itself; what its modules need the roles install.
+    assert {"python3", "openssh-server"} <= set(image.PACKAGES)
 
 
 def test_clones_get_their_own_identity_at_boot():
@@ -57,3 +62,37 @@ def test_clones_get_their_own_identity_at_boot():
         "rackform-firstboot.service"
         in image._LINKS["multi-user.target.wants/rackform-firstboot.service"]
     )
+
+
+def test_the_image_holds_nothing_a_role_installs():
+    # The roles must bring what they need (as on a host built elsewhere): a package in the
+    # image would hide a role that forgets to install it.
+    from rackform.testbed.apt import ROLE_PACKAGES
+
+    assert set(image.PACKAGES) & set(ROLE_PACKAGES) == set()
+    assert "python3-apt" not in image.PACKAGES
+
+
+def test_the_local_repository_index_is_what_apt_reads(tmp_path):
+    import hashlib
+    import subprocess
+
+    from rackform.testbed.apt import sources_line, write_index
+
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: rf-demo\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@example.com>\n"
+        "Description: demo\n"
+    )
+    subprocess.run(["dpkg-deb", "--build", str(pkg), str(tmp_path / "rf-demo_1.0_all.deb")],
+                   check=True, capture_output=True)  # fmt: skip
+    repo = tmp_path
+    write_index(repo)
+    packages = (repo / "Packages").read_text()
+    assert "Package: rf-demo\n" in packages and "Filename: ./rf-demo_1.0_all.deb\n" in packages
+    data = (repo / "rf-demo_1.0_all.deb").read_bytes()
+    assert f"SHA256: {hashlib.sha256(data).hexdigest()}" in packages
+    release = (repo / "Release").read_text()
+    assert hashlib.sha256((repo / "Packages").read_bytes()).hexdigest() in release
+    assert sources_line(8080) == "deb [trusted=yes] http://10.0.2.2:8080/ ./\n"
