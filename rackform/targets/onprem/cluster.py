@@ -27,7 +27,9 @@ def sdk_pickler_kept() -> Iterator[None]:
     N nested wrappers. At about 1,000 hosts that is deeper than Python's recursion limit
     (RecursionError inside the SDK), and before that the work is quadratic. Restoring the
     pickler after each resource keeps the depth at one wrapper whatever the number of hosts.
-    (The same guard is in rackform/stack/cluster.py: the stack may not import a target.)
+    The cluster's other dynamic resources, Configure and Validate, are two per program (two
+    wrappers, whatever its size); `rackform.stack.offline` also restores the pickler after each
+    recorded run, so plans made one after another in one process do not add up.
     """
     saved = {
         n: pickle._Pickler.__dict__[n] for n in _PICKLER_PATCHED if n in pickle._Pickler.__dict__
