@@ -302,6 +302,54 @@ def is_mount_point(directory: str, mountinfo: str = "/proc/self/mountinfo") -> b
     return os.path.ismount(real)
 
 
+def mount_source(directory: str, mountinfo: str = "/proc/self/mountinfo") -> str:
+    """The device mounted at `directory` (the last mount there wins), or "" if none is."""
+    real, source = os.path.realpath(directory), ""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                head, _, tail = line.partition(" - ")
+                fields = head.split(" ")
+                if len(fields) > 4 and _unescape(fields[4]) == real and len(tail.split()) > 1:
+                    source = _unescape(tail.split()[1])
+    except OSError:
+        pass
+    return source
+
+
+def md_health(device: str, sys_root: str = "/sys") -> str:
+    """What is wrong with the md array `device` ("" when it is healthy or not an md array):
+    md(4) calls a RAID0 with a member gone `broken`, marks a failed member's state `faulty`,
+    and counts the members a redundant array misses in `degraded`."""
+    name = os.path.basename(os.path.realpath(device)) if device else ""
+    md = os.path.join(sys_root, "block", name, "md")
+    if not name.startswith("md") or not os.path.isdir(md):
+        return ""
+    problems = []
+    state = _sysfs(os.path.join(md, "array_state"))
+    if state in ("broken", "inactive", "clear", "suspended"):
+        problems.append(f"array state {state}")
+    faulty = [
+        "/dev/" + e.removeprefix("dev-")
+        for e in sorted(os.listdir(md))
+        if e.startswith("dev-") and "faulty" in _sysfs(os.path.join(md, e, "state")).split(",")
+    ]
+    if faulty:
+        problems.append(f"failed member(s) {', '.join(faulty)}")
+    missing = _sysfs(os.path.join(md, "degraded"))
+    if missing.isdigit() and int(missing) > 0:
+        problems.append(f"degraded: {missing} member(s) missing")
+    return f"/dev/{name}: {'; '.join(problems)}" if problems else ""
+
+
+def _sysfs(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
@@ -326,6 +374,18 @@ def mount_check(directory: str | None, node: str = "") -> Check:
             name,
             f"{directory} is a plain directory, not a mounted filesystem",
             measured="not mounted",
+            expected="mount point",
+            op="==",
+            node=node,
+        )
+    # A mounted array that lost a member still answers some reads: the mount alone is no proof.
+    sick = md_health(mount_source(directory))
+    if sick:
+        return failed(
+            name,
+            f"{directory} is on an md array that is not healthy ({sick}); checkpoints written "
+            "there are at risk: replace the drive (nvme_raid says how)",
+            measured="unhealthy array",
             expected="mount point",
             op="==",
             node=node,

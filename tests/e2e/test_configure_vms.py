@@ -387,6 +387,13 @@ def test_every_role_converges_on_two_vms(
     assert broken.returncode == 2, shown(broken)
     assert "node2: nvme_raid :" in broken.stderr and "is not healthy (state broken" in broken.stderr
     assert "its data is lost" in broken.stderr, shown(broken)
+    if smoke:
+        # The host checks shipped with the smoke job: the mount is there, the array is not.
+        out = sh(bed, "node2", "cd /opt/rackform/smoke && /opt/rackform/venv/bin/python -m"
+                 f" validators.hostcheck --expect-mount {MOUNT} --storage-probe-mb 0 --no-table"
+                 " --json /tmp/hostcheck.json >/dev/null; cat /tmp/hostcheck.json", check=False)  # fmt: skip
+        mount = next(c for c in json.loads(out)["checks"] if c["name"] == "checkpoint_mount")
+        assert mount["status"] == "fail" and "not healthy" in mount["detail"], mount
 
 
 def check_array(bed: lifecycle.Testbed, node: str) -> None:

@@ -281,3 +281,45 @@ def test_command_line(tmp_path):
         "storage_write_ceiling",
     ]
     assert "nvml_gpu_count" in r.stdout and "FAILED" in r.stdout
+
+
+def _md(tmp_path, state="clean", faulty=(), degraded=None):
+    md = tmp_path / "sys" / "block" / "md127" / "md"
+    md.mkdir(parents=True)
+    (md / "array_state").write_text(state + "\n")
+    for dev in ("nvme0n1", "nvme1n1"):
+        (md / f"dev-{dev}").mkdir()
+        (md / f"dev-{dev}" / "state").write_text(("faulty" if dev in faulty else "in_sync") + "\n")
+    if degraded is not None:
+        (md / "degraded").write_text(f"{degraded}\n")
+    return str(tmp_path / "sys")
+
+
+def test_md_health_names_a_broken_or_degraded_array(tmp_path):
+    assert hostcheck.md_health("/dev/md127", _md(tmp_path / "ok")) == ""
+    broken = hostcheck.md_health("/dev/md127", _md(tmp_path / "b", "broken", faulty=("nvme1n1",)))
+    assert broken == "/dev/md127: array state broken; failed member(s) /dev/nvme1n1"
+    degraded = hostcheck.md_health("/dev/md127", _md(tmp_path / "d", degraded=1))
+    assert degraded == "/dev/md127: degraded: 1 member(s) missing"
+    assert hostcheck.md_health("/dev/vda", str(tmp_path / "ok" / "sys")) == ""
+
+
+def test_mount_source_reads_the_mount_table(tmp_path):
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        "29 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+        "40 29 9:127 / /mnt/check\\040points rw,noatime shared:2 - xfs /dev/md127 rw\n"
+    )
+    assert hostcheck.mount_source("/mnt/check points", str(table)) == "/dev/md127"
+    assert hostcheck.mount_source("/srv", str(table)) == ""
+
+
+def test_checkpoint_mount_fails_on_an_unhealthy_array(tmp_path, monkeypatch):
+    # The mount is there and answers, but the array under it lost a member.
+    monkeypatch.setattr(hostcheck, "is_mount_point", lambda d: True)
+    monkeypatch.setattr(hostcheck, "mount_source", lambda d: "/dev/md127")
+    sys_root = _md(tmp_path, "broken", faulty=("nvme0n1",))
+    real = hostcheck.md_health
+    monkeypatch.setattr(hostcheck, "md_health", lambda dev: real(dev, sys_root))
+    c = hostcheck.mount_check(str(tmp_path))
+    assert c.status == FAIL and "not healthy" in c.detail and "/dev/nvme0n1" in c.detail
