@@ -189,3 +189,39 @@ def test_deep_nesting_through_the_cli_exits_0_or_2(tmp_path, text):
 @given(text=many_hosts())
 def test_many_hosts_through_the_cli_exit_0_or_2(tmp_path, text):
     _cli_exit_0_or_2(tmp_path / "hosts.yaml", text)
+
+
+@st.composite
+def env_named_items(draw):
+    """The bare-metal example with an environment that removes or overrides a host by name:
+    a name that exists, a typo of one, or one that does not exist at all."""
+    doc = copy.deepcopy(BARE_METAL)
+    hosts = [h["name"] for h in doc["node_groups"][0]["hosts"]]
+    suffix = draw(st.sampled_from(["0", "x", "-1"]))
+    name = draw(
+        st.one_of(
+            st.sampled_from(hosts),
+            st.sampled_from([h + suffix for h in hosts]),
+            st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8),
+        )
+    )
+    remove = draw(st.booleans())
+    item = {"name": name, "remove": True} if remove else {"name": name}
+    group = doc["node_groups"][0]["name"]
+    doc["environments"] = {"staging": {"node_groups": [{"name": group, "hosts": [item]}]}}
+    return yaml.safe_dump(doc, sort_keys=False), name in hosts, remove
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=env_named_items())
+def test_typod_removals_and_overrides_never_pass_silently(tmp_path, case):
+    text, exists, remove = case
+    result = _cli_exit_0_or_2(tmp_path / "env.yaml", text)
+    if remove and not exists:
+        # Removing a host the base lacks is a located error, never a silent no-op.
+        assert result.exit_code == 2 and "to remove" in result.output
+    if not remove and not exists:
+        # A new name with nothing but a name is no host: an error that says so.
+        assert result.exit_code == 2 and "is not in the base" in result.output
