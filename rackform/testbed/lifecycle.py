@@ -288,12 +288,17 @@ def down(state_dir: Path) -> list[str]:
 
 
 def reboot_and_wait(
-    bed: Testbed, names: list[str], timeout_s: float = BOOT_TIMEOUT_S, hard: bool = False
+    bed: Testbed,
+    names: list[str],
+    timeout_s: float = BOOT_TIMEOUT_S,
+    hard: bool = False,
+    power_cut: bool = False,
 ) -> float:
     """Reboot VMs from inside (QEMU restarts the guest with the same kernel command line) and
     wait until each answers SSH with a new boot id; return the seconds it took. `hard` syncs
     and resets at once, like a power cycle, instead of shutting down cleanly (which takes tens
-    of seconds under TCG and proves nothing more about what comes back at boot)."""
+    of seconds under TCG and proves nothing more about what comes back at boot); `power_cut`
+    resets without syncing."""
     start = time.monotonic()
     boot_id = "cat /proc/sys/kernel/random/boot_id"
     before = {n: bed.ssh(n).run(boot_id).stdout.strip() for n in names}
@@ -301,7 +306,15 @@ def reboot_and_wait(
         # systemd-run detaches the reboot from the SSH session, which the reboot would cut. A
         # timer's default accuracy is a minute: without AccuracySec the reboot comes up to 60 s
         # late, while the old boot keeps answering.
-        how = "sh -c 'sync; echo b > /proc/sysrq-trigger'" if hard else "systemctl reboot"
+        # power_cut: reset with nothing synced, as when the power goes (what the guest had not
+        # written yet is lost).
+        how = (
+            "sh -c 'echo b > /proc/sysrq-trigger'"
+            if power_cut
+            else "sh -c 'sync; echo b > /proc/sysrq-trigger'"
+            if hard
+            else "systemctl reboot"
+        )
         bed.ssh(name).run(
             "systemd-run --on-active=1 --timer-property=AccuracySec=100ms"
             f" --unit=rackform-reboot {how}"

@@ -23,6 +23,7 @@ import http.server
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -163,6 +164,42 @@ def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
     path = tmp / "testbed-e2e.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+MKFS_TASK = "nvme_raid : Make the filesystem, aligned to the stripe"
+# node1's array undone, as on a host never converged: no array, no signatures, no fstab line.
+RESET_ARRAY = (
+    f"umount {MOUNT}; mdadm --stop /dev/md/checkpoints; for d in /dev/nvme?n1; do"
+    " mdadm --zero-superblock $d 2>/dev/null; wipefs -aq $d; done;"
+    f" sed -i '\\#{MOUNT}#d' /etc/fstab; sed -i '/^ARRAY/d' /etc/mdadm/mdadm.conf; true"
+)
+
+
+def interrupted(args: list, task: str, then=None) -> str:
+    """Run `rackform ARGS`, and as `task` starts: run `then` (a power cut, say), and kill the
+    controller (the whole process group: rackform, ansible-playbook, its SSH sessions). What it
+    printed until then."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rackform", *map(str, args)],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith(task):
+                if then is not None:
+                    then()
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    return "".join(seen)
 
 
 def changed_tasks(stdout: str) -> dict[str, list[str]]:
@@ -344,6 +381,21 @@ def test_every_role_converges_on_two_vms(
     assert redo.returncode == 0, shown(redo)
     assert "whose mkfs never finished" in redo.stdout, shown(redo)
     check_array(bed, "node1")
+
+    # 5c. Interrupted at a named task: as nvme_raid starts making the filesystem on a fresh array
+    # of node1, the controller is killed, or the VM's power is cut; a rerun, unchanged, finishes
+    # the work.
+    nvme_raid_node1 = [*converge, "--env", "wipe", "--limit", "node1", "--role", "nvme_raid"]
+    for how in ("controller killed", "power cut"):
+        sh(bed, "node1", RESET_ARRAY)
+        with phases(f"nvme_raid interrupted as mkfs starts on node1 ({how}), then run again"):
+            cut = None if how == "controller killed" else lambda: lifecycle.reboot_and_wait(
+                bed, ["node1"], power_cut=True)  # fmt: skip
+            seen = interrupted(["configure", *nvme_raid_node1], MKFS_TASK, cut)
+            again = cli("configure", *nvme_raid_node1)
+        assert MKFS_TASK in seen, seen
+        assert again.returncode == 0, shown(again)
+        check_array(bed, "node1")
 
     # 6. Check mode on a converged host with a changed setting: reported, not applied; and
     # 7. declared GPU nodes without GPUs fail in preflight, saying why (environment `gpu`).
