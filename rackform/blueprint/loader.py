@@ -258,23 +258,22 @@ def _effective(name: str, doc: Located, env: str) -> Effective:
     return Effective(name, env, bp, digest_of(bp), path, doc, origin)
 
 
+def _at_name(name: str, doc: Located, u: Unmatched, message: str) -> Problem:
+    """A problem at the `name:` of an unmatched override item, with the nearest base name."""
+    loc = doc.locate((*u.raw, "name"))
+    fix = closest(u.name, list(u.known)) if u.known else ""
+    return Problem(name, loc.line, loc.col, dotted((*u.raw, "name")), message, fix)
+
+
 def _removals_of_nothing(name: str, doc: Located, unmatched: list[Unmatched]) -> list[Problem]:
     """`{name: X, remove: true}` where the base has no X: a typo that would leave X in place."""
-    out = []
-    for u in unmatched:
-        if u.remove:
-            loc = doc.locate((*u.raw, "name"))
-            out.append(
-                Problem(
-                    name,
-                    loc.line,
-                    loc.col,
-                    dotted((*u.raw, "name")),
-                    f"there is no {u.name!r} to remove (the base has: {', '.join(u.known)})",
-                    closest(u.name, list(u.known)) if u.known else "",
-                )
-            )
-    return out
+    return [
+        _at_name(
+            name, doc, u, f"there is no {u.name!r} to remove (the base has: {', '.join(u.known)})"
+        )
+        for u in unmatched
+        if u.remove
+    ]
 
 
 def _incomplete_additions(
@@ -295,16 +294,13 @@ def _incomplete_additions(
             continue
         if not any(loc[: len(u.effective)] == u.effective for loc in failed):
             continue
-        loc = doc.locate((*u.raw, "name"))
         out.append(
-            Problem(
+            _at_name(
                 name,
-                loc.line,
-                loc.col,
-                dotted((*u.raw, "name")),
+                doc,
+                u,
                 f"{u.name!r} is not in the base (it has: {', '.join(u.known)}), so this adds a "
                 "new item, and the item is not complete on its own",
-                closest(u.name, list(u.known)) if u.known else "",
             )
         )
     return out

@@ -7,29 +7,13 @@ from __future__ import annotations
 from rackform.plan.model import Plan
 from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
 from rackform.targets.bare_metal.schema import BareMetalTarget
-from rackform.targets.base import Adapter
 from rackform.targets.onprem import compile as onprem
-from rackform.targets.onprem import schema as onprem_schema
+from rackform.targets.onprem.adapter import OnPremAdapter
 
 
-class BareMetalAdapter(Adapter):
+class BareMetalAdapter(OnPremAdapter):
     type = "bare_metal"
     schema = BareMetalTarget
-    fabrics = ("infiniband", "roce", "ethernet")
-    nodes_listed = True
-    owned = True
-
-    def rules(self, bp, catalog):
-        return onprem_schema.rules(bp, catalog)
-
-    def group_rules(self, purpose, groups, catalog):
-        return onprem_schema.group_rules(self.type, groups, catalog)
-
-    def ssh_user(self, target) -> str:
-        return target.ssh_user
-
-    def compile_group(self, bp, group, catalog):
-        return onprem.compile_group(bp, group, catalog)
 
     def cost(self, plan: Plan) -> TargetCost:
         t, notes = plan.target, []
@@ -48,11 +32,6 @@ class BareMetalAdapter(Adapter):
             )
             lines.append(Line(item, per_hour, per_hour * hours, where))
         return TargetCost("bare metal (amortized)", tuple(lines), None, tuple(notes))
-
-    def component(self, name, plan, opts, providers):
-        from rackform.targets.onprem.cluster import OnPremCluster
-
-        return OnPremCluster(f"{name}-hosts", plan, opts=opts, provider=providers.get("host"))
 
 
 ADAPTER = BareMetalAdapter()

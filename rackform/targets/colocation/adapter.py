@@ -6,30 +6,17 @@ from __future__ import annotations
 
 from rackform.plan.model import Plan, RackPlan
 from rackform.plan.pricing import UNPRICED, Line, TargetCost
-from rackform.targets.base import Adapter
 from rackform.targets.colocation import schema
 from rackform.targets.onprem import compile as onprem
-from rackform.targets.onprem import schema as onprem_schema
+from rackform.targets.onprem.adapter import OnPremAdapter
 
 
-class ColocationAdapter(Adapter):
+class ColocationAdapter(OnPremAdapter):
     type = "colocation"
     schema = schema.ColocationTarget
-    fabrics = ("infiniband", "roce", "ethernet")
-    nodes_listed = True
-    owned = True
 
     def rules(self, bp, catalog):
-        return onprem_schema.rules(bp, catalog) + schema.rules(bp, catalog)
-
-    def group_rules(self, purpose, groups, catalog):
-        return onprem_schema.group_rules(self.type, groups, catalog)
-
-    def ssh_user(self, target) -> str:
-        return target.ssh_user
-
-    def compile_group(self, bp, group, catalog):
-        return onprem.compile_group(bp, group, catalog)
+        return super().rules(bp, catalog) + schema.rules(bp, catalog)
 
     def compile_target(self, bp, groups, catalog):
         draw = schema.rack_gpu_kw(bp.target.racks, bp.node_groups, catalog)
