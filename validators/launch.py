@@ -108,30 +108,58 @@ _FIELD = re.compile(r"^\s*(rank|exitcode|host|traceback)\s*:\s*(.*)$")
 
 def root_cause(lines: list[str]) -> str | None:
     """torchrun's "Root Cause (first observed failure)" block, in one line: which rank, how
-    it ended, and the last line of its error."""
+    it ended, and the last line of its error. torchrun orders failures by when it saw them, so a
+    rank it stopped with SIGTERM after another died (its error, a lost peer, logged first) can
+    come out as the root cause; a failure torchrun did not cause itself is named instead."""
     try:
         start = max(
             i for i, line in enumerate(lines) if "Root Cause (first observed failure)" in line
         )
     except ValueError:
         return None
-    fields: dict[str, str] = {}
-    trace: list[str] = []
-    for line in lines[start + 1 :]:
+    blocks = _failure_blocks(lines[start + 1 :])
+    others = _failure_blocks(_failures_section(lines[:start]))
+    root = blocks[0] if blocks else ({}, [])
+    if _code(root[0]) == "-15":
+        root = next((b for b in others if _code(b[0]) not in ("-15", "?")), root)
+    fields, trace = root
+    err = trace[-1] if trace else fields.get("traceback", "")
+    if err.startswith("To enable traceback"):  # torchrun's note when a rank simply exited
+        err = ""
+    rank = fields.get("rank", "?").split(" ")[0]
+    text = f"rank {rank} on {fields.get('host', '?')} failed: exit code {_code(fields, full=True)}"
+    return f"{text}; {err}" if err else text
+
+
+def _code(fields: dict[str, str], full: bool = False) -> str:
+    code = re.sub(r"\(pid: \d+\)\s*", "", fields.get("exitcode", "?")).strip()
+    return code if full else code.split(" ")[0]
+
+
+def _failures_section(lines: list[str]) -> list[str]:
+    """The lines of torchrun's "Failures:" section before the root cause (empty if none)."""
+    starts = [i for i, line in enumerate(lines) if line.strip() == "Failures:"]
+    return lines[starts[-1] + 1 :] if starts else []
+
+
+def _failure_blocks(lines: list[str]) -> list[tuple[dict[str, str], list[str]]]:
+    """Each `[n]:` block of a torchrun failure section: its fields and traceback lines."""
+    blocks: list[tuple[dict[str, str], list[str]]] = []
+    for line in lines:
         if line.startswith("====="):
             break
+        if re.match(r"^\s*\[\d+\]:\s*$", line):
+            blocks.append(({}, []))
+            continue
+        if not blocks or line.startswith("-----"):
+            continue
+        fields, trace = blocks[-1]
         m = _FIELD.match(line)
         if m and m.group(1) not in fields:
             fields[m.group(1)] = m.group(2).strip()
         elif "traceback" in fields and line.strip():
             trace.append(line.strip())
-    err = trace[-1] if trace else fields.get("traceback", "")
-    if err.startswith("To enable traceback"):  # torchrun's note when a rank simply exited
-        err = ""
-    rank = fields.get("rank", "?").split(" ")[0]
-    code = re.sub(r"\(pid: \d+\)\s*", "", fields.get("exitcode", "?")).strip()
-    text = f"rank {rank} on {fields.get('host', '?')} failed: exit code {code}"
-    return f"{text}; {err}" if err else text
+    return blocks
 
 
 def _watchdog_lines(lines: list[str]) -> list[str]:

@@ -270,3 +270,41 @@ def test_omp_threads_set_for_the_job_unless_given(monkeypatch):
     assert launch._env()["OMP_NUM_THREADS"] == "1"  # torchrun's own default, set silently
     monkeypatch.setenv("OMP_NUM_THREADS", "6")
     assert launch._env()["OMP_NUM_THREADS"] == "6"
+
+
+# torchrun ordered the ranks by when it saw them fail: rank 0's lost-peer error, logged while
+# torchrun was already stopping it (SIGTERM) after rank 1 was killed, came out as the root cause.
+SIGTERMED_FIRST = """\
+Failures:
+[1]:
+  time      : 2026-11-24_13:58:01
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 4242)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 4242
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-24_13:58:01
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 4241)
+  error_file: /tmp/x/error.json
+  traceback : Traceback (most recent call last):
+    File "smoke.py", line 1, in <module>
+  RuntimeError: [gloo] Connection closed by peer [127.0.0.1]:29500
+============================================================
+"""
+
+
+def test_the_rank_torchrun_stopped_is_not_named_as_the_cause():
+    text = launch.root_cause(SIGTERMED_FIRST.splitlines())
+    assert text.startswith("rank 1 on localhost failed: exit code -9"), text
+
+
+def test_a_sigterm_alone_is_still_named():
+    only = SIGTERMED_FIRST[SIGTERMED_FIRST.index("Root Cause") :]
+    assert launch.root_cause(only.splitlines()).startswith(
+        "rank 0 on localhost failed: exit code -15"
+    )
