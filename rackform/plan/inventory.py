@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rackform.catalog.raid import role_table
-from rackform.plan.model import Plan, thaw
+from rackform.plan.model import Plan
 from rackform.plan.thresholds import Expectations
 
 # (name, address, port) of a node that exists; for AWS it comes from stack outputs.
@@ -50,9 +50,8 @@ def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> 
 
 
 def with_nodes(plan: Plan, nodes: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, Any]:
-    """The plan's inventory with the nodes a stack created ({group: [[name, address, port]]})."""
-    if not any(nodes.values()):
-        return thaw(plan.inventory)
+    """The plan's inventory with the nodes a stack created ({group: [[name, address, port]]});
+    a group the stack names no node of keeps the plan's hosts."""
     return inventory(plan, {g: [tuple(n) for n in ns] for g, ns in nodes.items()})
 
 

@@ -28,7 +28,7 @@ def stack_setting(key: str) -> str | None:
 def build(plan: Plan, **providers) -> Cluster:
     """Create every resource of the cluster and export its outputs. `providers` may replace the
     dynamic providers (host, configure, validate), for tests."""
-    adapter(plan.target_type).check_stack_config(plan, {"aws:region": stack_setting("aws:region")})
+    adapter(plan.target_type).check_stack_config(plan, stack_setting)
     # lifecycle.protect becomes Pulumi's own protect, which children inherit: even a bare
     # `pulumi destroy` then refuses to delete a protected cluster.
     opts = pulumi.ResourceOptions(protect=True) if plan.lifecycle.protect else None

@@ -6,7 +6,7 @@ component. `registry.py` lists them by `type`; nothing else in rackform branches
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rackform.blueprint.schema.base import Strict, Violation
@@ -67,8 +67,9 @@ class Adapter:
         """Stack config keys beyond rackform's own (e.g. the AWS provider's region)."""
         return {}
 
-    def check_stack_config(self, plan: Plan, config: Any) -> None:
-        """Refuse a stack whose own config contradicts the blueprint (raises ProgramError)."""
+    def check_stack_config(self, plan: Plan, setting: Callable[[str], str | None]) -> None:
+        """Refuse a stack whose own config contradicts the blueprint (raises ProgramError);
+        `setting("ns:key")` reads a key of the stack's config."""
 
     def cost(self, plan: Plan) -> TargetCost:
         raise NotImplementedError

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from email.utils import formatdate
 from pathlib import Path
 
-from rackform.testbed.image import MIRROR, PACKAGES, SUITE, ImageError, _check_tools, cache_dir
+from rackform.testbed.image import MIRROR, PACKAGES, SUITE, _check_tools, _run, cache_dir
 
 # What the roles install on a Debian 12 host without GPUs (the testbed's), and what their
 # modules need there: python3-apt (the apt module, check mode included) and python3-packaging
@@ -68,23 +68,8 @@ def _build(final: Path, log: Callable[[str], None]) -> None:
     start = time.monotonic()
     log(f"testbed: downloading the roles' {len(ROLE_PACKAGES)} packages with their dependencies")
     include = ",".join([*PACKAGES, *ROLE_PACKAGES])
-    proc = subprocess.run(
-        [
-            "debootstrap",
-            "--download-only",
-            "--variant=minbase",
-            f"--include={include}",
-            SUITE,
-            str(target),
-            MIRROR,
-        ],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-        raise ImageError("debootstrap --download-only failed:\n" + "\n".join(tail))
+    argv = ["debootstrap", "--download-only", "--variant=minbase", f"--include={include}"]
+    _run([*argv, SUITE, str(target), MIRROR], "debootstrap --download-only")
     repo = work / "repo"
     repo.mkdir()
     for deb in sorted((target / "var/cache/apt/archives").glob("*.deb")):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from rackform.blueprint.schema.sections import NodeGroup
 from rackform.catalog import Catalog
@@ -105,12 +104,12 @@ class AwsAdapter(Adapter):
     def stack_config(self, target) -> Mapping[str, str]:
         return {"aws:region": target.region}
 
-    def check_stack_config(self, plan: Plan, config: Any) -> None:
+    def check_stack_config(self, plan: Plan, setting) -> None:
         """The blueprint is the source of truth; a stack whose aws:region says otherwise would
         create the cluster somewhere the blueprint does not say."""
         from rackform.stack.errors import ProgramError
 
-        region = config.get("aws:region")
+        region = setting("aws:region")
         if region and region != plan.target.region:
             raise ProgramError(
                 f"stack config aws:region is {region} but the blueprint says {plan.target.region}",
@@ -122,7 +121,9 @@ class AwsAdapter(Adapter):
         t, c = plan.target, plan.figures.cost
         hours = c.hours_per_month.value
         lines, notes, lo, hi = [], [], 0.0, 0.0
-        unpriced = sorted({g.instance.key for g in plan.node_groups} - self._priced(plan))
+        unpriced = sorted(
+            {g.instance.key for g in plan.node_groups if t.region not in g.instance.priced_in}
+        )
         if unpriced:
             where = ", ".join(plan.node_groups[0].instance.priced_in)
             notes.append(
@@ -167,12 +168,6 @@ class AwsAdapter(Adapter):
                 f"${lo:,.2f}-${hi:,.2f}/hour"
             )
         return TargetCost(f"aws {t.market}", tuple(lines), spot, tuple(notes))
-
-    @staticmethod
-    def _priced(plan: Plan) -> set[str]:
-        return {
-            g.instance.key for g in plan.node_groups if plan.target.region in g.instance.priced_in
-        }
 
     def component(self, name, plan, opts, providers):
         from rackform.targets.aws.cluster import AwsCluster  # pulumi_aws loads only for AWS
