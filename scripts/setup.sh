@@ -23,6 +23,9 @@ if ((want_test)); then
   # The dcgm role's scrape config is loaded by a real Prometheus on loopback (promtool with it).
   # Debian's package does not start the service where there is no init system to start it.
   apt_pkgs+=(prometheus)
+  # rackform reap's notify action is tested against a real Alertmanager on loopback (the tests
+  # start their own on free ports with a temp data dir, never the packaged service).
+  apt_pkgs+=(prometheus-alertmanager)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do

@@ -11,6 +11,7 @@ from rackform.cli import (  # noqa: F401
     compile_cmd,
     configure_cmd,
     plan_cmd,
+    reap_cmd,
     schema_cmd,
     smoke_cmd,
     stack_cmd,

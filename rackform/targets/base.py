@@ -50,6 +50,30 @@ class Adapter:
         did not validate, so they show with the other mistakes)."""
         return []
 
+    def idle_actions(self, purpose: str) -> tuple[str, ...]:
+        """What `rackform reap --apply` can do to an idle cluster of this target and purpose."""
+        return ("notify",)
+
+    def idle_rules(self, bp: Blueprint) -> list[Violation]:
+        """lifecycle.idle.action must be one this target carries out for the cluster's purpose
+        (e.g. no power-off on AWS: there is no BMC to reach)."""
+        idle = bp.lifecycle.idle
+        allowed = self.idle_actions(bp.purpose)
+        if idle is None or idle.action in allowed:
+            return []
+        return [
+            Violation(
+                ("lifecycle", "idle", "action"),
+                f"{idle.action} is not an idle action for a {bp.purpose} cluster on {self.type}",
+                "use one of: " + ", ".join(allowed),
+            )
+        ]
+
+    def reaper(self) -> Any:
+        """What carries out `rackform reap`'s actions on this target (rackform.reap.target's
+        `Reaper`): its live tags, and the actions themselves."""
+        raise NotImplementedError
+
     def ssh_user(self, target: Any) -> str:
         """The user Ansible logs in as."""
         raise NotImplementedError
@@ -62,6 +86,14 @@ class Adapter:
     ) -> tuple[Any, tuple[RackPlan, ...]]:
         """(what the target derives for its component, the racks with their planned power)."""
         return None, ()
+
+    def role_vars(self, plan: Plan) -> Mapping[str, Any]:
+        """Role variables the target adds (e.g. what the machine image preinstalled)."""
+        return {}
+
+    def inventory_vars(self, plan: Plan) -> Mapping[str, Any]:
+        """Inventory variables for every node (e.g. how the controller's SSH reaches them)."""
+        return {}
 
     def stack_config(self, target: Any) -> Mapping[str, str]:
         """Stack config keys beyond rackform's own (e.g. the AWS provider's region)."""

@@ -98,6 +98,7 @@ class Blueprint(Strict):
                 )
             )
         out += ADAPTERS[self.target.type].rules(self, load_catalog())
+        out += ADAPTERS[self.target.type].idle_rules(self)
         check(out)
         return self
 

@@ -7,9 +7,9 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from rackform.blueprint.schema.base import Strict
+from rackform.blueprint.schema.base import Strict, Violation, check
 
 Name = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
 
@@ -31,6 +31,10 @@ class Host(Strict):
         tuple[str, ...],
         Field(description="Checkpoint drives by serial or /dev/disk/by-id name; empty finds them."),
     ] = ()
+    bmc: Annotated[
+        Bmc | None,
+        Field(description="The host's BMC (Redfish), for `rackform reap`'s power-off."),
+    ] = None
 
     @field_validator("address")
     @classmethod
@@ -39,6 +43,82 @@ class Host(Strict):
             return str(ipaddress.ip_address(v))
         except ValueError as exc:
             raise ValueError(f"{v!r} is not an IP address") from exc
+
+
+class Bmc(Strict):
+    """A host's baseboard management controller, reached over Redfish. Credentials are named,
+    never written in the blueprint: environment variables, or a file that holds `user:password`."""
+
+    address: Annotated[
+        str,
+        Field(
+            description="Redfish service root, e.g. https://10.50.1.11 (http:// only on a closed management network).",
+            pattern=r"^https?://[A-Za-z0-9.:\[\]-]+(:\d+)?/?$",
+        ),
+    ]
+    system: Annotated[
+        str | None,
+        Field(
+            description="Redfish ComputerSystem id under /redfish/v1/Systems/; default: the BMC's only system."
+        ),
+    ] = None
+    username_env: Annotated[
+        str | None,
+        Field(
+            description="Environment variable holding the BMC user.", pattern=r"^[A-Z_][A-Z0-9_]*$"
+        ),
+    ] = None
+    password_env: Annotated[
+        str | None,
+        Field(
+            description="Environment variable holding the BMC password.",
+            pattern=r"^[A-Z_][A-Z0-9_]*$",
+        ),
+    ] = None
+    credentials_file: Annotated[
+        str | None,
+        Field(description="File holding `user:password` (a secret mounted on the controller)."),
+    ] = None
+    verify_tls: Annotated[bool, Field(description="Check the BMC's TLS certificate.")] = True
+    timeout_s: Annotated[
+        float, Field(description="Seconds to wait for the BMC on each request.", gt=0, le=300)
+    ] = 10
+
+    @model_validator(mode="after")
+    def _credentials(self) -> Bmc:
+        env = self.username_env is not None or self.password_env is not None
+        if env and self.credentials_file is not None:
+            check(
+                [
+                    Violation(
+                        ("credentials_file",),
+                        "credentials come from the environment or a file, not both",
+                        "keep username_env/password_env or credentials_file",
+                    )
+                ]
+            )
+        if env and (self.username_env is None or self.password_env is None):
+            missing = "password_env" if self.password_env is None else "username_env"
+            check(
+                [
+                    Violation(
+                        (missing,),
+                        f"{missing} is missing: the BMC needs a user and a password",
+                        f"add {missing}: NAME_OF_AN_ENVIRONMENT_VARIABLE",
+                    )
+                ]
+            )
+        if not env and self.credentials_file is None:
+            check(
+                [
+                    Violation(
+                        ("credentials_file",),
+                        "the BMC has no credentials",
+                        "add username_env and password_env, or credentials_file",
+                    )
+                ]
+            )
+        return self
 
 
 class NodeGroup(Strict):
@@ -263,6 +343,11 @@ class ValidationSpec(Strict):
     ] = Thresholds()
 
 
+# What `rackform reap --apply` may do to an idle cluster; which of them a target allows is the
+# target adapter's rule (`Adapter.idle_actions`).
+IdleAction = Literal["notify", "destroy", "stop", "scale-to-zero", "power-off", "drain"]
+
+
 class IdlePolicy(Strict):
     gpu_util_below_pct: Annotated[
         float, Field(description="A node counts as idle below this GPU utilization.", ge=0, le=100)
@@ -271,8 +356,24 @@ class IdlePolicy(Strict):
         int, Field(description="Idle for this long before the action.", ge=5)
     ] = 120
     action: Annotated[
-        Literal["destroy", "stop", "notify"], Field(description="What `rackform reap` does.")
+        IdleAction,
+        Field(
+            description="What `rackform reap --apply` does: notify (every target); destroy (the AWS stack), stop (AWS training instances), scale-to-zero (AWS inference autoscaling groups with min_count 0); power-off (through each host's BMC) or drain (bare metal, colocation)."
+        ),
     ] = "notify"
+    stalled: Annotated[
+        Literal["report", "act"],
+        Field(
+            description="A stalled job (GPU memory in use, ~0% utilization for the whole window): report only, or act on it like idle capacity."
+        ),
+    ] = "report"
+    memory_in_use_mib: Annotated[
+        float,
+        Field(
+            description="GPU framebuffer in use (MiB) above which a GPU holds a job; below it an unused GPU counts as idle, not stalled.",
+            gt=0,
+        ),
+    ] = 1024
 
 
 class LifecycleSpec(Strict):

@@ -13,7 +13,7 @@ from rackform.catalog import Catalog
 from rackform.plan.arrays import array_plan
 from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
-from rackform.targets.aws import schema
+from rackform.targets.aws import idle, schema
 from rackform.targets.base import Adapter
 
 # Markets whose capacity already has a place: a capacity block or an On-Demand Capacity
@@ -67,6 +67,17 @@ class AwsAdapter(Adapter):
 
     def target_rules(self, raw, catalog: Catalog):
         return schema.region_rules(raw.get("region"), catalog)
+
+    def idle_actions(self, purpose: str) -> tuple[str, ...]:
+        return idle.ACTIONS[purpose]
+
+    def idle_rules(self, bp):
+        return super().idle_rules(bp) + idle.idle_rules(bp)
+
+    def reaper(self):
+        from rackform.targets.aws.reap import AwsReaper
+
+        return AwsReaper()
 
     def ssh_user(self, target) -> str:
         return "ubuntu"  # the Ubuntu images the AMI filter selects

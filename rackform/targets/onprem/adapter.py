@@ -19,6 +19,18 @@ class OnPremAdapter(Adapter):
     def group_rules(self, purpose, groups, catalog):
         return onprem_schema.group_rules(self.type, groups, catalog)
 
+    def idle_actions(self, purpose: str) -> tuple[str, ...]:
+        # Owned hardware is never destroyed by a reaper: it is powered off or drained.
+        return ("notify", "power-off", "drain")
+
+    def idle_rules(self, bp):
+        return super().idle_rules(bp) + onprem_schema.idle_rules(bp)
+
+    def reaper(self):
+        from rackform.targets.onprem.reap import OnPremReaper
+
+        return OnPremReaper()
+
     def ssh_user(self, target) -> str:
         return target.ssh_user
 

@@ -102,3 +102,21 @@ def _group(g: NodeGroup, at: tuple, kind: str, cat: Catalog) -> list[Violation]:
             )
         )
     return out
+
+
+def idle_rules(bp: Blueprint) -> list[Violation]:
+    """power-off reaches each host through its BMC: every host of a GPU group needs one."""
+    idle = bp.lifecycle.idle
+    if idle is None or idle.action != "power-off":
+        return []
+    return [
+        Violation(
+            ("node_groups", i, "hosts", j, "bmc"),
+            f"idle action power-off needs a bmc on host {h.name!r}",
+            "add bmc: {address: https://..., username_env: ..., password_env: ...}, "
+            "or use action: drain or notify",
+        )
+        for i, g in enumerate(bp.node_groups)
+        for j, h in enumerate(g.hosts)
+        if h.bmc is None
+    ]

@@ -1,0 +1,97 @@
+"""The reaper's audit log and its per-cluster lock.
+
+The log is JSON lines, only ever appended: each entry is one `write` of a whole line to a file
+opened with O_APPEND, then fsync, so an earlier entry is never rewritten and a run killed
+mid-way leaves at most a cut last line, which readers skip. Before an action starts, an entry
+says so; a rerun that finds it (within the cluster's window) does not act again, whether or not
+the first run lived to record the result.
+
+The lock is an flock on one file per stack: a second reaper run (two cron jobs overlapping)
+finds it held and leaves that cluster alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+DEFAULT_DIR = Path("~/.rackform/reap")
+DIR_ENV = "RACKFORM_REAP_DIR"
+
+
+def state_dir(given: Path | None = None) -> Path:
+    """--state-dir, else $RACKFORM_REAP_DIR, else ~/.rackform/reap."""
+    return (given or Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)).expanduser()
+
+
+class AuditLog:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def append(self, entry: dict) -> None:
+        line = (json.dumps({"ts": time.time(), **entry}, sort_keys=True) + "\n").encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            # A line cut by an earlier kill would swallow this one: start on a fresh line.
+            if os.fstat(fd).st_size and not self._ends_with_newline():
+                line = b"\n" + line
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
+    def entries(self) -> Iterator[dict]:
+        """Every whole entry, oldest first (a line cut by a kill is skipped)."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            for raw in f:
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    yield entry
+
+    def acted_since(self, stack: str, action: str, since: float) -> dict | None:
+        """The latest action on `stack` begun after `since` that did not fail, if any."""
+        last = None
+        for e in self.entries():
+            if e.get("stack") != stack or e.get("action") != action or e.get("ts", 0) < since:
+                continue
+            if e.get("event") == "action":
+                last = e if e.get("state") in ("started", "done", "partial") else None
+        return last
+
+
+class Held(Exception):
+    """Another reaper run holds the cluster's lock."""
+
+
+@contextmanager
+def cluster_lock(directory: Path, stack: str) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{stack}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Held(f"another reap run holds {path}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

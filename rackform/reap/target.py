@@ -1,0 +1,44 @@
+"""What a target's reaper gives the generic reap run (`Adapter.reaper()`): the cluster's live
+state as the target itself reports it, and its idle actions. The run never branches on the
+target; each adapter's reaper lives beside the adapter (rackform/targets/*/reap.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from rackform.plan.model import Plan
+
+
+@dataclass(frozen=True)
+class Live:
+    """What the target says about the cluster now. `protected`: a protect tag set outside the
+    blueprint (None where the target has no live tags); `started`: unix time the oldest node
+    started, where known; `error`: the live state could not be read (then nothing is done)."""
+
+    protected: bool | None = None
+    started: float | None = None
+    detail: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One subject of an action (a host, a stack, an autoscaling group): done or failed, why."""
+
+    subject: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"subject": self.subject, "ok": self.ok, "detail": self.detail}
+
+
+class ActionError(Exception):
+    """The action could not start at all (a missing tool, credentials): one line."""
+
+
+class Reaper(Protocol):
+    def live(self, plan: Plan) -> Live: ...
+
+    def act(self, plan: Plan, action: str) -> list[Outcome]: ...
