@@ -9,6 +9,7 @@ API and tests all run the program from there, whatever directory the user starte
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -42,3 +43,10 @@ def shown_in_config(path: Path, project: Path) -> str:
         return path.relative_to(project.resolve()).as_posix()
     except ValueError:
         return str(path)
+
+
+def cache_dir() -> Path:
+    """rackform's cache on this machine (built artifacts): $RACKFORM_CACHE, else
+    ~/.cache/rackform."""
+    env = os.environ.get("RACKFORM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "rackform"

@@ -9,9 +9,21 @@ from typing import Any
 from rackform.catalog.raid import role_table
 from rackform.plan.model import Plan
 from rackform.plan.thresholds import Expectations
+from rackform.targets.registry import adapter
 
-# (name, address, port) of a node that exists; for AWS it comes from stack outputs.
-Node = tuple[str, str, int]
+# (name, address, port) of a node that exists, or (name, address, port, instance id) of one a
+# stack created (AWS: the id is what the controller's SSH tunnel names).
+Node = tuple[str, str, int] | tuple[str, str, int, str]
+
+# Role variables that say how to check a cluster, not what to install on it: a change to them
+# (smoke steps, thresholds, the blueprint's digest) reruns validation on request only and never
+# configuration (`configure_vars`).
+VALIDATION_ONLY = (
+    "rackform_digest",
+    "smoke_train_steps",
+    "smoke_train_job_args",
+    "smoke_train_host_args",
+)
 
 
 def group_name(node_group: str) -> str:
@@ -29,8 +41,10 @@ def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> 
         ]
         by_name = {h.name: h for h in g.hosts}
         entries: dict[str, Any] = {}
-        for name, address, port in nodes:
+        for name, address, port, *instance in nodes:
             entry: dict[str, Any] = {"ansible_host": address, "ansible_port": port}
+            if instance:
+                entry["rackform_instance_id"] = instance[0]
             host = by_name.get(name)
             if host is not None and host.rack:
                 entry["rack"] = host.rack
@@ -43,6 +57,7 @@ def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> 
             "vars": {
                 "ansible_user": plan.ssh_user,
                 "ansible_python_interpreter": "/usr/bin/python3",
+                **adapter(plan.target_type).inventory_vars(plan),
             },
             "children": {"gpu_nodes": {"children": children}},
         }
@@ -97,7 +112,16 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         # The job's rendezvous uses the first node's address on the fabric's first interface.
         "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
         **_smoke_expectations(plan.expectations),
+        **adapter(plan.target_type).role_vars(plan),
     }
+
+
+def configure_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The role variables of a configuration run (the Pulumi Configure stage, a node's own
+    bootstrap): what to install, without how to check it; smoke_train prepares its environment
+    but runs no job (validation does)."""
+    out = {k: v for k, v in variables.items() if k not in VALIDATION_ONLY}
+    return {**out, "smoke_train_run": False}
 
 
 def _smoke_expectations(exp: Expectations | None) -> dict[str, Any]:

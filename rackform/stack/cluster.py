@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 
 from rackform.paths import ROLES_DIR
-from rackform.plan.inventory import with_nodes
+from rackform.plan.inventory import configure_vars, with_nodes
 from rackform.plan.model import Plan, thaw
 from rackform.stack.stages import (
     Configure,
@@ -57,6 +57,7 @@ class Cluster(pulumi.ComponentResource):
         host_provider=None,
         configure_provider: ConfigureProvider | None = None,
         validate_provider: ValidateProvider | None = None,
+        revalidate: str = "",
     ):
         props = {
             "cluster": plan.name,
@@ -73,17 +74,24 @@ class Cluster(pulumi.ComponentResource):
             name, plan, child, {"host": host_provider}
         )
         variables = thaw(plan.group_vars)
+        # Configuration installs; it never sees how the cluster is checked (smoke steps,
+        # thresholds, the digest), so editing those reruns nothing on live nodes.
+        installs = configure_vars(variables)
         roles = roles_hash(ROLES_DIR)
         inv = self.target.nodes.apply(lambda nodes: with_nodes(plan, nodes))
+        # How the controller's SSH reaches nodes the stack created (its key, their host key);
+        # None where the user's own SSH setup reaches them (bare metal, colocation).
+        access = getattr(self.target, "access", None)
         self.configure = Configure(
             f"{name}-configure",
             {
                 "cluster": plan.stack,
                 "inventory": inv,
-                "group_vars": variables,
+                "group_vars": installs,
                 "roles_hash": roles,
-                "content_hash": inv.apply(lambda i: content_hash(roles, variables, i)),
+                "content_hash": inv.apply(lambda i: content_hash(roles, installs, i)),
                 "expected_nodes": expected_nodes(plan),
+                "access": access,
             },
             provider=configure_provider,
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.target.node_resources),
@@ -97,6 +105,8 @@ class Cluster(pulumi.ComponentResource):
                 "validation": validation_input(plan),
                 "digest": plan.digest,
                 "configured_hash": self.configure.content_hash,
+                "request": revalidate,
+                "access": access,
             },
             provider=validate_provider,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.configure]),

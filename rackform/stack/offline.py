@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pulumi.asset import FileAsset
 from pulumi.output import Unknown
 from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks, set_all_config, set_mocks
 from pulumi.runtime.mocks import MockMonitor
@@ -65,6 +66,8 @@ def plain(value: Any) -> Any:
     """Inputs as JSON-able values, unknowns as KNOWN_AFTER_UP."""
     if isinstance(value, Unknown) or value == UNKNOWN:
         return KNOWN_AFTER_UP
+    if isinstance(value, FileAsset):
+        return {"file": str(value.path)}
     if isinstance(value, float) and value.is_integer():
         return int(value)  # the wire carries every number as a double
     if isinstance(value, dict):

@@ -16,7 +16,10 @@ from rackform.paths import config_path
 from rackform.plan.model import Plan
 from rackform.stack.cluster import Cluster
 from rackform.stack.errors import ProgramError
+from rackform.stack.stages import ValidationFailed
 from rackform.targets.registry import adapter
+
+REVALIDATE = "rackform:revalidate"
 
 
 def stack_setting(key: str) -> str | None:
@@ -32,7 +35,10 @@ def build(plan: Plan, **providers) -> Cluster:
     # lifecycle.protect becomes Pulumi's own protect, which children inherit: even a bare
     # `pulumi destroy` then refuses to delete a protected cluster.
     opts = pulumi.ResourceOptions(protect=True) if plan.lifecycle.protect else None
-    cluster = Cluster(plan.stack, plan, opts=opts, **providers)
+    # `rackform up --revalidate` (or `pulumi config set rackform:revalidate <anything new>`)
+    # asks for a validation run without any other change.
+    revalidate = stack_setting(REVALIDATE) or ""
+    cluster = Cluster(plan.stack, plan, opts=opts, revalidate=revalidate, **providers)
     pulumi.export("cluster", plan.name)
     pulumi.export("environment", plan.environment)
     pulumi.export("digest", plan.digest)
@@ -41,7 +47,22 @@ def build(plan: Plan, **providers) -> Cluster:
     pulumi.export("configured", cluster.configure.content_hash)
     pulumi.export("validation", cluster.validate.report)
     pulumi.export("validation_passed", cluster.validate.passed)
+    pulumi.export("validation_failure", cluster.validate.failure)
+    if plan.validation.strict:
+        # Not exported, so the SDK awaits it only after every RPC, the stack's outputs (the
+        # report) included, has completed: `up` then fails with the state and the evidence kept.
+        pulumi.Output.all(cluster.validate.passed, cluster.validate.failure).apply(
+            lambda verdict: fail_unless_passed(plan, *verdict)
+        )
     return cluster
+
+
+def fail_unless_passed(plan: Plan, passed: bool | None, failure: str | None) -> None:
+    if passed is False:
+        raise ValidationFailed(
+            f"validation of {plan.stack} failed: {failure}; every resource is kept, the report "
+            "is in the stack output `validation`"
+        )
 
 
 def main(project: Path) -> None:

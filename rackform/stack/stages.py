@@ -1,18 +1,31 @@
 """Configure and Validate as resources (Python dynamic providers) that depend on the nodes, so one
 `pulumi up` provisions, then configures, then validates, in that order.
 
-Configure reruns only when its content hash changes: the roles' files, the role variables and
-the inventory. Validate reruns when the blueprint digest, the configuration or the nodes change;
-its report lands in the stack outputs, and with `validation.strict` a failed check fails `up`.
+Configure reruns only when its content hash changes: the roles' files, the variables of what
+they install (`rackform.plan.inventory.configure_vars`: never smoke steps, thresholds, owner or
+the blueprint's digest) and the inventory. Its `read` (what `pulumi refresh` calls) runs the
+roles in check mode and reports the hosts that drifted, so the next `up` converges them again.
+
+Validate runs on create, when the configuration or the nodes change, and when asked
+(`rackform up --revalidate` sets the `request` input); a cosmetic edit never reruns it. It never
+raises for a failed check: the report and `passed` land in its outputs and the stack's, and the
+program fails `up` afterwards when `validation.strict` (rackform/stack/program.py), so the
+state keeps every resource and the evidence of what failed.
 
 The work itself is injected: by default Configure calls `rackform.hosts.runner.configure` (the
 Ansible roles) and Validate `rackform.validation.cluster.validate_cluster` (the smoke_train
 role: host checks and the smoke job on every node).
 Contract, both keyword-only and JSON in, JSON out:
 
-    configure(*, inventory: dict, group_vars: dict) -> dict        # a summary; raises on failure
-    validate_cluster(*, inventory: dict, group_vars: dict, validation: dict) -> dict
+    configure(*, inventory: dict, group_vars: dict, access: dict | None) -> dict
+        # a summary; raises on failure
+    drift(*, inventory: dict, group_vars: dict, access: dict | None) -> dict
+        # {"hosts": {host: ["role : task", ...]}}: what a converge would change (check mode)
+    validate_cluster(*, inventory: dict, group_vars: dict, validation: dict, access) -> dict
         # {"checks": [{"name", "status": "pass"|"fail"|"not-run", "measured", "expected", "unit"}]}
+
+`access` is how the controller's SSH reaches stack-created nodes (the stack's private key and
+the host key its nodes were given), or None where the user's own SSH setup reaches them.
 """
 
 from __future__ import annotations
@@ -25,11 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from rackform.plan.inventory import inventory_hosts
 
 CONFIGURE_WORK = "rackform.hosts.runner:configure"
+DRIFT_WORK = "rackform.hosts.runner:drift"
 VALIDATE_WORK = "rackform.validation.cluster:validate_cluster"
 Work = Callable[..., dict] | str
 
@@ -40,6 +54,7 @@ CONFIGURE_INPUTS = (
     "roles_hash",
     "content_hash",
     "expected_nodes",
+    "access",
 )
 VALIDATE_INPUTS = (
     "cluster",
@@ -48,7 +63,13 @@ VALIDATE_INPUTS = (
     "validation",
     "digest",
     "configured_hash",
+    "request",
+    "access",
 )
+# What makes a validation run again: new nodes, a new configuration, or a request. Not the
+# digest, the thresholds or the smoke steps: a cosmetic edit never reruns the smoke job on a
+# live cluster (they still travel with the next run that happens).
+VALIDATE_TRIGGERS = ("cluster", "inventory", "configured_hash", "request")
 
 
 class StageUnavailable(Exception):
@@ -56,7 +77,8 @@ class StageUnavailable(Exception):
 
 
 class ValidationFailed(Exception):
-    """A strict validation found a failing check (or nothing it could check)."""
+    """A strict validation found a failing check (or nothing it could check); raised by the
+    program after the report is in the outputs."""
 
 
 def resolve(work: Work, stage: str) -> Callable[..., dict]:
@@ -104,9 +126,10 @@ def _inputs(props: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 class ConfigureProvider(ResourceProvider):
     serialize_as_secret_always = False
 
-    def __init__(self, work: Work = CONFIGURE_WORK):
+    def __init__(self, work: Work = CONFIGURE_WORK, drift: Work = DRIFT_WORK):
         super().__init__()
         self.work = work
+        self.drift = drift
 
     def _run(self, props: dict[str, Any]) -> dict[str, Any]:
         hosts = inventory_hosts(props["inventory"])
@@ -118,9 +141,11 @@ class ConfigureProvider(ResourceProvider):
                 "nodes; refusing to configure part of the cluster"
             )
         result = resolve(self.work, "configure")(
-            inventory=props["inventory"], group_vars=props["group_vars"]
+            inventory=props["inventory"],
+            group_vars=props["group_vars"],
+            access=props.get("access"),
         )
-        return {**_inputs(props, CONFIGURE_INPUTS), "result": result}
+        return {**_inputs(props, CONFIGURE_INPUTS), "result": result, "drift": {}}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(f"{props['cluster']}-configure", self._run(props))
@@ -134,6 +159,23 @@ class ConfigureProvider(ResourceProvider):
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(self._run(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """What `pulumi refresh` sees: the roles in check mode over the recorded inventory. A
+        host a converge would change is drift: it is named in `drift`, and the recorded content
+        hash no longer matches, so the next `up` converges again."""
+        if not props.get("inventory"):
+            return ReadResult(id_, props)
+        found = resolve(self.drift, "configure")(
+            inventory=props["inventory"],
+            group_vars=props["group_vars"],
+            access=props.get("access"),
+        )
+        drifted = {h: tasks for h, tasks in sorted(found.get("hosts", {}).items()) if tasks}
+        outs = {**props, "drift": drifted}
+        if drifted:
+            outs["content_hash"] = f"drifted:{','.join(drifted)}"
+        return ReadResult(id_, outs)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         """Configuration stays on the hosts; removing the resource changes nothing on them."""
@@ -166,21 +208,15 @@ class ValidateProvider(ResourceProvider):
             inventory=props["inventory"],
             group_vars=props["group_vars"],
             validation=props["validation"],
+            access=props.get("access"),
         )
-        checks = report.get("checks", [])
-        failed = failed_checks(report)
-        # A report in which nothing passed proved nothing: it never counts as a pass.
-        passed = not failed and any(c.get("status") == "pass" for c in checks)
-        if not passed and props["validation"].get("strict", True):
-            why = summarize(failed) if failed else "no check passed (all not-run or none ran)"
-            raise ValidationFailed(f"validation of {props['cluster']} failed: {why}")
-        return {**_inputs(props, VALIDATE_INPUTS), "report": report, "passed": passed}
+        return {**_inputs(props, VALIDATE_INPUTS), **judge(report)}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(f"{props['cluster']}-validate", self._run(props))
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in VALIDATE_INPUTS if olds.get(k) != news.get(k)]
+        changed = [k for k in VALIDATE_TRIGGERS if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(changed), replaces=[], stables=[])
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -190,9 +226,20 @@ class ValidateProvider(ResourceProvider):
         return None
 
 
+def judge(report: dict[str, Any]) -> dict[str, Any]:
+    """A report's verdict: a pass needs no failed check and at least one passed one (a report in
+    which nothing passed proved nothing); `failure` says why not, in one line."""
+    checks = report.get("checks", [])
+    failed = failed_checks(report)
+    passed = not failed and any(c.get("status") == "pass" for c in checks)
+    why = "" if passed else summarize(failed) if failed else "no check passed (none ran)"
+    return {"report": report, "passed": passed, "failure": why}
+
+
 class Configure(pulumi.dynamic.Resource, module="rackform", name="Configure"):
     content_hash: pulumi.Output[str]
     result: pulumi.Output[dict]
+    drift: pulumi.Output[dict]
 
     def __init__(
         self,
@@ -201,13 +248,17 @@ class Configure(pulumi.dynamic.Resource, module="rackform", name="Configure"):
         provider: ConfigureProvider | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        args = {**{k: props[k] for k in CONFIGURE_INPUTS}, "result": None}
-        super().__init__(provider or ConfigureProvider(), name, args, opts)
+        args = {**{k: props.get(k) for k in CONFIGURE_INPUTS}, "result": None, "drift": None}
+        secret = pulumi.ResourceOptions(additional_secret_outputs=["access"])
+        super().__init__(
+            provider or ConfigureProvider(), name, args, pulumi.ResourceOptions.merge(opts, secret)
+        )
 
 
 class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
     report: pulumi.Output[dict]
     passed: pulumi.Output[bool]
+    failure: pulumi.Output[str]
 
     def __init__(
         self,
@@ -216,5 +267,11 @@ class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
         provider: ValidateProvider | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        args = {**{k: props[k] for k in VALIDATE_INPUTS}, "report": None, "passed": None}
-        super().__init__(provider or ValidateProvider(), name, args, opts)
+        args = {
+            **{k: props.get(k) for k in VALIDATE_INPUTS},
+            **{"report": None, "passed": None, "failure": None},
+        }
+        secret = pulumi.ResourceOptions(additional_secret_outputs=["access"])
+        super().__init__(
+            provider or ValidateProvider(), name, args, pulumi.ResourceOptions.merge(opts, secret)
+        )

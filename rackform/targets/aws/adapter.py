@@ -14,6 +14,7 @@ from rackform.plan.arrays import array_plan
 from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
 from rackform.targets.aws import idle, schema
+from rackform.targets.aws.images import IMAGES, Image
 from rackform.targets.base import Adapter
 
 # Markets whose capacity already has a place: a capacity block or an On-Demand Capacity
@@ -27,7 +28,9 @@ class AwsPlan:
     nodes_cidr: str  # the VPC's first half: the private subnet of the nodes
     public_cidr: str  # a small block at the VPC's end: the NAT gateway's public subnet
     partition: str  # arn partition of the region
-    placement_group: bool  # training nodes share a cluster placement group
+    placement_group: bool  # training nodes share a cluster placement group the stack creates
+    existing_placement_group: str | None  # ... or one that exists already, by name
+    image: Image  # the machine image's kind: filter, user, what it preinstalled
 
 
 def partition(region: str) -> str:
@@ -80,7 +83,33 @@ class AwsAdapter(Adapter):
         return AwsReaper()
 
     def ssh_user(self, target) -> str:
-        return "ubuntu"  # the Ubuntu images the AMI filter selects
+        return IMAGES[target.ami.image].ssh_user
+
+    def role_vars(self, plan: Plan) -> Mapping[str, object]:
+        """On an image that preinstalled the driver and mounts the instance store itself (the
+        DLAMI), the roles adopt the driver (refusing a second branch) and use or replace its
+        array, as the blueprint says."""
+        image = plan.target_plan.image
+        if not image.preinstalled:
+            return {}
+        return {
+            "nvidia_driver_adopt_preinstalled": True,
+            "nvme_raid_preexisting_mount": image.instance_store_mount,
+            "nvme_raid_preexisting_action": plan.target.ami.instance_store,
+        }
+
+    def inventory_vars(self, plan: Plan) -> Mapping[str, object]:
+        """The nodes have no public address and no inbound port from the internet: the
+        controller's SSH goes through the stack's EC2 Instance Connect Endpoint, tunnelled by
+        the AWS CLI (`aws ec2-instance-connect open-tunnel`, AWS CLI v2; EC2 user guide,
+        "Connect to an instance using EC2 Instance Connect Endpoint"). Each node's instance id
+        comes with the stack's outputs (`rackform_instance_id`)."""
+        return {
+            "rackform_ssh_proxy": (
+                "aws ec2-instance-connect open-tunnel --region "
+                f"{plan.target.region} --instance-id {{{{ rackform_instance_id }}}}"
+            ),
+        }
 
     def compile_group(self, bp, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
         it = catalog.instance(group.instance_type)
@@ -109,8 +138,13 @@ class AwsAdapter(Adapter):
     def compile_target(self, bp, groups, catalog):
         t = bp.target
         nodes, public = split_vpc(t.vpc_cidr)
-        pg = bp.purpose == "training" and t.market not in RESERVED_MARKETS
-        return AwsPlan(nodes, public, partition(t.region), pg), ()
+        # Reserved capacity sits where it was bought: it may name the placement group it was
+        # reserved in, but rackform never creates one around it.
+        create = (
+            bp.purpose == "training" and t.market not in RESERVED_MARKETS and not t.placement_group
+        )
+        image = IMAGES[t.ami.image]
+        return AwsPlan(nodes, public, partition(t.region), create, t.placement_group, image), ()
 
     def stack_config(self, target) -> Mapping[str, str]:
         return {"aws:region": target.region}

@@ -1,5 +1,7 @@
-"""A cluster on AWS: network, node identity (IAM role and instance profile with SSM), the machine
-image, a cluster placement group for training, and one AwsNodeGroup per node group."""
+"""A cluster on AWS: network (with the controller's Instance Connect Endpoint), the stack's key
+material, node identity (IAM role and instance profile), the machine image, a cluster placement
+group for training, the bootstrap artifacts of groups that configure themselves, and one
+AwsNodeGroup per node group."""
 
 from __future__ import annotations
 
@@ -8,9 +10,12 @@ import json
 import pulumi
 import pulumi_aws as aws
 
+from rackform.hosts.bootstrap import user_data
 from rackform.plan.model import Plan
+from rackform.targets.aws.access import NodeKeys, access
+from rackform.targets.aws.bootstrap import ArtifactBucket, group_artifact, node_policy
 from rackform.targets.aws.network import AwsNetwork
-from rackform.targets.aws.nodes import AwsNodeGroup
+from rackform.targets.aws.nodes import AwsNodeGroup, asg_name
 from rackform.targets.aws.tags import aws_tags
 
 SSM_POLICY = "policy/AmazonSSMManagedInstanceCore"
@@ -40,10 +45,14 @@ class AwsCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, plan: Plan, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rackform:aws:Cluster", name, None, opts)
-        target = plan.target
+        target, tp = plan.target, plan.target_plan
         child = pulumi.ResourceOptions(parent=self)
         name = plan.stack  # children are named after the cluster, as their Name tags are
-        self.network = AwsNetwork(f"{name}-network", plan, opts=child)
+        # Inference groups scale on their own: their nodes configure themselves at boot.
+        joining = [g for g in plan.node_groups if plan.purpose == "inference"]
+        self.network = AwsNetwork(f"{name}-network", plan, s3_endpoint=bool(joining), opts=child)
+        self.keys = NodeKeys(f"{name}-keys", plan.stack, opts=child)
+        self.access = access(self.keys)
 
         role = aws.iam.Role(
             f"{name}-node-role",
@@ -52,13 +61,23 @@ class AwsCluster(pulumi.ComponentResource):
             tags=aws_tags(plan, f"{name}-node-role"),
             opts=child,
         )
-        # SSM gives a shell and command channel without opening any port.
+        # SSM gives people a shell and a command channel without any port (a second way in;
+        # the controller uses SSH through the Instance Connect Endpoint).
         aws.iam.RolePolicyAttachment(
             f"{name}-node-ssm",
             role=role.name,
-            policy_arn=f"arn:{plan.target_plan.partition}:iam::aws:{SSM_POLICY}",
+            policy_arn=f"arn:{tp.partition}:iam::aws:{SSM_POLICY}",
             opts=child,
         )
+        if joining:
+            aws.iam.RolePolicy(
+                f"{name}-node-join",
+                role=role.id,
+                policy=node_policy(
+                    tp.partition, target.region, [asg_name(plan, g) for g in joining]
+                ),
+                opts=child,
+            )
         profile = aws.iam.InstanceProfile(
             f"{name}-node-profile",
             role=role.name,
@@ -71,42 +90,91 @@ class AwsCluster(pulumi.ComponentResource):
         else:
             ami = aws.ec2.get_ami_output(
                 most_recent=True,
-                owners=[target.ami.owner],
+                owners=[tp.image.owner],
                 filters=[
-                    {"name": "name", "values": [target.ami.name_filter]},
+                    {"name": "name", "values": [tp.image.name_filter]},
                     {"name": "architecture", "values": ["x86_64"]},
                     {"name": "state", "values": ["available"]},
                 ],
                 opts=pulumi.InvokeOutputOptions(parent=self),
             ).id
 
-        placement = None
-        if plan.target_plan.placement_group:
+        placement: pulumi.Input[str] | None = tp.existing_placement_group
+        if tp.placement_group:
             placement = aws.ec2.PlacementGroup(
                 f"{name}-pg",
                 strategy="cluster",
                 tags=aws_tags(plan, f"{name}-pg"),
                 opts=child,
-            )
+            ).name
 
-        self.groups = [
-            AwsNodeGroup(
-                f"{name}-{g.name}",
-                plan,
-                g,
-                ami=ami,
-                pin_ami=not target.ami.id,
-                subnet=self.network.subnet,
-                security_group=self.network.security_group,
-                instance_profile=profile,
-                placement_group=placement,
-                opts=child,
+        bucket = None
+        if joining:
+            bucket = ArtifactBucket(f"{name}-bootstrap", plan, self.network.s3_endpoint, opts=child)
+
+        self.groups = []
+        for g in plan.node_groups:
+            sha = None
+            data = pulumi.Output.all(
+                self.keys.client_public_key,
+                self.keys.host_private_key,
+                self.keys.host_public_key,
+            ).apply(lambda k: self._user_data(plan, *k))
+            if bucket is not None:
+                artifact = group_artifact(plan, g, asg_name(plan, g))
+                sha = artifact.sha256
+                url = bucket.publish(g, artifact)
+                data = pulumi.Output.all(
+                    self.keys.client_public_key,
+                    self.keys.host_private_key,
+                    self.keys.host_public_key,
+                    url,
+                ).apply(lambda k, sha=sha: self._user_data(plan, *k, sha=sha))
+            self.groups.append(
+                AwsNodeGroup(
+                    f"{name}-{g.name}",
+                    plan,
+                    g,
+                    ami=ami,
+                    pin_ami=not target.ami.id,
+                    subnet=self.network.subnet,
+                    security_group=self.network.security_group,
+                    instance_profile=profile,
+                    placement_group=placement,
+                    user_data=data,
+                    artifact_sha=sha,
+                    opts=child,
+                )
             )
-            for g in plan.node_groups
-        ]
         self.node_resources = [r for g in self.groups for r in g.resources]
         names = [g.name for g in plan.node_groups]
         self.nodes = pulumi.Output.all(*[g.nodes for g in self.groups]).apply(
             lambda lists: dict(zip(names, lists, strict=True))
         )
-        self.register_outputs({"nodes": self.nodes, "vpc_id": self.network.vpc.id})
+        self.register_outputs(
+            {
+                "nodes": self.nodes,
+                "vpc_id": self.network.vpc.id,
+                "instance_connect_endpoint": self.network.endpoint.id,
+            }
+        )
+
+    @staticmethod
+    def _user_data(
+        plan: Plan,
+        client_public: str | None,
+        host_private: str | None,
+        host_public: str | None,
+        url: str = "",
+        sha: str | None = None,
+    ) -> str | None:
+        if not (client_public and host_private and host_public):
+            return None  # known after up (the keys are made by the stack)
+        return user_data(
+            ssh_user=plan.ssh_user,
+            authorized_key=client_public,
+            host_private_key=host_private,
+            host_public_key=host_public,
+            artifact_url=url,
+            artifact_sha256=sha or "",
+        )

@@ -1,6 +1,15 @@
 """The cluster's network on AWS: a VPC, a private subnet for the nodes in the blueprint's zone,
-outbound internet through a NAT gateway (drivers and packages are installed after launch), and
-the security group EFA needs."""
+outbound internet through a NAT gateway (drivers and packages are installed after launch), the
+security group EFA needs, and the controller's way in: an EC2 Instance Connect Endpoint.
+
+Why the Instance Connect Endpoint: it reaches nodes in a private subnet with no public address,
+no inbound port from the internet and no bastion to patch; access is IAM
+(`ec2-instance-connect:OpenTunnel`, with conditions on port and source), and it is plain SSH
+underneath, so Ansible, the roles' reboots and `ssh` work unchanged, with the stack's own keys
+and host-key checking. SSM Session Manager would need the session-manager-plugin binary on the
+controller and an S3 bucket for Ansible's file transfer. (EC2 user guide, "Connect to your
+instances using EC2 Instance Connect Endpoint"; each endpoint carries up to 20 concurrent
+connections, so the runner opens at most 20 at a time on AWS.)"""
 
 from __future__ import annotations
 
@@ -13,24 +22,30 @@ from rackform.plan.model import Plan
 from rackform.targets.aws.tags import aws_tags
 
 ANYWHERE = "0.0.0.0/0"
+SSH = {"protocol": "tcp", "from_port": 22, "to_port": 22}
 
 
-def ssh_rule(cidrs: tuple[str, ...]) -> dict[str, object]:
-    """SSH (tcp/22) from the blueprint's CIDRs only; the schema already refused 0.0.0.0/0 and ::/0
-    unless the blueprint set allow_public_ssh."""
+def ssh_rules(cidrs: tuple[str, ...], endpoint_sg) -> list[dict[str, object]]:
+    """SSH (tcp/22) from the Instance Connect Endpoint, and from the blueprint's private
+    networks when it lists any (the schema refused a set covering more of the internet than its
+    limit)."""
+    rules: list[dict[str, object]] = [
+        {
+            "description": "SSH from the EC2 Instance Connect Endpoint (the controller)",
+            **SSH,
+            "security_groups": [endpoint_sg],
+        }
+    ]
     v4 = [c for c in cidrs if ipaddress.ip_network(c).version == 4]
     v6 = [c for c in cidrs if ipaddress.ip_network(c).version == 6]
-    rule: dict[str, object] = {
-        "description": "SSH from the blueprint's ssh_cidrs",
-        "protocol": "tcp",
-        "from_port": 22,
-        "to_port": 22,
-    }
-    if v4:
-        rule["cidr_blocks"] = v4
-    if v6:
-        rule["ipv6_cidr_blocks"] = v6
-    return rule
+    if v4 or v6:
+        rule: dict[str, object] = {"description": "SSH from the blueprint's ssh_cidrs", **SSH}
+        if v4:
+            rule["cidr_blocks"] = v4
+        if v6:
+            rule["ipv6_cidr_blocks"] = v6
+        rules.append(rule)
+    return rules
 
 
 class AwsNetwork(pulumi.ComponentResource):
@@ -39,8 +54,17 @@ class AwsNetwork(pulumi.ComponentResource):
     vpc: aws.ec2.Vpc
     subnet: aws.ec2.Subnet
     security_group: aws.ec2.SecurityGroup
+    endpoint: aws.ec2transitgateway.InstanceConnectEndpoint
+    s3_endpoint: aws.ec2.VpcEndpoint | None
 
-    def __init__(self, name: str, plan: Plan, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        plan: Plan,
+        *,
+        s3_endpoint: bool = False,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("rackform:aws:Network", name, None, opts)
         target = plan.target
         nodes_cidr, public_cidr = plan.target_plan.nodes_cidr, plan.target_plan.public_cidr
@@ -58,8 +82,8 @@ class AwsNetwork(pulumi.ComponentResource):
             tags=tags("vpc"),
             opts=child,
         )
-        # Nodes never get public addresses: SSH comes from ssh_cidrs over the private network
-        # (VPN, peering, transit gateway) or through SSM, which the instance profile allows.
+        # Nodes never get public addresses: SSH comes through the Instance Connect Endpoint, or
+        # from ssh_cidrs over private networks (VPN, peering, transit gateway).
         self.subnet = aws.ec2.Subnet(
             f"{name}-nodes",
             vpc_id=self.vpc.id,
@@ -109,12 +133,37 @@ class AwsNetwork(pulumi.ComponentResource):
         aws.ec2.RouteTableAssociation(
             f"{name}-nodes-rta", subnet_id=self.subnet.id, route_table_id=nodes_rt.id, opts=child
         )
+        # The endpoint's own group: out to the nodes' SSH only, nothing in (the endpoint is
+        # reached through the EC2 API, not through the VPC).
+        endpoint_sg = aws.ec2.SecurityGroup(
+            f"{name}-eice-sg",
+            vpc_id=self.vpc.id,
+            description=f"rackform {plan.stack}: EC2 Instance Connect Endpoint, SSH to the nodes",
+            egress=[
+                {
+                    "description": "SSH to the nodes",
+                    **SSH,
+                    "cidr_blocks": [nodes_cidr],
+                }
+            ],
+            tags=tags("eice-sg"),
+            opts=child,
+        )
+        self.endpoint = aws.ec2transitgateway.InstanceConnectEndpoint(
+            f"{name}-eice",
+            subnet_id=self.subnet.id,
+            security_group_ids=[endpoint_sg.id],
+            # The nodes see the endpoint's address, so their group admits it by group.
+            preserve_client_ip=False,
+            tags=tags("eice"),
+            opts=child,
+        )
         # EFA needs every protocol and port open between the nodes, in and out, through a rule
-        # that names the security group itself; anything else in is SSH from ssh_cidrs only.
+        # that names the security group itself; anything else in is SSH (see ssh_rules).
         self.security_group = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=self.vpc.id,
-            description=f"rackform {plan.stack}: all traffic between nodes, SSH from ssh_cidrs",
+            description=f"rackform {plan.stack}: all traffic between nodes, SSH from the endpoint",
             ingress=[
                 {
                     "description": "all traffic between the cluster's nodes (EFA, NCCL)",
@@ -123,7 +172,7 @@ class AwsNetwork(pulumi.ComponentResource):
                     "to_port": 0,
                     "self": True,
                 },
-                ssh_rule(target.ssh_cidrs),
+                *ssh_rules(target.ssh_cidrs, endpoint_sg.id),
             ],
             egress=[
                 {
@@ -144,6 +193,20 @@ class AwsNetwork(pulumi.ComponentResource):
             tags=tags("sg"),
             opts=child,
         )
+        # Nodes that configure themselves fetch their artifact from S3 through a gateway
+        # endpoint: the bucket admits requests from this endpoint only (rackform/targets/aws/
+        # bootstrap.py), and the traffic stays off the NAT gateway.
+        self.s3_endpoint = None
+        if s3_endpoint:
+            self.s3_endpoint = aws.ec2.VpcEndpoint(
+                f"{name}-s3",
+                vpc_id=self.vpc.id,
+                service_name=f"com.amazonaws.{target.region}.s3",
+                vpc_endpoint_type="Gateway",
+                route_table_ids=[nodes_rt.id],
+                tags=tags("s3"),
+                opts=child,
+            )
         self.register_outputs(
             {
                 "vpc_id": self.vpc.id,

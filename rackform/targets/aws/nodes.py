@@ -4,11 +4,14 @@ placement group, no EFA)."""
 
 from __future__ import annotations
 
+import base64
+
 import pulumi
 import pulumi_aws as aws
 
 from rackform.plan.model import NodeGroupPlan, Plan
-from rackform.targets.aws.tags import asg_tags, aws_tags, tag_specifications
+from rackform.targets.aws.bootstrap import HOOK, HOOK_TIMEOUT_S
+from rackform.targets.aws.tags import LAUNCH_TAGGED, asg_tags, aws_tags
 
 SSH_PORT = 22
 # Root EBS volume of every node. The DLAMI root is /dev/sda1 and needs ~100 GB; drivers, CUDA and
@@ -78,10 +81,26 @@ def market_options(target) -> dict[str, object]:
     return {}
 
 
+def identity_tags(plan: Plan, group: NodeGroupPlan, name: str) -> dict[str, str]:
+    """The launch template's tags: what a node is, and nothing that a cosmetic edit changes
+    (owner, idle policy, digest). A new template version replaces training instances (the
+    provider's instance docs: changing `launch_template` forces a new instance), so only a change
+    to what a node is may make one; the cluster's other tags go on the instances and the
+    autoscaling group directly, where they update in place."""
+    return {
+        "rackform:cluster": plan.name,
+        "rackform:environment": plan.environment,
+        "rackform:purpose": plan.purpose,
+        "rackform:node-group": group.name,
+        "rackform:driver-branch": plan.software.driver_branch,
+        "Name": name,
+    }
+
+
 class AwsNodeGroup(pulumi.ComponentResource):
     """Launch template plus instances (training) or an autoscaling group (inference)."""
 
-    nodes: pulumi.Output  # list of [name, private address, ssh port]
+    nodes: pulumi.Output  # list of [name, private address, ssh port, instance id]
     resources: list[pulumi.Resource]
 
     def __init__(
@@ -95,7 +114,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
         subnet: aws.ec2.Subnet,
         security_group: aws.ec2.SecurityGroup,
         instance_profile: aws.iam.InstanceProfile,
-        placement_group: aws.ec2.PlacementGroup | None,
+        placement_group: pulumi.Input[str] | None,
+        user_data: pulumi.Input[str],
+        artifact_sha: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("rackform:aws:NodeGroup", name, None, opts)
@@ -115,6 +136,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         else:
             network = {"vpc_security_group_ids": [security_group.id]}
         lt_name = f"{name}-lt"
+        identity = identity_tags(plan, group, name)
         self.launch_template = aws.ec2.LaunchTemplate(
             lt_name,
             description=f"rackform {plan.stack} node group {group.name}",
@@ -122,7 +144,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
             instance_type=it.key,
             key_name=target.key_name,
             iam_instance_profile={"arn": instance_profile.arn},
-            placement={"group_name": placement_group.name} if placement_group else None,
+            placement={"group_name": placement_group} if placement_group else None,
             metadata_options={
                 "http_endpoint": "enabled",
                 "http_tokens": "required",
@@ -139,58 +161,103 @@ class AwsNodeGroup(pulumi.ComponentResource):
                     },
                 }
             ],
+            user_data=pulumi.Output.from_input(user_data).apply(
+                lambda text: base64.b64encode(text.encode()).decode() if text else None
+            ),
             update_default_version=True,
-            tag_specifications=tag_specifications(plan, name),
-            tags=aws_tags(plan, lt_name),
+            tag_specifications=[
+                {"resource_type": kind, "tags": identity} for kind in LAUNCH_TAGGED
+            ],
+            tags=identity,
             **network,
             **market_options(target),
-            # A newer Deep Learning AMI matching the filter must not replace running nodes on the
-            # next `up`: the first image found stays until the blueprint pins ami.id.
+            # A newer image matching the filter must not replace running nodes on the next
+            # `up`: the first image found stays until the blueprint pins ami.id.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["imageId"] if pin_ami else []),
         )
         version = self.launch_template.latest_version.apply(str)
         template = {"id": self.launch_template.id, "version": version}
-        child = pulumi.ResourceOptions(parent=self)
         if training:
-            instances = [
-                aws.ec2.Instance(
-                    f"{name}-{i}",
-                    launch_template=template,
-                    tags=aws_tags(plan, f"{name}-{i}"),
-                    opts=child,
-                )
-                for i in range(group.count)
-            ]
-            self.resources = list(instances)
-            names = [f"{name}-{i}" for i in range(group.count)]
-            self.nodes = pulumi.Output.all(*[x.private_ip for x in instances]).apply(
-                lambda ips: [[n, ip, SSH_PORT] for n, ip in zip(names, ips, strict=True)]
-            )
+            self._instances(name, plan, group, template)
         else:
-            asg = aws.autoscaling.Group(
-                name,
-                min_size=group.min_count if group.min_count is not None else group.count,
-                max_size=group.max_count if group.max_count is not None else group.count,
-                desired_capacity=group.count,
-                vpc_zone_identifiers=[subnet.id],
-                launch_template=template,
-                health_check_type="EC2",
-                wait_for_capacity_timeout="20m",
-                tags=asg_tags(plan, name),
-                # The autoscaler (or an operator scaling by hand) owns the live size; the
-                # blueprint's count is only the size to start with. Without this every `up`
-                # would reset a scaled-out serving fleet back to `count`.
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCapacity"]),
-            )
-            self.resources = [asg]
-            # The group's instances are found by the tag the autoscaler puts on them, once the
-            # group has reached its desired capacity.
-            found = aws.ec2.get_instances_output(
-                instance_tags={"aws:autoscaling:groupName": asg.name},
-                instance_state_names=["running"],
-                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[asg]),
-            )
-            self.nodes = pulumi.Output.all(found.ids, found.private_ips).apply(
-                lambda pair: [[i, ip, SSH_PORT] for i, ip in zip(pair[0], pair[1], strict=True)]
-            )
+            self._autoscaling_group(name, plan, group, template, subnet, artifact_sha)
         self.register_outputs({"launch_template_id": self.launch_template.id, "nodes": self.nodes})
+
+    def _instances(self, name, plan, group, template) -> None:
+        instances = [
+            aws.ec2.Instance(
+                f"{name}-{i}",
+                launch_template=template,
+                # The cluster's tags, owner and idle policy included: updated in place.
+                tags=aws_tags(plan, f"{name}-{i}"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for i in range(group.count)
+        ]
+        self.resources = list(instances)
+        names = [f"{name}-{i}" for i in range(group.count)]
+        self.nodes = pulumi.Output.all(
+            *[pulumi.Output.all(x.private_ip, x.id) for x in instances]
+        ).apply(
+            lambda pairs: [
+                [n, ip, SSH_PORT, iid] for n, (ip, iid) in zip(names, pairs, strict=True)
+            ]
+        )
+
+    def _autoscaling_group(self, name, plan, group, template, subnet, artifact_sha) -> None:
+        asg = aws.autoscaling.Group(
+            name,
+            # Named, not auto-named: a joining node's user data names its group to complete
+            # the launch hook, and the template is made before the group.
+            name=asg_name(plan, group),
+            min_size=group.min_count if group.min_count is not None else group.count,
+            max_size=group.max_count if group.max_count is not None else group.count,
+            desired_capacity=group.count,
+            vpc_zone_identifiers=[subnet.id],
+            launch_template=template,
+            # A node joins in Pending:Wait and stays there, out of service and out of scale-in,
+            # until its bootstrap completes the hook (CONTINUE) or the timeout abandons it
+            # (Auto Scaling user guide, "Amazon EC2 Auto Scaling lifecycle hooks").
+            initial_lifecycle_hooks=[
+                {
+                    "name": HOOK,
+                    "lifecycle_transition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+                    "heartbeat_timeout": HOOK_TIMEOUT_S,
+                    "default_result": "ABANDON",
+                }
+            ],
+            health_check_type="EC2",
+            # Counted from InService, after the hook: a freshly configured node's first checks.
+            health_check_grace_period=300,
+            # A template change (image, driver branch, roles) rolls the group a few nodes at a
+            # time, each configuring itself before it takes traffic.
+            instance_refresh={
+                "strategy": "Rolling",
+                "preferences": {"min_healthy_percentage": 90},
+            },
+            wait_for_capacity_timeout=f"{HOOK_TIMEOUT_S // 60 + 10}m",
+            tags=asg_tags(plan, name),
+            # The autoscaler (or an operator scaling by hand) owns the live size; the
+            # blueprint's count is only the size to start with. Without this every `up`
+            # would reset a scaled-out serving fleet back to `count`.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCapacity"]),
+        )
+        self.resources = [asg]
+        # The cluster's nodes are the group's running instances that finished configuring
+        # themselves with this artifact (they tag themselves): not one still in Pending:Wait,
+        # nor one terminating.
+        found = aws.ec2.get_instances_output(
+            instance_tags={
+                "aws:autoscaling:groupName": asg.name,
+                "rackform:configured": artifact_sha or "",
+            },
+            instance_state_names=["running"],
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[asg]),
+        )
+        self.nodes = pulumi.Output.all(found.ids, found.private_ips).apply(
+            lambda pair: [[i, ip, SSH_PORT, i] for i, ip in zip(pair[0], pair[1], strict=True)]
+        )
+
+
+def asg_name(plan: Plan, group: NodeGroupPlan) -> str:
+    return f"{plan.stack}-{group.name}"

@@ -13,6 +13,8 @@ from pydantic import Field, model_validator
 from rackform.blueprint.schema.base import Cidr, Strict, Violation, check, closest
 from rackform.blueprint.schema.sections import NodeGroup
 from rackform.catalog import Catalog
+from rackform.targets.aws.exposure import public_share
+from rackform.targets.aws.images import DEFAULT_IMAGE, IMAGES
 
 if TYPE_CHECKING:
     from rackform.blueprint.schema.model import Blueprint
@@ -24,18 +26,30 @@ SMALLEST_VPC_PREFIX = 27
 
 
 class AmiSpec(Strict):
+    image: Annotated[
+        Literal[tuple(IMAGES)],
+        Field(
+            description="Machine image: a plain Ubuntu LTS (the roles install everything) or the "
+            "AWS Deep Learning Base AMI (dlami-*, whose preinstalled driver, EFA, NCCL and DCGM "
+            "the roles adopt). With `id`, says which of these the id is."
+        ),
+    ] = DEFAULT_IMAGE
     id: Annotated[
         str | None,
         Field(
-            description="An explicit AMI id (ami-...). Wins over the filter.",
+            description="An explicit AMI id (ami-...), of the kind `image` names. Without it the "
+            "newest image matching `image` at the first `up` is used and kept.",
             pattern=r"^ami-[0-9a-f]{8,17}$",
         ),
     ] = None
-    name_filter: Annotated[
-        str,
-        Field(description="AMI name filter used when no id is given (AWS Deep Learning AMIs)."),
-    ] = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
-    owner: Annotated[str, Field(description="AMI owner account for the filter.")] = "amazon"
+    instance_store: Annotated[
+        Literal["adopt", "replace"],
+        Field(
+            description="DLAMI only: `adopt` uses the array the DLAMI mounts at /opt/dlami/nvme "
+            "for checkpoints; `replace` unmounts it and builds rackform's array on its drives "
+            "(needs storage.checkpoint.allow_wipe)."
+        ),
+    ] = "adopt"
 
 
 class AwsTarget(Strict):
@@ -47,12 +61,27 @@ class AwsTarget(Strict):
     ssh_cidrs: Annotated[
         tuple[Cidr, ...],
         Field(
-            description="CIDRs allowed to reach SSH (port 22). Never 0.0.0.0/0 unless allow_public_ssh.",
-            min_length=1,
+            description="Private networks (VPN, peering, Direct Connect) that may also reach the "
+            "nodes' SSH directly. The controller does not need any: it reaches the nodes through "
+            "the stack's EC2 Instance Connect Endpoint. Together they may not cover more than "
+            "ssh_max_public_share_pct of the internet.",
         ),
-    ]
+    ] = ()
+    ssh_max_public_share_pct: Annotated[
+        float,
+        Field(
+            description="The largest share of the routable internet (percent) ssh_cidrs may "
+            "cover together; private blocks count as none.",
+            ge=0,
+            le=1,
+        ),
+    ] = 0.01
     allow_public_ssh: Annotated[
-        bool, Field(description="Explicitly allow 0.0.0.0/0 or ::/0 in ssh_cidrs.")
+        bool,
+        Field(
+            description="Refused on aws: the nodes have no public address, so SSH from the "
+            "internet could not reach them; use ssh_cidrs or the Instance Connect Endpoint."
+        ),
     ] = False
     vpc_cidr: Annotated[
         Cidr, Field(description="CIDR of the cluster's VPC: IPv4, a /27 or larger.")
@@ -68,8 +97,24 @@ class AwsTarget(Strict):
             pattern=r"^cr-[0-9a-f]{8,17}$",
         ),
     ] = None
+    placement_group: Annotated[
+        str | None,
+        Field(
+            description="An existing cluster placement group for training nodes, by name: the "
+            "one a capacity reservation was made in. Without it, training on on-demand or spot "
+            "gets a placement group of its own, and reserved capacity none.",
+            min_length=1,
+            max_length=255,
+        ),
+    ] = None
     ami: Annotated[AmiSpec, Field(description="Machine image.")] = AmiSpec()
-    key_name: Annotated[str | None, Field(description="EC2 key pair for SSH.")] = None
+    key_name: Annotated[
+        str | None,
+        Field(
+            description="An EC2 key pair for people to log in with, as well as the stack's own "
+            "key (rackform does not need it)."
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _rules(self) -> AwsTarget:
@@ -87,15 +132,25 @@ class AwsTarget(Strict):
                     f"use a zone such as {self.region}a",
                 )
             )
-        for i, c in enumerate(self.ssh_cidrs):
-            if ipaddress.ip_network(c).prefixlen == 0 and not self.allow_public_ssh:
-                out.append(
-                    Violation(
-                        ("ssh_cidrs", i),
-                        f"{c} opens SSH to the whole internet",
-                        "narrow the CIDR, or set allow_public_ssh: true",
-                    )
+        if self.allow_public_ssh:
+            out.append(
+                Violation(
+                    ("allow_public_ssh",),
+                    "aws nodes have no public address: SSH from the internet cannot reach them",
+                    "remove allow_public_ssh; the controller reaches the nodes through the "
+                    "stack's EC2 Instance Connect Endpoint, people through ssh_cidrs",
                 )
+            )
+        share = public_share(self.ssh_cidrs) * 100
+        if share > self.ssh_max_public_share_pct:
+            out.append(
+                Violation(
+                    ("ssh_cidrs",),
+                    f"ssh_cidrs together open SSH to {share:.3g}% of the internet "
+                    f"(the limit is {self.ssh_max_public_share_pct:g}%)",
+                    "list private networks (VPN, peering) or a few public addresses of your own",
+                )
+            )
         vpc = ipaddress.ip_network(self.vpc_cidr)
         if vpc.version != 4 or vpc.prefixlen > SMALLEST_VPC_PREFIX:
             out.append(
@@ -165,6 +220,34 @@ def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
                         "choose an EFA-capable type or fabric: ethernet",
                     )
                 )
+    t = bp.target
+    if t.placement_group and bp.purpose != "training":
+        out.append(
+            Violation(
+                ("target", "placement_group"),
+                "inference nodes are not placed in a cluster placement group",
+                "remove placement_group (training only)",
+            )
+        )
+    image = IMAGES[t.ami.image]
+    if t.ami.instance_store == "replace":
+        if not image.instance_store_mount:
+            out.append(
+                Violation(
+                    ("target", "ami", "instance_store"),
+                    f"{image.key} mounts no instance store of its own: there is nothing to replace",
+                    "remove instance_store (it is for the dlami-* images)",
+                )
+            )
+        elif not bp.storage.checkpoint.allow_wipe:
+            out.append(
+                Violation(
+                    ("target", "ami", "instance_store"),
+                    f"replacing the array {image.key} mounts at {image.instance_store_mount} "
+                    "erases its drives",
+                    "set storage.checkpoint.allow_wipe: true, or instance_store: adopt",
+                )
+            )
     w = bp.workload
     no_interval = w is None or w.checkpoint_interval_min is None
     if bp.target.market == "spot" and bp.purpose == "training" and no_interval:

@@ -15,14 +15,10 @@ def aws_tags(plan: Plan, name: str) -> dict[str, str]:
 
 
 def asg_tags(plan: Plan, name: str) -> list[dict[str, object]]:
-    """An autoscaling group's own tag shape. Not propagated: the launch template's tag
-    specifications tag the instances, so the two never disagree."""
+    """An autoscaling group's own tag shape, propagated to the instances it launches: the
+    launch template carries only what a node is (rackform/targets/aws/nodes.py), so an edit of
+    the owner or the idle policy updates the group in place and reaches the nodes it launches
+    next (instances already running keep the tags they were launched with)."""
     return [
-        {"key": k, "value": v, "propagate_at_launch": False}
-        for k, v in aws_tags(plan, name).items()
+        {"key": k, "value": v, "propagate_at_launch": True} for k, v in aws_tags(plan, name).items()
     ]
-
-
-def tag_specifications(plan: Plan, name: str) -> list[dict[str, object]]:
-    tags = aws_tags(plan, name)
-    return [{"resource_type": kind, "tags": tags} for kind in LAUNCH_TAGGED]

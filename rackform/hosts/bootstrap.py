@@ -1,0 +1,190 @@
+"""Nodes that configure themselves: the artifact a node fetches at first boot and the user data
+that fetches and runs it.
+
+A node an autoscaling group adds long after `up` has no controller to configure it, so it runs
+the same roles on itself, from an artifact pinned by its sha256: the roles, the validators, the
+Ansible collections the roles use (copied from the controller's pinned `ansible` package), the
+node group's configuration variables and `node_bootstrap.py`, the stdlib-only script that
+installs ansible-core in a virtualenv and runs the site playbook over `localhost`. The artifact
+is a deterministic tar.gz (sorted, zero times and owners), so the same inputs give the same
+sha256 on any controller and an unchanged cluster never gets a new launch template.
+
+The user data is a shell script: cloud-init runs a user-data script once, as root, at first
+boot ("User data formats: user-data script", cloud-init docs). It installs the stack's host key
+and the controller's public key first (so the controller can verify the node from its first
+connection, never trusting a key on first use), then fetches the artifact, checks its sha256
+and runs it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import shlex
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rackform.paths import ROLES_DIR, VALIDATORS_DIR
+
+NODE_SCRIPT = Path(__file__).with_name("node_bootstrap.py")
+# The collections the roles call modules from (ansible.posix.mount, community.general.*).
+COLLECTIONS = ("ansible/posix", "community/general")
+# User data is limited to 16 KB before base64 (EC2 user guide, "Run commands when you launch
+# an EC2 instance with user data input"): the script carries keys and a URL, never the roles.
+USER_DATA_LIMIT = 16 * 1024
+
+
+def _collections_root() -> Path:
+    import ansible_collections  # the deploy extra's `ansible` package
+
+    return Path(next(iter(ansible_collections.__path__)))
+
+
+def _files(root: Path, prefix: str) -> list[tuple[str, Path]]:
+    return [
+        (f"{prefix}/{p.relative_to(root).as_posix()}", p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
+
+
+def node_requirements() -> list[str]:
+    """What the node's virtualenv installs: the controller's ansible-core, and boto3 for the
+    two AWS calls a joining node makes (tag itself, complete its lifecycle hook)."""
+    return [f"ansible-core=={metadata.version('ansible-core')}", "boto3>=1.34,<2"]
+
+
+def manifest(
+    variables: Mapping[str, Any],
+    group: str,
+    ssh_user: str,
+    *,
+    aws: Mapping[str, Any] | None = None,
+    pip_args: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The artifact's `bootstrap.json`: what the node script needs to know."""
+    return {
+        "group": group,
+        "ssh_user": ssh_user,
+        "vars": dict(variables),
+        "pip": {"requirements": node_requirements(), "args": list(pip_args)},
+        "aws": dict(aws) if aws else None,
+    }
+
+
+@dataclass(frozen=True)
+class Artifact:
+    path: Path
+    sha256: str
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def build_artifact(spec: Mapping[str, Any], cache: Path) -> Artifact:
+    """The artifact for `spec` (a `manifest`), built once into `cache` and reused."""
+    members = [("bootstrap.json", json.dumps(spec, sort_keys=True, indent=1).encode())]
+    files = [("node_bootstrap.py", NODE_SCRIPT)]
+    files += _files(ROLES_DIR, "roles") + _files(VALIDATORS_DIR, "validators")
+    for c in COLLECTIONS:
+        files += _files(_collections_root() / c, f"collections/ansible_collections/{c}")
+    key = hashlib.sha256()
+    for name, data in members:
+        key.update(name.encode() + b"\0" + data + b"\0")
+    for name, path in files:
+        key.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    path = cache / f"rackform-bootstrap-{key.hexdigest()[:20]}.tar.gz"
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        tmp.write_bytes(_tar(members, files))
+        tmp.replace(path)
+    return Artifact(path, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def _tar(members: list[tuple[str, bytes]], files: list[tuple[str, Path]]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        entries = [(n, d, 0o644) for n, d in members]
+        entries += [
+            (n, p.read_bytes(), 0o755 if p.stat().st_mode & 0o111 else 0o644) for n, p in files
+        ]
+        for name, data, mode in sorted(entries):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            tar.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def user_data(
+    *,
+    ssh_user: str,
+    authorized_key: str,
+    host_private_key: str,
+    host_public_key: str,
+    artifact_url: str = "",
+    artifact_sha256: str = "",
+) -> str:
+    """The node's user data: keys, then (when given) the artifact fetched, checked and run."""
+    q = shlex.quote
+    lines = [
+        "#!/bin/sh",
+        "# rackform node user data: cloud-init runs it once, as root, at first boot.",
+        "set -eu",
+        "umask 077",
+        "# The stack's host key: the controller trusts this key and no other for the node.",
+        "rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub",
+        f"printf '%s\\n' {q(host_private_key.strip())} > /etc/ssh/ssh_host_ed25519_key",
+        f"printf '%s\\n' {q(host_public_key.strip())} > /etc/ssh/ssh_host_ed25519_key.pub",
+        "chmod 600 /etc/ssh/ssh_host_ed25519_key; chmod 644 /etc/ssh/ssh_host_ed25519_key.pub",
+        "mkdir -p /etc/ssh/sshd_config.d",
+        "echo 'HostKey /etc/ssh/ssh_host_ed25519_key' > /etc/ssh/sshd_config.d/10-rackform.conf",
+        "# The controller's key, for the image's login user.",
+        f"home=$(getent passwd {q(ssh_user)} | cut -d: -f6)",
+        'mkdir -p "$home/.ssh"',
+        f"key={q(authorized_key.strip())}",
+        'grep -qxF "$key" "$home/.ssh/authorized_keys" 2>/dev/null || '
+        'printf \'%s\\n\' "$key" >> "$home/.ssh/authorized_keys"',
+        f'chown -R {q(ssh_user)}: "$home/.ssh"; chmod 700 "$home/.ssh"',
+        "systemctl restart ssh 2>/dev/null || systemctl restart sshd",
+    ]
+    if artifact_url:
+        lines += [
+            "# The pinned artifact: fetched, checked against its sha256, run.",
+            f"dir=/opt/rackform/bootstrap/{artifact_sha256}",
+            'mkdir -p "$dir"',
+            "python3 - <<'FETCH'",
+            "import hashlib, io, tarfile, time, urllib.request",
+            f"url, want = {artifact_url!r}, {artifact_sha256!r}",
+            "for attempt in range(30):",
+            "    try:",
+            "        data = urllib.request.urlopen(url, timeout=60).read()",
+            "        break",
+            "    except OSError as exc:",
+            "        print(f'fetching {url}: {exc}; retrying', flush=True)",
+            "        time.sleep(10)",
+            "else:",
+            "    raise SystemExit(f'could not fetch {url}')",
+            "got = hashlib.sha256(data).hexdigest()",
+            "if got != want:",
+            "    raise SystemExit(f'{url}: sha256 {got}, expected {want}: refusing to run it')",
+            "safe = {'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}",
+            "with tarfile.open(fileobj=io.BytesIO(data)) as tar:",
+            f"    tar.extractall('/opt/rackform/bootstrap/{artifact_sha256}', **safe)",
+            "FETCH",
+            'exec python3 "$dir/node_bootstrap.py" "$dir"',
+        ]
+    text = "\n".join(lines) + "\n"
+    if len(text.encode()) > USER_DATA_LIMIT:
+        raise ValueError(f"user data is {len(text.encode())} bytes; EC2 takes {USER_DATA_LIMIT}")
+    return text

@@ -1,0 +1,142 @@
+"""Where nodes that configure themselves (an inference autoscaling group's) get their artifact on
+AWS: a private S3 bucket of the stack's, readable only through the VPC's S3 gateway endpoint.
+
+The node fetches the artifact with a plain HTTPS GET, no credentials and no AWS CLI on the
+image: the bucket policy allows `s3:GetObject` to requests that arrive through this VPC
+endpoint (`aws:SourceVpce`), and Block Public Access stays fully on, which such a policy
+passes, since S3 counts a policy limited to a fixed `aws:SourceVpce` as non-public (S3 user
+guide, "Blocking public access to your Amazon S3 storage", section "The meaning of public").
+The object's key carries the artifact's sha256, which the user data checks again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from rackform.hosts.bootstrap import Artifact, build_artifact, manifest
+from rackform.paths import cache_dir
+from rackform.plan.inventory import configure_vars, group_name
+from rackform.plan.model import NodeGroupPlan, Plan, thaw
+from rackform.targets.aws.tags import aws_tags
+
+HOOK = "rackform-configure"
+# How long a joining node may take to configure itself before the hook abandons it (the
+# driver, EFA and the smoke environment: tens of minutes on a GPU instance).
+HOOK_TIMEOUT_S = 3600
+
+
+def group_artifact(plan: Plan, group: NodeGroupPlan, asg_name: str) -> Artifact:
+    spec = manifest(
+        configure_vars(thaw(plan.group_vars)),
+        group_name(group.name),
+        plan.ssh_user,
+        aws={"region": plan.target.region, "asg": asg_name, "hook": HOOK},
+    )
+    return build_artifact(spec, cache_dir() / "artifacts")
+
+
+def bucket_policy(bucket_arn: str, endpoint_id: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "NodesThroughTheVpcEndpoint",
+                    "Effect": "Allow",
+                    "Principal": "*",
+                    "Action": "s3:GetObject",
+                    "Resource": f"{bucket_arn}/bootstrap/*",
+                    "Condition": {"StringEquals": {"aws:SourceVpce": endpoint_id}},
+                }
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+class ArtifactBucket(pulumi.ComponentResource):
+    """The bucket, its access block and policy; `publish` adds one artifact."""
+
+    def __init__(
+        self,
+        name: str,
+        plan: Plan,
+        endpoint: aws.ec2.VpcEndpoint,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("rackform:aws:ArtifactBucket", name, None, opts)
+        self.plan = plan
+        child = pulumi.ResourceOptions(parent=self)
+        self.bucket = aws.s3.Bucket(name, force_destroy=True, tags=aws_tags(plan, name), opts=child)
+        block = aws.s3.BucketPublicAccessBlock(
+            f"{name}-private",
+            bucket=self.bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-policy",
+            bucket=self.bucket.id,
+            policy=pulumi.Output.all(self.bucket.arn, endpoint.id).apply(
+                lambda pair: bucket_policy(*pair)
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[block]),
+        )
+        self.register_outputs({"bucket": self.bucket.id})
+
+    def publish(self, group: NodeGroupPlan, artifact: Artifact) -> pulumi.Output[str]:
+        """Upload the artifact; its URL (virtual-hosted style, the region's endpoint)."""
+        key = f"bootstrap/{artifact.sha256}.tar.gz"
+        obj = aws.s3.BucketObjectv2(
+            f"{self._name}-{group.name}-artifact",
+            bucket=self.bucket.id,
+            key=key,
+            source=pulumi.FileAsset(str(artifact.path)),
+            content_type="application/gzip",
+            tags=aws_tags(self.plan, f"{self._name}-{group.name}-artifact"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        region = self.plan.target.region
+        return pulumi.Output.all(self.bucket.bucket, obj.key).apply(
+            lambda pair: f"https://{pair[0]}.s3.{region}.amazonaws.com/{pair[1]}"
+        )
+
+
+def node_policy(partition: str, region: str, asg_names: list[str]) -> str:
+    """What a joining node may do on its own behalf: tag itself once configured, and complete
+    its group's launch hook. Tagging is limited to the instance making the call
+    (`ec2:SourceInstanceARN`, EC2 user guide, "IAM roles for Amazon EC2": condition keys)."""
+    groups = [
+        f"arn:{partition}:autoscaling:{region}:*:autoScalingGroup:*:autoScalingGroupName/{n}"
+        for n in asg_names
+    ]
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "TagItselfConfigured",
+                    "Effect": "Allow",
+                    "Action": "ec2:CreateTags",
+                    "Resource": f"arn:{partition}:ec2:{region}:*:instance/*",
+                    "Condition": {
+                        "StringEquals": {"aws:ARN": "${ec2:SourceInstanceARN}"},
+                        "ForAllValues:StringEquals": {"aws:TagKeys": ["rackform:configured"]},
+                    },
+                },
+                {
+                    "Sid": "CompleteItsLaunchHook",
+                    "Effect": "Allow",
+                    "Action": "autoscaling:CompleteLifecycleAction",
+                    "Resource": groups,
+                },
+            ],
+        },
+        sort_keys=True,
+    )
