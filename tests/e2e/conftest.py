@@ -1,13 +1,27 @@
-"""The e2e's phase timer. Each phase's time is printed when the module's tests end and again
-in pytest's closing summary, just above the short test summary, where the tail of a CI log
-shows it."""
+"""The e2e's session fixtures: one testbed (two Debian VMs under QEMU), the wheel server and the
+package repository, shared by every e2e file in the session, so that a later file runs on the
+VMs an earlier one booted and converged (files run in name order: test_configure_vms.py first).
+The shared helpers (`cli`, `sh`, `shown`, `blueprint`) are in tests/e2e/vms.py.
+
+And the phase timer: each phase's time is printed when the session's tests end and again in
+pytest's closing summary, just above the short test summary, where the tail of a CI log shows
+it."""
 
 from __future__ import annotations
 
+import functools
+import http.server
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+from loopback import http_server
+from vms import TORCH, cli, find_torch_wheel, qemus_of, sh, shown
+
+from rackform.testbed import lifecycle
 
 PHASE_LINES = pytest.StashKey[list[str]]()
 
@@ -33,7 +47,7 @@ class Phases:
         return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def phases(request):
     p = Phases()
     yield p
@@ -49,3 +63,72 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_sep("=", lines[1].rstrip(":"))
         for line in lines[2:]:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def testbed(tmp_path_factory, phases):
+    d = tmp_path_factory.mktemp("testbed")
+    try:
+        with phases("testbed up: base image (cached after the first build) and 2 VMs booted"):
+            proc = cli("testbed", "up", "--nodes", "2", "--dir", d)
+        assert proc.returncode == 0, shown(proc)
+        bed = lifecycle.Testbed.load(d)
+        phases.notes.append(
+            f"accelerator {bed.accel} ({bed.accel_why}); image {bed.timings['image_s']} s,"
+            f" boot {bed.timings['boot_s']} s"
+        )
+        yield bed
+    finally:
+        down = cli("testbed", "down", "--dir", d, timeout=120)
+        assert down.returncode == 0, shown(down)
+        assert qemus_of(d) == [], "QEMU processes left running"
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # one line per request on stderr otherwise
+        pass
+
+
+@pytest.fixture(scope="session")
+def wheel_server(phases):
+    """torch (the local CPU wheel) and its dependencies, served on 127.0.0.1; the guests reach
+    the host's loopback at 10.0.2.2 through QEMU's user network."""
+    wheel = find_torch_wheel()
+    if wheel is None:
+        yield None
+        return
+    cache = Path.home() / ".cache" / "rackform" / f"wheelhouse-torch-{TORCH}-cp311"
+    with phases("wheelhouse: torch wheel + dependencies (cached)"):
+        if not (cache / "done").exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
+                 "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+                 "-d", cache, wheel, "numpy"],
+                capture_output=True, text=True, timeout=900,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            (cache / "done").write_text("")
+    handler = functools.partial(_QuietHandler, directory=str(cache))
+    with http_server(handler) as port:
+        yield port
+
+
+@pytest.fixture(scope="session")
+def apt_repo(testbed, phases):
+    """The packages the roles install, served on 127.0.0.1 as the VMs' only apt source (the
+    image holds none of them: the roles must bring what they need)."""
+    from rackform.testbed.apt import ensure_repo, sources_line
+
+    with phases("local package repository (cached after the first download)"):
+        repo = ensure_repo(log=lambda line: None)
+    handler = functools.partial(_QuietHandler, directory=str(repo))
+    with http_server(handler) as port:
+        line = sources_line(port).strip()
+        for node in ("node1", "node2"):
+            sh(
+                testbed,
+                node,
+                f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list",
+            )
+        yield port

@@ -11,15 +11,14 @@ installing torch (this machine's CPU wheel, served on loopback) and running the 
 both VMs over gloo with torchrun, its reports fetched back. RACKFORM_E2E_SMOKE=0 leaves
 smoke_train out (a quicker local run); CI runs it.
 
-Each phase's time is printed when the test ends and again in pytest's closing summary
-(tests/e2e/conftest.py), where the tail of a CI log shows it. Budget on a 2-core CI machine: 20
+Each phase's time is printed when the session's tests end and again in pytest's closing summary
+(tests/e2e/conftest.py, with the testbed and server fixtures this file shares with the other
+e2e files), where the tail of a CI log shows it. Budget on a 2-core CI machine: 20
 minutes (the base image is built beforehand by the test setup, `rackform testbed image`).
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
@@ -30,140 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import yaml
-from loopback import http_server
+from vms import MOUNT, ROOT, TORCH, blueprint, cli, sh, shown
 
 from rackform.testbed import lifecycle
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-TORCH = "2.13.0"
-MOUNT = "/mnt/checkpoints"
 DIRTY_SERIAL = "RFTB02N2"  # node2's third drive: it gets a filesystem before the first converge
-
-
-def cli(*args, timeout: float = 1500) -> subprocess.CompletedProcess:
-    """The real `rackform` command, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "rackform", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def shown(proc: subprocess.CompletedProcess) -> str:
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-3000:]}"
-
-
-def qemus_of(d: Path) -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                cmd = (p / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if cmd.startswith(b"qemu-system") and str(d).encode() in cmd:
-                pids.append(int(p.name))
-    return pids
-
-
-@pytest.fixture(scope="module")
-def testbed(tmp_path_factory, phases):
-    d = tmp_path_factory.mktemp("testbed")
-    try:
-        with phases("testbed up: base image (cached after the first build) and 2 VMs booted"):
-            proc = cli("testbed", "up", "--nodes", "2", "--dir", d)
-        assert proc.returncode == 0, shown(proc)
-        bed = lifecycle.Testbed.load(d)
-        phases.notes.append(
-            f"accelerator {bed.accel} ({bed.accel_why}); image {bed.timings['image_s']} s,"
-            f" boot {bed.timings['boot_s']} s"
-        )
-        yield bed
-    finally:
-        down = cli("testbed", "down", "--dir", d, timeout=120)
-        assert down.returncode == 0, shown(down)
-        assert qemus_of(d) == [], "QEMU processes left running"
-
-
-def find_torch_wheel() -> Path | None:
-    """The CPU torch wheel this machine carries (never a download: PyPI's is the CUDA build)."""
-    dirs = [Path(p) for p in os.environ.get("PIP_FIND_LINKS", "").split() if p]
-    dirs += [Path("/opt/wheels"), *Path("/opt").glob("pypi*/files")]
-    for d in dirs:
-        found = sorted(d.glob(f"torch-{TORCH}+cpu-cp311-*manylinux*x86_64.whl"))
-        if found:
-            return found[0]
-    return None
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # one line per request on stderr otherwise
-        pass
-
-
-@pytest.fixture(scope="module")
-def wheel_server(phases):
-    """torch (the local CPU wheel) and its dependencies, served on 127.0.0.1; the guests reach
-    the host's loopback at 10.0.2.2 through QEMU's user network."""
-    wheel = find_torch_wheel()
-    if wheel is None:
-        yield None
-        return
-    cache = Path.home() / ".cache" / "rackform" / f"wheelhouse-torch-{TORCH}-cp311"
-    with phases("wheelhouse: torch wheel + dependencies (cached)"):
-        if not (cache / "done").exists():
-            cache.mkdir(parents=True, exist_ok=True)
-            proc = subprocess.run(
-                [sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
-                 "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-                 "-d", cache, wheel, "numpy"],
-                capture_output=True, text=True, timeout=900,
-            )  # fmt: skip
-            assert proc.returncode == 0, proc.stderr
-            (cache / "done").write_text("")
-    handler = functools.partial(_QuietHandler, directory=str(cache))
-    with http_server(handler) as port:
-        yield port
-
-
-@pytest.fixture(scope="module")
-def apt_repo(testbed, phases):
-    """The packages the roles install, served on 127.0.0.1 as the VMs' only apt source (the
-    image holds none of them: the roles must bring what they need)."""
-    from rackform.testbed.apt import ensure_repo, sources_line
-
-    with phases("local package repository (cached after the first download)"):
-        repo = ensure_repo(log=lambda line: None)
-    handler = functools.partial(_QuietHandler, directory=str(repo))
-    with http_server(handler) as port:
-        line = sources_line(port).strip()
-        for node in ("node1", "node2"):
-            sh(
-                testbed,
-                node,
-                f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list",
-            )
-        yield port
-
-
-def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
-    """The testbed's blueprint, with node2 finding its drives itself (no serials listed) and
-    two environments: `wipe` (allow_wipe) and `gpu` (the same VMs declared as GPU nodes)."""
-    doc = yaml.safe_load(Path(bed.blueprint).read_text())
-    doc["node_groups"][0]["hosts"][1].pop("nvme")
-    doc["environments"] = {
-        "wipe": {"storage": {"checkpoint": {"allow_wipe": True}}},
-        "gpu": {"node_groups": [{"name": "vms", "gpu": "L4", "gpus_per_node": 1}]},
-    }
-    path = tmp / "testbed-e2e.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
 
 
 MKFS_TASK = "nvme_raid : Make the filesystem, aligned to the stripe"
@@ -232,10 +104,6 @@ def summary(stdout: str) -> dict[str, dict[str, int]]:
             )
         )
     return rows
-
-
-def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> str:
-    return bed.ssh(node).run(command, check=check).stdout
 
 
 def on_both(check) -> dict:

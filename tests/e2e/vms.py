@@ -1,0 +1,77 @@
+"""Helpers the e2e files share: the real `rackform` command, SSH into a testbed VM, and the
+testbed's blueprint. Plain functions in a module of their own, not in conftest.py: every
+conftest.py is imported under the one name `conftest`, so importing from it is unreliable (see
+tests/conftest.py). The fixtures (testbed, wheel_server, apt_repo, phases) are in conftest.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from rackform.testbed import lifecycle
+
+ROOT = Path(__file__).resolve().parents[2]
+TORCH = "2.13.0"
+MOUNT = "/mnt/checkpoints"
+
+
+def cli(*args, timeout: float = 1500) -> subprocess.CompletedProcess:
+    """The real `rackform` command, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "rackform", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def shown(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+
+
+def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> str:
+    return bed.ssh(node).run(command, check=check).stdout
+
+
+def qemus_of(d: Path) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith(b"qemu-system") and str(d).encode() in cmd:
+                pids.append(int(p.name))
+    return pids
+
+
+def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
+    """The testbed's blueprint, with node2 finding its drives itself (no serials listed) and
+    two environments: `wipe` (allow_wipe) and `gpu` (the same VMs declared as GPU nodes)."""
+    doc = yaml.safe_load(Path(bed.blueprint).read_text())
+    doc["node_groups"][0]["hosts"][1].pop("nvme")
+    doc["environments"] = {
+        "wipe": {"storage": {"checkpoint": {"allow_wipe": True}}},
+        "gpu": {"node_groups": [{"name": "vms", "gpu": "L4", "gpus_per_node": 1}]},
+    }
+    path = tmp / "testbed-e2e.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def find_torch_wheel() -> Path | None:
+    """The CPU torch wheel this machine carries (never a download: PyPI's is the CUDA build)."""
+    dirs = [Path(p) for p in os.environ.get("PIP_FIND_LINKS", "").split() if p]
+    dirs += [Path("/opt/wheels"), *Path("/opt").glob("pypi*/files")]
+    for d in dirs:
+        found = sorted(d.glob(f"torch-{TORCH}+cpu-cp311-*manylinux*x86_64.whl"))
+        if found:
+            return found[0]
+    return None
