@@ -46,6 +46,7 @@ class UtilizationFigures:
     target_fraction: Figure  # the utilization a run should reach
     shared_cloud_fraction: Figure  # what shared cloud VMs typically reach
     owned_breakeven_fraction: Figure  # dedicated hardware pays off above this
+    alert_below_fraction: Figure  # `rackform alerts`: a training cluster below this alerts
 
 
 @dataclass(frozen=True)

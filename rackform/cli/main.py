@@ -8,6 +8,7 @@ import sys
 
 # Each command module adds its commands to `app` when imported.
 from rackform.cli import (  # noqa: F401
+    alerts_cmd,
     compile_cmd,
     configure_cmd,
     plan_cmd,

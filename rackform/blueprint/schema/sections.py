@@ -378,6 +378,14 @@ class IdlePolicy(Strict):
 
 class LifecycleSpec(Strict):
     protect: Annotated[bool, Field(description="Never destroy or reap this cluster.")] = False
+    utilization_alert_minutes: Annotated[
+        int,
+        Field(
+            description="`rackform alerts`: a training cluster whose GPU utilization averages below the catalog's alert level (80%) over this many minutes alerts.",
+            ge=5,
+            le=1440,
+        ),
+    ] = 30
     idle: Annotated[
         IdlePolicy | None,
         Field(description="Idle policy for `rackform reap`; none = never reaped."),

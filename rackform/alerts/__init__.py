@@ -1,0 +1,1 @@
+"""`rackform alerts`: Prometheus recording and alerting rules for clusters, from their plans."""

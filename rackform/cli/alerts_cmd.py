@@ -1,0 +1,43 @@
+"""`rackform alerts FILE... [--env ENV] -o DIR`: one Prometheus rule file per blueprint,
+`DIR/<name>.rules.yml`, with a group per environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from rackform.alerts.rules import rule_file
+from rackform.blueprint.problems import BlueprintError, Problem
+from rackform.cli.app import app
+from rackform.cli.common import Env, fail
+from rackform.engine import prepare, prepare_all
+
+
+@app.command()
+def alerts(
+    files: Annotated[list[Path], typer.Argument(help="Blueprint files.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the rule files.")],
+    env: Env = None,
+) -> None:
+    """Write Prometheus recording and alerting rules for the clusters: utilization below the
+    alert level on training clusters, the idle policy's condition, exporter down or GPUs
+    missing, XID errors, uncorrectable ECC, pending row remaps. Load them with `rule_files:`."""
+    docs: dict[Path, dict] = {}
+    problems: list[Problem] = []
+    for f in files:
+        try:
+            prepared = [prepare(f, env)] if env else prepare_all(f)
+        except BlueprintError as exc:
+            problems += exc.problems
+            continue
+        name = prepared[0].plan.name
+        docs[out / f"{name}.rules.yml"] = rule_file([p.plan for p in prepared])
+    if problems:
+        raise fail(problems)  # nothing written: no half set of rules
+    out.mkdir(parents=True, exist_ok=True)
+    for path, doc in docs.items():
+        path.write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
+        typer.echo(f"wrote {path}")
