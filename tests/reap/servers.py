@@ -1,0 +1,206 @@
+"""Real servers for the reap tests, each on 127.0.0.1 and stopped at the end of its block:
+
+- Prometheus (Debian's package) over hours of dcgm-exporter history, made as OpenMetrics and
+  backfilled with `promtool tsdb create-blocks-from openmetrics` before Prometheus starts on
+  that data directory (seconds, however long the history);
+- sushy-tools' Redfish emulator with its fake systems driver and HTTP basic auth;
+- Alertmanager (Debian's package), with its own data directory and clustering off.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import bcrypt
+import pytest
+from loopback import free_port
+
+from rackform.reap import labels as L
+
+STEP_S = 60  # one sample a minute (dcgm-exporter is scraped more often; the stats are the same)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU's history: utilization and framebuffer in use, from `start_min` minutes ago to
+    `end_min` minutes ago."""
+
+    cluster: str
+    environment: str
+    purpose: str
+    node: str
+    gpu: int
+    util: float | Callable[[int], float]
+    fb_mib: float = 0.0
+    start_min: int = 180
+    end_min: int = 0
+
+
+def openmetrics(gpus: list[Gpu], now: float) -> str:
+    """The GPUs' history as OpenMetrics: each metric family contiguous, each series in order."""
+    out: list[str] = []
+    families = ((L.GPU_UTIL, lambda g, t: g.util(t) if callable(g.util) else g.util),
+                (L.FB_USED, lambda g, t: g.fb_mib))  # fmt: skip
+    end = int(now) - int(now) % STEP_S
+    for name, value in families:
+        out.append(f"# TYPE {name} gauge")
+        for g in gpus:
+            labels = (
+                f'{L.CLUSTER}="{g.cluster}",{L.ENVIRONMENT}="{g.environment}",'
+                f'{L.PURPOSE}="{g.purpose}",{L.NODE}="{g.node}",{L.GPU}="{g.gpu}",'
+                f'UUID="GPU-{g.cluster}-{g.node}-{g.gpu}"'
+            )
+            for i in range(g.start_min * 60 // STEP_S, g.end_min * 60 // STEP_S - 1, -1):
+                t = end - i * STEP_S
+                out.append(f"{name}{{{labels}}} {value(g, i):g} {t}")
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+def need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: run scripts/setup.sh --test")
+    return path
+
+
+def _wait(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0, **req) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{url} exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, **req), timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return  # it answers (e.g. 401 without credentials)
+        except OSError:
+            time.sleep(0.2)
+    pytest.fail(f"{url} did not come up in {timeout:.0f} s: {log.read_text()[-2000:]}")
+
+
+@contextmanager
+def _process(argv: list[str], log: Path, ready: str, **req) -> Iterator[None]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            _wait(ready, proc, log, **req)
+            yield
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def backfill(gpus: list[Gpu], data: Path, now: float) -> Path:
+    """Write the history and turn it into TSDB blocks under data/tsdb."""
+    data.mkdir(parents=True, exist_ok=True)
+    src = data / "history.om"
+    src.write_text(openmetrics(gpus, now))
+    tsdb = data / "tsdb"
+    done = subprocess.run(
+        [need("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(src), str(tsdb)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    src.unlink()
+    return tsdb
+
+
+@contextmanager
+def prometheus(gpus: list[Gpu], data: Path, now: float | None = None) -> Iterator[str]:
+    """Prometheus over the GPUs' backfilled history; yields its URL."""
+    tsdb = backfill(gpus, data, time.time() if now is None else now)
+    config = data / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [
+        need("prometheus"),
+        f"--config.file={config}",
+        f"--storage.tsdb.path={tsdb}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    with _process(argv, data / "prometheus.log", f"{url}/-/ready"):
+        yield url
+
+
+@contextmanager
+def redfish(systems: dict[str, str], data: Path, user: str, password: str) -> Iterator[str]:
+    """sushy-tools' emulator with fake systems ({uuid: power state}) behind basic auth."""
+    data.mkdir(parents=True, exist_ok=True)
+    htpasswd = data / "htpasswd"
+    digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+    htpasswd.write_text(f"{user}:{digest}\n")
+    fake = [{"uuid": u, "name": u, "power_state": s, "external_notifier": False, "nics": []}
+            for u, s in systems.items()]  # fmt: skip
+    config = data / "sushy.conf"
+    config.write_text(
+        f"SUSHY_EMULATOR_FAKE_DRIVER = True\n"
+        f"SUSHY_EMULATOR_FAKE_SYSTEMS = {fake!r}\n"
+        f"SUSHY_EMULATOR_AUTH_FILE = {str(htpasswd)!r}\n"
+        f"SUSHY_EMULATOR_STATE_DIR = {str(data / 'state')!r}\n"
+    )
+    port = free_port()
+    exe = Path(sys.executable).parent / "sushy-emulator"
+    argv = [str(exe), "--config", str(config), "--fake", "-i", "127.0.0.1", "-p", str(port)]
+    url = f"http://127.0.0.1:{port}"
+    with _process(argv, data / "sushy.log", f"{url}/redfish/v1/"):
+        yield url
+
+
+def power_state(url: str, system: str, user: str, password: str) -> str:
+    import base64
+
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    req = urllib.request.Request(
+        f"{url}/redfish/v1/Systems/{system}", headers={"Authorization": f"Basic {token}"}
+    )
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.load(r)["PowerState"]
+
+
+def wait_power(url: str, system: str, want: str, user: str, password: str) -> str:
+    """The fake driver applies a power change 1-11 s after it is asked for (like hardware)."""
+    deadline = time.monotonic() + 20
+    state = power_state(url, system, user, password)
+    while state != want and time.monotonic() < deadline:
+        time.sleep(0.5)
+        state = power_state(url, system, user, password)
+    return state
+
+
+@contextmanager
+def alertmanager(data: Path) -> Iterator[str]:
+    data.mkdir(parents=True, exist_ok=True)
+    config = data / "alertmanager.yml"
+    config.write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [
+        need("prometheus-alertmanager"),
+        f"--config.file={config}",
+        f"--storage.path={data / 'am'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
+    with _process(argv, data / "alertmanager.log", f"{url}/-/ready"):
+        yield url
+
+
+def alerts(url: str) -> list[dict]:
+    with urllib.request.urlopen(f"{url}/api/v2/alerts", timeout=5) as r:
+        return json.load(r)
