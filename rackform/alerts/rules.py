@@ -28,9 +28,11 @@ def group(plan: Plan) -> dict:
         {"record": UTIL_AVG, "expr": f"avg by ({BY}) ({u})"},
         {"record": GPUS, "expr": f"count by ({BY}) ({u})"},
         {
-            # GPUs below the idle policy's level, summed minute by minute over its window.
+            # Each GPU's share of the window below the idle policy's level (sampled each
+            # minute), times the window's hours, summed over the cluster.
             "record": IDLE_HOURS,
-            "expr": f"sum by ({BY}) (sum_over_time(({u} < bool {below})[{window}:1m])) / 60",
+            "expr": f"sum by ({BY}) (avg_over_time(({u} < bool {below})[{window}:1m])) * "
+            f"{policy.for_minutes / 60:g}",
             "labels": {"window": window},
         },
     ]
