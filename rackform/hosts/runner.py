@@ -17,7 +17,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,12 +57,18 @@ class RunResult:
     status: str
     hosts: dict[str, HostSummary] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
+    changed_tasks: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
     artifacts: Path | None = None
 
     @property
     def changed(self) -> int:
         return sum(h.changed for h in self.hosts.values())
+
+
+# An EC2 Instance Connect Endpoint carries at most 20 connections at once (EC2 user guide,
+# "EC2 Instance Connect Endpoint quotas"): runs through one open no more.
+TUNNEL_FORKS = 20
 
 
 def with_access(
@@ -72,16 +79,37 @@ def with_access(
     known_hosts: Path | None = None,
 ) -> dict[str, Any]:
     """A copy of the compiled inventory with the role variables as the `all` group's variables
-    (host variables, such as a host's own NVMe drives, still win) and the SSH key and
-    known_hosts file when given."""
+    (host variables, such as a host's own NVMe drives, still win), the SSH key and known_hosts
+    file when given (then only the hosts' keys in it are trusted: StrictHostKeyChecking=yes),
+    and the inventory's SSH tunnel (`rackform_ssh_proxy`) as ssh's ProxyCommand."""
     inv = copy.deepcopy(inv)
     all_vars = inv.setdefault("all", {}).setdefault("vars", {})
     all_vars.update(variables)
     if private_key is not None:
         all_vars["ansible_ssh_private_key_file"] = str(private_key)
+    args = []
     if known_hosts is not None:
-        all_vars["ansible_ssh_common_args"] = f"-o UserKnownHostsFile={known_hosts}"
+        args += [f"-o UserKnownHostsFile={known_hosts}", "-o StrictHostKeyChecking=yes"]
+    if all_vars.get("rackform_ssh_proxy"):
+        args.append("-o ProxyCommand='{{ rackform_ssh_proxy }}'")
+    if args:
+        all_vars["ansible_ssh_common_args"] = " ".join(args)
     return inv
+
+
+@contextmanager
+def access_files(access: Mapping[str, str] | None) -> Iterator[dict[str, Path]]:
+    """The stack's access ({"private_key", "known_hosts"}) as files for ssh, readable by this
+    user only and removed afterwards; nothing when there is none."""
+    if not access:
+        yield {}
+        return
+    with tempfile.TemporaryDirectory(prefix="rackform-access-") as d:
+        key, hosts = Path(d) / "id_ed25519", Path(d) / "known_hosts"
+        key.touch(mode=0o600)
+        key.write_text(access["private_key"], encoding="utf-8")
+        hosts.write_text(access["known_hosts"], encoding="utf-8")
+        yield {"private_key": key, "known_hosts": hosts}
 
 
 def _message(res: Mapping[str, Any], max_lines: int = 6) -> str:
@@ -130,6 +158,7 @@ class _Progress:
     def __init__(self, out: Callable[[str], None]):
         self.out = out
         self.failures: list[Failure] = []
+        self.changed: dict[str, list[str]] = {}  # host -> "role : task" that changed
 
     def __call__(self, event: Mapping[str, Any]) -> bool:
         kind = event.get("event", "")
@@ -158,6 +187,7 @@ class _Progress:
             if data.get("task_action", "").endswith("debug") and "msg" in res:
                 self.out(f"    {host}: {res['msg']}")
             elif res.get("changed"):
+                self.changed.setdefault(host, []).append(f"{role} : {task}" if role else task)
                 self.out(f"    {host}: changed{took}")
                 for line in diff_lines(res.get("diff")):
                     self.out(f"      {line}")
@@ -176,6 +206,10 @@ def _ansible_playbook() -> Path:
             "ansible-playbook is not installed (pip install 'rackform[deploy]')"
         )
     return Path(found)
+
+
+def _tunnelled(inv: Mapping[str, Any]) -> bool:
+    return bool(inv.get("all", {}).get("vars", {}).get("rackform_ssh_proxy"))
 
 
 def run_playbook(
@@ -212,8 +246,10 @@ def run_playbook(
         limit=limit,
         tags=",".join(tags) or None,
         cmdline=" ".join(cmdline) or None,
-        # Every node at once: the smoke job's rendezvous needs all of them running.
-        forks=max(5, nodes),
+        # Every node at once (the smoke job's rendezvous needs all of them running; it runs
+        # detached, so fewer forks still start every node), but never more connections than an
+        # Instance Connect Endpoint carries when the inventory tunnels through one.
+        forks=min(max(5, nodes), TUNNEL_FORKS) if _tunnelled(inv) else max(5, nodes),
         envvars={
             # ansible-runner starts `ansible-playbook` by name: the one beside this Python.
             "PATH": os.pathsep.join([str(_ansible_playbook().parent), os.environ.get("PATH", "")]),
@@ -233,6 +269,7 @@ def run_playbook(
         rc=runner.rc,
         status=runner.status,
         failures=progress.failures,
+        changed_tasks=progress.changed,
         seconds=time.monotonic() - start,
         artifacts=work,
     )
@@ -326,11 +363,36 @@ def summary(result: RunResult) -> dict[str, Any]:
 
 
 def configure(
-    *, inventory: dict[str, Any], group_vars: dict[str, Any], **options: Any
+    *,
+    inventory: dict[str, Any],
+    group_vars: dict[str, Any],
+    access: Mapping[str, str] | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """The contract the Pulumi configure resource calls (see rackform/stack/stages.py):
     JSON in, a summary out, ConfigureFailed when any host failed. `options` are `run`'s."""
-    result = run(inventory, group_vars, **options)
+    options.setdefault("out", lambda line: print(line, file=sys.stderr))
+    with access_files(access) as files:
+        result = run(inventory, group_vars, **files, **options)
     if result.rc != 0:
         raise ConfigureFailed(result)
     return summary(result)
+
+
+def drift(
+    *,
+    inventory: dict[str, Any],
+    group_vars: dict[str, Any],
+    access: Mapping[str, str] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """What a converge would change, host by host: the roles in check mode (the Pulumi
+    configure resource's `read`, which `pulumi refresh` calls). A host that could not be
+    checked is drift too: nobody knows what it holds."""
+    options.setdefault("out", lambda line: print(line, file=sys.stderr))
+    with access_files(access) as files:
+        result = run(inventory, group_vars, check=True, **files, **options)
+    hosts = {h: list(t) for h, t in result.changed_tasks.items()}
+    for f in result.failures:
+        hosts.setdefault(f.host, []).append(f"{f.role} : {f.task}: not checked: {f.message}")
+    return {"hosts": hosts, "rc": result.rc}

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rackform.hosts.runner import run
+from rackform.hosts.runner import access_files, run
 from rackform.plan.inventory import inventory_hosts
 
 
@@ -44,19 +44,28 @@ def merge_reports(expected_hosts: list[str], reports: dict[str, dict], rc: int) 
 
 
 def validate_cluster(
-    *, inventory: dict[str, Any], group_vars: dict[str, Any], validation: dict[str, Any], **options
+    *,
+    inventory: dict[str, Any],
+    group_vars: dict[str, Any],
+    validation: dict[str, Any],
+    access: dict[str, str] | None = None,
+    **options,
 ) -> dict[str, Any]:
     """The contract of rackform/stack/stages.py: JSON in, the cluster's report out.
     `validation` (strict, thresholds) is judged by the stage; `options` are `ansible_run.run`'s."""
     options.setdefault("out", lambda line: print(line, file=sys.stderr))
     extra = {**options.pop("extravars", {}), "smoke_train_force": True}
-    with tempfile.TemporaryDirectory(prefix="rackform-validate-") as d:
+    with (
+        access_files(access) as files,
+        tempfile.TemporaryDirectory(prefix="rackform-validate-") as d,
+    ):
         result = run(
             inventory,
             group_vars,
             roles=("smoke_train",),
             report_dir=Path(d),
             extravars=extra,
+            **files,
             **options,
         )
         reports = {

@@ -3,15 +3,26 @@ inference clusters, EFA interfaces per type, markets, AMI, SSH exposure and tags
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 import pytest
-from planhelp import AWS_INFERENCE, AWS_TRAINING, of_type, one, plan, taggable, variant
+from planhelp import (
+    AWS_INFERENCE,
+    AWS_TRAINING,
+    of_type,
+    one,
+    plan,
+    taggable,
+    variant,
+    write_blueprint,
+)
 
+from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
 from rackform.catalog import load_catalog
+from rackform.plan.compile import compile_plan
 from rackform.targets.aws.adapter import split_vpc
+from rackform.targets.aws.exposure import public_share
 from rackform.targets.aws.nodes import efa_interfaces
 
 
@@ -23,9 +34,11 @@ def test_training_creates_network_identity_placement_template_and_one_instance_p
     for r in recs:
         counts[r.type] = counts.get(r.type, 0) + 1
     assert counts["aws:ec2/instance:Instance"] == 2
+    assert counts["aws:ec2/securityGroup:SecurityGroup"] == 2  # the nodes', the endpoint's
     for kind in (
         "aws:ec2/vpc:Vpc",
-        "aws:ec2/securityGroup:SecurityGroup",
+        "aws:ec2transitgateway/instanceConnectEndpoint:InstanceConnectEndpoint",
+        "pulumi-python:dynamic/rackform:NodeKeys",
         "aws:ec2/placementGroup:PlacementGroup",
         "aws:ec2/launchTemplate:LaunchTemplate",
         "aws:iam/role:Role",
@@ -55,7 +68,7 @@ def test_p5_launch_template_attaches_all_32_efa_interfaces_primary_first(tmp_pat
     for n in nics[1:]:
         assert n["deviceIndex"] == 1
         assert n["interfaceType"] == "efa-only"
-    sg = one(plan(tmp_path, AWS_TRAINING), "securityGroup:SecurityGroup")
+    sg = _nodes_sg(plan(tmp_path, AWS_TRAINING))
     assert all(n["securityGroups"] == [f"<{sg.name}>.id"] for n in nics)
 
 
@@ -97,36 +110,69 @@ def test_inference_is_an_autoscaling_group_without_placement_group_or_efa(tmp_pa
     assert asg.inputs["launchTemplate"]["id"] == f"<{lt.name}>.id"
 
 
+def _nodes_sg(recs):
+    return next(
+        r
+        for r in of_type(recs, "securityGroup:SecurityGroup")
+        if r.name.endswith("-sg") and "eice" not in r.name
+    )
+
+
 def _ingress(recs):
-    return one(recs, "securityGroup:SecurityGroup").inputs["ingress"]
+    return _nodes_sg(recs).inputs["ingress"]
 
 
-def test_security_group_allows_itself_everything_and_ssh_only_from_ssh_cidrs(tmp_path):
+def test_security_group_allows_itself_everything_and_ssh_from_the_endpoint_and_ssh_cidrs(
+    tmp_path,
+):
     doc = variant(AWS_TRAINING, **{"target.ssh_cidrs": ["10.20.0.0/16", "2001:db8::/32"]})
-    ingress = _ingress(plan(tmp_path, doc))
-    assert len(ingress) == 2
+    recs = plan(tmp_path, doc)
+    ingress = _ingress(recs)
+    assert len(ingress) == 3
     own = next(r for r in ingress if r.get("self"))
     assert (own["protocol"], own["fromPort"], own["toPort"]) == ("-1", 0, 0)
-    ssh = next(r for r in ingress if not r.get("self"))
+    eice_sg = next(r for r in of_type(recs, "securityGroup:SecurityGroup") if "eice" in r.name)
+    via = next(r for r in ingress if r.get("securityGroups"))
+    assert via["securityGroups"] == [f"<{eice_sg.name}>.id"]
+    assert (via["protocol"], via["fromPort"], via["toPort"]) == ("tcp", 22, 22)
+    ssh = next(r for r in ingress if r.get("cidrBlocks"))
     assert (ssh["protocol"], ssh["fromPort"], ssh["toPort"]) == ("tcp", 22, 22)
     assert ssh["cidrBlocks"] == ["10.20.0.0/16"]
     assert ssh["ipv6CidrBlocks"] == ["2001:db8::/32"]
-    egress = one(plan(tmp_path, doc), "securityGroup:SecurityGroup").inputs["egress"]
+    egress = _nodes_sg(recs).inputs["egress"]
     assert any(r.get("self") and r["protocol"] == "-1" for r in egress)
+    # The endpoint's group lets nothing in and only SSH to the nodes' subnet out.
+    assert not eice_sg.inputs.get("ingress")
+    (out,) = eice_sg.inputs["egress"]
+    assert (out["protocol"], out["fromPort"], out["toPort"]) == ("tcp", 22, 22)
+    assert out["cidrBlocks"] == ["10.0.0.0/17"]
+
+
+def test_the_controller_reaches_private_nodes_through_an_instance_connect_endpoint(tmp_path):
+    for doc in (AWS_TRAINING, AWS_INFERENCE, variant(AWS_TRAINING, **{"target.ssh_cidrs": []})):
+        recs = plan(tmp_path, doc)
+        eice = one(recs, "instanceConnectEndpoint:InstanceConnectEndpoint")
+        nodes = next(s for s in of_type(recs, "ec2/subnet:Subnet") if s.name.endswith("-nodes"))
+        assert eice.inputs["subnetId"] == f"<{nodes.name}>.id"
+        assert eice.inputs["preserveClientIp"] is False
+        configure = one(recs, "rackform:Configure")
+        proxy = compile_plan(load_effective(write_blueprint(tmp_path, doc))).inventory["all"][
+            "vars"
+        ]["rackform_ssh_proxy"]
+        assert proxy.startswith("aws ec2-instance-connect open-tunnel --region ")
+        assert proxy.endswith("--instance-id {{ rackform_instance_id }}")
+        # The stack's keys reach Configure (secret; known after up under the mocks).
+        assert configure.inputs["access"] == "(known after up)"
 
 
 def _open_to_world(ingress) -> bool:
     blocks = [c for r in ingress for c in r.get("cidrBlocks", []) + r.get("ipv6CidrBlocks", [])]
-    return any(ipaddress.ip_network(c).prefixlen == 0 for c in blocks)
+    return public_share(blocks) > 0.0001
 
 
-def test_no_public_ingress_unless_the_blueprint_allows_it(tmp_path):
+def test_no_public_ingress(tmp_path):
     assert not _open_to_world(_ingress(plan(tmp_path, AWS_TRAINING)))
     assert not _open_to_world(_ingress(plan(tmp_path, AWS_INFERENCE)))
-    public = variant(
-        AWS_TRAINING, **{"target.ssh_cidrs": ["0.0.0.0/0"], "target.allow_public_ssh": True}
-    )
-    assert _open_to_world(_ingress(plan(tmp_path, public)))
 
 
 def test_nodes_subnet_is_in_the_blueprint_zone_and_gives_no_public_addresses(tmp_path):
@@ -141,6 +187,8 @@ def test_nodes_subnet_is_in_the_blueprint_zone_and_gives_no_public_addresses(tmp
 
 
 def test_every_taggable_aws_resource_carries_the_cluster_tags_and_its_name(tmp_path):
+    # Launch templates are the exception: they carry what a node is, no cosmetic tag
+    # (tests/targets/test_aws_churn.py).
     for doc in (AWS_TRAINING, AWS_INFERENCE):
         recs = plan(tmp_path, doc)
         want = {
@@ -154,7 +202,7 @@ def test_every_taggable_aws_resource_carries_the_cluster_tags_and_its_name(tmp_p
         aws = [r for r in recs if r.type.startswith("aws:")]
         checked = 0
         for r in aws:
-            if not taggable(r.type):
+            if not taggable(r.type) or r.type.endswith("launchTemplate:LaunchTemplate"):
                 continue
             raw = r.inputs.get("tags")
             assert raw, f"{r.type} {r.name} has no tags"
@@ -163,7 +211,8 @@ def test_every_taggable_aws_resource_carries_the_cluster_tags_and_its_name(tmp_p
             assert tags["Name"] == r.name
             assert tags["rackform:purpose"] == doc["purpose"]
             checked += 1
-        assert checked >= len(aws) - 3  # only attachments / associations take no tags
+        untaggable = [r.type for r in aws if not taggable(r.type)]
+        assert checked == len(aws) - len(untaggable) - 1, untaggable
         lt = one(recs, "launchTemplate:LaunchTemplate")
         kinds = {s["resourceType"] for s in lt.inputs["tagSpecifications"]}
         assert kinds == {"instance", "volume", "network-interface"}
@@ -208,8 +257,13 @@ def test_market(tmp_path, market, market_type, reservation, placement):
 
 def test_ami_from_filter_is_pinned_after_first_launch(tmp_path):
     lt = one(plan(tmp_path, AWS_TRAINING), "launchTemplate:LaunchTemplate")
-    assert "Deep Learning" in lt.inputs["imageId"]
+    # The default: Canonical's plain Ubuntu 22.04, where the roles install everything.
+    assert "ubuntu-jammy-22.04-amd64-server-*" in lt.inputs["imageId"]
+    assert "099720109477" in lt.inputs["imageId"]
     assert lt.ignore_changes == ["imageId"]
+    dlami = variant(AWS_TRAINING, **{"target.ami": {"image": "dlami-ubuntu-22.04"}})
+    lt = one(plan(tmp_path, dlami), "launchTemplate:LaunchTemplate")
+    assert "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)" in lt.inputs["imageId"]
 
 
 def test_explicit_ami_is_used_as_is(tmp_path):
