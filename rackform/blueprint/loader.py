@@ -78,8 +78,9 @@ def _raw(origin: dict[Path, Path], path: Path) -> Path:
 
 def digest_of(blueprint: Blueprint) -> str:
     """Same effective content, same digest: canonical JSON of the validated model (defaults
-    filled in, environments dropped), so formatting, key order and comments do not count."""
-    body = blueprint.model_dump(mode="json", exclude={"environments"})
+    filled in, environments and the promotion policy dropped), so formatting, key order and
+    comments do not count."""
+    body = blueprint.model_dump(mode="json", exclude={"environments", "promotion"})
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 
@@ -231,8 +232,22 @@ def _effective(name: str, doc: Located, env: str) -> Effective:
                 )
             )
             override = _without(override, fixed)  # report it, and validate the rest
-        override = {k: v for k, v in override.items() if k != "environments"}
-        base = {k: v for k, v in doc.data.items() if k != "environments"}
+        if "promotion" in override:
+            loc = doc.locate((*env_path, "promotion"), key=True)
+            problems.append(
+                Problem(
+                    name,
+                    loc.line,
+                    loc.col,
+                    dotted((*env_path, "promotion")),
+                    "promotion is declared once, in the base blueprint",
+                    f"move it to the top level: promotion: {{{env}: {{from: ...}}}}",
+                )
+            )
+        # Promotion is about the file's environments, not one environment's cluster.
+        top = ("environments", "promotion")
+        override = {k: v for k, v in override.items() if k not in top}
+        base = {k: v for k, v in doc.data.items() if k not in top}
         unmatched: list[Unmatched] = []
         data, origin = merge(base, override, env_path, unmatched)
         data["environments"] = {}

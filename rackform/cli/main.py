@@ -11,6 +11,7 @@ from rackform.cli import (  # noqa: F401
     alerts_cmd,
     compile_cmd,
     configure_cmd,
+    diff_cmd,
     plan_cmd,
     reap_cmd,
     schema_cmd,

@@ -28,6 +28,20 @@ from rackform.targets.registry import ADAPTERS
 DEFAULT_ENV = "default"
 EnvName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
 
+
+
+class Promotion(Strict):
+    """How an environment receives a blueprint: only by promotion from another environment."""
+
+    source: Annotated[
+        EnvName,
+        Field(
+            alias="from",
+            description="The environment whose validated digest this one takes (or default).",
+        ),
+    ]
+
+
 Target = Annotated[
     Union[tuple(a.schema for a in ADAPTERS.values())],  # noqa: UP007 (built from the registry)
     Field(discriminator="type", description="Where the cluster runs (discriminated on `type`)."),
@@ -82,6 +96,14 @@ class Blueprint(Strict):
         ),
     ]
 
+    promotion: Annotated[
+        dict[EnvName, Promotion],
+        Field(
+            default_factory=dict,
+            description="Environments that take this blueprint only by promotion, e.g. prod: {from: staging}: `rackform up` (and `pulumi up`) on prod then needs a promotion record (`rackform promote`) backed by a passing validation report of staging's digest. Base blueprint only; not part of the digest.",
+        ),
+    ]
+
     @model_validator(mode="after")
     def _rules(self) -> Blueprint:
         out: list[Violation] = []
@@ -89,6 +111,7 @@ class Blueprint(Strict):
         out += self._fabric_rules()
         out += self._workload_rules()
         out += duplicate_waivers(self.waivers)
+        out += self._promotion_rules()
         if DEFAULT_ENV in self.environments:
             out.append(
                 Violation(
@@ -101,6 +124,31 @@ class Blueprint(Strict):
         out += ADAPTERS[self.target.type].idle_rules(self)
         check(out)
         return self
+
+    def _promotion_rules(self) -> list[Violation]:
+        """Promotion names environments of this file. An environment's own blueprint carries
+        no environments (nor promotion: the loader keeps it to the base), so this checks the
+        base."""
+        out: list[Violation] = []
+        known = [DEFAULT_ENV, *self.environments]
+        for env, rule in self.promotion.items():
+            if env not in self.environments:
+                out.append(
+                    Violation(
+                        ("promotion", env),
+                        f"promotion names {env!r}, which is not an environment of this blueprint",
+                        f"environments are {', '.join(self.environments) or 'none'}",
+                    )
+                )
+            if rule.source not in known or rule.source == env:
+                out.append(
+                    Violation(
+                        ("promotion", env, "from"),
+                        f"{env} cannot be promoted from {rule.source!r}",
+                        f"name another environment: {', '.join(e for e in known if e != env)}",
+                    )
+                )
+        return out
 
     def _unique_names(self) -> list[Violation]:
         out: list[Violation] = []

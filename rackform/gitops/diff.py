@@ -1,0 +1,253 @@
+"""What a pull request changes, blueprint by blueprint and environment by environment: the
+effective fields, the resources of the offline plan by URN (the program `rackform plan` runs,
+under Pulumi's mocks), the preflight findings that appeared or went away, and the cost delta.
+
+Only blueprints whose file changed between the two revisions are compiled and planned: a
+repository of fifty clusters where a PR touches five plans five (twice: base and head). Each
+revision's file is compiled by the engine (`prepare_all`) from a temporary copy, so nothing is
+checked out and the working tree is never touched.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackform.blueprint.problems import BlueprintError
+from rackform.engine import Prepared, prepare_all
+from rackform.gitops.gitrev import Change, changes, show
+from rackform.plan.model import Plan
+
+# Resources that are running nodes: deleting one, or a change that replaces it, is shown red.
+NODE_TYPES = {
+    "aws:ec2/instance:Instance": ("ami", "availabilityZone", "launchTemplate", "placementGroup",
+                                  "subnetId", "userData", "keyName", "ebsBlockDevices"),
+    "aws:autoscaling/group:Group": ("launchTemplate", "mixedInstancesPolicy", "placementGroup"),
+    "pulumi-python:dynamic/rackform:Host": ("name", "address", "port"),
+}  # fmt: skip
+
+
+@dataclass
+class Side:
+    """One environment of one blueprint at one revision."""
+
+    digest: str
+    fields: dict[str, Any]
+    resources: dict[str, dict[str, Any]]  # urn -> {"type", "inputs"}
+    findings: dict[str, dict[str, Any]]  # "level code path" -> finding as JSON
+    month: float | None
+    run: float | None
+
+
+@dataclass
+class EnvDiff:
+    environment: str
+    status: str  # added | deleted | changed | unchanged
+    digest: tuple[str | None, str | None]
+    fields: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    cost: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def new_errors(self) -> list[dict[str, Any]]:
+        return [
+            f
+            for f in self.findings
+            if f["change"] == "appeared" and f["level"] == "error" and not f["waived"]
+        ]
+
+    @property
+    def red(self) -> list[dict[str, Any]]:
+        """Resources whose change deletes or replaces running nodes."""
+        return [r for r in self.resources if r.get("nodes")]
+
+
+@dataclass
+class BlueprintDiff:
+    path: str
+    status: str  # A, D, M, R
+    old_path: str | None
+    cluster: str
+    environments: list[EnvDiff] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # invalid at one of the revisions
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted paths to leaves; items of a list of named mappings are keyed by name."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and value:
+        named = all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
+        out = {}
+        for i, v in enumerate(value):
+            out.update(flatten(v, f"{prefix}[{v['name'] if named else i}]"))
+        return out
+    return {prefix: value}
+
+
+def side_of(p: Prepared) -> Side:
+    from rackform.stack.offline import record  # Pulumi only when something is planned
+
+    plan = p.plan
+    resources = {}
+    if not p.blocked:
+        resources = {r.urn: {"type": r.type, "inputs": r.inputs} for r in record(plan)}
+    findings = {}
+    for lf in p.report.findings:
+        d = lf.as_dict()
+        findings[f"{d['level']} {d['code']} {d['path']}"] = d
+    cost = p.report.cost
+    return Side(
+        plan.digest,
+        flatten(plan.effective.blueprint.model_dump(mode="json", exclude={"environments"})),
+        resources,
+        findings,
+        cost.usd_per_month,
+        _run_usd(plan, cost),
+    )
+
+
+def _run_usd(plan: Plan, cost) -> float | None:
+    """A training run's cost at the target utilization, where the workload gives one."""
+    if cost.run is None:
+        return None
+    target = plan.figures.utilization.target_fraction.value * 100
+    at = [a for a in cost.run.at if abs(a.utilization_pct - target) < 1e-9] or list(cost.run.at)
+    return at[0].usd if at else None
+
+
+def _property_changes(old: dict, new: dict) -> list[dict[str, Any]]:
+    a, b = flatten(old), flatten(new)
+    return [
+        {"property": k, "old": a.get(k), "new": b.get(k)}
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k) != b.get(k)
+    ]
+
+
+def _touches_nodes(rtype: str, op: str, props: list[dict[str, Any]]) -> str | None:
+    if rtype not in NODE_TYPES:
+        return None
+    if op == "delete":
+        return "deletes"
+    replacing = NODE_TYPES[rtype]
+    if op == "update" and any(
+        p["property"].split(".")[0].split("[")[0] in replacing for p in props
+    ):
+        return "replaces"
+    return None
+
+
+def compare_resources(old: dict, new: dict) -> list[dict[str, Any]]:
+    out = []
+    for urn in sorted(old.keys() | new.keys()):
+        o, n = old.get(urn), new.get(urn)
+        if o is None:
+            out.append({"op": "create", "urn": urn, "type": n["type"], "properties": []})
+            continue
+        if n is None:
+            entry = {"op": "delete", "urn": urn, "type": o["type"], "properties": []}
+        elif o["inputs"] != n["inputs"]:
+            props = _property_changes(o["inputs"], n["inputs"])
+            entry = {"op": "update", "urn": urn, "type": n["type"], "properties": props}
+        else:
+            continue
+        nodes = _touches_nodes(entry["type"], entry["op"], entry["properties"])
+        if nodes:
+            entry["nodes"] = nodes
+        out.append(entry)
+    return out
+
+
+def compare_findings(old: dict, new: dict) -> list[dict[str, Any]]:
+    out = []
+    for key in sorted(old.keys() | new.keys()):
+        if key in old and key in new and old[key]["waived"] == new[key]["waived"]:
+            continue
+        change = "appeared" if key not in old else "went away" if key not in new else "waived"
+        f = new.get(key) or old[key]
+        if change == "waived" and not new[key]["waived"]:
+            change = "unwaived"
+        out.append({"change": change, **f})
+    return out
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else b - a
+
+
+def compare_env(env: str, old: Side | None, new: Side | None) -> EnvDiff:
+    status = "added" if old is None else "deleted" if new is None else "changed"
+    empty = Side("", {}, {}, {}, None, None)
+    o, n = old or empty, new or empty
+    fields = [
+        {"field": k, "old": o.fields.get(k), "new": n.fields.get(k)}
+        for k in sorted(o.fields.keys() | n.fields.keys())
+        if o.fields.get(k) != n.fields.get(k)
+    ]
+    d = EnvDiff(
+        env,
+        status,
+        (old.digest if old else None, new.digest if new else None),
+        fields if old and new else [],
+        compare_resources(o.resources, n.resources),
+        compare_findings(o.findings, n.findings),
+        {
+            "month": {"old": o.month, "new": n.month, "delta": _delta(o.month, n.month)},
+            "run": {"old": o.run, "new": n.run, "delta": _delta(o.run, n.run)},
+        },
+    )
+    if status == "changed" and o.digest == n.digest and not d.resources and not d.findings:
+        d.status = "unchanged"
+    if old is None:  # a new cluster: every cost is added
+        d.cost["month"]["delta"], d.cost["run"]["delta"] = n.month, n.run
+    if new is None:
+        d.cost["month"]["delta"] = None if o.month is None else -o.month
+        d.cost["run"]["delta"] = None if o.run is None else -o.run
+    return d
+
+
+def _sides(
+    repo: Path, commit: str, path: str, label: str, scratch: Path
+) -> tuple[dict[str, Side], str, list[str]]:
+    """Every environment of the file at `commit`: (env -> Side, cluster name, problems)."""
+    copy = scratch / path
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(show(repo, commit, path))
+    try:
+        prepared = prepare_all(copy)
+    except BlueprintError as exc:
+        return {}, "", [str(p).replace(str(copy), f"{path}@{label}") for p in exc.problems]
+    finally:
+        copy.unlink()
+    sides = {p.plan.environment: side_of(p) for p in prepared}
+    return sides, prepared[0].plan.name, []
+
+
+def diff_change(repo: Path, change: Change, base: str, head: str, labels=("base", "head")):
+    with tempfile.TemporaryDirectory(prefix="rackform-diff-") as d:
+        scratch = Path(d)
+        old, new, problems, name = {}, {}, [], ""
+        if change.old:
+            old, name, problems = _sides(repo, base, change.old, labels[0], scratch)
+        if change.new:
+            new, head_name, more = _sides(repo, head, change.new, labels[1], scratch)
+            name, problems = head_name or name, problems + more
+    bd = BlueprintDiff(change.path, change.status, change.old, name, problems=problems)
+    if problems and ((change.old and not old) or (change.new and not new)):
+        # Invalid at one revision: nothing to compare against; the problems say which.
+        return bd
+    for env in sorted(old.keys() | new.keys(), key=lambda e: (e != "default", e)):
+        bd.environments.append(compare_env(env, old.get(env), new.get(env)))
+    return bd
+
+
+def diff(repo: Path, base: str, head: str, paths: list[str], labels=("base", "head")):
+    """Every changed blueprint under `paths` between the two commits."""
+    return [diff_change(repo, c, base, head, labels) for c in changes(repo, base, head, paths)]

@@ -1,0 +1,128 @@
+"""`rackform diff` presented: a Markdown summary made to be posted as a pull-request comment (a
+table per cluster, monthly and per-run cost old -> new and the difference, a total at the
+bottom, red where a change deletes or replaces running nodes: the habit Infracost set) and the
+same data as JSON for machines."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rackform.gitops.diff import BlueprintDiff, EnvDiff
+
+RED = "🔴"
+STATUS = {"A": "new", "D": "deleted", "M": "modified", "R": "renamed"}
+SIGN = {"create": "+", "update": "~", "delete": "-"}
+MAX_VALUE = 60
+
+
+def usd(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    text = f"${abs(v):,.0f}" if abs(v) >= 100 else f"${abs(v):,.2f}"
+    if not signed:
+        return text if v >= 0 else "-" + text
+    return ("+" if v > 0 else "-" if v < 0 else "±") + text
+
+
+def _cost_cell(c: dict[str, Any]) -> str:
+    if c["old"] is None and c["new"] is None:
+        return "-"
+    return f"{usd(c['old'])} → {usd(c['new'])} ({usd(c['delta'], signed=True)})"
+
+
+def _short(v: Any) -> str:
+    text = "∅" if v is None else str(v)
+    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
+
+
+def _digest(d: str | None) -> str:
+    return d.removeprefix("sha256:")[:12] if d else "∅"
+
+
+def _env_rows(bd: BlueprintDiff) -> list[str]:
+    rows = [
+        "| environment | digest | resources | findings | per month | per run |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for e in bd.environments:
+        ops = {op: sum(r["op"] == op for r in e.resources) for op in SIGN}
+        res = " ".join(f"{SIGN[op]}{n}" for op, n in ops.items())
+        if e.red:
+            res = f"{RED} {res}"
+        new = sum(f["change"] in ("appeared", "unwaived") for f in e.findings)
+        gone = len(e.findings) - new
+        rows.append(
+            f"| {e.environment} ({e.status}) | {_digest(e.digest[0])} → {_digest(e.digest[1])}"
+            f" | {res} | +{new} -{gone} | {_cost_cell(e.cost['month'])}"
+            f" | {_cost_cell(e.cost['run'])} |"
+        )
+    return rows
+
+
+def _env_details(e: EnvDiff) -> list[str]:
+    if e.status == "unchanged":
+        return []
+    out = [f"<details><summary>{e.environment}: what changes</summary>", ""]
+    if e.fields:
+        out += ["| field | old | new |", "| --- | --- | --- |"]
+        out += [f"| `{f['field']}` | {_short(f['old'])} | {_short(f['new'])} |" for f in e.fields]
+        out.append("")
+    for r in e.resources:
+        red = f" {RED} **{r['nodes']} running nodes**" if r.get("nodes") else ""
+        out.append(f"- `{SIGN[r['op']]}` `{r['urn']}`{red}")
+        for p in r["properties"]:
+            out.append(f"  - `{p['property']}`: {_short(p['old'])} → {_short(p['new'])}")
+    for f in e.findings:
+        out.append(
+            f"- finding {f['change']}: **{f['level']} {f['code']}** at `{f['path']}`: "
+            f"{f['message']}"
+        )
+    return [*out, "", "</details>", ""]
+
+
+def markdown(diffs: list[BlueprintDiff], base: str, head: str) -> str:
+    lines = [f"## rackform diff `{base}` → `{head}`", ""]
+    if not diffs:
+        return "\n".join([*lines, "No blueprint changed.", ""])
+    month = run = 0.0
+    priced = True
+    for bd in diffs:
+        moved = f", from `{bd.old_path}`" if bd.status == "R" else ""
+        lines.append(f"### {bd.cluster or bd.path} (`{bd.path}`, {STATUS[bd.status]}{moved})")
+        lines.append("")
+        if bd.problems:
+            lines += ["**Invalid blueprint:**", ""]
+            lines += [f"- `{p}`" for p in bd.problems]
+            lines.append("")
+        if bd.environments:
+            lines += [*_env_rows(bd), ""]
+        for e in bd.environments:
+            lines += _env_details(e)
+            for key, total in (("month", "m"), ("run", "r")):
+                delta = e.cost[key]["delta"]
+                if delta is None and (e.cost[key]["old"], e.cost[key]["new"]) != (None, None):
+                    priced = False
+                elif delta is not None and total == "m":
+                    month += delta
+                elif delta is not None:
+                    run += delta
+    red = sum(len(e.red) for bd in diffs for e in bd.environments)
+    lines.append(
+        f"**Total: {usd(month, signed=True)} per month, {usd(run, signed=True)} per run**"
+        + ("" if priced else " (some costs could not be priced)")
+    )
+    if red:
+        lines.append(f"\n{RED} {red} change(s) delete or replace running nodes.")
+    return "\n".join([*lines, ""])
+
+
+def document(diffs: list[BlueprintDiff], base: str, head: str) -> dict[str, Any]:
+    blueprints = []
+    for bd in diffs:
+        d = dataclasses.asdict(bd)
+        for e, raw in zip(bd.environments, d["environments"], strict=True):
+            raw["new_errors"] = len(e.new_errors)
+            raw["replaces_or_deletes_nodes"] = len(e.red)
+        blueprints.append(d)
+    return {"base": base, "head": head, "blueprints": blueprints}
