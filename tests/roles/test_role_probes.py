@@ -35,10 +35,11 @@ def test_gpus_and_nvswitches_are_told_apart_from_other_nvidia_functions(tmp_path
     _pci(sys_root, "0000:18:00.1", "0x10de", "0x22a3", "0x040300")  # its audio function
     _pci(sys_root, "0000:07:00.0", "0x10de", "0x22a3", "0x068000")  # NVSwitch
     _pci(sys_root, "0000:00:04.0", "0x1af4", "0x1000", "0x020000")  # virtio-net
-    got = gpu_probe.probe(str(sys_root), str(tmp_path / "proc"))
+    got = gpu_probe.probe(str(sys_root), str(tmp_path / "proc"), str(tmp_path))
     assert [g["address"] for g in got["gpus"]] == ["0000:18:00.0", "0000:2a:00.0"]
     assert got["nvswitches"] == ["0000:07:00.0"]
     assert got["loaded_version"] == "" and got["nouveau_loaded"] is False
+    assert got["installed"] == []  # nothing in dpkg's database or the library directories
 
 
 def test_the_loaded_driver_version_and_nouveau(tmp_path):
@@ -49,14 +50,15 @@ def test_the_loaded_driver_version_and_nouveau(tmp_path):
         "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
     )
     (tmp_path / "sys" / "module" / "nouveau").mkdir(parents=True)
-    got = gpu_probe.probe(str(tmp_path / "sys"), str(tmp_path / "proc"))
+    got = gpu_probe.probe(str(tmp_path / "sys"), str(tmp_path / "proc"), str(tmp_path))
     assert got["loaded_version"] == "550.90.07" and got["nouveau_loaded"] is True
     assert got["gpus"] == []
 
 
 def test_a_machine_without_gpus_has_none(tmp_path):
     _pci(tmp_path / "sys", "0000:00:02.0", "0x1234", "0x1111", "0x030000")  # QEMU VGA
-    assert gpu_probe.probe(str(tmp_path / "sys"), str(tmp_path / "proc"))["gpus"] == []
+    got = gpu_probe.probe(str(tmp_path / "sys"), str(tmp_path / "proc"), str(tmp_path))
+    assert got["gpus"] == [] and got["installed"] == []
 
 
 def test_fabric_probe_finds_efa_functions_rdma_link_layers_and_interfaces(tmp_path):
