@@ -72,11 +72,75 @@ def test_cidrs_validated(write, cidr):
     assert "is not a valid CIDR" in out["target.ssh_cidrs[0]"].message
 
 
-def test_public_ssh_needs_explicit_permission(write):
-    text = AWS_TRAINING.replace("10.20.0.0/16", "0.0.0.0/0")
-    assert "opens SSH to the whole internet" in messages(write, text)["target.ssh_cidrs[0]"].message
-    allowed = text.replace("  ssh_cidrs:", "  allow_public_ssh: true\n  ssh_cidrs:")
-    assert load_effective(write(allowed, "ok.yaml")).blueprint.target.allow_public_ssh
+@pytest.mark.parametrize(
+    ("cidrs", "share"),
+    [
+        ("0.0.0.0/0", "100%"),
+        ("0.0.0.0/1, 128.0.0.0/1", "100%"),  # the internet, in two halves
+        ("'::/0'", "100%"),
+        ("2000::/4, 3000::/4", "100%"),  # all of IPv6's global unicast
+        ("8.0.0.0/8", "0.453%"),  # a public /8: far more than the default limit
+    ],
+)
+def test_ssh_cidrs_that_together_open_the_internet_are_refused(write, cidrs, share):
+    text = AWS_TRAINING.replace("[10.20.0.0/16]", f"[{cidrs}]")
+    problem = messages(write, text)["target.ssh_cidrs"]
+    assert f"open SSH to {share} of the internet" in problem.message
+
+
+@pytest.mark.parametrize(
+    "cidrs", ["10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16", "203.0.113.7/32", "2001:db8::/32", ""]
+)
+def test_private_networks_and_a_few_public_addresses_pass(write, cidrs):
+    text = AWS_TRAINING.replace("[10.20.0.0/16]", f"[{cidrs}]")
+    assert load_effective(write(text)).blueprint.target.ssh_cidrs == tuple(
+        c.strip() for c in cidrs.split(",") if c.strip()
+    )
+
+
+def test_the_share_limit_is_configurable(write):
+    text = AWS_TRAINING.replace("[10.20.0.0/16]", "[8.0.0.0/8]")
+    raised = text.replace("  ssh_cidrs:", "  ssh_max_public_share_pct: 0.5\n  ssh_cidrs:")
+    assert load_effective(write(raised)).blueprint.target.ssh_cidrs == ("8.0.0.0/8",)
+
+
+def test_allow_public_ssh_is_refused_where_nodes_have_no_public_address(write):
+    text = AWS_TRAINING.replace("  ssh_cidrs:", "  allow_public_ssh: true\n  ssh_cidrs:")
+    problem = messages(write, text)["target.allow_public_ssh"]
+    assert "no public address" in problem.message
+    assert "Instance Connect Endpoint" in problem.fix
+
+
+def test_placement_group_by_name_for_training_only(write):
+    reserved = AWS_TRAINING.replace(
+        "  ssh_cidrs:",
+        "  market: reservation\n  reservation_id: cr-0123456789abcdef0\n"
+        "  placement_group: reserved-pg\n  ssh_cidrs:",
+    )
+    assert load_effective(write(reserved)).blueprint.target.placement_group == "reserved-pg"
+    inference = (
+        AWS_TRAINING.replace("purpose: training", "purpose: inference")
+        .replace("fabric: efa", "fabric: ethernet")
+        .replace("  ssh_cidrs:", "  placement_group: pg\n  ssh_cidrs:")
+    )
+    assert (
+        "inference nodes are not placed"
+        in messages(write, inference)["target.placement_group"].message
+    )
+
+
+def test_replacing_the_dlami_array_needs_allow_wipe_and_a_dlami(write):
+    def with_ami(ami: str, extra: str = "") -> str:
+        return AWS_TRAINING.replace("  ssh_cidrs:", f"  ami: {ami}\n  ssh_cidrs:") + extra
+
+    out = messages(write, with_ami("{image: dlami-ubuntu-22.04, instance_store: replace}"))
+    assert "erases its drives" in out["target.ami.instance_store"].message
+    assert "allow_wipe: true" in out["target.ami.instance_store"].fix
+    out = messages(write, with_ami("{image: ubuntu-22.04, instance_store: replace}"))
+    assert "nothing to replace" in out["target.ami.instance_store"].message
+    wipe = "storage: {checkpoint: {allow_wipe: true}}\n"
+    ok = with_ami("{image: dlami-ubuntu-22.04, instance_store: replace}", wipe)
+    assert load_effective(write(ok)).blueprint.target.ami.instance_store == "replace"
 
 
 def test_training_and_inference_never_mix(write):

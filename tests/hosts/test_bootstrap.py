@@ -1,0 +1,136 @@
+"""The pieces of a node that configures itself, checked with the real tools: the artifact is
+deterministic and holds what the node script needs; the user data is valid sh under EC2's size
+limit; the stack's keys are keys OpenSSH reads. The whole bootstrap runs in a fresh testbed VM in
+tests/e2e/test_bootstrap_vm.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+
+from planhelp import (
+    AWS_INFERENCE,
+    AWS_TRAINING,
+    BARE_METAL,
+    of_type,
+    one,
+    plan,
+    variant,
+    write_blueprint,
+)
+
+from rackform.blueprint.loader import load_effective
+from rackform.hosts.bootstrap import USER_DATA_LIMIT, build_artifact, manifest, user_data
+from rackform.hosts.node_bootstrap import inventory
+from rackform.plan.compile import compile_plan
+from rackform.plan.inventory import configure_vars
+from rackform.plan.model import thaw
+from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
+
+
+def _plan(tmp_path, doc):
+    return compile_plan(load_effective(write_blueprint(tmp_path, doc)))
+
+
+def test_the_artifact_is_deterministic_and_holds_roles_collections_and_its_variables(tmp_path):
+    p = _plan(tmp_path, BARE_METAL)
+    spec = manifest(configure_vars(thaw(p.group_vars)), "ng_hgx", p.ssh_user)
+    one = build_artifact(spec, tmp_path / "a")
+    two = build_artifact(spec, tmp_path / "b")
+    assert one.sha256 == two.sha256 and one.path.read_bytes() == two.path.read_bytes()
+    with tarfile.open(one.path) as tar:
+        names = set(tar.getnames())
+        assert {"node_bootstrap.py", "roles/site.yml", "bootstrap.json"} <= names
+        assert "collections/ansible_collections/ansible/posix/MANIFEST.json" in names
+        assert "collections/ansible_collections/community/general/MANIFEST.json" in names
+        assert any(n.startswith("validators/") for n in names)
+        assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+        shipped = json.loads(tar.extractfile("bootstrap.json").read())
+    assert shipped["vars"]["smoke_train_run"] is False
+    assert "rackform_digest" not in shipped["vars"]
+    assert shipped["pip"]["requirements"][0].startswith("ansible-core==")
+    # Another variable, another artifact.
+    other = manifest({**spec["vars"], "nvme_raid_level": 10}, "ng_hgx", p.ssh_user)
+    assert build_artifact(other, tmp_path / "a").sha256 != one.sha256
+
+
+def test_the_node_inventory_is_localhost_in_its_group():
+    inv = inventory({"group": "ng_serve", "vars": {"nvme_raid_level": 0}})
+    hosts = inv["all"]["children"]["gpu_nodes"]["children"]["ng_serve"]["hosts"]
+    assert hosts["localhost"]["ansible_connection"] == "local"
+    assert inv["all"]["vars"] == {"nvme_raid_level": 0}
+
+
+def test_the_stacks_keys_are_openssh_keys_and_known_hosts_trusts_only_the_host_key(tmp_path):
+    keys = NodeKeysProvider().create({"cluster": "c-dev"}).outs
+    for private, public in (
+        (keys["client_private_key"], keys["client_public_key"]),
+        (keys["host_private_key"], keys["host_public_key"]),
+    ):
+        path = tmp_path / "key"
+        path.write_text(private)
+        path.chmod(0o600)
+        derived = subprocess.run(
+            ["ssh-keygen", "-y", "-f", str(path)], capture_output=True, text=True, check=True
+        ).stdout.split()[:2]
+        assert derived == public.split()[:2]
+    line = known_hosts_line(keys["host_public_key"])
+    assert line.startswith("* ssh-ed25519 ") and keys["host_public_key"].split()[1] in line
+    # Created once: no later `up` makes new keys (that would change every node's user data).
+    assert not NodeKeysProvider().diff("id", keys, {"cluster": "c-dev"}).changes
+    assert NodeKeysProvider().diff("id", keys, {"cluster": "c-prod"}).replaces == ["cluster"]
+
+
+def test_user_data_is_valid_sh_under_the_ec2_limit(tmp_path):
+    keys = NodeKeysProvider().create({"cluster": "c"}).outs
+    for url in ("", "https://bucket.s3.us-west-2.amazonaws.com/bootstrap/abc.tar.gz"):
+        text = user_data(
+            ssh_user="ubuntu",
+            authorized_key=keys["client_public_key"],
+            host_private_key=keys["host_private_key"],
+            host_public_key=keys["host_public_key"],
+            artifact_url=url,
+            artifact_sha256="ab" * 32 if url else "",
+        )
+        assert text.startswith("#!/bin/sh\n")
+        assert len(text.encode()) < USER_DATA_LIMIT
+        script = tmp_path / "user-data"
+        script.write_text(text)
+        subprocess.run(["sh", "-n", str(script)], check=True)
+        assert keys["host_private_key"].strip().splitlines()[1] in text
+        assert ("node_bootstrap.py" in text) is bool(url)
+
+
+def test_an_inference_plan_ships_its_artifact_by_sha_through_the_vpc_endpoint(tmp_path):
+    recs = plan(tmp_path, AWS_INFERENCE)
+    obj = one(recs, "bucketObjectv2:BucketObjectv2")
+    assert obj.inputs["key"].startswith("bootstrap/") and obj.inputs["key"].endswith(".tar.gz")
+    policy = json.loads(one(recs, "bucketPolicy:BucketPolicy").inputs["policy"])
+    (statement,) = policy["Statement"]
+    assert statement["Action"] == "s3:GetObject"
+    assert list(statement["Condition"]["StringEquals"]) == ["aws:SourceVpce"]
+    block = one(recs, "bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
+    assert all(block[k] for k in ("blockPublicAcls", "blockPublicPolicy", "restrictPublicBuckets"))
+    endpoint = one(recs, "ec2/vpcEndpoint:VpcEndpoint").inputs
+    assert endpoint["vpcEndpointType"] == "Gateway" and endpoint["serviceName"].endswith(".s3")
+    asg = one(recs, "autoscaling/group:Group").inputs
+    (hook,) = asg["initialLifecycleHooks"]
+    assert hook["lifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
+    assert hook["defaultResult"] == "ABANDON"
+    assert asg["healthCheckGracePeriod"] > 0
+    assert asg["instanceRefresh"]["strategy"] == "Rolling"
+    assert all(t["propagateAtLaunch"] for t in asg["tags"])
+    # A training cluster has no bucket: the controller configures its nodes.
+    assert not of_type(plan(tmp_path, AWS_TRAINING), "bucketObjectv2:BucketObjectv2")
+
+
+def test_the_dlami_is_adopted_by_the_roles(tmp_path):
+    plain = _plan(tmp_path, AWS_TRAINING).group_vars
+    assert "nvidia_driver_adopt_preinstalled" not in plain
+    dlami = _plan(
+        tmp_path, variant(AWS_TRAINING, **{"target.ami": {"image": "dlami-ubuntu-22.04"}})
+    ).group_vars
+    assert dlami["nvidia_driver_adopt_preinstalled"] is True
+    assert dlami["nvme_raid_preexisting_mount"] == "/opt/dlami/nvme"
+    assert dlami["nvme_raid_preexisting_action"] == "adopt"
