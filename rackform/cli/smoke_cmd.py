@@ -23,6 +23,7 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, for_action
 from rackform.paths import VALIDATORS_DIR
+from rackform.plan.model import Plan
 from rackform.plan.thresholds import (
     Expectations,
     GroupError,
@@ -50,12 +51,12 @@ def _launch():
 
 def _expectations(
     blueprint: Path | None, env: str | None, group: str | None, nodes: int | None
-) -> tuple[Expectations, dict]:
+) -> tuple[Expectations, dict, Plan | None]:
     if blueprint is None:
         if env or group or nodes is not None:
             print("rackform: --env, --group and --nodes need --blueprint", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
-        return without_blueprint(), {}
+        return without_blueprint(), {}, None
     plan = for_action(blueprint, env, "the smoke job did not run").plan
     try:
         g = pick_group(plan, group)
@@ -71,7 +72,18 @@ def _expectations(
         print(f"{blueprint}: --nodes {nodes}: the {where}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     exp = for_group(plan, g.name, nodes=nodes)  # None: the group's count
-    return exp, {"file": str(blueprint), "environment": plan.environment, "digest": plan.digest}
+    source = {"file": str(blueprint), "environment": plan.environment, "digest": plan.digest}
+    return exp, source, plan
+
+
+def _commit_of(blueprint: Path) -> str | None:
+    """The commit the blueprint was validated at, where it is in a git checkout."""
+    from rackform.gitops.gitrev import GitError, head_commit, toplevel
+
+    try:
+        return head_commit(toplevel(blueprint.resolve().parent))
+    except GitError:
+        return None
 
 
 @app.command()
@@ -138,7 +150,7 @@ def smoke(
             f"rackform: --json {json_path}: no such directory {json_path.parent}", file=sys.stderr
         )
         raise typer.Exit(EXIT_INVALID)
-    exp, source = _expectations(blueprint, env, group, nodes)
+    exp, source, plan = _expectations(blueprint, env, group, nodes)
     launch, report = _launch()
     try:
         import torch  # only here: the job needs it anyway, the rest of the CLI does not
@@ -196,6 +208,11 @@ def smoke(
     doc["thresholds"] = {n: {"value": v, "source": s} for n, v, s in exp.table()}
     if source:
         doc["blueprint"] = source
+    if plan is not None:
+        # Sealed (and signed where RACKFORM_EVIDENCE_KEY is set): evidence `promote` accepts.
+        from rackform.gitops.evidence import seal
+
+        doc = seal(doc, plan=plan, commit=_commit_of(blueprint))
     if json_path is not None:
         json_path.write_text(report.dumps(doc))
     typer.echo(report.table(doc))

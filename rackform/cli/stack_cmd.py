@@ -48,7 +48,14 @@ def up(file: File, env: Env = None) -> None:
     """Provision, configure and validate the cluster (pulumi up on the stack <name>-<env>).
     A strict validation failure fails it; so does an unwaived preflight error, before anything
     is created."""
-    _operate(for_action(file, env, "nothing was created").plan, "up")
+    plan = for_action(file, env, "nothing was created").plan
+    from rackform.gitops.promotion import PromotionRequired, require_promotion
+
+    try:
+        require_promotion(plan, project_root())  # the promotion gate (rackform/gitops)
+    except PromotionRequired as exc:
+        raise user_error(f"{exc}; nothing was created") from None
+    _operate(plan, "up")
 
 
 @app.command()

@@ -12,6 +12,7 @@ import pulumi
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Blocked, for_action
+from rackform.gitops.promotion import PromotionRequired, require_promotion
 from rackform.paths import config_path
 from rackform.plan.model import Plan
 from rackform.stack.cluster import Cluster
@@ -71,6 +72,7 @@ def main(project: Path) -> None:
     blueprint = config_path(config.require("blueprint"), project)
     try:
         prepared = for_action(blueprint, config.get("environment"), project=project)
+        require_promotion(prepared.plan, project)  # a bare `pulumi up` is gated too
         build(prepared.plan)
     except BlueprintError as exc:
         raise pulumi.RunError("\n".join(map(str, exc.problems))) from None
@@ -78,6 +80,8 @@ def main(project: Path) -> None:
         raise pulumi.RunError(
             "\n".join([*exc.lines, f"{blueprint}: preflight errors: nothing was created"])
         ) from None
+    except PromotionRequired as exc:
+        raise pulumi.RunError(f"{exc}; nothing was created") from None
     except ProgramError as exc:
         problem = prepared.plan.effective.problem(exc.path, exc.message, exc.fix)
         raise pulumi.RunError(str(problem)) from None

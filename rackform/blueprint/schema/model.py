@@ -29,7 +29,6 @@ DEFAULT_ENV = "default"
 EnvName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
 
 
-
 class Promotion(Strict):
     """How an environment receives a blueprint: only by promotion from another environment."""
 
