@@ -1,0 +1,212 @@
+"""End to end: a node that configures itself. A fresh testbed VM (its own, never converged) runs
+the rendered user data as cloud-init runs a user-data script: once, as root, detached from any
+login, with a bare environment. The script installs the stack's host key and the controller's
+key, fetches the bootstrap artifact from a loopback server (S3 behind the VPC endpoint on AWS),
+checks its sha256 and runs the roles on the node itself.
+
+Then, from the controller: the node answers SSH with the stack's host key only (an empty
+known_hosts is refused: no trust on first use), its status file says configured, the array is
+mounted and the NCCL config written; the Configure resource's `read` (what `pulumi refresh`
+calls) finds no drift, and after an edit of /etc/nccl.conf names the node and the task.
+
+Not run here (no AWS): the S3 fetch itself, tagging the instance and completing the lifecycle
+hook (the artifact carries no `aws` section in this test; see the README's AWS list).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from loopback import http_server
+from vms import TORCH, cli, qemus_of, shown
+
+from rackform.engine import prepare
+from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
+from rackform.plan.inventory import configure_vars, group_name
+from rackform.plan.model import thaw
+from rackform.stack.stages import ConfigureProvider
+from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
+from rackform.testbed import lifecycle
+from rackform.testbed.apt import ensure_repo, sources_line
+from rackform.testbed.ssh import Ssh
+
+pytestmark = pytest.mark.slow
+
+GUEST = "10.0.2.2"  # the host's loopback, from a guest on QEMU's user network
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+class StrictSsh(Ssh):
+    """The testbed's SSH, trusting only the host keys in its known_hosts (the testbed's own
+    accepts a new VM's first key)."""
+
+    def options(self) -> list[str]:
+        return [
+            "StrictHostKeyChecking=yes" if o == "StrictHostKeyChecking=accept-new" else o
+            for o in super().options()
+        ]
+
+
+def _serve(directory: Path):
+    return http_server(functools.partial(_Quiet, directory=str(directory)))
+
+
+def bootstrap_wheelhouse(torch_wheels: Path | None) -> Path:
+    """ansible-core and boto3 with their dependencies for the guest's Python (3.11), downloaded
+    once from the package index into a cache; torch's wheels beside them when this machine has
+    them, so one --find-links serves the node's whole bootstrap."""
+    cache = Path.home() / ".cache" / "rackform" / "wheelhouse-bootstrap-cp311"
+    want = node_requirements()
+    stamp = cache / "done"
+    if not stamp.exists() or stamp.read_text() != "\n".join(want):
+        cache.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
+             "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+             "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+             "-d", cache, *want],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        stamp.write_text("\n".join(want))
+    if torch_wheels is not None:
+        for wheel in torch_wheels.glob("*.whl"):
+            link = cache / wheel.name
+            if not link.exists():
+                link.symlink_to(wheel)
+    return cache
+
+
+@pytest.fixture(scope="module")
+def fresh_vm(tmp_path_factory, phases):
+    d = tmp_path_factory.mktemp("fresh-vm")
+    try:
+        with phases("bootstrap: a fresh VM booted"):
+            proc = cli("testbed", "up", "--nodes", "1", "--dir", d)
+        assert proc.returncode == 0, shown(proc)
+        yield lifecycle.Testbed.load(d)
+    finally:
+        down = cli("testbed", "down", "--dir", d, timeout=120)
+        assert down.returncode == 0, shown(down)
+        assert qemus_of(d) == [], "QEMU processes left running"
+
+
+def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp_path):
+    bed = fresh_vm
+    node = bed.nodes[0]
+    harness = bed.ssh(node.name)
+    plan = prepare(bed.blueprint).plan
+    group = plan.node_groups[0]
+    torch_dir = Path.home() / ".cache" / "rackform" / f"wheelhouse-torch-{TORCH}-cp311"
+    with phases("bootstrap: wheelhouse (ansible-core, boto3; cached)"):
+        wheels = bootstrap_wheelhouse(torch_dir if (torch_dir / "done").exists() else None)
+    keys = NodeKeysProvider().create({"cluster": plan.stack}).outs
+    repo = ensure_repo(log=lambda line: None)
+    with _serve(wheels) as wheel_port, _serve(repo) as apt_port:
+        site = f"http://{GUEST}:{wheel_port}/"
+        # The site's own package mirrors (an air-gapped site's): the only sources the node has.
+        variables = {
+            **configure_vars(thaw(plan.group_vars)),
+            "smoke_train_pip_find_links": [site],
+            "smoke_train_pip_no_index": True,
+            "smoke_train_pip_trusted_hosts": [GUEST],
+            "smoke_train_pip_compile": False,
+        }
+        spec = manifest(
+            variables,
+            group_name(group.name),
+            plan.ssh_user,
+            pip_args=("--no-index", "--find-links", site, "--trusted-host", GUEST),
+        )
+        artifact = build_artifact(spec, tmp_path / "artifacts")
+        with _serve(artifact.path.parent) as artifact_port:
+            text = user_data(
+                ssh_user=plan.ssh_user,
+                authorized_key=keys["client_public_key"],
+                host_private_key=keys["host_private_key"],
+                host_public_key=keys["host_public_key"],
+                artifact_url=f"http://{GUEST}:{artifact_port}/{artifact.name}",
+                artifact_sha256=artifact.sha256,
+            )
+            apt = sources_line(apt_port).strip()
+            harness.run(f"rm -f /etc/apt/sources.list.d/*; echo '{apt}' > /etc/apt/sources.list")
+            harness.run(
+                "mkdir -p /var/lib/cloud/instance && cat > /var/lib/cloud/instance/user-data.txt"
+                " && chmod 700 /var/lib/cloud/instance/user-data.txt",
+                input=text,
+            )
+            # As cloud-init's scripts-user module runs it: root, cwd /, a bare environment, and
+            # no login session it depends on (the script restarts sshd on the way).
+            harness.run(
+                "cd / && setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "
+                "/var/lib/cloud/instance/user-data.txt > /var/log/cloud-init-output.log 2>&1 "
+                "< /dev/null & echo started"
+            )
+            files = tmp_path / "access"
+            files.mkdir()
+            key, known = files / "id_ed25519", files / "known_hosts"
+            key.touch(mode=0o600)
+            key.write_text(keys["client_private_key"])
+            known.write_text(known_hosts_line(keys["host_public_key"]))
+            node_ssh = StrictSsh(node.ssh_port, key, known)
+            with phases("bootstrap: the node configured itself (apt, venv, every role)"):
+                status = _wait_for_status(node_ssh, timeout=1500)
+        log = node_ssh.run("tail -n 40 /var/log/rackform-bootstrap.log", check=False).stdout
+        assert status["configured"], f"{status}\n{log}"
+        assert status["artifact"] == artifact.sha256
+
+    # Only the stack's host key is trusted: with an empty known_hosts the node is refused.
+    empty = files / "empty_known_hosts"
+    empty.write_text("")
+    refused = StrictSsh(node.ssh_port, key, empty).run("true", check=False)
+    assert refused.returncode != 0
+    assert "Host key verification failed" in refused.stderr
+    # What the roles made, on the node itself.
+    mounts = node_ssh.run(f"findmnt -n -o FSTYPE {plan.checkpoint.mount}").stdout.split()
+    assert mounts == [plan.checkpoint.filesystem]
+    assert "NCCL" in node_ssh.run("cat /etc/nccl.conf").stdout
+
+    # The Configure resource's refresh, from the controller over the stack's access.
+    access = {"private_key": keys["client_private_key"], "known_hosts": known.read_text()}
+    props = {
+        "cluster": plan.stack,
+        "inventory": thaw(plan.inventory),
+        "group_vars": variables,
+        "content_hash": "sha256:recorded",
+        "access": access,
+    }
+    provider = ConfigureProvider()
+    with phases("bootstrap: refresh (roles in check mode) finds no drift"):
+        clean = provider.read(f"{plan.stack}-configure", props)
+    assert clean.outs["drift"] == {}, clean.outs["drift"]
+    assert clean.outs["content_hash"] == "sha256:recorded"
+    node_ssh.run("echo 'NCCL_DEBUG=TRACE' >> /etc/nccl.conf")
+    with phases("bootstrap: refresh names the drifted host"):
+        drifted = provider.read(f"{plan.stack}-configure", props)
+    tasks = drifted.outs["drift"].get(node.name, [])
+    assert any(t.startswith("nccl_rdma : ") for t in tasks), drifted.outs["drift"]
+    assert drifted.outs["content_hash"] == f"drifted:{node.name}"
+
+
+def _wait_for_status(node_ssh: Ssh, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    status = "/var/lib/rackform/bootstrap.json"
+    while time.monotonic() < deadline:
+        got = node_ssh.run(f"cat {shlex.quote(status)} 2>/dev/null", check=False)
+        if got.returncode == 0 and got.stdout.strip():
+            return json.loads(got.stdout)
+        time.sleep(10)
+    out = node_ssh.run("tail -n 60 /var/log/cloud-init-output.log", check=False).stdout
+    raise AssertionError(f"no bootstrap status after {timeout} s; the script's output:\n{out}")

@@ -1,0 +1,109 @@
+"""A failed strict validation fails `up` only after the evidence is in the stack's outputs.
+
+The program runs under Pulumi's mock runtime as an update (not a preview), with the engine's
+answer for the Validate resource given by the mocks: a recorded report that failed. (The
+engine is what this machine cannot run; the Validate provider's own create is tested in
+test_stages.py.) The monitor records the stack's outputs as the engine would receive them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+from planhelp import BARE_METAL, variant, write_blueprint
+from pulumi.runtime import set_all_config, set_mocks
+from pulumi.runtime.settings import SETTINGS, set_root_resource
+from pulumi.runtime.stack import run_in_stack
+
+from rackform.blueprint.loader import load_effective
+from rackform.plan.compile import compile_plan
+from rackform.stack.offline import RecordingMocks, RecordingMonitor
+from rackform.stack.program import build
+from rackform.stack.stages import ValidationFailed
+
+FAILED = {
+    "checks": [{"name": "n1/allreduce_busbw", "status": "fail", "measured": 90, "expected": 460}]
+}
+
+
+class ValidationMocks(RecordingMocks):
+    def __init__(self, passed: bool):
+        super().__init__()
+        self.passed = passed
+
+    def new_resource(self, args):
+        rid, state = super().new_resource(args)
+        if args.typ.endswith("rackform:Validate"):
+            state = {**state, "report": FAILED, "passed": self.passed, "failure": "busbw low"}
+        if args.typ.endswith("rackform:Configure"):
+            state = {**state, "content_hash": "sha256:c", "result": {}, "drift": {}}
+        if args.typ.endswith("rackform:Host"):
+            state = {**state, "facts": {}}
+        return rid, state
+
+
+class OutputsMonitor(RecordingMonitor):
+    def __init__(self, mocks):
+        super().__init__(mocks)
+        self.stack_outputs: dict = {}
+
+    def RegisterResourceOutputs(self, request):
+        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
+            self.stack_outputs = MessageToDict(request.outputs)
+        return super().RegisterResourceOutputs(request)
+
+
+def _up(plan, passed: bool) -> tuple[OutputsMonitor, BaseException | None]:
+    """Run the program as an update; the monitor (with the stack's outputs) and the program's
+    failure, if any."""
+    mocks = ValidationMocks(passed)
+    monitor = OutputsMonitor(mocks)
+
+    def run() -> BaseException | None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        SETTINGS.outputs = set()
+        set_all_config({})
+        set_mocks(mocks, project="rackform", stack=plan.stack, preview=False, monitor=monitor)
+        # set_mocks registers an empty root stack of its own; the program gets a fresh one, as
+        # under `pulumi up`, whose outputs (the exports) register when the program ends.
+        set_root_resource(None)
+        try:
+            # As `pulumi up` runs a program: inside the root stack, whose outputs are the exports.
+            loop.run_until_complete(run_in_stack(lambda: build(plan)))
+        except ValidationFailed as exc:
+            return exc
+        finally:
+            loop.close()
+            asyncio.set_event_loop(None)
+        return None
+
+    return monitor, contextvars.copy_context().run(run)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_failed_validation_is_in_the_outputs_and_fails_up_only_when_strict(tmp_path, strict):
+    doc = variant(BARE_METAL, validation={"strict": strict})
+    plan = compile_plan(load_effective(write_blueprint(tmp_path, doc)))
+    monitor, error = _up(plan, passed=False)
+    # The evidence reached the stack's outputs whether or not `up` then fails.
+    outputs = monitor.stack_outputs
+    assert outputs["validation_passed"] is False
+    assert outputs["validation"]["checks"][0]["name"] == "n1/allreduce_busbw"
+    assert outputs["validation_failure"] == "busbw low"
+    if strict:
+        assert error is not None
+        assert "busbw low" in str(error) and "every resource is kept" in str(error)
+    else:
+        assert error is None
+    # Every resource was registered: nothing is lost with the failure.
+    assert {r.type.rsplit(":", 1)[-1] for r in monitor.records} >= {"Host", "Configure", "Validate"}
+
+
+def test_a_passed_validation_does_not_fail(tmp_path):
+    plan = compile_plan(load_effective(write_blueprint(tmp_path, BARE_METAL)))
+    monitor, error = _up(plan, passed=True)
+    assert error is None and monitor.stack_outputs["validation_passed"] is True
