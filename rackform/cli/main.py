@@ -12,6 +12,7 @@ from rackform.cli import (  # noqa: F401
     compile_cmd,
     configure_cmd,
     diff_cmd,
+    drift_cmd,
     plan_cmd,
     promote_cmd,
     reap_cmd,

@@ -1,0 +1,126 @@
+"""`rackform drift FILE [--env ENV] [--hosts/--no-hosts] [--resources/--no-resources]`: what
+differs between the blueprint and the live cluster (rackform/gitops/hostdrift.py: the roles in
+check mode; rackform/gitops/resdrift.py: a refresh in preview mode). Nothing is changed.
+
+Host level runs by default where the blueprint lists its hosts; resource level where the stack
+names the nodes (AWS), or when asked. Exit 0: no drift; 3: drift (each item printed, with
+whether `rackform configure` repairs it or it needs a person); 2: bad input, or the Pulumi CLI
+missing for the resource level."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rackform.cli.app import app
+from rackform.cli.common import Env, File, for_action, need, user_error
+from rackform.paths import project_root
+
+EXIT_DRIFT = 3
+
+
+@app.command()
+def drift(
+    file: File,
+    env: Env = None,
+    hosts: Annotated[
+        bool | None,
+        typer.Option("--hosts/--no-hosts", help="Roles in check mode (default: listed hosts)."),
+    ] = None,
+    resources: Annotated[
+        bool | None,
+        typer.Option(
+            "--resources/--no-resources",
+            help="Pulumi refresh in preview mode (default: stack-created nodes).",
+        ),
+    ] = None,
+    private_key: Annotated[
+        Path | None, typer.Option("--private-key", help="SSH private key for the hosts.")
+    ] = None,
+    known_hosts: Annotated[
+        Path | None, typer.Option("--known-hosts", help="known_hosts file for the hosts.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show the check-mode run as it goes.")
+    ] = False,
+) -> None:
+    """Report what differs between the blueprint and the live cluster; exit 3 when anything
+    does."""
+    plan = for_action(file, env, "drift was not checked").plan
+    hosts = plan.nodes_listed if hosts is None else hosts
+    resources = (not plan.nodes_listed) if resources is None else resources
+    for flag, path in (("--private-key", private_key), ("--known-hosts", known_hosts)):
+        if path is not None and not path.is_file():
+            raise user_error(f"{flag} {path}: no such file")
+    if hosts and not plan.nodes_listed:
+        raise user_error(
+            f"{file}: {plan.target_type} nodes come from the stack's outputs; use --resources "
+            "(the configure resource's refresh runs the same check)"
+        )
+    host_items, res_items, rc = [], [], 0
+    if resources:
+        need("pulumi", "drift --resources")
+        from rackform.gitops import resdrift
+        from rackform.stack.workspace import WorkspaceError
+
+        try:
+            res_items = resdrift.check(plan, project_root(), lambda line: None)
+        except WorkspaceError as exc:
+            raise user_error(f"drift --resources: {exc}") from None
+    if hosts:
+        need("ansible_runner", "drift")
+        from rackform.gitops import hostdrift
+
+        echo = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else None
+        items, rc = hostdrift.check(
+            plan, private_key=private_key, known_hosts=known_hosts, echo=echo
+        )
+        if rc != 0 and not any(i.kind != "repairable" for i in items):
+            # The run failed without naming a host: nothing may be read as "no drift".
+            items.append(hostdrift.Item("*", "", f"ansible-playbook exited {rc}", "unreachable"))
+        host_items = [i.as_dict() for i in items]
+    doc = {
+        "cluster": plan.name,
+        "environment": plan.environment,
+        "digest": plan.digest,
+        "hosts": host_items,
+        "resources": res_items,
+        "drifted": bool(host_items or res_items),
+    }
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        for line in _lines(doc, hosts, resources):
+            typer.echo(line)
+    if doc["drifted"]:
+        raise typer.Exit(EXIT_DRIFT)
+
+
+def _lines(doc: dict, hosts: bool, resources: bool) -> list[str]:
+    out = [f"drift {doc['cluster']} ({doc['environment']}):"]
+    for i in doc["hosts"]:
+        what = f"{i['role']} : {i['task']}" if i["role"] else i["task"]
+        fix = {
+            "repairable": "rackform configure repairs it",
+            "needs a person": "NEEDS A PERSON: configure cannot repair it",
+            "unreachable": "UNREACHABLE: not checked",
+        }[i["kind"]]
+        out.append(f"  {i['host']}: {what} ({fix})")
+        out += [f"      {d}" for d in i["detail"][:12]]
+    for r in doc["resources"]:
+        props = f": {', '.join(r['properties'])}" if r.get("properties") else ""
+        out.append(f"  resource {r['op']} {r['urn'] or r.get('count', '')}{props}")
+    checked = [w for w, on in (("hosts", hosts), ("resources", resources)) if on]
+    if not doc["drifted"]:
+        out.append(f"  no drift ({' and '.join(checked)} checked)")
+    else:
+        person = sum(i["kind"] != "repairable" for i in doc["hosts"])
+        out.append(
+            f"  {len(doc['hosts']) + len(doc['resources'])} difference(s); {person} need a person"
+        )
+    return out
