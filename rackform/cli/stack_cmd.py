@@ -8,6 +8,7 @@ cluster down can only remove what the findings warn about."""
 from __future__ import annotations
 
 import sys
+import time
 from typing import Annotated
 
 import typer
@@ -18,13 +19,13 @@ from rackform.paths import project_root
 from rackform.plan.model import Plan
 
 
-def _operate(plan: Plan, operation: str) -> None:
+def _operate(plan: Plan, operation: str, config: dict[str, str] | None = None) -> None:
     need("pulumi", operation)
     # Imported here: the Automation API is only needed by these three commands.
     from rackform.stack.workspace import WorkspaceError, open_stack, run
 
     try:
-        stack = open_stack(plan, project_root())
+        stack = open_stack(plan, project_root(), extra=config)
     except WorkspaceError as exc:
         raise user_error(str(exc)) from None
     code = run(
@@ -44,10 +45,23 @@ def preview(file: File, env: Env = None) -> None:
 
 
 @app.command()
-def up(file: File, env: Env = None) -> None:
+def up(
+    file: File,
+    env: Env = None,
+    revalidate: Annotated[
+        bool,
+        typer.Option(
+            "--revalidate",
+            help="Run the validation (smoke job and host checks) again even though nothing on "
+            "the nodes changed.",
+        ),
+    ] = False,
+) -> None:
     """Provision, configure and validate the cluster (pulumi up on the stack <name>-<env>).
-    A strict validation failure fails it; so does an unwaived preflight error, before anything
-    is created."""
+    Validation runs on create and when the configuration or the nodes change (or with
+    --revalidate), never for an edit of the owner, idle policy, smoke steps or thresholds. A
+    strict validation failure fails it after the report is in the stack outputs; so does an
+    unwaived preflight error, before anything is created."""
     plan = for_action(file, env, "nothing was created").plan
     from rackform.gitops.promotion import PromotionRequired, require_promotion
 
@@ -55,7 +69,10 @@ def up(file: File, env: Env = None) -> None:
         require_promotion(plan, project_root())  # the promotion gate (rackform/gitops)
     except PromotionRequired as exc:
         raise user_error(f"{exc}; nothing was created") from None
-    _operate(plan, "up")
+    from rackform.stack.program import REVALIDATE
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _operate(plan, "up", {REVALIDATE: stamp} if revalidate else None)
 
 
 @app.command()

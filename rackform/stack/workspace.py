@@ -48,9 +48,10 @@ def needs_passphrase(url: str) -> bool:
     return not url.startswith(("https://", "http://"))
 
 
-def open_stack(plan: Plan, root: Path) -> auto.Stack:
+def open_stack(plan: Plan, root: Path, extra: Mapping[str, str] | None = None) -> auto.Stack:
     """Select (or create) the stack `<name>-<env>` of the project at `root`, and set its config
-    to the plan's (the same file `rackform compile` writes)."""
+    to the plan's (the same file `rackform compile` writes) and `extra` (e.g. a validation
+    request)."""
     if shutil.which("pulumi") is None:
         raise PulumiMissing(
             "the pulumi CLI is not on PATH; install it (https://www.pulumi.com/docs/install/, "
@@ -67,7 +68,8 @@ def open_stack(plan: Plan, root: Path) -> auto.Stack:
         Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     opts = auto.LocalWorkspaceOptions(work_dir=str(root), env_vars={"PULUMI_BACKEND_URL": url})
     stack = auto.create_or_select_stack(stack_name=plan.stack, work_dir=str(root), opts=opts)
-    stack.set_all_config({k: auto.ConfigValue(value=v) for k, v in plan.stack_config.items()})
+    config = {**plan.stack_config, **(extra or {})}
+    stack.set_all_config({k: auto.ConfigValue(value=v) for k, v in config.items()})
     return stack
 
 

@@ -64,6 +64,18 @@ def test_up_creates_the_stack_sets_its_config_and_runs_up(fake):
     assert state.is_dir()
 
 
+def test_revalidate_sets_a_new_validation_request_only_when_asked(fake):
+    def request(*flags):
+        r = fake("up", "blueprints/aws-training.yaml", "--env", "dev", *flags)
+        assert r.returncode == 0, r.stderr
+        config = [c["argv"] for c in fake.calls() if "set-all" in c["argv"]][-1]
+        return [a for a in config if a.startswith("rackform:revalidate=")]
+
+    assert request() == []  # a plain `up` leaves the stack's request as it was
+    (first,) = request("--revalidate")
+    assert first.removeprefix("rackform:revalidate=")  # a time stamp: new on every request
+
+
 def test_a_second_run_selects_the_existing_stack(fake):
     assert fake("preview", "blueprints/baremetal-training.yaml", "--env", "staging").returncode == 0
     r = fake("preview", "blueprints/baremetal-training.yaml", "--env", "staging")
