@@ -39,6 +39,7 @@ class Side:
     findings: dict[str, dict[str, Any]]  # "level code path" -> finding as JSON
     month: float | None
     run: float | None
+    planned: bool = True  # False: an unwaived preflight error kept the program from running
 
 
 @dataclass
@@ -50,6 +51,7 @@ class EnvDiff:
     resources: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
+    not_planned: str = ""  # why resources were not compared
 
     @property
     def new_errors(self) -> list[dict[str, Any]]:
@@ -91,7 +93,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def side_of(p: Prepared) -> Side:
+def side_of(p: Prepared, shown: str) -> Side:
+    """`shown`: how findings name the file (PATH@REV, not the temporary copy)."""
     from rackform.stack.offline import record  # Pulumi only when something is planned
 
     plan = p.plan
@@ -100,7 +103,7 @@ def side_of(p: Prepared) -> Side:
         resources = {r.urn: {"type": r.type, "inputs": r.inputs} for r in record(plan)}
     findings = {}
     for lf in p.report.findings:
-        d = lf.as_dict()
+        d = {**lf.as_dict(), "file": shown}
         findings[f"{d['level']} {d['code']} {d['path']}"] = d
     cost = p.report.cost
     return Side(
@@ -110,6 +113,7 @@ def side_of(p: Prepared) -> Side:
         findings,
         cost.usd_per_month,
         _run_usd(plan, cost),
+        not p.blocked,
     )
 
 
@@ -196,13 +200,16 @@ def compare_env(env: str, old: Side | None, new: Side | None) -> EnvDiff:
         status,
         (old.digest if old else None, new.digest if new else None),
         fields if old and new else [],
-        compare_resources(o.resources, n.resources),
+        compare_resources(o.resources, n.resources) if o.planned and n.planned else [],
         compare_findings(o.findings, n.findings),
         {
             "month": {"old": o.month, "new": n.month, "delta": _delta(o.month, n.month)},
             "run": {"old": o.run, "new": n.run, "delta": _delta(o.run, n.run)},
         },
     )
+    if not (o.planned and n.planned):
+        which = " and ".join(w for w, s in (("base", o), ("head", n)) if not s.planned)
+        d.not_planned = f"not planned at {which}: unwaived preflight errors"
     if status == "changed" and o.digest == n.digest and not d.resources and not d.findings:
         d.status = "unchanged"
     if old is None:  # a new cluster: every cost is added
@@ -226,7 +233,7 @@ def _sides(
         return {}, "", [str(p).replace(str(copy), f"{path}@{label}") for p in exc.problems]
     finally:
         copy.unlink()
-    sides = {p.plan.environment: side_of(p) for p in prepared}
+    sides = {p.plan.environment: side_of(p, f"{path}@{label}") for p in prepared}
     return sides, prepared[0].plan.name, []
 
 

@@ -48,6 +48,8 @@ def _env_rows(bd: BlueprintDiff) -> list[str]:
     for e in bd.environments:
         ops = {op: sum(r["op"] == op for r in e.resources) for op in SIGN}
         res = " ".join(f"{SIGN[op]}{n}" for op, n in ops.items())
+        if e.not_planned:
+            res = e.not_planned
         if e.red:
             res = f"{RED} {res}"
         new = sum(f["change"] in ("appeared", "unwaived") for f in e.findings)

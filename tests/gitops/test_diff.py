@@ -1,0 +1,164 @@
+"""`rackform diff` on real git repositories made here: each blueprint that changed between two
+revisions, per environment, with resources from the offline plan (Pulumi's mocks, the path
+`rackform plan` takes), findings and cost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from gitrepo import clone, commit, git, make_remote
+
+ROOT = Path(__file__).resolve().parents[2]
+AWS = (ROOT / "blueprints" / "aws-training.yaml").read_text()
+METAL = (ROOT / "blueprints" / "baremetal-training.yaml").read_text()
+COLO = (ROOT / "blueprints" / "colo-inference.yaml").read_text()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    _, work = make_remote(
+        tmp_path, {"blueprints/aws-training.yaml": AWS, "blueprints/baremetal.yaml": METAL}
+    )
+    return work
+
+
+def as_json(rackform, repo, *args):
+    proc = rackform("diff", "--base", "HEAD~1", "--json", *args, cwd=repo)
+    return proc, json.loads(proc.stdout) if proc.stdout else None
+
+
+def by_path(doc):
+    return {b["path"]: b for b in doc["blueprints"]}
+
+
+def env(bp, name):
+    return next(e for e in bp["environments"] if e["environment"] == name)
+
+
+def test_a_bigger_node_group_adds_instances_and_costs_more(rackform, repo):
+    commit(
+        repo,
+        "two more nodes",
+        {"blueprints/aws-training.yaml": AWS.replace("count: 4", "count: 6", 1)},
+    )
+    proc, doc = as_json(rackform, repo)
+    assert proc.returncode == 0, proc.stderr
+    (bp,) = doc["blueprints"]  # baremetal.yaml did not change: not planned, not shown
+    assert bp["status"] == "M" and bp["cluster"] == "llm-train-a"
+    default = env(bp, "default")
+    assert {"field": "node_groups[gpu].count", "old": 4, "new": 6} in default["fields"]
+    created = [r["urn"] for r in default["resources"] if r["op"] == "create"]
+    assert [u.rsplit("::", 1)[1] for u in created] == [
+        "llm-train-a-default-gpu-4",
+        "llm-train-a-default-gpu-5",
+    ]
+    assert all("aws:ec2/instance:Instance" in u for u in created)
+    month = default["cost"]["month"]
+    assert month["new"] == pytest.approx(month["old"] * 6 / 4, rel=0.01)
+    assert month["delta"] == pytest.approx(month["new"] - month["old"])
+    assert default["replaces_or_deletes_nodes"] == 0
+    # An environment that overrides the count is untouched by the base's change.
+    assert env(bp, "dev")["status"] == "unchanged" and env(bp, "dev")["resources"] == []
+
+
+def test_markdown_comment_has_a_table_per_cluster_a_total_and_red_for_deleted_nodes(rackform, repo):
+    commit(
+        repo,
+        "fewer nodes",
+        {"blueprints/aws-training.yaml": AWS.replace("count: 4", "count: 3", 1)},
+    )
+    proc = rackform("diff", "--base", "HEAD~1", "-o", "comment.md", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert (repo / "comment.md").read_text() == text
+    assert "### llm-train-a (`blueprints/aws-training.yaml`, modified)" in text
+    assert "| environment | digest | resources | findings | per month | per run |" in text
+    assert "`-` `urn:pulumi:llm-train-a-default::rackform::" in text
+    assert "gpu-3` 🔴 **deletes running nodes**" in text
+    assert "**Total: -$" in text and "per month" in text
+    assert "🔴 2 change(s) delete or replace running nodes." in text  # default and prod
+
+
+def test_new_deleted_and_renamed_blueprints_all_show(rackform, repo):
+    git(repo, "mv", "blueprints/baremetal.yaml", "blueprints/metal-renamed.yaml")
+    commit(
+        repo,
+        "rename one, add one, delete one",
+        {"blueprints/colo.yaml": COLO, "blueprints/aws-training.yaml": None},
+    )
+    proc, doc = as_json(rackform, repo)
+    assert proc.returncode == 0, proc.stderr
+    bps = by_path(doc)
+    assert bps["blueprints/colo.yaml"]["status"] == "A"
+    added = env(bps["blueprints/colo.yaml"], "default")
+    assert added["status"] == "added" and added["resources"]
+    assert all(r["op"] == "create" for r in added["resources"])
+    assert added["cost"]["month"]["delta"] == added["cost"]["month"]["new"] > 0
+    gone = bps["blueprints/aws-training.yaml"]
+    assert gone["status"] == "D" and env(gone, "default")["status"] == "deleted"
+    assert env(gone, "default")["replaces_or_deletes_nodes"] == 4
+    renamed = bps["blueprints/metal-renamed.yaml"]
+    assert renamed["status"] == "R" and renamed["old_path"] == "blueprints/baremetal.yaml"
+    assert all(e["status"] == "unchanged" for e in renamed["environments"])
+
+
+def test_a_blueprint_invalid_at_head_is_named_with_its_line_and_the_others_still_show(
+    rackform, repo
+):
+    broken = AWS.replace("count: 4", "count: four", 1)
+    line = next(i for i, t in enumerate(broken.splitlines(), 1) if "count: four" in t)
+    commit(
+        repo,
+        "one broken, one fine",
+        {
+            "blueprints/aws-training.yaml": broken,
+            "blueprints/baremetal.yaml": METAL.replace("owner: ", "owner: x", 1),
+        },
+    )
+    proc, doc = as_json(rackform, repo)
+    assert proc.returncode == 2
+    err = [x for x in proc.stderr.splitlines() if "blueprints/aws-training.yaml@HEAD:" in x]
+    assert err and err[0].startswith(f"blueprints/aws-training.yaml@HEAD:{line}:"), proc.stderr
+    assert "node_groups" in err[0] and "Traceback" not in proc.stderr
+    bps = by_path(doc)
+    assert bps["blueprints/aws-training.yaml"]["environments"] == []
+    assert bps["blueprints/baremetal.yaml"]["environments"]  # still compared
+
+
+def test_a_new_unwaived_error_fails_the_check(rackform, repo):
+    # One node cannot hold a 70B full fine-tune: preflight's memory-does-not-fit error.
+    commit(
+        repo, "one node", {"blueprints/aws-training.yaml": AWS.replace("count: 4", "count: 1", 1)}
+    )
+    proc, doc = as_json(rackform, repo)
+    assert proc.returncode == 1, proc.stderr
+    default = env(doc["blueprints"][0], "default")
+    appeared = [f for f in default["findings"] if f["change"] == "appeared"]
+    errors = [f for f in appeared if f["level"] == "error"]
+    assert [(f["code"], f["waived"]) for f in errors] == [("memory-does-not-fit", False)]
+    assert default["new_errors"] == 1
+    # Blocked at head: its program is not run, so no resource reads as deleted.
+    assert default["resources"] == []
+    assert default["not_planned"] == "not planned at head: unwaived preflight errors"
+    line = next(x for x in proc.stderr.splitlines() if "[env default]" in x)
+    assert line.startswith("blueprints/aws-training.yaml@HEAD:15:20: node_groups[0].instance_type")
+    assert "new error memory-does-not-fit" in line
+    assert env(doc["blueprints"][0], "staging")["findings"] == []  # staging keeps 3 nodes
+
+
+def test_bad_refs_and_a_shallow_clone_missing_the_base(rackform, repo, tmp_path):
+    proc = rackform("diff", "--base", "no-such-branch", cwd=repo)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"rackform: --base no-such-branch: no such revision in {repo}"
+    ]
+    for i in range(2):
+        commit(repo, f"change {i}", {"blueprints/baremetal.yaml": METAL + f"# {i}\n"})
+    git(repo, "push", "-q", "origin", "main")
+    base = git(repo, "rev-parse", "HEAD~2")
+    shallow = clone(tmp_path / "remote.git", tmp_path / "shallow", "--depth", "1", "--no-local")
+    proc = rackform("diff", "--base", base, cwd=shallow)
+    assert proc.returncode == 2 and "git fetch --unshallow" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
