@@ -105,6 +105,8 @@ class AwsAdapter(Adapter):
         "Connect to an instance using EC2 Instance Connect Endpoint"). Each node's instance id
         comes with the stack's outputs (`rackform_instance_id`)."""
         return {
+            # The instances the stack just launched boot first: the roles wait for their SSH.
+            "rackform_wait_for_nodes_s": 600,
             "rackform_ssh_proxy": (
                 "aws ec2-instance-connect open-tunnel --region "
                 f"{plan.target.region} --instance-id {{{{ rackform_instance_id }}}}"
