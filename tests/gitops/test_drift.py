@@ -1,0 +1,109 @@
+"""`rackform drift`: the host-level reading of the roles' check-mode run, and the resource
+level through the Automation API against the recording `pulumi` stand-in (stand_ins.py; this
+machine has no Pulumi CLI). The host level on real hosts is tests/e2e/test_drift_vms.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import stand_ins
+
+from rackform.gitops.hostdrift import Collector
+from rackform.hosts.runner import _Progress
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def event(kind, host="", role="", task="", res=None, action="ansible.builtin.template"):
+    data = {"host": host, "role": role, "task": task, "task_action": action, "res": res or {}}
+    return {"event": kind, "event_data": data}
+
+
+def test_the_check_mode_display_reads_back_as_drift_per_host_and_role():
+    """The runner's live display (what `configure --check --diff` prints) is what the collector
+    reads: a changed task with its diff is repairable, a failed one needs a person."""
+    collector = Collector()
+    progress = _Progress(collector)
+    nccl = "Write /etc/nccl.conf"
+    diff = {"before": "NCCL_IB_DISABLE=1\nNCCL_DEBUG=TRACE\n", "after": "NCCL_IB_DISABLE=1\n",
+            "before_header": "/etc/nccl.conf", "after_header": "/etc/nccl.conf"}  # fmt: skip
+    for e in [
+        {"event": "playbook_on_play_start", "event_data": {"play": "site"}},
+        event("playbook_on_task_start", role="nccl_rdma", task=nccl),
+        event("runner_on_ok", "node1", "nccl_rdma", nccl, {"changed": True, "diff": diff}),
+        event("runner_on_ok", "node2", "nccl_rdma", nccl, {"changed": False}),
+        event("playbook_on_task_start", role="nvme_raid", task="Check the array"),
+        event(
+            "runner_on_failed",
+            "node2",
+            "nvme_raid",
+            "Check the array",
+            {"msg": "/dev/md/checkpoints is not healthy (state broken)"},
+        ),
+        event(
+            "runner_on_unreachable",
+            "node3",
+            "nvme_raid",
+            "Check the array",
+            {"msg": "ssh: connect to host timed out"},
+        ),
+    ]:
+        progress(e)
+    got = [(i.host, i.role, i.task, i.kind) for i in collector.items]
+    assert got == [
+        ("node1", "nccl_rdma", nccl, "repairable"),
+        ("node2", "nvme_raid", "Check the array", "needs a person"),
+        ("node3", "nvme_raid", "Check the array", "unreachable"),
+    ]
+    assert "-NCCL_DEBUG=TRACE" in collector.items[0].detail
+    assert collector.items[1].detail == ["/dev/md/checkpoints is not healthy (state broken)"]
+
+
+def stand_in(tmp_path, **extra):
+    bin_dir = tmp_path / "bin"
+    stand_ins.install(bin_dir)
+    return stand_ins.fake_pulumi.environ(bin_dir, tmp_path, **extra)
+
+
+def test_resource_drift_is_a_refresh_in_preview_mode(rackform, tmp_path):
+    urn = (
+        "urn:pulumi:llm-train-a-dev::rackform::rackform:aws:NodeGroup$aws:ec2/instance:Instance"
+        "::llm-train-a-dev-gpu-0"
+    )
+    env = stand_in(tmp_path, FAKE_DRIFT_URNS=f"update={urn}")
+    proc = rackform("drift", "blueprints/aws-training.yaml", "--env", "dev", "--json",
+                    cwd=ROOT, env=env)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["resources"] == [
+        {"urn": urn, "type": "aws:ec2/instance:Instance", "op": "update", "properties": ["gpus"]}
+    ]
+    assert doc["hosts"] == []  # AWS nodes come from the stack: no host-level run by default
+    refresh = [a for a in stand_ins.calls(tmp_path) if "refresh" in a]
+    assert refresh and "--preview-only" in refresh[0]
+    assert refresh[0][refresh[0].index("--stack") + 1] == "llm-train-a-dev"
+    text = rackform("drift", "blueprints/aws-training.yaml", "--env", "dev", cwd=ROOT, env=env)
+    assert text.returncode == 3 and f"resource update {urn}: gpus" in text.stdout
+
+    clean = rackform("drift", "blueprints/aws-training.yaml", "--env", "dev", cwd=ROOT,
+                     env=stand_in(tmp_path / "clean"))  # fmt: skip
+    assert clean.returncode == 0, clean.stderr
+    assert "no drift (resources checked)" in clean.stdout
+
+
+def test_without_the_pulumi_cli_the_resource_level_says_so(rackform, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
+    env["PATH"] = str(Path(os.sys.executable).parent) + os.pathsep + "/usr/bin:/bin"
+    proc = rackform("drift", "blueprints/baremetal-training.yaml", "--resources", "--no-hosts",
+                    cwd=ROOT, env=env)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("rackform: drift --resources: the pulumi CLI is not on PATH")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_host_drift_needs_listed_hosts(rackform):
+    proc = rackform("drift", "blueprints/aws-training.yaml", "--hosts", "--no-resources",
+                    cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 2 and "use --resources" in proc.stderr
