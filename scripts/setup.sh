@@ -14,6 +14,8 @@ want_test=0
 # Debian packages. Runtime needs an ssh client (ansible) and python venv support;
 # the test suite also boots Debian VMs under QEMU (see rackform/testbed).
 apt_pkgs=(openssh-client python3-venv)
+# rackform diff and promote read and commit the blueprints' git repository.
+apt_pkgs+=(git)
 if ((want_test)); then
   # The VM testbed (rackform/testbed): QEMU and qemu-img, debootstrap with Debian's archive
   # keyring to verify what it fetches, mkfs.ext4 -d to make the image without loop mounts.
