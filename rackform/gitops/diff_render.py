@@ -19,6 +19,9 @@ MAX_VALUE = 60
 def usd(v: float | None, signed: bool = False) -> str:
     if v is None:
         return "-"
+    v = round(v, 2)  # float noise (a sum less its parts) reads as a cent at most
+    if v == 0:
+        v = 0.0  # never "-$0.00"
     text = f"${abs(v):,.0f}" if abs(v) >= 100 else f"${abs(v):,.2f}"
     if not signed:
         return text if v >= 0 else "-" + text

@@ -79,6 +79,7 @@ def test_markdown_comment_has_a_table_per_cluster_a_total_and_red_for_deleted_no
     assert "gpu-3` 🔴 **deletes running nodes**" in text
     assert "**Total: -$" in text and "per month" in text
     assert "🔴 2 change(s) delete or replace running nodes." in text  # default and prod
+    assert "-$0.00" not in text  # the unchanged run cost of an unchanged environment is ±$0.00
 
 
 def test_new_deleted_and_renamed_blueprints_all_show(rackform, repo):
