@@ -34,6 +34,7 @@ def _rules(rules: list[dict]) -> str:
             (["self"] if r.get("self") else [])
             + r.get("cidrBlocks", [])
             + r.get("ipv6CidrBlocks", [])
+            + r.get("securityGroups", [])
         )
         out.append(f"{what} {','.join(sources)}")
     return "; ".join(out)

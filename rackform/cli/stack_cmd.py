@@ -16,6 +16,7 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, for_action, need, prepared, user_error
 from rackform.paths import project_root
+from rackform.plan.compile import REVALIDATE
 from rackform.plan.model import Plan
 
 
@@ -69,8 +70,6 @@ def up(
         require_promotion(plan, project_root())  # the promotion gate (rackform/gitops)
     except PromotionRequired as exc:
         raise user_error(f"{exc}; nothing was created") from None
-    from rackform.stack.program import REVALIDATE
-
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     _operate(plan, "up", {REVALIDATE: stamp} if revalidate else None)
 

@@ -43,6 +43,11 @@ def stack_config(effective: Effective, project: Path) -> dict[str, str]:
     }
 
 
+# A stack config key that is not the blueprint's: a new value asks the Validate stage to run
+# again (`rackform up --revalidate`).
+REVALIDATE = "rackform:revalidate"
+
+
 def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
     bp = effective.blueprint
     target = adapter(bp.target.type)
@@ -96,6 +101,8 @@ def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
     except GroupError:
         expectations = None  # several node groups: one job across them has no single set
     plan = dataclasses.replace(plan, expectations=expectations)
-    return dataclasses.replace(
-        plan, inventory=frozen(inventory(plan)), group_vars=frozen(group_vars(plan))
-    )
+    # The target adds its own: how SSH reaches its nodes, what its machine image preinstalled.
+    inv = inventory(plan)
+    inv["all"]["vars"].update(target.inventory_vars(plan))
+    variables = {**group_vars(plan), **target.role_vars(plan)}
+    return dataclasses.replace(plan, inventory=frozen(inv), group_vars=frozen(variables))

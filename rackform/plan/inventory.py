@@ -7,9 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rackform.catalog.raid import role_table
-from rackform.plan.model import Plan
+from rackform.plan.model import Plan, thaw
 from rackform.plan.thresholds import Expectations
-from rackform.targets.registry import adapter
 
 # (name, address, port) of a node that exists, or (name, address, port, instance id) of one a
 # stack created (AWS: the id is what the controller's SSH tunnel names).
@@ -54,14 +53,19 @@ def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> 
         children[group_name(g.name)] = {"hosts": entries}
     return {
         "all": {
-            "vars": {
-                "ansible_user": plan.ssh_user,
-                "ansible_python_interpreter": "/usr/bin/python3",
-                **adapter(plan.target_type).inventory_vars(plan),
-            },
+            "vars": _inventory_vars(plan),
             "children": {"gpu_nodes": {"children": children}},
         }
     }
+
+
+def _inventory_vars(plan: Plan) -> dict[str, Any]:
+    """The compiled inventory's variables (the target's included, e.g. the SSH tunnel), or the
+    base ones while compile is still building it."""
+    compiled = plan.inventory.get("all") if plan.inventory else None
+    if compiled:
+        return thaw(compiled["vars"])
+    return {"ansible_user": plan.ssh_user, "ansible_python_interpreter": "/usr/bin/python3"}
 
 
 def with_nodes(plan: Plan, nodes: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, Any]:
@@ -112,7 +116,6 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         # The job's rendezvous uses the first node's address on the fabric's first interface.
         "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
         **_smoke_expectations(plan.expectations),
-        **adapter(plan.target_type).role_vars(plan),
     }
 
 

@@ -14,13 +14,12 @@ from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Blocked, for_action
 from rackform.gitops.promotion import PromotionRequired, require_promotion
 from rackform.paths import config_path
+from rackform.plan.compile import REVALIDATE
 from rackform.plan.model import Plan
 from rackform.stack.cluster import Cluster
 from rackform.stack.errors import ProgramError
 from rackform.stack.stages import ValidationFailed
 from rackform.targets.registry import adapter
-
-REVALIDATE = "rackform:revalidate"
 
 
 def stack_setting(key: str) -> str | None:

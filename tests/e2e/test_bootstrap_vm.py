@@ -147,12 +147,12 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp
                 " && chmod 700 /var/lib/cloud/instance/user-data.txt",
                 input=text,
             )
-            # As cloud-init's scripts-user module runs it: root, cwd /, a bare environment, and
-            # no login session it depends on (the script restarts sshd on the way).
+            # As cloud-init's scripts-user module runs it: root, cwd /, a bare environment, in
+            # a service of its own rather than a login session (the script restarts sshd).
             harness.run(
-                "cd / && setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "
-                "/var/lib/cloud/instance/user-data.txt > /var/log/cloud-init-output.log 2>&1 "
-                "< /dev/null & echo started"
+                "systemd-run --unit=rackform-user-data --collect --working-directory=/ "
+                "--setenv=PATH=/usr/sbin:/usr/bin:/sbin:/bin /bin/sh -c "
+                "'/var/lib/cloud/instance/user-data.txt > /var/log/cloud-init-output.log 2>&1'"
             )
             files = tmp_path / "access"
             files.mkdir()

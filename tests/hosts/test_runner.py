@@ -120,9 +120,32 @@ def test_access_settings_and_variables_land_in_the_inventory_without_touching_it
         "ansible_user": "root",
         "nvme_raid_level": 0,
         "ansible_ssh_private_key_file": "/k",
-        "ansible_ssh_common_args": "-o UserKnownHostsFile=/kh",
+        # Only the keys in that file are trusted: never a key on first use.
+        "ansible_ssh_common_args": "-o UserKnownHostsFile=/kh -o StrictHostKeyChecking=yes",
     }
     assert inv["all"]["vars"] == {"ansible_user": "root"}
+
+
+def test_an_inventory_that_tunnels_gets_the_proxy_command_and_the_stacks_access_files():
+    inv = {
+        "all": {
+            "vars": {"rackform_ssh_proxy": "aws ec2-instance-connect open-tunnel --instance-id x"},
+            "children": {"gpu_nodes": {"children": {}}},
+        }
+    }
+    out = ansible_run.with_access(inv, {}, known_hosts=Path("/kh"))
+    args = out["all"]["vars"]["ansible_ssh_common_args"]
+    assert args.endswith("-o ProxyCommand='{{ rackform_ssh_proxy }}'")
+    assert ansible_run._tunnelled(out)
+    access = {"private_key": "KEY\n", "known_hosts": "* ssh-ed25519 AAAA\n"}
+    with ansible_run.access_files(access) as files:
+        assert files["private_key"].read_text() == "KEY\n"
+        assert files["private_key"].stat().st_mode & 0o777 == 0o600
+        assert files["known_hosts"].read_text() == "* ssh-ed25519 AAAA\n"
+        where = files["private_key"].parent
+    assert not where.exists()  # the key never outlives the run
+    with ansible_run.access_files(None) as files:
+        assert files == {}
 
 
 def test_unknown_roles_are_refused_before_anything_runs():
