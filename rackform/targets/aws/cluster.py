@@ -114,22 +114,16 @@ class AwsCluster(pulumi.ComponentResource):
 
         self.groups = []
         for g in plan.node_groups:
-            sha = None
+            sha, url = None, ""
+            if bucket is not None:
+                artifact = group_artifact(plan, g, asg_name(plan, g))
+                sha, url = artifact.sha256, bucket.publish(g, artifact)
             data = pulumi.Output.all(
                 self.keys.client_public_key,
                 self.keys.host_private_key,
                 self.keys.host_public_key,
-            ).apply(lambda k: self._user_data(plan, *k))
-            if bucket is not None:
-                artifact = group_artifact(plan, g, asg_name(plan, g))
-                sha = artifact.sha256
-                url = bucket.publish(g, artifact)
-                data = pulumi.Output.all(
-                    self.keys.client_public_key,
-                    self.keys.host_private_key,
-                    self.keys.host_public_key,
-                    url,
-                ).apply(lambda k, sha=sha: self._user_data(plan, *k, sha=sha))
+                url,
+            ).apply(lambda k, sha=sha: self._user_data(plan, *k, sha=sha))
             self.groups.append(
                 AwsNodeGroup(
                     f"{name}-{g.name}",
