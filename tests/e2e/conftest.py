@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pytest
 from loopback import http_server
-from vms import TORCH, cli, find_torch_wheel, qemus_of, sh, shown
-
-from rackform.testbed import lifecycle
+from vms import TORCH, find_torch_wheel, sh, testbed_up
 
 PHASE_LINES = pytest.StashKey[list[str]]()
 
@@ -68,20 +66,13 @@ def pytest_terminal_summary(terminalreporter, config):
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory, phases):
     d = tmp_path_factory.mktemp("testbed")
-    try:
-        with phases("testbed up: base image (cached after the first build) and 2 VMs booted"):
-            proc = cli("testbed", "up", "--nodes", "2", "--dir", d)
-        assert proc.returncode == 0, shown(proc)
-        bed = lifecycle.Testbed.load(d)
+    label = "testbed up: base image (cached after the first build) and 2 VMs booted"
+    with testbed_up(d, 2, phases(label)) as bed:
         phases.notes.append(
             f"accelerator {bed.accel} ({bed.accel_why}); image {bed.timings['image_s']} s,"
             f" boot {bed.timings['boot_s']} s"
         )
         yield bed
-    finally:
-        down = cli("testbed", "down", "--dir", d, timeout=120)
-        assert down.returncode == 0, shown(down)
-        assert qemus_of(d) == [], "QEMU processes left running"
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

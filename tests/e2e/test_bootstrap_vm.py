@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from loopback import http_server
-from vms import TORCH, cli, qemus_of, shown
+from vms import TORCH, testbed_up
 
 from rackform.engine import prepare
 from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
@@ -34,7 +34,6 @@ from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import thaw
 from rackform.stack.stages import ConfigureProvider
 from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
-from rackform.testbed import lifecycle
 from rackform.testbed.apt import ensure_repo, sources_line
 from rackform.testbed.ssh import Ssh
 
@@ -92,15 +91,8 @@ def bootstrap_wheelhouse(torch_wheels: Path | None) -> Path:
 @pytest.fixture(scope="module")
 def fresh_vm(tmp_path_factory, phases):
     d = tmp_path_factory.mktemp("fresh-vm")
-    try:
-        with phases("bootstrap: a fresh VM booted"):
-            proc = cli("testbed", "up", "--nodes", "1", "--dir", d)
-        assert proc.returncode == 0, shown(proc)
-        yield lifecycle.Testbed.load(d)
-    finally:
-        down = cli("testbed", "down", "--dir", d, timeout=120)
-        assert down.returncode == 0, shown(down)
-        assert qemus_of(d) == [], "QEMU processes left running"
+    with testbed_up(d, 1, phases("bootstrap: a fresh VM booted")) as bed:
+        yield bed
 
 
 def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp_path):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -37,6 +39,21 @@ def shown(proc: subprocess.CompletedProcess) -> str:
 
 def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> str:
     return bed.ssh(node).run(command, check=check).stdout
+
+
+@contextmanager
+def testbed_up(d: Path, nodes: int, timed) -> Iterator[lifecycle.Testbed]:
+    """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
+    timer); down again afterwards, with no QEMU left."""
+    try:
+        with timed:
+            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d)
+        assert proc.returncode == 0, shown(proc)
+        yield lifecycle.Testbed.load(d)
+    finally:
+        down = cli("testbed", "down", "--dir", d, timeout=120)
+        assert down.returncode == 0, shown(down)
+        assert qemus_of(d) == [], "QEMU processes left running"
 
 
 def qemus_of(d: Path) -> list[int]:
