@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from loopback import http_server
-from vms import TORCH, find_torch_wheel, sh, testbed_up
+from vms import TORCH, booted_testbed, find_torch_wheel, sh
 
 PHASE_LINES = pytest.StashKey[list[str]]()
 
@@ -67,7 +67,7 @@ def pytest_terminal_summary(terminalreporter, config):
 def testbed(tmp_path_factory, phases):
     d = tmp_path_factory.mktemp("testbed")
     label = "testbed up: base image (cached after the first build) and 2 VMs booted"
-    with testbed_up(d, 2, phases(label)) as bed:
+    with booted_testbed(d, 2, phases(label)) as bed:
         phases.notes.append(
             f"accelerator {bed.accel} ({bed.accel_why}); image {bed.timings['image_s']} s,"
             f" boot {bed.timings['boot_s']} s"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from loopback import http_server
-from vms import TORCH, testbed_up
+from vms import TORCH, booted_testbed
 
 from rackform.engine import prepare
 from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
@@ -91,7 +91,7 @@ def bootstrap_wheelhouse(torch_wheels: Path | None) -> Path:
 @pytest.fixture(scope="module")
 def fresh_vm(tmp_path_factory, phases):
     d = tmp_path_factory.mktemp("fresh-vm")
-    with testbed_up(d, 1, phases("bootstrap: a fresh VM booted")) as bed:
+    with booted_testbed(d, 1, phases("bootstrap: a fresh VM booted")) as bed:
         yield bed
 
 

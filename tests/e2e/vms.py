@@ -42,7 +42,7 @@ def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> s
 
 
 @contextmanager
-def testbed_up(d: Path, nodes: int, timed) -> Iterator[lifecycle.Testbed]:
+def booted_testbed(d: Path, nodes: int, timed) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
     timer); down again afterwards, with no QEMU left."""
     try:
