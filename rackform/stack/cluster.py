@@ -107,6 +107,7 @@ class Cluster(pulumi.ComponentResource):
                 "configured_hash": self.configure.content_hash,
                 "request": revalidate,
                 "access": access,
+                "evidence": {"cluster": plan.name, "environment": plan.environment},
             },
             provider=validate_provider,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.configure]),

@@ -35,6 +35,7 @@ import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pulumi
@@ -65,6 +66,7 @@ VALIDATE_INPUTS = (
     "configured_hash",
     "request",
     "access",
+    "evidence",
 )
 # What makes a validation run again: new nodes, a new configuration, or a request. Not the
 # digest, the thresholds or the smoke steps: a cosmetic edit never reruns the smoke job on a
@@ -210,6 +212,17 @@ class ValidateProvider(ResourceProvider):
             validation=props["validation"],
             access=props.get("access"),
         )
+        # Sealed as evidence `rackform promote` accepts: for the blueprint digest it ran under,
+        # at the time it ran (signed where RACKFORM_EVIDENCE_KEY is set).
+        from rackform.gitops.evidence import seal
+
+        who = props.get("evidence") or {}
+        sealed_for = SimpleNamespace(
+            name=who.get("cluster", props["cluster"]),
+            environment=who.get("environment", ""),
+            digest=props.get("digest"),
+        )
+        report = seal(report, plan=sealed_for)
         return {**_inputs(props, VALIDATE_INPUTS), **judge(report)}
 
     def create(self, props: dict[str, Any]) -> CreateResult:

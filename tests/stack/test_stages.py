@@ -157,11 +157,16 @@ FAIL = {
 NOT_RUN = {"name": "dcgm_diag", "status": "not-run", "measured": None, "expected": "r1"}
 
 
-def test_validate_puts_the_report_in_its_outputs():
+def test_validate_puts_the_report_in_its_outputs_sealed_as_evidence():
     work = Work({"checks": [PASS, NOT_RUN]})
-    out = ValidateProvider(work).create(validate_props())
+    props = validate_props(evidence={"cluster": "t-train", "environment": "dev"})
+    out = ValidateProvider(work).create(props)
     assert out.outs["passed"] is True
     assert out.outs["report"]["checks"] == [PASS, NOT_RUN]
+    sealed = out.outs["report"]["evidence"]
+    assert (sealed["cluster"], sealed["environment"]) == ("t-train", "dev")
+    assert sealed["digest"] == "sha256:d" and sealed["passed"] is True
+    assert sealed["content"] and sealed["validated_at"]
     assert work.calls[0]["validation"]["expected"] == {"nodes": 2}
 
 
