@@ -1,5 +1,5 @@
 """Helpers for the smoke tests (tests/validators, tests/cli/test_smoke_cmd.py): run the job and
-the host checks as a node would (this checkout's validators/ on PYTHONPATH), isolated from the
+the host checks as a node would (the collection's validators/ on PYTHONPATH), isolated from the
 network and, where asked, with a private mount."""
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-ROOT = Path(__file__).resolve().parents[1]
+from rackform.paths import VALIDATORS_DIR
+
+# The directory holding validators/ (in the rackform.gpu collection's smoke_train files): on
+# PYTHONPATH and the working directory, as on a node.
+ROOT = VALIDATORS_DIR.parent
 
 # The tiny models in these tests train faster on one thread, and the suite shares 2 cores with
 # the torchrun workers some tests start.

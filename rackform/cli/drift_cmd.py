@@ -18,7 +18,6 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, for_action, need, user_error
-from rackform.paths import project_root
 
 EXIT_DRIFT = 3
 
@@ -69,7 +68,7 @@ def drift(
         from rackform.stack.workspace import WorkspaceError
 
         try:
-            res_items = resdrift.check(plan, project_root(), lambda line: None)
+            res_items = resdrift.check(plan, plan.project, lambda line: None)
         except WorkspaceError as exc:
             raise user_error(f"drift --resources: {exc}") from None
     if hosts:

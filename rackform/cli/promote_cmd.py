@@ -17,7 +17,6 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import File, fail, for_action, prepared, user_error
-from rackform.paths import project_root
 
 
 @app.command()
@@ -67,7 +66,7 @@ def promote(
         ev = verify(evidence, src, age=limit)
     except (EvidenceError, gitrev.GitError) as exc:
         raise user_error(str(exc)) from None
-    path = record_path(records_root(dst.effective.path, project_root()), dst.name, target)
+    path = record_path(records_root(dst.effective.path, dst.project), dst.name, target)
     old = read_record(path) if path.exists() else None
     if (
         old

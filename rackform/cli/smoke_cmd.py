@@ -36,8 +36,8 @@ PRESETS = ("tiny", "small", "default")
 
 
 def _launch():
-    """validators/ sits next to the rackform package (it is shipped to nodes as files, not
-    installed); make it importable from there."""
+    """validators/ ships in the rackform.gpu collection, in smoke_train's files (it goes to
+    nodes as files, never installed there); make it importable from there."""
     root = VALIDATORS_DIR.parent
     if not (VALIDATORS_DIR / "launch.py").is_file():
         print(f"rackform: internal error: validators/ not found in {root}", file=sys.stderr)

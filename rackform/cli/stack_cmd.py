@@ -15,7 +15,6 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, for_action, need, prepared, user_error
-from rackform.paths import project_root
 from rackform.plan.compile import REVALIDATE
 from rackform.plan.model import Plan
 
@@ -26,7 +25,7 @@ def _operate(plan: Plan, operation: str, config: dict[str, str] | None = None) -
     from rackform.stack.workspace import WorkspaceError, open_stack, run
 
     try:
-        stack = open_stack(plan, project_root(), extra=config)
+        stack = open_stack(plan, plan.project, extra=config)
     except WorkspaceError as exc:
         raise user_error(str(exc)) from None
     code = run(
@@ -67,7 +66,7 @@ def up(
     from rackform.gitops.promotion import PromotionRequired, require_promotion
 
     try:
-        require_promotion(plan, project_root())  # the promotion gate (rackform/gitops)
+        require_promotion(plan, plan.project)  # the promotion gate (rackform/gitops)
     except PromotionRequired as exc:
         raise user_error(f"{exc}; nothing was created") from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

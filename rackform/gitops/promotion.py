@@ -46,13 +46,13 @@ def rule_for(plan: Plan) -> Rule | None:
     return None if rule is None else Rule(plan.environment, rule.source)
 
 
-def records_root(blueprint: Path, project: Path) -> Path:
+def records_root(blueprint: Path, project: Path | None) -> Path:
     """Where records live: the top of the git repository that holds the blueprint (the one a
-    pipeline commits to), else the Pulumi project."""
+    pipeline commits to), else the Pulumi project, else the blueprint's directory."""
     for d in blueprint.resolve().parents:
         if (d / ".git").exists():
             return d
-    return project
+    return project or blueprint.resolve().parent
 
 
 def record_path(root: Path, cluster: str, env: str) -> Path:
@@ -69,7 +69,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def require_promotion(plan: Plan, project: Path) -> None:
+def require_promotion(plan: Plan, project: Path | None) -> None:
     """Raise PromotionRequired unless `plan`'s environment needs no promotion, or a record in
     `project` promotes exactly this digest into it. What `up` and the program call."""
     try:

@@ -30,10 +30,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rackform.paths import ROLES_DIR, VALIDATORS_DIR
+from rackform.paths import COLLECTION
 
 NODE_SCRIPT = Path(__file__).with_name("node_bootstrap.py")
-# The collections the roles call modules from (ansible.posix.mount, community.general.*).
+# The collections the roles call modules from (ansible.posix.mount, community.general.*);
+# rackform.gpu itself (roles, modules, site playbook, validators) is added from the package.
 COLLECTIONS = ("ansible/posix", "community/general")
 # User data is limited to 16 KB before base64 (EC2 user guide, "Run commands when you launch
 # an EC2 instance with user data input"): the script carries keys and a URL, never the roles.
@@ -92,7 +93,7 @@ def build_artifact(spec: Mapping[str, Any], cache: Path) -> Artifact:
     """The artifact for `spec` (a `manifest`), built once into `cache` and reused."""
     members = [("bootstrap.json", json.dumps(spec, sort_keys=True, indent=1).encode())]
     files = [("node_bootstrap.py", NODE_SCRIPT)]
-    files += _files(ROLES_DIR, "roles") + _files(VALIDATORS_DIR, "validators")
+    files += _files(COLLECTION, "collections/ansible_collections/rackform/gpu")
     for c in COLLECTIONS:
         files += _files(_collections_root() / c, f"collections/ansible_collections/{c}")
     key = hashlib.sha256()

@@ -24,6 +24,9 @@ VENV = Path("/opt/rackform/venv")
 STATUS = Path("/var/lib/rackform/bootstrap.json")
 LOG = Path("/var/log/rackform-bootstrap.log")
 IMDS = "http://169.254.169.254/latest"
+# The site playbook of the rackform.gpu collection, by its name in the collection (Ansible finds
+# it through ANSIBLE_COLLECTIONS_PATH, the artifact's collections/).
+SITE = "rackform.gpu.site"
 
 
 def log(line: str) -> None:
@@ -74,15 +77,13 @@ def configure(root: Path, spec: dict) -> None:
     inv = root / "inventory.json"
     inv.write_text(json.dumps(inventory(spec)), encoding="utf-8")
     env = {
-        "ANSIBLE_ROLES_PATH": str(root / "roles"),
         "ANSIBLE_COLLECTIONS_PATH": str(root / "collections"),
         "ANSIBLE_NOCOLOR": "True",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_LOCAL_TEMP": str(root / ".ansible-tmp"),
     }
-    extra = json.dumps({"smoke_train_validators_src": str(root / "validators")})
-    playbook = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inv), "-e", extra]
-    run([*playbook, str(root / "roles" / "site.yml")], env=env, cwd=str(root))
+    playbook = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inv), SITE]
+    run(playbook, env=env, cwd=str(root))
 
 
 def imds(path: str) -> str:

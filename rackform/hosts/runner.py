@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackform.paths import ROLES_DIR, VALIDATORS_DIR
+from rackform.paths import COLLECTIONS_ROOT, SITE
 
-SITE = ROLES_DIR / "site.yml"
 ROLES = ("nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "smoke_train")
 
 
@@ -255,7 +254,10 @@ def run_playbook(
             "PATH": os.pathsep.join([str(_ansible_playbook().parent), os.environ.get("PATH", "")]),
             # ansible-runner turns host key checking off unless told; keep Ansible's default.
             "ANSIBLE_HOST_KEY_CHECKING": "True",
-            "ANSIBLE_ROLES_PATH": str(ROLES_DIR),
+            # The rackform.gpu collection this package ships (the roles, their modules, the
+            # site playbook); ansible.posix and community.general come from the `ansible`
+            # package beside it (Ansible also scans sys.path for collections).
+            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT),
             "ANSIBLE_PIPELINING": "True",
             "ANSIBLE_DEPRECATION_WARNINGS": "False",
             "ANSIBLE_RETRY_FILES_ENABLED": "False",
@@ -327,7 +329,6 @@ def run(
     if report_dir is not None:
         extra.setdefault("smoke_train_fetch_dir", str(report_dir.resolve()))
         extra.setdefault("dcgm_prometheus_file", str(report_dir.resolve() / "prometheus-dcgm.yml"))
-    extra.setdefault("smoke_train_validators_src", str(VALIDATORS_DIR))
     return run_playbook(
         inv,
         extravars=extra,

@@ -31,7 +31,7 @@ def stack_name(effective: Effective) -> str:
     return f"{effective.blueprint.name}-{effective.environment}"
 
 
-def stack_config(effective: Effective, project: Path) -> dict[str, str]:
+def stack_config(effective: Effective, project: Path | None) -> dict[str, str]:
     """`Pulumi.<stack>.yaml`'s config: the blueprint (relative to the Pulumi project when inside
     it, which is how the program resolves it), the environment, and what the target's provider
     needs."""
@@ -49,7 +49,10 @@ REVALIDATE = "rackform:revalidate"
 
 
 def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
+    """`project`: the Pulumi project the stack runs in; by default the one holding the
+    blueprint (see `rackform.paths.project_root`)."""
     bp = effective.blueprint
+    project = project or project_root(effective.path.parent)
     target = adapter(bp.target.type)
     catalog = load_catalog()
     groups = tuple(target.compile_group(bp, g, catalog) for g in bp.node_groups)
@@ -90,7 +93,8 @@ def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
         expectations=None,
         inventory=frozen({}),
         group_vars=frozen({}),
-        stack_config=frozen(stack_config(effective, project or project_root())),
+        stack_config=frozen(stack_config(effective, project)),
+        project=project,
         figures=load_preflight_figures(),
         catalog=catalog,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +138,7 @@ class Plan:
     inventory: Mapping[str, Any]  # Ansible inventory (AWS groups empty until the nodes exist)
     group_vars: Mapping[str, Any]  # the roles' variables
     stack_config: Mapping[str, str]  # what `Pulumi.<stack>.yaml` holds
+    project: Path | None = field(compare=False)  # the Pulumi project (Pulumi.yaml), if any
     figures: PreflightFigures = field(repr=False, compare=False)
     catalog: Catalog = field(repr=False, compare=False)  # for right-sizing across the catalog
 

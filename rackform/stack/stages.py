@@ -103,13 +103,23 @@ def resolve(work: Work, stage: str) -> Callable[..., dict]:
     return fn
 
 
-def roles_hash(roles_dir: Path) -> str:
-    """sha256 over every file under roles/ (relative path and bytes), in a stable order."""
+# What of the collection reaches the nodes: its roles (with the validators in smoke_train's
+# files), its modules and module_utils, and the site playbook. Its README, changelog and
+# galaxy.yml do not, so editing them reruns nothing.
+SHIPPED = ("roles", "plugins", "playbooks")
+
+
+def roles_hash(collection: Path) -> str:
+    """sha256 over every file the collection runs on nodes (relative path and bytes), in a
+    stable order; byte-compiled caches are left out."""
     h = hashlib.sha256()
-    if roles_dir.is_dir():
-        for path in sorted(p for p in roles_dir.rglob("*") if p.is_file()):
-            rel = path.relative_to(roles_dir).as_posix()
-            if "__pycache__" in rel:
+    for top in SHIPPED:
+        base = collection / top
+        if not base.is_dir():
+            continue
+        for path in sorted(p for p in base.rglob("*") if p.is_file()):
+            rel = path.relative_to(collection).as_posix()
+            if "__pycache__" in rel or rel.endswith(".pyc"):
                 continue
             h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return "sha256:" + h.hexdigest()

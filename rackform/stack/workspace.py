@@ -48,10 +48,15 @@ def needs_passphrase(url: str) -> bool:
     return not url.startswith(("https://", "http://"))
 
 
-def open_stack(plan: Plan, root: Path, extra: Mapping[str, str] | None = None) -> auto.Stack:
+def open_stack(plan: Plan, root: Path | None, extra: Mapping[str, str] | None = None) -> auto.Stack:
     """Select (or create) the stack `<name>-<env>` of the project at `root`, and set its config
     to the plan's (the same file `rackform compile` writes) and `extra` (e.g. a validation
     request)."""
+    if root is None:
+        raise WorkspaceError(
+            f"{plan.source}: no Pulumi project (Pulumi.yaml) holds this blueprint or the "
+            "working directory; run `rackform init DIR` to make one, or set RACKFORM_PROJECT"
+        )
     if shutil.which("pulumi") is None:
         raise PulumiMissing(
             "the pulumi CLI is not on PATH; install it (https://www.pulumi.com/docs/install/, "

@@ -44,8 +44,14 @@ def git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
+# A team's blueprint repository is a Pulumi project (what `rackform init` makes): `up` runs there.
+PROJECT = "name: team\nruntime: python\nmain: __main__.py\n"
+
+
 def make_remote(tmp: Path, files: dict[str, str]) -> tuple[Path, Path]:
-    """A bare remote whose main branch holds `files`, and a clone of it (user configured)."""
+    """A bare remote whose main branch holds `files` (and a Pulumi.yaml unless they have one),
+    and a clone of it (user configured)."""
+    files = {"Pulumi.yaml": PROJECT, **files}
     remote = tmp / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
     seed = tmp / "seed"

@@ -41,10 +41,13 @@ def test_the_artifact_is_deterministic_and_holds_roles_collections_and_its_varia
     assert one.sha256 == two.sha256 and one.path.read_bytes() == two.path.read_bytes()
     with tarfile.open(one.path) as tar:
         names = set(tar.getnames())
-        assert {"node_bootstrap.py", "roles/site.yml", "bootstrap.json"} <= names
+        ours = "collections/ansible_collections/rackform/gpu/"
+        assert {"node_bootstrap.py", ours + "playbooks/site.yml", "bootstrap.json"} <= names
+        assert ours + "plugins/module_utils/sysfs.py" in names
+        assert ours + "roles/smoke_train/files/validators/launch.py" in names
+        assert not [n for n in names if "__pycache__" in n]
         assert "collections/ansible_collections/ansible/posix/MANIFEST.json" in names
         assert "collections/ansible_collections/community/general/MANIFEST.json" in names
-        assert any(n.startswith("validators/") for n in names)
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
         shipped = json.loads(tar.extractfile("bootstrap.json").read())
     assert shipped["vars"]["smoke_train_run"] is False

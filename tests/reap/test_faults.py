@@ -12,6 +12,7 @@ import time
 import pytest
 from blueprint_helpers import ROOT
 from clusters import bare_metal
+from collection import ROLES_DIR
 from loopback import free_port, http_server
 
 from rackform.reap import labels
@@ -83,9 +84,9 @@ def test_not_a_url(tmp_path):
 
 
 def test_reap_selects_by_the_labels_the_dcgm_role_writes():
-    template = (ROOT / "roles/dcgm/templates/prometheus-scrape.yml.j2").read_text()
+    template = (ROLES_DIR / "dcgm/templates/prometheus-scrape.yml.j2").read_text()
     written = re.findall(r"^\s+(\w+): \{\{", template.split("labels:", 1)[1], re.MULTILINE)
     assert tuple(written) == labels.SCRAPE_LABELS
-    counters = (ROOT / "roles/dcgm/defaults/main.yml").read_text()
+    counters = (ROLES_DIR / "dcgm/defaults/main.yml").read_text()
     for metric in (labels.GPU_UTIL, labels.FB_USED, labels.XID_ERRORS, labels.ECC_DBE):
         assert f"- {metric}\n" in counters

@@ -37,7 +37,7 @@ PLAY = """
       when: inventory_hostname == 'cpu-node'
     - name: The role's scrape tasks
       ansible.builtin.include_role:
-        name: dcgm
+        name: rackform.gpu.dcgm
         tasks_from: scrape.yml
 """
 

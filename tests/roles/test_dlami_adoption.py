@@ -5,25 +5,13 @@ host does (no such mount, no driver)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from collection import module
 
 from rackform.catalog.raid import role_table
 
-ROLES = Path(__file__).resolve().parents[2] / "roles"
-
-
-def _load(role: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, ROLES / role / "library" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-raid = _load("nvme_raid", "nvme_raid_probe")
-gpu = _load("nvidia_driver", "nvidia_driver_probe")
+raid = module("nvme_raid_probe")
+gpu = module("nvidia_driver_probe")
 LEVELS = role_table()
 MOUNT = "/opt/dlami/nvme"
 INSTANCE_STORE = "Amazon EC2 NVMe Instance Storage"

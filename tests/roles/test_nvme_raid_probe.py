@@ -4,25 +4,15 @@ against emulated NVMe drives is in tests/e2e/test_configure_vms.py."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
+from collection import ROLES_DIR, module
 
 from rackform.catalog.raid import load_raid_levels, role_table
 
-LIBRARY = Path(__file__).resolve().parents[2] / "roles" / "nvme_raid" / "library"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("nvme_raid_probe", LIBRARY / "nvme_raid_probe.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-probe = _load()
+probe = module("nvme_raid_probe")
 
 
 def drive(i: int, *, sigs=(), in_use="", model="QEMU NVMe Ctrl") -> dict:
@@ -176,7 +166,7 @@ def test_raid10_on_two_drives_is_accepted_as_md_accepts_it():
 def test_the_roles_default_table_is_the_catalogs():
     # The role's default serves playbooks that use it on their own; rackform always passes
     # the catalog's table. They must be the same table.
-    role = LIBRARY.parent
+    role = ROLES_DIR / "nvme_raid"
     defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())["nvme_raid_levels"]
     spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
     spec_default = spec["argument_specs"]["main"]["options"]["nvme_raid_levels"]["default"]

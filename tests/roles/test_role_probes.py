@@ -3,21 +3,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+from collection import module
 
-
-def _load(role: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, ROLES_DIR / role / "library" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gpu_probe = _load("nvidia_driver", "nvidia_driver_probe")
-fabric_probe = _load("nccl_rdma", "nccl_rdma_probe")
+gpu_probe = module("nvidia_driver_probe")
+fabric_probe = module("nccl_rdma_probe")
 
 
 def _pci(root: Path, addr: str, vendor: str, device: str, cls: str) -> None:

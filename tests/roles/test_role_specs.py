@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from collection import COLLECTION, ROLES_DIR, SITE
 
 from rackform.blueprint.loader import load_effective
 from rackform.hosts.runner import ROLES
@@ -20,11 +21,12 @@ from rackform.plan.compile import compile_plan
 from rackform.plan.inventory import group_vars
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLES_DIR = ROOT / "roles"
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
 # Every role on disk: the five the site playbook runs, and host_bootstrap, which they depend on.
 ALL_ROLES = sorted(p.parent.parent.name for p in ROLES_DIR.glob("*/tasks/main.yml"))
-ALLOWED_COLLECTIONS = ("ansible.builtin.", "ansible.posix.", "community.general.")
+ALLOWED_COLLECTIONS = (
+    "ansible.builtin.", "ansible.posix.", "community.general.", "rackform.gpu.",
+)  # fmt: skip
 TASK_KEYS = {
     "name", "when", "register", "loop", "loop_control", "vars", "notify", "changed_when",
     "failed_when", "check_mode", "become", "delegate_to", "run_once", "tags", "environment",
@@ -43,8 +45,8 @@ def options(role: str) -> dict:
     ]
 
 
-def local_modules(role: str) -> set[str]:
-    return {p.stem for p in (ROLES_DIR / role / "library").glob("*.py")}
+def collection_modules() -> set[str]:
+    return {f"rackform.gpu.{p.stem}" for p in (COLLECTION / "plugins" / "modules").glob("*.py")}
 
 
 def tasks(node) -> list[dict]:
@@ -108,7 +110,7 @@ def test_os_dispatch_covers_every_supported_os(role):
 
 @pytest.mark.parametrize("role", ALL_ROLES)
 def test_tasks_keep_the_rules(role):
-    own = local_modules(role)
+    own = collection_modules()
     for path in task_files(role):
         for t in tasks(load(path)):
             where = f"{role}/{path.parent.name}/{path.name}: {t.get('name')!r}"
@@ -117,7 +119,9 @@ def test_tasks_keep_the_rules(role):
             mod = action(t)
             if mod is None:  # a block
                 continue
-            assert mod.startswith(ALLOWED_COLLECTIONS) or mod in own, f"{where}: {mod} is not FQCN"
+            assert mod.startswith(ALLOWED_COLLECTIONS), f"{where}: {mod} is not FQCN"
+            if mod.startswith("rackform.gpu."):
+                assert mod in own, f"{where}: {mod} is not one of the collection's modules"
             if mod == "ansible.builtin.assert":
                 that = t[mod]["that"]
                 that = that if isinstance(that, list) else [that]
@@ -143,13 +147,13 @@ def test_handlers_skip_in_check_mode(role):
 
 
 def test_site_playbook_runs_every_role_once_tagged_with_its_name():
-    wait, play = load(ROLES_DIR / "site.yml")
+    wait, play = load(SITE)
     # First every node answers SSH (a node just launched boots first), whatever roles are asked.
     (task,) = wait["tasks"]
     assert task["ansible.builtin.wait_for_connection"] and task["tags"] == ["always"]
     assert wait["hosts"] == "gpu_nodes" and wait["gather_facts"] is False
-    assert [r["role"] for r in play["roles"]] == list(ROLES)
-    assert all(r["tags"] == [r["role"]] for r in play["roles"])
+    assert [r["role"] for r in play["roles"]] == [f"rackform.gpu.{r}" for r in ROLES]
+    assert all(r["tags"] == [r["role"].removeprefix("rackform.gpu.")] for r in play["roles"])
     assert play["hosts"] == "gpu_nodes"  # the group rackform.plan.inventory puts every node in
 
 
@@ -158,9 +162,10 @@ def test_site_playbook_passes_ansibles_syntax_check(tmp_path):
     inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        n1: {}\n")
     proc = subprocess.run(
         [Path(sys.executable).with_name("ansible-playbook"), "--syntax-check", "-i", inv,
-         ROLES_DIR / "site.yml"],
+         SITE],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-        env={**os.environ, "ANSIBLE_ROLES_PATH": str(ROLES_DIR), "ANSIBLE_NOCOLOR": "1"},
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTION.parents[2]),
+             "ANSIBLE_NOCOLOR": "1"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr + proc.stdout
 
@@ -192,6 +197,6 @@ def test_every_role_installs_what_its_modules_need_first():
     # no packaging (the pip module): each role depends on host_bootstrap, which installs them.
     for role in ROLES:
         deps = load(ROLES_DIR / role / "meta" / "main.yml")["dependencies"]
-        assert {"role": "host_bootstrap"} in deps, role
+        assert {"role": "rackform.gpu.host_bootstrap"} in deps, role
     needed = load(ROLES_DIR / "host_bootstrap" / "defaults" / "main.yml")["host_bootstrap_packages"]
     assert {"python3-apt", "python3-packaging"} <= set(needed)

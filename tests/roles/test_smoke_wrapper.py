@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from collection import ROLES_DIR
 
-ROLE = Path(__file__).resolve().parents[2] / "roles" / "smoke_train"
+ROLE = ROLES_DIR / "smoke_train"
 WRAPPER = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_smoke_train_wrapper"]
 JOB = ["/bin/sh", "-c", 'echo "ifname=$GLOO_SOCKET_IFNAME debug=$NCCL_DEBUG"; exit 3']
 

@@ -109,17 +109,29 @@ def test_configure_update_runs_again_and_delete_runs_nothing():
     assert len(work.calls) == 1
 
 
-def test_roles_hash_follows_role_files(tmp_path):
-    roles = tmp_path / "roles"
-    assert roles_hash(roles) == roles_hash(tmp_path / "none")  # no roles yet: a stable hash
-    (roles / "nvme_raid" / "tasks").mkdir(parents=True)
-    task = roles / "nvme_raid" / "tasks" / "main.yml"
+def test_roles_hash_follows_what_reaches_the_nodes(tmp_path):
+    coll = tmp_path / "gpu"
+    assert roles_hash(coll) == roles_hash(tmp_path / "none")  # no roles yet: a stable hash
+    (coll / "roles" / "nvme_raid" / "tasks").mkdir(parents=True)
+    task = coll / "roles" / "nvme_raid" / "tasks" / "main.yml"
     task.write_text("- name: a\n")
-    first = roles_hash(roles)
+    first = roles_hash(coll)
     task.write_text("- name: b\n")
-    assert roles_hash(roles) != first
+    assert roles_hash(coll) != first
     task.write_text("- name: a\n")
-    assert roles_hash(roles) == first
+    assert roles_hash(coll) == first
+    # A module, module_utils and the site playbook run on nodes too ...
+    for rel in ("plugins/module_utils/sysfs.py", "playbooks/site.yml"):
+        (coll / rel).parent.mkdir(parents=True, exist_ok=True)
+        (coll / rel).write_text("x = 1\n")
+        assert roles_hash(coll) != first
+        (coll / rel).unlink()
+    assert roles_hash(coll) == first
+    # ... the collection's README, changelog and byte-compiled caches do not.
+    (coll / "README.md").write_text("docs\n")
+    (coll / "roles" / "__pycache__").mkdir()
+    (coll / "roles" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"\0")
+    assert roles_hash(coll) == first
 
 
 def test_a_missing_implementation_is_a_clear_error():

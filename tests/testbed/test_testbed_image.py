@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
+from rackform.paths import ROLES_DIR
 from rackform.testbed import image
 
-ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 # Priority required/important packages that debootstrap's minbase always installs.
 MINBASE = {"e2fsprogs", "util-linux"}
 

@@ -14,13 +14,12 @@ import ast
 import math
 import re
 from collections.abc import Callable
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from collection import VALIDATORS_DIR
 from smoke_helpers import FakeNvml
-
 from validators import collectives, comm_checks, hostcheck, launch, report, storage
 from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
@@ -29,7 +28,6 @@ from validators.report import FAIL, NOT_RUN, PASS, Check
 from validators.train import TrainResult
 from validators.train_checks import replicas_verdict, training_checks
 
-VALIDATORS = Path(__file__).resolve().parents[2] / "validators"
 CUDA, CPU = torch.device("cuda"), torch.device("cpu")  # a device object needs no GPU
 
 
@@ -339,7 +337,7 @@ def emitted_names() -> set[str]:
     Check where it is written out, and the strings assigned to a variable `name` or `names`
     (the checks that build their name once)."""
     found: set[str] = set()
-    for path in VALIDATORS.glob("*.py"):
+    for path in VALIDATORS_DIR.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             consts: list[ast.expr] = []
             if isinstance(node, ast.Call) and node.args:

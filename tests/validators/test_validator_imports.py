@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from collection import VALIDATORS_DIR
 
-VALIDATORS = Path(__file__).resolve().parents[2] / "validators"
+VALIDATORS = VALIDATORS_DIR
 ALLOWED = set(sys.stdlib_module_names) | {"torch", "validators", "pynvml"}
 
 

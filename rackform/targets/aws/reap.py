@@ -111,11 +111,10 @@ class AwsReaper:
 
 def _destroy(plan: Plan) -> Outcome:
     """`pulumi destroy` of the stack, through the Automation API (the real CLI on PATH)."""
-    from rackform.paths import project_root
     from rackform.stack.workspace import WorkspaceError, open_stack, run
 
     try:
-        stack = open_stack(plan, project_root())
+        stack = open_stack(plan, plan.project)
     except WorkspaceError as exc:
         return Outcome(plan.stack, False, str(exc))
     lines: list[str] = []

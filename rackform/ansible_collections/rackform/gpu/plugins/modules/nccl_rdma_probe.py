@@ -1,0 +1,69 @@
+#!/usr/bin/python
+"""Read-only probe for the nccl_rdma role: EFA functions on the PCI bus, RDMA devices with their
+link layer (InfiniBand, or Ethernet for RoCE) and network interfaces, from sysfs."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rackform.gpu.plugins.module_utils import sysfs
+
+DOCUMENTATION = r"""
+module: nccl_rdma_probe
+short_description: List EFA functions, RDMA devices and network interfaces
+description:
+  - Reads /sys only; changes nothing.
+options: {}
+author: rackform
+"""
+
+RETURN = r"""
+efa_pci: {description: PCI addresses of Amazon EFA functions., returned: always, type: list, elements: str}
+rdma: {description: "RDMA devices: name, link_layer, netdevs.", returned: always, type: list, elements: dict}
+interfaces: {description: Network interface names., returned: always, type: list, elements: str}
+"""
+
+EXAMPLES = r"""
+- name: Probe the fabric
+  nccl_rdma_probe:
+  register: probe
+"""
+
+AMAZON = "0x1d0f"
+EFA_DEVICES = {"0xefa0", "0xefa1", "0xefa2", "0xefa3"}
+
+
+def probe(sys_root: str = "/sys") -> dict:
+    pci = os.path.join(sys_root, "bus", "pci", "devices")
+    efa = [
+        a
+        for a in sysfs.listdir(pci)
+        if sysfs.read(os.path.join(pci, a, "vendor")) == AMAZON
+        and sysfs.read(os.path.join(pci, a, "device")) in EFA_DEVICES
+    ]
+    ib = os.path.join(sys_root, "class", "infiniband")
+    rdma = []
+    for name in sysfs.listdir(ib):
+        ports = sysfs.listdir(os.path.join(ib, name, "ports"))
+        layers = sorted(
+            {sysfs.read(os.path.join(ib, name, "ports", p, "link_layer")) for p in ports} - {""}
+        )
+        rdma.append(
+            {
+                "name": name,
+                "link_layer": layers[0] if layers else "",
+                "netdevs": sysfs.listdir(os.path.join(ib, name, "device", "net")),
+            }
+        )
+    interfaces = sysfs.listdir(os.path.join(sys_root, "class", "net"))
+    return {"efa_pci": efa, "rdma": rdma, "interfaces": interfaces}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    module.exit_json(changed=False, **probe())
+
+
+if __name__ == "__main__":
+    main()
