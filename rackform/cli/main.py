@@ -13,6 +13,7 @@ from rackform.cli import (  # noqa: F401
     configure_cmd,
     diff_cmd,
     drift_cmd,
+    init_cmd,
     plan_cmd,
     promote_cmd,
     reap_cmd,
