@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import blueprint_helpers  # noqa: F401  (imports torch._dynamo before ansible-core; see there)
+import dist_build
 import pytest
 
 
@@ -19,3 +20,9 @@ def write(tmp_path):
         return path
 
     return _write
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory) -> dist_build.Dist:
+    """The wheel and sdist, built once for the session (see tests/dist_build.py)."""
+    return dist_build.build(tmp_path_factory.mktemp("dist"))

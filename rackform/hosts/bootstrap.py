@@ -41,10 +41,20 @@ COLLECTIONS = ("ansible/posix", "community/general")
 USER_DATA_LIMIT = 16 * 1024
 
 
-def _collections_root() -> Path:
-    import ansible_collections  # the deploy extra's `ansible` package
+def _installed_collection(name: str) -> Path:
+    """Where the deploy extra's `ansible` package installed collection `name` ("ansible/posix").
+    `ansible_collections` is a namespace package with several portions (rackform's own among
+    them once Ansible's loader is installed), so each portion is looked in."""
+    import ansible_collections
 
-    return Path(next(iter(ansible_collections.__path__)))
+    for base in ansible_collections.__path__:
+        found = Path(base) / name
+        if (found / "MANIFEST.json").is_file():
+            return found
+    raise FileNotFoundError(
+        f"the Ansible collection {name.replace('/', '.')} is not installed "
+        "(pip install 'rackform[deploy]')"
+    )
 
 
 def _files(root: Path, prefix: str) -> list[tuple[str, Path]]:
@@ -95,7 +105,7 @@ def build_artifact(spec: Mapping[str, Any], cache: Path) -> Artifact:
     files = [("node_bootstrap.py", NODE_SCRIPT)]
     files += _files(COLLECTION, "collections/ansible_collections/rackform/gpu")
     for c in COLLECTIONS:
-        files += _files(_collections_root() / c, f"collections/ansible_collections/{c}")
+        files += _files(_installed_collection(c), f"collections/ansible_collections/{c}")
     key = hashlib.sha256()
     for name, data in members:
         key.update(name.encode() + b"\0" + data + b"\0")

@@ -9,6 +9,7 @@ import json
 import subprocess
 import tarfile
 
+from collection import module
 from planhelp import (
     AWS_INFERENCE,
     AWS_TRAINING,
@@ -31,6 +32,18 @@ from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
 
 def _plan(tmp_path, doc):
     return compile_plan(load_effective(write_blueprint(tmp_path, doc)))
+
+
+def test_the_collections_are_found_with_ansibles_loader_installed(tmp_path):
+    # `ansible_collections` has several portions once Ansible's collection loader runs in this
+    # process (rackform's own first): ansible.posix is still taken from where it is installed.
+    module("nvme_raid_probe")  # installs the loader over the package's collections root
+    p = _plan(tmp_path, BARE_METAL)
+    spec = manifest(configure_vars(thaw(p.group_vars)), "ng_hgx", p.ssh_user)
+    with tarfile.open(build_artifact(spec, tmp_path / "a").path) as tar:
+        names = set(tar.getnames())
+    assert "collections/ansible_collections/ansible/posix/MANIFEST.json" in names
+    assert "collections/ansible_collections/rackform/gpu/playbooks/site.yml" in names
 
 
 def test_the_artifact_is_deterministic_and_holds_roles_collections_and_its_variables(tmp_path):
