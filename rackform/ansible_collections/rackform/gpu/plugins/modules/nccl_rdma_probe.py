@@ -1,34 +1,70 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
+# Imports follow DOCUMENTATION, EXAMPLES and RETURN, as Ansible's module format (validate-modules)
+# requires.
+# ruff: noqa: E402
 """Read-only probe for the nccl_rdma role: EFA functions on the PCI bus, RDMA devices with their
 link layer (InfiniBand, or Ethernet for RoCE) and network interfaces, from sysfs."""
 
 from __future__ import annotations
 
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rackform.gpu.plugins.module_utils import sysfs
-
 DOCUMENTATION = r"""
 module: nccl_rdma_probe
 short_description: List EFA functions, RDMA devices and network interfaces
 description:
-  - Reads /sys only; changes nothing.
+  - Lists the Amazon EFA functions on the PCI bus, the RDMA devices with their link layer
+    (InfiniBand, or Ethernet for RoCE) and network interfaces, and the host's network
+    interfaces.
+  - Reads C(/sys) only; changes nothing. The nccl_rdma role runs it before it configures NCCL.
 options: {}
-author: rackform
-"""
-
-RETURN = r"""
-efa_pci: {description: PCI addresses of Amazon EFA functions., returned: always, type: list, elements: str}
-rdma: {description: "RDMA devices: name, link_layer, netdevs.", returned: always, type: list, elements: dict}
-interfaces: {description: Network interface names., returned: always, type: list, elements: str}
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - rackform maintainers (@rackform)
 """
 
 EXAMPLES = r"""
 - name: Probe the fabric
-  nccl_rdma_probe:
-  register: probe
+  rackform.gpu.nccl_rdma_probe:
+  register: fabric
+
+- name: Show the RDMA devices
+  ansible.builtin.debug:
+    msg: "{{ fabric.rdma | map(attribute='name') | list }}"
 """
+
+RETURN = r"""
+efa_pci:
+  description: PCI addresses of Amazon EFA functions.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:10:00.0"]
+rdma:
+  description: RDMA devices, each with its name, link_layer and netdevs.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "mlx5_0", "link_layer": "InfiniBand", "netdevs": ["ib0"]}]
+interfaces:
+  description: Network interface names.
+  returned: always
+  type: list
+  elements: str
+  sample: ["eth0", "ib0", "lo"]
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rackform.gpu.plugins.module_utils import sysfs
 
 AMAZON = "0x1d0f"
 EFA_DEVICES = {"0xefa0", "0xefa1", "0xefa2", "0xefa3"}

@@ -1,4 +1,8 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
+# Imports follow DOCUMENTATION, EXAMPLES and RETURN, as Ansible's module format (validate-modules)
+# requires.
+# ruff: noqa: E402
 """Read-only probe for the nvidia_driver role: NVIDIA GPUs and NVSwitches on the PCI bus, the
 loaded NVIDIA driver's version, the driver installed on disk (dpkg's database, the versioned
 libnvidia-ml library), whether nouveau is loaded; and the decision whether to install the
@@ -6,47 +10,100 @@ wanted branch, adopt the one an image preinstalled, or refuse a second branch.""
 
 from __future__ import annotations
 
+DOCUMENTATION = r"""
+module: nvidia_driver_probe
+short_description: Find NVIDIA GPUs and NVSwitches and the driver installed or loaded
+description:
+  - Lists NVIDIA GPUs and NVSwitches on the PCI bus, the loaded NVIDIA kernel driver's
+    version, the drivers installed on disk (dpkg's database and the versioned
+    C(libnvidia-ml) library) and whether nouveau is loaded.
+  - Given O(branch), decides whether the nvidia_driver role installs that branch, adopts the
+    driver an image preinstalled, or refuses because another branch is installed or loaded.
+  - Reads C(/sys/bus/pci), C(/proc/driver/nvidia), C(/var/lib/dpkg/status) and the library
+    directories only; changes nothing.
+options:
+  branch:
+    description: The wanted driver branch (V(550), V(550-open), ...); empty decides nothing.
+    type: str
+    default: ""
+  adopt_preinstalled:
+    description: A driver of the wanted branch already installed is used as it is (decision V(adopt)).
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - rackform maintainers (@rackform)
+"""
+
+EXAMPLES = r"""
+- name: Probe for GPUs and the driver
+  rackform.gpu.nvidia_driver_probe:
+    branch: "550"
+  register: gpu
+
+- name: Stop where another driver branch is installed
+  ansible.builtin.fail:
+    msg: "{{ gpu.problem }}"
+  when: gpu.decision == 'refuse'
+"""
+
+RETURN = r"""
+gpus:
+  description: NVIDIA display and 3D controllers, each with its PCI address and device id.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"address": "0000:18:00.0", "device": "0x2330"}]
+nvswitches:
+  description: PCI addresses of NVIDIA NVSwitch bridges.
+  returned: always
+  type: list
+  elements: str
+loaded_version:
+  description: Version of the loaded NVIDIA kernel driver; empty if none is loaded.
+  returned: always
+  type: str
+  sample: "550.90.07"
+nouveau_loaded:
+  description: Whether the nouveau module is loaded.
+  returned: always
+  type: bool
+installed:
+  description: Drivers found installed, each with its version, branch and where it was seen.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"branch": "550", "version": "550.90.07", "seen": "nvidia-driver-550"}]
+installed_branches:
+  description: Branch numbers of the drivers installed or loaded; empty when O(branch) is empty.
+  returned: always
+  type: list
+  elements: str
+decision:
+  description: V(install), V(adopt) (the preinstalled driver of the wanted branch) or V(refuse).
+  returned: always
+  type: str
+  sample: install
+problem:
+  description: Why the decision is V(refuse); empty otherwise.
+  returned: always
+  type: str
+"""
+
 import glob
 import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rackform.gpu.plugins.module_utils import sysfs
-
-DOCUMENTATION = r"""
-module: nvidia_driver_probe
-short_description: Find NVIDIA GPUs and NVSwitches and the loaded driver
-description:
-  - Reads /sys/bus/pci, /proc/driver/nvidia, /var/lib/dpkg/status and the library directories
-    only; changes nothing.
-options:
-  branch:
-    description: The wanted driver branch (550, 550-open, ...); empty decides nothing.
-    type: str
-    default: ""
-  adopt_preinstalled:
-    description: A driver of the wanted branch already installed is used as it is (decision adopt).
-    type: bool
-    default: false
-author: rackform
-"""
-
-RETURN = r"""
-gpus: {description: "NVIDIA display / 3D controllers: address, device id.", returned: always, type: list, elements: dict}
-nvswitches: {description: PCI addresses of NVIDIA NVSwitch bridges., returned: always, type: list, elements: str}
-loaded_version: {description: Version of the loaded NVIDIA kernel driver, empty if none., returned: always, type: str}
-nouveau_loaded: {description: Whether the nouveau module is loaded., returned: always, type: bool}
-installed: {description: "Drivers found installed or loaded: version, branch and where seen.", returned: always, type: list, elements: dict}
-installed_branches: {description: Branch numbers of those drivers., returned: always, type: list, elements: str}
-decision: {description: "install, adopt (the preinstalled driver of the wanted branch) or refuse.", returned: always, type: str}
-problem: {description: Why the decision is refuse; empty otherwise., returned: always, type: str}
-"""
-
-EXAMPLES = r"""
-- name: Probe for GPUs
-  nvidia_driver_probe:
-  register: probe
-"""
 
 NVIDIA = "0x10de"
 # PCI classes: 0x0300 VGA, 0x0302 3D controller (datacenter GPUs); 0x0680 "other bridge" is

@@ -1,30 +1,27 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
+# Imports follow DOCUMENTATION, EXAMPLES and RETURN, as Ansible's module format (validate-modules)
+# requires.
+# ruff: noqa: E402
 """Read-only probe for the nvme_raid role: which NVMe drives exist, what each one holds, whether
 the array already exists, and what the role would have to do. It never writes to a disk; the
 role's tasks act only on what this probe decided, after its problems were shown."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rackform.gpu.plugins.module_utils import sysfs
-
 DOCUMENTATION = r"""
 module: nvme_raid_probe
 short_description: Find NVMe drives and decide how to build the checkpoint array from them
 description:
-  - Lists every NVMe namespace with its serial, model, size, /dev/disk/by-id name, the
+  - Lists every NVMe namespace with its serial, model, size, C(/dev/disk/by-id) name, the
     signatures on it (filesystem, partition table, md superblock) and whether it is in use.
   - Selects drives by serial or by-id name, or every unused NVMe drive when none are listed
     (never by kernel name order), and finds an existing md array of the given name.
-  - Returns the action (none, create, assemble), the drives to wipe (only with allow_wipe)
-    and the problems that must stop the role. Changes nothing.
+  - Returns the action (V(none), V(create), V(assemble), V(adopt)), the drives to wipe (only
+    with O(allow_wipe)) and the problems that must stop the nvme_raid role. Changes nothing.
 options:
   devices:
-    description: Drives by serial, by-id name or /dev/disk/by-id path; empty selects every unused NVMe drive.
+    description: Drives by serial, by-id name or C(/dev/disk/by-id) path; empty selects every unused NVMe drive.
     type: list
     elements: str
     default: []
@@ -39,9 +36,9 @@ options:
     required: true
   levels:
     description:
-      - The md RAID table, keyed by level as a string; each entry has min_devices (the fewest
-        drives the level accepts), mirrors (copies of each block, or "all" for RAID 1) and
-        parity (drives' worth of parity). rackform passes its catalog's table.
+      - The md RAID table, keyed by level as a string; each entry has C(min_devices) (the fewest
+        drives the level accepts), C(mirrors) (copies of each block, or V(all) for RAID 1) and
+        C(parity) (drives' worth of parity). The nvme_raid role passes its C(nvme_raid_levels).
     type: dict
     required: true
   allow_wipe:
@@ -51,14 +48,14 @@ options:
   preexisting_mount:
     description:
       - A filesystem an image mounts on the instance-store drives itself (the AWS Deep Learning
-        AMI's /opt/dlami/nvme); empty for none. Absent from the host, it changes nothing.
+        AMI's C(/opt/dlami/nvme)); empty for none. Absent from the host, it changes nothing.
     type: str
     default: ""
   preexisting_action:
     description:
-      - adopt uses the preexisting filesystem (verified to stripe over every instance-store
-        drive) instead of building an array; replace (allow_wipe only) releases its drives for
-        the rackform array.
+      - V(adopt) uses the preexisting filesystem (verified to stripe over every instance-store
+        drive) instead of building an array; V(replace) (O(allow_wipe) only) releases its drives
+        for the rackform array.
     type: str
     choices: [adopt, replace]
     default: adopt
@@ -67,31 +64,92 @@ options:
     type: list
     elements: str
     default: []
-author: rackform
-"""
-
-RETURN = r"""
-drives: {description: Every NVMe namespace seen., returned: always, type: list, elements: dict}
-array: {description: The active array of this name (empty if none)., returned: always, type: dict}
-action: {description: none, create, assemble or adopt (the preexisting filesystem)., returned: always, type: str}
-members: {description: Device paths of the array's members (existing or to be used)., returned: always, type: list, elements: str}
-wipe: {description: Drives whose signatures must be wiped before create (allow_wipe only)., returned: always, type: list, elements: str}
-data_disks: {description: Drives that carry data in one stripe (for filesystem alignment)., returned: always, type: int}
-problems: {description: Reasons the role must stop; empty when it may go on., returned: always, type: list, elements: str}
-preexisting: {description: "The filesystem at preexisting_mount and what it is built on (empty if none).", returned: always, type: dict}
-replace: {description: Whether the preexisting filesystem is to be unmounted and its drives released., returned: always, type: bool}
-release: {description: "The command that frees the preexisting filesystem's drives (empty: nothing to free).", returned: always, type: list, elements: str}
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - rackform maintainers (@rackform)
 """
 
 EXAMPLES = r"""
 - name: Probe NVMe drives
-  nvme_raid_probe:
-    devices: [S6XNNA0T123456]
+  rackform.gpu.nvme_raid_probe:
+    devices: [S6XNNA0T123456, S6XNNA0T654321]
     name: checkpoints
     level: 0
-    levels: "{{ nvme_raid_levels }}"
-  register: probe
+    levels:
+      "0": {min_devices: 2, mirrors: 1, parity: 0}
+  register: nvme
+
+- name: Stop on what the probe found wrong
+  ansible.builtin.fail:
+    msg: "{{ nvme.problems | join('; ') }}"
+  when: nvme.problems | length > 0
 """
+
+RETURN = r"""
+drives:
+  description: Every NVMe namespace seen, with its serial, model, size, by-id name, signatures and use.
+  returned: always
+  type: list
+  elements: dict
+array:
+  description: The active md array of this name; empty if there is none.
+  returned: always
+  type: dict
+action:
+  description: V(none), V(create), V(assemble) or V(adopt) (the preexisting filesystem).
+  returned: always
+  type: str
+  sample: create
+members:
+  description: Device paths of the array's members (existing or to be used).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/dev/nvme1n1", "/dev/nvme2n1"]
+wipe:
+  description: Drives whose signatures must be wiped before create (O(allow_wipe) only).
+  returned: always
+  type: list
+  elements: str
+data_disks:
+  description: Drives that carry data in one stripe (for filesystem alignment).
+  returned: always
+  type: int
+  sample: 2
+problems:
+  description: Reasons the role must stop; empty when it may go on.
+  returned: always
+  type: list
+  elements: str
+preexisting:
+  description: The filesystem at O(preexisting_mount) and what it is built on; empty if none.
+  returned: always
+  type: dict
+replace:
+  description: Whether the preexisting filesystem is to be unmounted and its drives released.
+  returned: always
+  type: bool
+release:
+  description: The command that frees the preexisting filesystem's drives; empty when there is nothing to free.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rackform.gpu.plugins.module_utils import sysfs
 
 # Drives a node boots from or that belong to the cloud's block storage are never auto-selected.
 _NOT_INSTANCE_STORE = ("Amazon Elastic Block Store",)
@@ -630,7 +688,7 @@ def _arrays(module: AnsibleModule) -> list[dict]:
             "clear",
         ):
             continue
-        rc, stdout, _ = module.run_command(["mdadm", "--detail", "--export", "/dev/" + dev])
+        rc, stdout, _err = module.run_command(["mdadm", "--detail", "--export", "/dev/" + dev])
         if rc != 0:
             continue
         info = dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
@@ -663,7 +721,7 @@ def _faulty(md_dir: str) -> list[str]:
 
 def _dm_table(module: AnsibleModule, name: str) -> str:
     # Read-only: the device-mapper table says whether an LV is striped and over how many.
-    rc, stdout, _ = module.run_command(["dmsetup", "table", name])
+    rc, stdout, _err = module.run_command(["dmsetup", "table", name])
     return stdout if rc == 0 else ""
 
 

@@ -24,7 +24,7 @@ def checkpoint_checks(
     run: list = [f"rackform-smoke-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"]
     dist.broadcast_object_list(run, src=0, group=cpu_group)
     path = os.path.join(args.checkpoint_dir, run[0])
-    node_group, _ = dist.new_subgroups(
+    node_group, _groups = dist.new_subgroups(
         group_size=local_world, backend="gloo", timeout=timedelta(seconds=args.collective_timeout_s)
     )
     # Imported here: torch.distributed.checkpoint takes a second to import, which a run that

@@ -56,14 +56,14 @@ def sweep(
     out = []
     for nbytes in byte_sizes:
         buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
-        for _ in range(warmup):
+        for _warm in range(warmup):
             dist.all_reduce(buf)
         _sync(device)
         best = float("inf")
-        for _ in range(repeats):
+        for _rep in range(repeats):
             dist.barrier()
             t0 = time.perf_counter()
-            for _ in range(iters):
+            for _it in range(iters):
                 dist.all_reduce(buf)
             _sync(device)
             took = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)

@@ -224,8 +224,8 @@ def diag_verdict(
     """A pass needs at least one test passed, none failed or unrecognised, and dcgmi's own
     exit status 0 (a non-zero one is dcgmi saying something went wrong, whatever it listed)."""
     fails = [(t, m) for t, s, m in results if s == "fail"]
-    unknown = sorted({t for t, s, _ in results if s == "unknown"})
-    passed = sum(s == "pass" for _, s, _ in results)
+    unknown = sorted({t for t, s, _msg in results if s == "unknown"})
+    passed = sum(s == "pass" for _test, s, _msg in results)
     measured = f"{passed} pass, {len(fails)} fail, {len(results) - passed - len(fails)} other"
     if fails:
         why = "; ".join(f"{t}: {m}" if m else t for t, m in fails[:5])
@@ -256,7 +256,7 @@ def diag_verdict(
             expected=expected,
             node=node,
         )
-    warns = [t for t, s, _ in results if s == "warn"]
+    warns = [t for t, s, _msg in results if s == "warn"]
     detail = f"warnings: {', '.join(sorted(set(warns)))}" if warns else ""
     return Check("dcgm_diag", report.PASS, measured, expected, "", "==", detail, node)
 
@@ -308,7 +308,7 @@ def mount_source(directory: str, mountinfo: str = "/proc/self/mountinfo") -> str
     try:
         with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
-                head, _, tail = line.partition(" - ")
+                head, _sep, tail = line.partition(" - ")
                 fields = head.split(" ")
                 if len(fields) > 4 and _unescape(fields[4]) == real and len(tail.split()) > 1:
                     source = _unescape(tail.split()[1])

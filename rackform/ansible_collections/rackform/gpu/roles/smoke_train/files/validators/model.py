@@ -81,7 +81,7 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
         self.pos = nn.Embedding(cfg.seq_len, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.blocks = nn.ModuleList(Block(cfg) for _layer in range(cfg.layers))
         self.ln = nn.LayerNorm(cfg.d_model)
         self.apply(self._init)
         # GPT-2's scaled init of the residual projections keeps the start loss near ln(vocab).

@@ -198,9 +198,9 @@ def end_marker(wd: Watchdog, cpu_group, world: int) -> dict:
     dist.all_gather_object(here, (dist.get_rank(), socket.gethostname()), group=cpu_group)
     came = [x for x in here if x is not None]
     return {
-        "ranks": len({r for r, _ in came}),
+        "ranks": len({r for r, _host in came}),
         "world_size": world,
-        "hosts": sorted({h for _, h in came}),
+        "hosts": sorted({h for _rank, h in came}),
         "time": time.time(),
     }
 

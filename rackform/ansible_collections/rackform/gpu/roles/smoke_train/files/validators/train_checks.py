@@ -49,7 +49,7 @@ def training_checks(args, metrics: dict, res, cfg, n_params, device, world) -> l
                 detail=f"loss {head:.3f} -> {tail:.3f} over {len(res.losses)} steps",
             )
         )
-    metrics["losses"] = [round(x, 5) if x == x else str(x) for x in res.losses]
+    metrics["losses"] = [str(x) if math.isnan(x) else round(x, 5) for x in res.losses]
     step_s = res.step_s
     tps = tokens_per_step / step_s if step_s else None
     metrics["training"] = {
