@@ -38,13 +38,23 @@ STACK_HEADER = (
     "# Stack config of {source}, environment {env} (`rackform compile` writes the same).\n"
 )
 TARGET_NAMES = {"aws": "AWS", "bare_metal": "bare metal", "colocation": "colocation"}
+# What the README adds per target: how `up` reaches the nodes, and what reruns the roles later.
+_HOSTS = (
+    "The hosts must exist and take SSH from this machine as `target.ssh_user` with a key (or "
+    "agent): `up` registers them, runs the roles and then the smoke job."
+)
+_CONFIGURE = "`rackform configure {{blueprint}} --env {{env}}` reruns the Ansible roles."
 TARGET_NOTES = {
     "aws": "Pulumi's AWS provider takes credentials as any AWS tool does (`AWS_PROFILE`, or "
     "`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`); the region is the blueprint's.",
-    "bare_metal": "The hosts must exist and take SSH from this machine as `target.ssh_user` "
-    "with a key (or agent): `up` registers them, runs the roles and then the smoke job.",
-    "colocation": "The hosts must exist and take SSH from this machine as `target.ssh_user` "
-    "with a key (or agent): `up` registers them, runs the roles and then the smoke job.",
+    "bare_metal": _HOSTS,
+    "colocation": _HOSTS,
+}
+AFTER_UP = {
+    "aws": "On AWS the roles run inside `up` (the nodes come from the stack), not through "
+    "`rackform configure`.",
+    "bare_metal": _CONFIGURE,
+    "colocation": _CONFIGURE,
 }
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
@@ -122,6 +132,7 @@ def render(directory: Path, target: str = "aws", purpose: str = "training") -> d
         "env": envs[0].environment,
         "stack": envs[0].stack,
     }
+    values["after_up"] = fill(AFTER_UP[target], values)  # it names the blueprint too
     files = {
         dest: fill((TEMPLATES / name).read_text(encoding="utf-8"), values)
         for dest, name in FIXED.items()

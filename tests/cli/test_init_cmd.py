@@ -204,8 +204,9 @@ def test_the_schema_is_wired_to_editors(tmp_path):
     assert not fnmatch.fnmatch("blueprints/schema.json", glob)
 
 
-def test_every_rackform_command_in_the_readme_exists_with_its_options(tmp_path):
-    readme = (make(tmp_path / "r") / "README.md").read_text()
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_rackform_command_in_the_readme_exists_with_its_options(tmp_path, target):
+    readme = render(tmp_path / "r", target)["README.md"]
     commands = typer.main.get_command(app).commands
     used = re.findall(r"(?m)(?:^|`)rackform ([a-z]+)((?: [^`\n#]*)?)", readme)
     assert {c for c, _ in used} >= {"validate", "plan", "compile", "up", "preview", "destroy"}
