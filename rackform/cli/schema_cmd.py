@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
-from rackform.blueprint.schema.model import Blueprint
+from rackform.blueprint.schema.jsonschema import schema_json
 from rackform.cli.app import app
-
-
-def schema_json() -> str:
-    return json.dumps(Blueprint.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
 @app.command()

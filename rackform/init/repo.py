@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from rackform import __version__
-from rackform.cli.schema_cmd import schema_json
+from rackform.blueprint.schema.jsonschema import schema_json
 from rackform.engine import prepare_all
 from rackform.plan.model import Plan, thaw
 

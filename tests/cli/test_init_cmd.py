@@ -25,8 +25,8 @@ from blueprint_helpers import rackform
 from typer.testing import CliRunner
 
 from rackform import __version__
+from rackform.blueprint.schema.jsonschema import schema_json
 from rackform.cli.main import app
-from rackform.cli.schema_cmd import schema_json
 from rackform.engine import prepare
 from rackform.init.repo import PURPOSES, TARGETS, render, requirement
 from rackform.init.write import write_new

@@ -1,7 +1,7 @@
 """rackform as a user installs it: the wheel `python -m build` made (tests/dist_build.py),
 installed with its `deploy` extra into a fresh virtualenv, and every command run from an empty
 directory with a clean environment (no PYTHONPATH, nothing of this checkout on any path):
-validate, plan, compile, configure against the session's testbed (node1, whose array the
+init (a team's repository, whose blueprint validates and plans), validate, plan, compile, configure against the session's testbed (node1, whose array the
 earlier files converged), smoke (after torch is installed, as a user does), testbed, and
 preview/up, which say the Pulumi CLI is missing. Ansible's own event log shows every task it
 ran came from the collection inside that virtualenv."""
@@ -81,6 +81,17 @@ def test_the_installed_wheel_runs_every_command_from_an_empty_directory(
     package, collection = where.stdout.split()
     assert package.startswith(str(user.venv)) and collection.startswith(str(user.venv)), where
     assert not package.startswith(str(ROOT))
+
+    # init: a team's new repository, in the empty directory; its blueprint validates and plans.
+    made = user.rackform("init", "team", "--target", "bare_metal", "--purpose", "inference")
+    assert made.returncode == 0, shown(made)
+    team = user.cwd / "team"
+    (new_bp,) = (team / "blueprints").glob("*.yaml")
+    for args in (("validate", new_bp), ("plan", new_bp, "--env", "prod")):
+        r = user.rackform(*args)
+        assert r.returncode == 0, shown(r)
+    again = user.rackform("init", "team")
+    assert again.returncode == 2 and "exists" in again.stderr, shown(again)
 
     bp = blueprint(testbed, tmp_path)
     assert user.rackform("validate", bp).returncode == 0

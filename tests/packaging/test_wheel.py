@@ -41,6 +41,8 @@ def test_the_wheel_holds_every_file_of_the_package(dist, wheel_names):
         _rel(COLLECTION / "plugins" / "modules" / "nvme_raid_probe.py"),
         _rel(COLLECTION / "roles" / "nvme_raid" / "meta" / "argument_specs.yml"),
         _rel(VALIDATORS_DIR / "smoke.py"),
+        "rackform/init/templates/bare_metal-training.yaml",
+        "rackform/testbed/guest/rackform-firstboot.sh",
     ):
         assert rel in wheel_names, rel
     roles = {n.split("/")[5] for n in wheel_names if n.startswith(_rel(COLLECTION / "roles"))}

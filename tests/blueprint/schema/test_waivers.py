@@ -9,7 +9,7 @@ from blueprint_helpers import AWS_TRAINING
 
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
-from rackform.cli.schema_cmd import schema_json
+from rackform.blueprint.schema.jsonschema import schema_json
 from rackform.preflight.registry import codes
 
 
