@@ -6,19 +6,28 @@ from __future__ import annotations
 
 import importlib
 
-import ansible_collections
-
-from rackform.paths import COLLECTION, ROLES_DIR, SITE, VALIDATORS_DIR
+from rackform.paths import COLLECTION, COLLECTIONS_ROOT, ROLES_DIR, SITE, VALIDATORS_DIR
 
 __all__ = ["COLLECTION", "ROLES_DIR", "SITE", "VALIDATORS_DIR", "module"]
 
-# `ansible_collections` is a namespace package (the `ansible` distribution installs one
-# portion); this package's collection is another.
-_PORTION = str(COLLECTION.parents[1])
-if _PORTION not in list(ansible_collections.__path__):
-    ansible_collections.__path__.append(_PORTION)
+
+def _collection_loader() -> None:
+    """Ansible's own collection loader over this package's collections root (and, as Ansible
+    does, the `ansible_collections` of sys.path: ansible.posix, community.general), the way
+    ansible-test's pytest plugin sets it up for a collection's unit tests. `ansible_collections`
+    is not a plain namespace package once any Ansible code has installed its loader."""
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+    from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
+    current = AnsibleCollectionConfig.collection_finder
+    if current is not None and str(COLLECTIONS_ROOT) in current._n_collection_paths:
+        return
+    if current is not None:
+        current._remove()
+    _AnsibleCollectionFinder(paths=[str(COLLECTIONS_ROOT)])._install()
 
 
 def module(name: str):
     """The collection's module `name` (e.g. "nvme_raid_probe"), imported."""
+    _collection_loader()
     return importlib.import_module(f"ansible_collections.rackform.gpu.plugins.modules.{name}")
