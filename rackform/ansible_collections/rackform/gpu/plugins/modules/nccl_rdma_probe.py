@@ -19,15 +19,7 @@ description:
 options: {}
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - rackform maintainers (@rackform)
+  - rackform.gpu.probe
 """
 
 EXAMPLES = r"""

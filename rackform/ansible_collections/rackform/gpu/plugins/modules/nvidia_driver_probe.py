@@ -32,15 +32,7 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - rackform maintainers (@rackform)
+  - rackform.gpu.probe
 """
 
 EXAMPLES = r"""

@@ -66,15 +66,7 @@ options:
     default: []
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - rackform maintainers (@rackform)
+  - rackform.gpu.probe
 """
 
 EXAMPLES = r"""
