@@ -1,5 +1,6 @@
 """The checkpoint round trip with the real torch.distributed.checkpoint on a one-rank gloo
-group: bit-for-bit comparison that cannot pass by accident, and failures that say why."""
+group: bit-for-bit comparison that cannot pass by accident, the writer's layout and figures
+as claimed, and failures that say why."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import resource
 import pytest
 import torch
 from smoke_helpers import one_rank_group
-
-from validators import checkpoint
+from validators import checkpoint, storage
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,9 @@ def test_flipped_copy_differs_in_every_byte():
     assert not checkpoint._same(strided, checkpoint._flipped(strided))
 
 
-def test_corruption_on_disk_is_caught(world1, tmp_path):
+def test_one_flipped_byte_on_disk_is_caught(world1, tmp_path):
+    # torch.load never checks torch.save's CRC-32 (and the save skips it): the comparison
+    # alone must catch a bad byte, and name the entry it is in.
     model, _ = _trained()
     state = {"model": model.state_dict()}
     path = str(tmp_path / "ck")
@@ -70,11 +72,63 @@ def test_corruption_on_disk_is_caught(world1, tmp_path):
     assert checkpoint._save(state, path, world1, 1, res, lambda: None) is None
     data = next(p for p in (tmp_path / "ck").iterdir() if p.suffix == ".distcp")
     raw = bytearray(data.read_bytes())
-    mid = len(raw) // 2  # inside the tensor bytes, not the container's index
-    raw[mid : mid + 8] = bytes(b ^ 0xFF for b in raw[mid : mid + 8])
+    weight = state["model"]["0.weight"].numpy().tobytes()
+    at = raw.find(weight)
+    assert at >= 0, "the weight's bytes are not in the file as they are in memory"
+    raw[at + len(weight) // 2] ^= 0x01
     data.write_bytes(bytes(raw))
     err = checkpoint._load_and_compare(state, path, world1, True, res, lambda: None)
-    assert err is not None or res.mismatches, "a corrupted checkpoint read back as identical"
+    assert err is None
+    assert res.mismatches == ["model.0.weight"]
+
+
+def test_the_layout_and_figures_are_the_writers(world1, tmp_path):
+    """Two writer threads: two data files for the one rank and the .metadata, written past the
+    page cache where the filesystem allows; the GB/s is those files' bytes over the save's
+    time."""
+    model, opt = _trained()
+    path = tmp_path / "ck"
+    res = checkpoint.roundtrip(model, opt, str(path), world1, True, threads=2, keep=True)
+    assert res.error is None and res.mismatches == []
+    files = sorted(p.name for p in path.iterdir())
+    assert files == [".metadata", "__0_0.distcp", "__0_1.distcp"]
+    assert all((path / f).stat().st_size > 0 for f in files)
+    assert res.bytes == sum((path / f).stat().st_size for f in files)
+    assert res.write_gbps == pytest.approx(res.bytes / res.write_s / 1e9)
+    assert res.read_gbps == pytest.approx(res.bytes / res.read_s / 1e9)
+    direct = "O_DIRECT" in res.writer and "page cache" not in res.writer
+    assert direct is _takes_o_direct(tmp_path), res.writer
+    assert res.writer.startswith("2 files per rank, ") and res.writer.endswith("fsync'd")
+
+
+def _takes_o_direct(directory) -> bool:
+    f = storage.DirectFile(str(directory / "probe"), storage.Blocks(storage.ALIGN), depth=1)
+    f.write(b"x" * storage.ALIGN)
+    f.close()
+    (directory / "probe").unlink()
+    return f.direct
+
+
+def test_the_writer_is_dcps_with_direct_files(tmp_path):
+    blocks = storage.Blocks(storage.ALIGN)
+    w = checkpoint.writer(str(tmp_path), 3, blocks, depth=2)
+    assert (w.thread_count, w.single_file_per_rank, w.sync_files) == (3, True, True)
+    assert isinstance(w.fs, checkpoint._Files) and w.fs.depth == 2 and w.fs.blocks is blocks
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_torch_saves_crc32_comes_back_after_the_save(world1, tmp_path, fail):
+    model, opt = _trained()
+    assert torch.serialization.get_crc32_options() is True
+    old = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if fail:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, old[1]))
+    try:
+        res = checkpoint.roundtrip(model, opt, str(tmp_path / "ck"), world1, True)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old)
+    assert (res.error is not None) is fail
+    assert torch.serialization.get_crc32_options() is True
 
 
 def test_existing_directory_is_never_overwritten(world1, tmp_path):

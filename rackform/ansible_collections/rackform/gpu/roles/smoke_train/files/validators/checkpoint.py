@@ -2,6 +2,14 @@
 to the checkpoint directory, evict the files from the page cache, load them into a copy whose
 every byte differs, and compare bit for bit; with write and read GB/s.
 
+The save is DCP's FileSystemWriter (one file per writer thread per rank, fsync'd) with its
+files written by storage.DirectFile: O_DIRECT from reused staging blocks, several writes in
+flight, so the figure is the disk's and not the page cache's (a copy into fresh cache pages,
+then the writeback the fsync waits for). The zip CRC-32 that torch.save adds to every tensor
+is off for the save: it is a serial pass over every byte at a few GB/s, the speed of a CPU
+core rather than of the array; torch.load never checks it, and the bit-for-bit comparison
+checks every byte.
+
 Each node saves a full copy to its own directory with its own ranks (a gloo group per node),
 because the checkpoint directory is usually a node-local RAID: every node's array is tested
 and no node needs another's files. Every failure is collective within the node group, so no
@@ -9,6 +17,7 @@ rank is left waiting in a collective that the others skipped."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -21,7 +30,10 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint.state_dict import get_state_dict
+
+from validators import storage
 
 
 @dataclass
@@ -33,6 +45,7 @@ class Result:
     read_s: float | None = None
     mismatches: list[str] = field(default_factory=list)
     compared: int = 0
+    writer: str = ""  # how the files were written (see _Files.describe)
 
     @property
     def write_gbps(self) -> float | None:
@@ -140,18 +153,103 @@ def roundtrip(
     return res
 
 
-def _save(state, path, group, threads, res: Result, heartbeat) -> str | None:
-    writer = dcp.FileSystemWriter(path, thread_count=threads, sync_files=True)
-    dist.barrier(group=group)
-    t0 = time.perf_counter()
+class _Files(FileSystem):
+    """DCP's local file system with every file it writes (the data and .metadata) written
+    by storage.DirectFile from one set of staging blocks; reads are DCP's own."""
+
+    def __init__(self, blocks: storage.Blocks, depth: int):
+        super().__init__()
+        self.blocks, self.depth = blocks, depth
+        self.written: list[tuple[str, bool]] = []  # (file name, whether O_DIRECT took)
+
+    @contextlib.contextmanager
+    def create_stream(self, path, mode: str):
+        if "w" not in mode:
+            with super().create_stream(path, mode) as stream:
+                yield stream
+            return
+        f = storage.DirectFile(os.fspath(path), self.blocks, self.depth)
+        try:
+            yield f
+        except BaseException:
+            f.abort()
+            raise
+        f.close()  # on disk (fsync'd) before DCP goes on
+        self.written.append((os.path.basename(path), f.direct))
+
+    def describe(self, threads: int) -> str:
+        """How this rank's files went to disk, for the report."""
+        direct = [d for _, d in self.written]
+        if direct and all(direct):
+            how = "O_DIRECT"
+        elif any(direct):
+            how = "O_DIRECT for some files, the page cache for others"
+        else:
+            how = "through the page cache (the filesystem refuses O_DIRECT)"
+        per = "file" if threads == 1 else "files"
+        return (
+            f"{threads} {per} per rank, {how}, {self.depth} x {self.blocks.size >> 20} MiB "
+            "in flight per file, fsync'd"
+        )
+
+
+def writer(path: str, threads: int, blocks: storage.Blocks, depth: int = storage.DEPTH):
+    """The job's checkpoint writer: DCP's FileSystemWriter, `threads` files per rank written
+    in parallel, every file through storage.DirectFile and fsync'd."""
+    w = dcp.FileSystemWriter(path, thread_count=threads, single_file_per_rank=True)
+    if not isinstance(getattr(w, "fs", None), FileSystem):
+        raise RuntimeError(f"torch {torch.__version__}: FileSystemWriter has no .fs to replace")
+    w.fs = _Files(blocks, depth)
+    return w
+
+
+@contextlib.contextmanager
+def _no_crc32():
+    """torch.save without its zip CRC-32 (see the module's docstring), restored after."""
+    get = getattr(torch.serialization, "get_crc32_options", None)
+    if get is None:  # a torch without the switch
+        yield
+        return
+    old = get()
+    torch.serialization.set_crc32_options(False)
     try:
-        dcp.save(state, storage_writer=writer, process_group=group)
-    # DCP raises the same CheckpointException (a BaseException) on every rank of the group.
-    except (Exception, CheckpointException) as exc:
-        hint = space_hint(path)
-        return f"write failed: {_cause(exc)}" + (f" ({hint})" if hint else "")
-    dist.barrier(group=group)
-    res.write_s = time.perf_counter() - t0
+        yield
+    finally:
+        torch.serialization.set_crc32_options(old)
+
+
+def _fsync_dir(path: str) -> None:
+    """The new files' directory entries (DCP renames .metadata into place) on disk too."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _save(state, path, group, threads, res: Result, heartbeat) -> str | None:
+    # The staging blocks are made (and their pages faulted in) before the clock starts.
+    blocks = storage.Blocks(storage.BLOCK, threads * (storage.DEPTH + 1))
+    try:
+        try:
+            w = writer(path, threads, blocks)
+        except RuntimeError as exc:  # the same on every rank: no rank waits in a barrier
+            return f"write failed: {exc}"
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        try:
+            with _no_crc32():
+                dcp.save(state, storage_writer=w, process_group=group)
+            _fsync_dir(path)
+        # DCP raises the same CheckpointException (a BaseException) on every rank.
+        except (Exception, CheckpointException) as exc:
+            hint = space_hint(path)
+            return f"write failed: {_cause(exc)}" + (f" ({hint})" if hint else "")
+        dist.barrier(group=group)
+        res.write_s = time.perf_counter() - t0
+        res.writer = w.fs.describe(threads)
+    finally:
+        blocks.close()
     heartbeat()
     return None
 

@@ -52,11 +52,12 @@ def checkpoint_checks(
         res.read_gbps,
         res.mismatches[:5],
         res.compared,
+        res.writer,
     )
     dist.all_gather_object(per_rank, summary, group=cpu_group)
     nodes = _by_host(per_rank)
     metrics["checkpoint"] = {
-        h: {"error": s[1], "bytes": s[2], "write_gbps": s[3], "read_gbps": s[4]}
+        h: {"error": s[1], "bytes": s[2], "write_gbps": s[3], "read_gbps": s[4], "writer": s[7]}
         for h, s in nodes.items()
     }
     return checkpoint_verdicts(per_rank, args.checkpoint_write_min)
@@ -68,8 +69,9 @@ def _slowest(values: list) -> float | None:
 
 def _by_host(per_rank: list[tuple]) -> dict[str, tuple]:
     """One summary per host from all of its ranks: every rank compares what it loaded, so a
-    mismatch or an error on any rank is the host's; the speeds are its slowest rank's and the
-    entries compared its fewest."""
+    mismatch or an error on any rank is the host's; the speeds are its slowest rank's, the
+    entries compared its fewest, and how the files were written its slowest writer's (a summary
+    without that eighth field, from an older job, has none)."""
     hosts: dict[str, list[tuple]] = {}
     for s in per_rank:
         hosts.setdefault(s[0], []).append(s)
@@ -77,6 +79,7 @@ def _by_host(per_rank: list[tuple]) -> dict[str, tuple]:
     for h, rs in hosts.items():
         errors = [s[1] for s in rs if s[1]]
         mism = [m for s in rs for m in s[5]]
+        slow = min(rs, key=lambda s: s[3] if s[3] is not None else -1.0)
         out[h] = (
             h,
             errors[0] if errors else None,
@@ -85,14 +88,15 @@ def _by_host(per_rank: list[tuple]) -> dict[str, tuple]:
             _slowest([s[4] for s in rs]),
             list(dict.fromkeys(mism))[:5],
             min(s[6] for s in rs),
+            slow[7] if len(slow) > 7 else "",
         )
     return out
 
 
 def checkpoint_verdicts(per_rank: list[tuple], write_min: float | None) -> list[report.Check]:
     """From every rank's (host, error, bytes, write GB/s, read GB/s, first mismatches,
-    entries compared): the round trip passes only when every rank of every node compared
-    something and found it identical; the speeds are the slowest node's."""
+    entries compared, how it wrote): the round trip passes only when every rank of every node
+    compared something and found it identical; the speeds are the slowest node's."""
     nodes = _by_host(per_rank)
     bad = [s for s in nodes.values() if s[1]]
     if bad:
@@ -138,6 +142,7 @@ def checkpoint_verdicts(per_rank: list[tuple], write_min: float | None) -> list[
     slow_w = min(nodes.values(), key=lambda s: s[3] if s[3] is not None else -1.0)
     slow_r = min(nodes.values(), key=lambda s: s[4] if s[4] is not None else -1.0)
     where = f" (slowest node {slow_w[0]})" if len(nodes) > 1 else ""
+    how = slow_w[7] or "fsync'd"
     return [
         rt,
         compare(
@@ -145,7 +150,7 @@ def checkpoint_verdicts(per_rank: list[tuple], write_min: float | None) -> list[
             None if slow_w[3] is None else round(slow_w[3], 3),
             write_min,
             "GB/s",
-            detail=f"torch.distributed.checkpoint, fsync'd{where}",
+            detail=f"torch.distributed.checkpoint, {how}{where}",
             no_threshold="no storage figure to derive a floor from",
         ),
         compare(

@@ -1,18 +1,248 @@
-"""The storage ceiling: how fast the checkpoint mount takes a sequential direct-IO write, so the
+"""How the job writes to the checkpoint mount, and how fast the mount can take it.
+
+The storage ceiling: how fast the checkpoint mount takes a sequential direct-IO write, so the
 checkpoint's GB/s can be read as a fraction of what the disk can do. fio when it is installed
-(several jobs, libaio, 1 MiB blocks); otherwise one Python writer with O_DIRECT. Standard
-library only. The probe file is removed afterwards, whatever happens."""
+(several jobs, libaio, 1 MiB blocks); otherwise one Python writer with O_DIRECT. Either is
+timed to durable on disk (fsync'd), as the checkpoint is. The probe file is removed afterwards,
+whatever happens.
+
+`DirectFile`, the checkpoint's file (checkpoint.py): one new file written front to back past
+the page cache, as the probe writes. The bytes are copied into reused page-aligned blocks that
+`depth` threads write with O_DIRECT while the next block fills; close() writes the tail, cuts
+the padding off and fsyncs. Through the page cache the same bytes cost a copy into freshly
+allocated cache pages plus the writeback the closing fsync then waits for, and the probe pays
+neither (benchmarks/ckpt_bench.py measures both writers against it).
+
+Standard library only."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import io
 import json
 import mmap
 import os
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+# O_DIRECT wants the buffer, the file offset and the length aligned to the device's logical
+# block; 4 KiB covers both 512-byte and 4Kn drives.
+ALIGN = 4096
+BLOCK = 8 << 20  # bytes per write
+DEPTH = 2  # writes in flight per file: one block on the disk while the next is written
+
+
+class Blocks:
+    """Page-aligned staging blocks (anonymous mappings are page-aligned, as O_DIRECT needs),
+    faulted in once when made and lent to every file of a save in turn: a write never waits
+    for fresh memory."""
+
+    def __init__(self, size: int = BLOCK, count: int = 0):
+        if size <= 0 or size % ALIGN:
+            raise ValueError(f"block size {size} is not a positive multiple of {ALIGN}")
+        self.size = size
+        self._lock = threading.Lock()
+        self._free = [self._new() for _ in range(count)]
+
+    def _new(self) -> mmap.mmap:
+        buf = mmap.mmap(-1, self.size)
+        buf.write(bytes(self.size))  # touch every page now, not while a write is timed
+        return buf
+
+    def take(self, n: int) -> list[mmap.mmap]:
+        with self._lock:
+            got, self._free = self._free[:n], self._free[n:]
+        return got + [self._new() for _ in range(n - len(got))]
+
+    def give(self, bufs: Iterable[mmap.mmap]) -> None:
+        with self._lock:
+            self._free.extend(bufs)
+
+    def close(self) -> None:
+        with self._lock:
+            free, self._free = self._free, []
+        for b in free:
+            b.close()
+
+
+class DirectFile(io.RawIOBase):
+    """A new file written front to back; see the module's docstring. Where the filesystem
+    refuses O_DIRECT (EINVAL, at open or at the first write: tmpfs, some network filesystems)
+    the same path writes through the page cache; `direct` says which it was. A write error
+    in a writer thread is raised, with its errno, by the next write() or by close()."""
+
+    _fd = -1  # until the file is open: close() then has nothing to finish
+
+    def __init__(
+        self,
+        path: str,
+        blocks: Blocks | None = None,
+        depth: int = DEPTH,
+        exclusive: bool = False,
+    ):
+        super().__init__()
+        if depth < 1:
+            raise ValueError(f"depth {depth} is below 1")
+        self.path = path
+        self._own = blocks is None
+        self._blocks = blocks or Blocks()
+        self._size = self._blocks.size
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._error: OSError | None = None
+        self._jobs: list[tuple[mmap.mmap, int, int] | None] = []
+        self._pos = 0  # bytes written by the caller
+        self._fill = 0  # of them, in the block being filled
+        self._threads: list[threading.Thread] = []
+        self._all = self._blocks.take(depth + 1)
+        self._free = list(self._all)
+        self._cur = self._free.pop()
+        self._view = memoryview(self._cur)
+        self.direct = self._open(path, exclusive)  # sets _fd
+        self._threads = [threading.Thread(target=self._writer, daemon=True) for _ in range(depth)]
+        for t in self._threads:
+            t.start()
+
+    def _open(self, path: str, exclusive: bool) -> bool:
+        """Open for O_DIRECT where the filesystem takes it; whether it did."""
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+        direct = getattr(os, "O_DIRECT", 0)
+        try:
+            self._fd = os.open(path, flags | direct, 0o644)
+            return bool(direct)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL or not direct:
+                raise
+        self._fd = os.open(path, flags, 0o644)
+        return False
+
+    # ---------------------------------------------------------------- writer threads
+
+    def _writer(self) -> None:
+        while True:
+            with self._ready:
+                while not self._jobs:
+                    self._ready.wait()
+                job = self._jobs.pop(0)
+            if job is None:
+                return
+            buf, offset, n = job
+            try:
+                if self._error is None:
+                    self._pwrite(buf, offset, n)
+            except OSError as exc:
+                with self._lock:
+                    self._error = self._error or OSError(exc.errno, exc.strerror, self.path)
+            finally:
+                with self._ready:
+                    self._free.append(buf)
+                    self._ready.notify_all()
+
+    def _pwrite(self, buf: mmap.mmap, offset: int, n: int) -> None:
+        with memoryview(buf) as view:
+            done = 0
+            while done < n:
+                try:
+                    done += os.pwrite(self._fd, view[done:n], offset + done)
+                except OSError as exc:
+                    if exc.errno != errno.EINVAL or not self.direct:
+                        raise
+                    self._buffered()  # and write the same bytes again
+
+    def _buffered(self) -> None:
+        """The filesystem opened the file for O_DIRECT but refuses the writes: write through
+        the page cache from here on (the same fd; Linux lets F_SETFL clear O_DIRECT)."""
+        with self._lock:
+            if self.direct:
+                fl = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+                fcntl.fcntl(self._fd, fcntl.F_SETFL, fl & ~os.O_DIRECT)
+                self.direct = False
+
+    def _ship(self, n: int) -> None:
+        """Hand the block being filled (its first `n` bytes) to a writer; take a free one."""
+        with self._ready:
+            self._jobs.append((self._cur, self._pos - self._fill, n))
+            self._ready.notify_all()
+            while not self._free:
+                self._ready.wait()
+            self._cur = self._free.pop()
+        self._view.release()
+        self._view = memoryview(self._cur)
+        self._fill = 0
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    # ---------------------------------------------------------------- file interface
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def write(self, b) -> int:
+        self._raise()
+        with memoryview(b) as mv, mv.cast("B") as src:
+            n, i = len(src), 0
+            while i < n:
+                k = min(n - i, self._size - self._fill)
+                self._view[self._fill : self._fill + k] = src[i : i + k]
+                self._fill += k
+                self._pos += k
+                i += k
+                if self._fill == self._size:
+                    self._ship(self._size)
+        return n
+
+    def close(self) -> None:
+        """Write what is left, cut the file to the bytes written, fsync; then close. The file
+        is on disk when this returns without raising."""
+        if self.closed or self._fd < 0:
+            super().close()
+            return
+        try:
+            if self._fill and self._error is None:
+                pad = -self._fill % ALIGN  # O_DIRECT writes whole aligned blocks
+                self._view[self._fill : self._fill + pad] = bytes(pad)
+                self._ship(self._fill + pad)
+            self._stop()
+            self._raise()
+            os.ftruncate(self._fd, self._pos)
+            os.fsync(self._fd)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop the writers and close the file without finishing it (after an error)."""
+        if self.closed or self._fd < 0:
+            super().close()
+            return
+        self._stop()
+        self._view.release()
+        os.close(self._fd)
+        self._blocks.give(self._all)
+        if self._own:
+            self._blocks.close()
+        super().close()
+
+    def _stop(self) -> None:
+        with self._ready:
+            self._jobs.extend([None] * len(self._threads))
+            self._ready.notify_all()
+        for t in self._threads:
+            t.join()
+        self._threads = []
 
 
 @dataclass(frozen=True)
