@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from validators.ckpt_checks import checkpoint_verdicts
 
-DIRECT = "1 file per rank, O_DIRECT, 2 x 8 MiB in flight per file, fsync'd"
+DIRECT = "1 file per rank, O_DIRECT, 1 x 8 MiB in flight per file, fsync'd"
 CACHED = "1 file per rank, through the page cache (the filesystem refuses O_DIRECT), ..."
 
 

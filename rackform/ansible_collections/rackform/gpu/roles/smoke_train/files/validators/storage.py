@@ -34,8 +34,12 @@ from dataclasses import dataclass
 # O_DIRECT wants the buffer, the file offset and the length aligned to the device's logical
 # block; 4 KiB covers both 512-byte and 4Kn drives.
 ALIGN = 4096
-BLOCK = 8 << 20  # bytes per write
-DEPTH = 2  # writes in flight per file: one block on the disk while the next is written
+BLOCK = 8 << 20  # bytes per write, as the Python probe writes
+# Writes in flight per file: one block on its way to the disk while the next one fills. More
+# cost more here (every extra block is more memory for the disk to read from; measured on a
+# 2-core VM, benchmarks/ckpt_bench.py): a GPU node runs several writer threads, each with its
+# own file, for depth.
+DEPTH = 1
 
 
 class Blocks:
