@@ -256,6 +256,7 @@ def checkpoint_figures(args, device: torch.device, t: dict) -> dict:
         f"{threads} writer thread(s) per rank as the job; {args.rounds} rounds"
     )
     probe_mb = math.ceil(n_bytes / (1 << 20))
+    group = dist.new_group(backend="gloo")  # as the job's node group: collectives on gloo
     fio = shutil.which("fio") is not None
     cols = ["ceiling", *(["python probe"] if fio else []), "checkpoint", "ratio"]
     cols += ["ratio(python)"] * fio + ["read GB/s"] + ["stock DCP", "ratio"] * args.page_cache
@@ -273,7 +274,7 @@ def checkpoint_figures(args, device: torch.device, t: dict) -> dict:
                 raise SystemExit(f"storage probe failed: {p.error}")
             row["python_probe"], py_method = p.gbps, p.method
         path = os.path.join(args.dir, f"rackform-ckpt-bench-{os.getpid()}-{i}")
-        res = checkpoint.roundtrip(model, opt, path, dist.group.WORLD, True, threads=threads)
+        res = checkpoint.roundtrip(model, opt, path, group, True, threads=threads)
         if res.error or res.mismatches:
             raise SystemExit(f"checkpoint round trip failed: {res.error or res.mismatches}")
         row.update(bytes=res.bytes, write=res.write_gbps, read=res.read_gbps)
