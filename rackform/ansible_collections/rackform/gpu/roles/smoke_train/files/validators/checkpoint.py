@@ -179,7 +179,7 @@ class _Files(FileSystem):
 
     def describe(self, threads: int) -> str:
         """How this rank's files went to disk, for the report."""
-        direct = [d for _, d in self.written]
+        direct = [d for _name, d in self.written]
         if direct and all(direct):
             how = "O_DIRECT"
         elif any(direct):

@@ -52,7 +52,7 @@ class Blocks:
             raise ValueError(f"block size {size} is not a positive multiple of {ALIGN}")
         self.size = size
         self._lock = threading.Lock()
-        self._free = [self._new() for _ in range(count)]
+        self._free = [self._new() for _block in range(count)]
 
     def _new(self) -> mmap.mmap:
         buf = mmap.mmap(-1, self.size)
@@ -62,7 +62,7 @@ class Blocks:
     def take(self, n: int) -> list[mmap.mmap]:
         with self._lock:
             got, self._free = self._free[:n], self._free[n:]
-        return got + [self._new() for _ in range(n - len(got))]
+        return got + [self._new() for _block in range(n - len(got))]
 
     def give(self, bufs: Iterable[mmap.mmap]) -> None:
         with self._lock:
@@ -109,7 +109,9 @@ class DirectFile(io.RawIOBase):
         self._cur = self._free.pop()
         self._view = memoryview(self._cur)
         self.direct = self._open(path, exclusive)  # sets _fd
-        self._threads = [threading.Thread(target=self._writer, daemon=True) for _ in range(depth)]
+        self._threads = [
+            threading.Thread(target=self._writer, daemon=True) for _thread in range(depth)
+        ]
         for t in self._threads:
             t.start()
 
