@@ -35,10 +35,10 @@ from dataclasses import dataclass
 # block; 4 KiB covers both 512-byte and 4Kn drives.
 ALIGN = 4096
 BLOCK = 8 << 20  # bytes per write, as the Python probe writes
-# Writes in flight per file: one block on its way to the disk while the next one fills. More
-# cost more here (every extra block is more memory for the disk to read from; measured on a
-# 2-core VM, benchmarks/ckpt_bench.py): a GPU node runs several writer threads, each with its
-# own file, for depth.
+# Writes in flight per file: one block on its way to the disk while the next one fills. Two in
+# flight wrote 5-10% slower than one on the 2-core test VM (each extra block is more memory for
+# the disk to read from); a GPU node gets its depth from several writer threads, each with its
+# own file (--checkpoint-threads).
 DEPTH = 1
 
 
@@ -209,6 +209,7 @@ class DirectFile(io.RawIOBase):
                 i += k
                 if self._fill == self._size:
                     self._ship(self._size)
+                    self._raise()  # a failed write stops a long one early
         return n
 
     def close(self) -> None:
