@@ -44,6 +44,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
 from torch.distributed.checkpoint.state_dict import get_state_dict  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
 from validators import checkpoint, storage  # noqa: E402
 from validators.args import parse  # noqa: E402
 from validators.model import GPT, config, params_for_flops  # noqa: E402

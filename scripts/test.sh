@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 
 echo "== ruff check"
-.venv/bin/ruff check .
+.venv/bin/ruff check --no-cache .
 echo "== ruff format --check"
-.venv/bin/ruff format --check .
+.venv/bin/ruff format --no-cache --check .
 echo "== ansible-lint (production profile) on the rackform.gpu collection"
 # From the collection's root, so ansible-lint lints it as a collection (galaxy.yml, meta/,
 # roles, playbooks, modules); the collection is found where the package keeps it.

@@ -20,6 +20,7 @@ import pytest
 import torch
 from collection import VALIDATORS_DIR
 from smoke_helpers import FakeNvml
+
 from validators import collectives, comm_checks, hostcheck, launch, report, storage
 from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count

@@ -13,6 +13,7 @@ import resource
 import threading
 
 import pytest
+
 from validators import storage
 
 SMALL = 2 * storage.ALIGN  # tiny blocks: every test crosses many block boundaries

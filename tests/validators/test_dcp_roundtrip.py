@@ -10,6 +10,7 @@ import resource
 import pytest
 import torch
 from smoke_helpers import one_rank_group
+
 from validators import checkpoint, storage
 
 
