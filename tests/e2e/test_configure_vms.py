@@ -43,7 +43,10 @@ MKFS_TASK = "nvme_raid : Make the filesystem, aligned to the stripe"
 RESET_ARRAY = (
     f"umount {MOUNT}; mdadm --stop /dev/md/checkpoints; for d in /dev/nvme?n1; do"
     " mdadm --zero-superblock $d 2>/dev/null; wipefs -aq $d; done;"
-    f" sed -i '\\#{MOUNT}#d' /etc/fstab; sed -i '/^ARRAY/d' /etc/mdadm/mdadm.conf; true"
+    f" sed -i '\\#{MOUNT}#d' /etc/fstab; sed -i '/^ARRAY/d' /etc/mdadm/mdadm.conf;"
+    # A stopped array can leave its /dev/md/<name> link behind, pointing at no device (seen in
+    # CI after a reboot): the role must not take it for the array.
+    " mkdir -p /dev/md; ln -sfn ../md99 /dev/md/checkpoints; true"
 )
 
 
