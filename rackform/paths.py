@@ -68,7 +68,12 @@ def shown_in_config(path: Path, project: Path | None) -> str:
 
 
 def cache_dir() -> Path:
-    """rackform's cache on this machine (built artifacts): $RACKFORM_CACHE, else
-    ~/.cache/rackform."""
+    """rackform's cache on this machine (built artifacts, the testbed's image and package
+    repository): $RACKFORM_CACHE, else $XDG_CACHE_HOME/rackform (the XDG base directory
+    rule: an unset, empty or relative value is ignored), else ~/.cache/rackform."""
     env = os.environ.get("RACKFORM_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "rackform"
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "rackform"

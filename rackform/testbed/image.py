@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from rackform import paths
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("RACKFORM_TESTBED_MIRROR", "http://deb.debian.org/debian")
@@ -100,9 +101,10 @@ _RESOLV = "nameserver 10.0.2.3\n"
 
 
 def cache_dir() -> Path:
-    """Where base images live: $RACKFORM_TESTBED_CACHE, else ~/.cache/rackform/testbed."""
+    """Where base images live: $RACKFORM_TESTBED_CACHE, else testbed/ in rackform's cache
+    (rackform.paths.cache_dir: $RACKFORM_CACHE, $XDG_CACHE_HOME/rackform, ~/.cache/rackform)."""
     env = os.environ.get("RACKFORM_TESTBED_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "rackform" / "testbed"
+    return Path(env) if env else paths.cache_dir() / "testbed"
 
 
 def _guest_file(name: str) -> bytes:

@@ -1,6 +1,9 @@
 """The e2e's session fixtures: one testbed (two Debian VMs under QEMU), the wheel server and the
 package repository, shared by every e2e file in the session, so that a later file runs on the
-VMs an earlier one booted and converged (files run in name order: test_configure_vms.py first).
+VMs an earlier one booted. No file relies on another having run first: each asks for the
+fixtures it needs (they fill rackform's cache on first use: the testbed's image, the package
+repository, the wheelhouses) and brings the VMs to the state it starts from, so the files pass
+alone, on an empty cache, and in any order.
 The shared helpers (`cli`, `sh`, `shown`, `blueprint`) are in tests/e2e/vms.py.
 
 And the phase timer: each phase's time is printed when the session's tests end and again in
@@ -20,6 +23,8 @@ from pathlib import Path
 import pytest
 from loopback import http_server
 from vms import TORCH, booted_testbed, find_torch_wheel, sh
+
+from rackform.paths import cache_dir
 
 PHASE_LINES = pytest.StashKey[list[str]]()
 
@@ -81,15 +86,15 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="session")
-def wheel_server(phases):
-    """torch (the local CPU wheel) and its dependencies, served on 127.0.0.1; the guests reach
-    the host's loopback at 10.0.2.2 through QEMU's user network."""
+def torch_wheelhouse(phases) -> Path | None:
+    """torch (this machine's CPU wheel) and its dependencies for the guests' Python (3.11),
+    downloaded into rackform's cache by this fixture on first use; None where this machine has
+    no torch wheel. Every test that installs torch on a VM asks for it (or for wheel_server)."""
     wheel = find_torch_wheel()
     if wheel is None:
-        yield None
-        return
-    cache = Path.home() / ".cache" / "rackform" / f"wheelhouse-torch-{TORCH}-cp311"
-    with phases("wheelhouse: torch wheel + dependencies (cached)"):
+        return None
+    cache = cache_dir() / f"wheelhouse-torch-{TORCH}-cp311"
+    with phases("wheelhouse: torch wheel + dependencies (downloaded on first use)"):
         if not (cache / "done").exists():
             cache.mkdir(parents=True, exist_ok=True)
             proc = subprocess.run(
@@ -100,7 +105,17 @@ def wheel_server(phases):
             )  # fmt: skip
             assert proc.returncode == 0, proc.stderr
             (cache / "done").write_text("")
-    handler = functools.partial(_QuietHandler, directory=str(cache))
+    return cache
+
+
+@pytest.fixture(scope="session")
+def wheel_server(torch_wheelhouse):
+    """The torch wheelhouse served on 127.0.0.1 (None without one); the guests reach the host's
+    loopback at 10.0.2.2 through QEMU's user network."""
+    if torch_wheelhouse is None:
+        yield None
+        return
+    handler = functools.partial(_QuietHandler, directory=str(torch_wheelhouse))
     with http_server(handler) as port:
         yield port
 

@@ -29,6 +29,7 @@ from loopback import http_server
 from vms import TORCH, booted_testbed
 
 from rackform.engine import prepare
+from rackform.paths import cache_dir
 from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import thaw
@@ -62,11 +63,12 @@ def _serve(directory: Path):
     return http_server(functools.partial(_Quiet, directory=str(directory)))
 
 
-def bootstrap_wheelhouse(torch_wheels: Path | None) -> Path:
+def bootstrap_wheelhouse(torch_wheels: Path) -> Path:
     """ansible-core and boto3 with their dependencies for the guest's Python (3.11), downloaded
-    once from the package index into a cache; torch's wheels beside them when this machine has
-    them, so one --find-links serves the node's whole bootstrap."""
-    cache = Path.home() / ".cache" / "rackform" / "wheelhouse-bootstrap-cp311"
+    once from the package index into rackform's cache; links to torch's wheels (the
+    torch_wheelhouse fixture's) beside them, so one --find-links serves the node's whole
+    bootstrap."""
+    cache = cache_dir() / "wheelhouse-bootstrap-cp311"
     want = node_requirements()
     stamp = cache / "done"
     if not stamp.exists() or stamp.read_text() != "\n".join(want):
@@ -80,11 +82,12 @@ def bootstrap_wheelhouse(torch_wheels: Path | None) -> Path:
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         stamp.write_text("\n".join(want))
-    if torch_wheels is not None:
-        for wheel in torch_wheels.glob("*.whl"):
-            link = cache / wheel.name
-            if not link.exists():
-                link.symlink_to(wheel)
+    for wheel in torch_wheels.glob("*.whl"):
+        link = cache / wheel.name
+        if link.is_symlink() and link.resolve() != wheel.resolve():
+            link.unlink()  # a link into a torch wheelhouse that has moved or gone
+        if not link.exists():
+            link.symlink_to(wheel)
     return cache
 
 
@@ -95,15 +98,21 @@ def fresh_vm(tmp_path_factory, phases):
         yield bed
 
 
-def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp_path):
+def test_a_fresh_node_configures_itself_from_its_user_data(
+    fresh_vm, torch_wheelhouse, phases, tmp_path
+):
+    if torch_wheelhouse is None:
+        pytest.fail(
+            f"no torch {TORCH} CPU wheel on this machine for the node's smoke_train (looked in"
+            " $PIP_FIND_LINKS, /opt/wheels, /opt/pypi*/files)"
+        )
     bed = fresh_vm
     node = bed.nodes[0]
     harness = bed.ssh(node.name)
     plan = prepare(bed.blueprint).plan
     group = plan.node_groups[0]
-    torch_dir = Path.home() / ".cache" / "rackform" / f"wheelhouse-torch-{TORCH}-cp311"
-    with phases("bootstrap: wheelhouse (ansible-core, boto3; cached)"):
-        wheels = bootstrap_wheelhouse(torch_dir if (torch_dir / "done").exists() else None)
+    with phases("bootstrap: wheelhouse (ansible-core, boto3; downloaded on first use)"):
+        wheels = bootstrap_wheelhouse(torch_wheelhouse)
     keys = NodeKeysProvider().create({"cluster": plan.stack}).outs
     repo = ensure_repo(log=lambda line: None)
     with _serve(wheels) as wheel_port, _serve(repo) as apt_port:

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from vms import MOUNT, ROOT, TORCH, blueprint, cli, sh, shown
+from vms import MOUNT, ROOT, TORCH, UNCONVERGE, blueprint, cli, sh, shown
 
 from rackform.testbed import lifecycle
 
@@ -164,6 +164,8 @@ def test_every_role_converges_on_two_vms(
         "-x", 'smoke_train_model_args=["--batch", "4", "--seq-len", "32", "--lr", "0.006"]',
     ] if smoke else []  # fmt: skip
     converge = [bp, *key, "--report-dir", reports, *roles, *smoke_vars]
+    # Both VMs as never converged, whichever e2e files ran on them before this one.
+    on_both(lambda n: sh(bed, n, UNCONVERGE))
 
     # 1. Check mode on a fresh VM (node1) reports what it would do and changes nothing; at the
     # same time, 2. safe mode (node2): a drive holding a filesystem is refused, by name, and

@@ -1,8 +1,9 @@
 """rackform as a user installs it: the wheel `python -m build` made (tests/dist_build.py),
 installed with its `deploy` extra into a fresh virtualenv, and every command run from an empty
 directory with a clean environment (no PYTHONPATH, nothing of this checkout on any path):
-init (a team's repository, whose blueprint validates and plans), validate, plan, compile, configure against the session's testbed (node1, whose array the
-earlier files converged), smoke (after torch is installed, as a user does), testbed, and
+init (a team's repository, whose blueprint validates and plans), validate, plan, compile,
+configure against the session's testbed (node1, as it is: fresh, or converged by another
+file), smoke (after torch is installed, as a user does), testbed, and
 preview/up, which say the Pulumi CLI is missing. Ansible's own event log shows every task it
 ran came from the collection inside that virtualenv."""
 
@@ -21,6 +22,7 @@ from vms import ROOT, blueprint, find_torch_wheel, shown
 pytestmark = pytest.mark.slow
 
 ROLES = ["--role", "nvme_raid", "--role", "nccl_rdma"]
+CACHE_ENV = ("XDG_CACHE_HOME", "RACKFORM_CACHE", "RACKFORM_TESTBED_CACHE")
 
 
 class Installed:
@@ -30,9 +32,11 @@ class Installed:
         self.venv, self.cwd = venv, cwd
         self.env = {
             "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": os.environ.get("HOME", "/root"),  # the testbed's cached image lives there
+            "HOME": os.environ.get("HOME", "/root"),
             "LANG": "C.UTF-8",
             "GLOO_SOCKET_IFNAME": "lo",
+            # rackform's cache (the testbed's image) where this session keeps it.
+            **{k: os.environ[k] for k in CACHE_ENV if os.environ.get(k)},
         }
 
     def run(self, *args, timeout: float = 900, prefix=()) -> subprocess.CompletedProcess:
@@ -102,7 +106,7 @@ def test_the_installed_wheel_runs_every_command_from_an_empty_directory(
     assert compiled.returncode == 0, shown(compiled)
     assert sorted(p.name for p in out.iterdir()), shown(compiled)
 
-    # configure: the installed collection's roles over node1 (converged by the earlier files).
+    # configure: the installed collection's roles over node1 (fresh, or converged already).
     events = tmp_path / "events"
     key = ["--private-key", testbed.key, "--known-hosts", testbed.known_hosts]
     with phases("wheel: configure nvme_raid + nccl_rdma on node1 from the installed wheel"):

@@ -83,6 +83,18 @@ def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
     return path
 
 
+# A VM as a test that needs never-converged storage and fabric finds it, whatever another e2e
+# file did before (files pass in any order): drives pulled off the PCI bus are back, no md
+# array, no signature on any drive, no fstab or mdadm.conf line, no /etc/nccl.conf.
+UNCONVERGE = (
+    "echo 1 > /sys/bus/pci/rescan; udevadm settle; umount -l " + MOUNT + " 2>/dev/null;"
+    " for md in /dev/md[0-9]*; do [ -b $md ] && mdadm --stop $md; done 2>/dev/null;"
+    " for d in /dev/nvme?n1; do mdadm --zero-superblock $d 2>/dev/null; wipefs -aq $d; done;"
+    f" sed -i '\\#{MOUNT}#d' /etc/fstab; sed -i '/^ARRAY/d' /etc/mdadm/mdadm.conf 2>/dev/null;"
+    " rm -rf /dev/md/checkpoints /etc/nccl.conf; test $(ls /dev/nvme?n1 | wc -l) = 4"
+)
+
+
 def find_torch_wheel() -> Path | None:
     """The CPU torch wheel this machine carries (never a download: PyPI's is the CUDA build)."""
     dirs = [Path(p) for p in os.environ.get("PIP_FIND_LINKS", "").split() if p]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from rackform import paths
 from rackform.paths import ROLES_DIR
 from rackform.testbed import image
 
@@ -29,10 +30,20 @@ def test_the_recipe_follows_the_guest_files():
 
 
 def test_the_cache_dir_can_be_moved(monkeypatch, tmp_path):
-    monkeypatch.setenv("RACKFORM_TESTBED_CACHE", str(tmp_path))
-    assert image.cache_dir() == tmp_path
-    monkeypatch.delenv("RACKFORM_TESTBED_CACHE")
+    for name in ("RACKFORM_TESTBED_CACHE", "RACKFORM_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
     assert image.cache_dir() == Path.home() / ".cache" / "rackform" / "testbed"
+    # XDG's rule: an empty or relative XDG_CACHE_HOME is ignored.
+    for ignored in ("", "relative/cache"):
+        monkeypatch.setenv("XDG_CACHE_HOME", ignored)
+        assert image.cache_dir() == Path.home() / ".cache" / "rackform" / "testbed"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert image.cache_dir() == tmp_path / "xdg" / "rackform" / "testbed"
+    assert paths.cache_dir() == tmp_path / "xdg" / "rackform"
+    monkeypatch.setenv("RACKFORM_CACHE", str(tmp_path / "rf"))
+    assert image.cache_dir() == tmp_path / "rf" / "testbed"
+    monkeypatch.setenv("RACKFORM_TESTBED_CACHE", str(tmp_path / "tb"))
+    assert image.cache_dir() == tmp_path / "tb"
 
 
 def test_the_local_repository_carries_every_debian_package_the_roles_install():
