@@ -1,28 +1,57 @@
 """Where rackform's own files are, and how a path a user gives is read.
 
-The Ansible roles, the site playbook, the probe modules and the validators ship inside the
-package as the Ansible collection `rackform.gpu` (ansible_collections/rackform/gpu/, with the
-validators in its smoke_train role's files), so an installed wheel runs the same single copy as
-a checkout. The Pulumi project is the user's: the directory holding Pulumi.yaml (this checkout,
-or a repository made by `rackform init`). A path the user gives on the command line (a blueprint, an output
-directory) is relative to the current directory; a path in a stack config
-(`rackform:blueprint`) is relative to the Pulumi project, because `pulumi up`, the Automation
-API and tests all run the program from there, whatever directory the user started in.
+The Ansible roles, the site playbook, the probe modules and the validators are the Ansible
+collection `rackform.gpu`, whose one copy is the repository's top level (`roles/`,
+`validators/`, `collection/`; rackform.collection says what goes where). An installed wheel
+carries the collection inside the package (its build writes it there); a checkout runs it from
+`build/ansible_collections/`, made from the top level when a file there changed. The Pulumi
+project is the user's: the directory holding Pulumi.yaml (this checkout, or a repository made by
+`rackform init`). A path the user gives on the command line (a blueprint, an output directory) is
+relative to the current directory; a path in a stack config (`rackform:blueprint`) is relative
+to the Pulumi project, because `pulumi up`, the Automation API and tests all run the program
+from there, whatever directory the user started in.
 """
 
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 
+from rackform import collection as _collection
+
 PACKAGE = Path(__file__).resolve().parent
-# ANSIBLE_COLLECTIONS_PATH entry: the directory that holds ansible_collections/.
-COLLECTIONS_ROOT = PACKAGE
-COLLECTION = COLLECTIONS_ROOT / "ansible_collections" / "rackform" / "gpu"
+# A checkout's top level (the collection's sources are there), or site-packages in a wheel.
+CHECKOUT = PACKAGE.parent
 COLLECTION_NAME = "rackform.gpu"
-ROLES_DIR = COLLECTION / "roles"
-SITE = COLLECTION / "playbooks" / "site.yml"
-VALIDATORS_DIR = ROLES_DIR / "smoke_train" / "files" / "validators"
+
+
+@cache
+def collections_root() -> Path:
+    """The ANSIBLE_COLLECTIONS_PATH entry holding ansible_collections/rackform/gpu: the
+    package's own in an installed wheel, else the checkout's build/ (made from the sources)."""
+    packaged = PACKAGE / "ansible_collections" / "rackform" / "gpu" / "galaxy.yml"
+    if packaged.is_file() or not _collection.is_source(CHECKOUT):
+        return PACKAGE
+    _collection.built(CHECKOUT, CHECKOUT / "build")
+    return CHECKOUT / "build"
+
+
+def collection() -> Path:
+    """The collection's directory (galaxy.yml, roles/, plugins/, playbooks/)."""
+    return collections_root() / "ansible_collections" / "rackform" / "gpu"
+
+
+def site() -> Path:
+    """The playbook `rackform configure` runs."""
+    return collection() / "playbooks" / "site.yml"
+
+
+def validators_dir() -> Path:
+    """The validators as they ship to nodes (and as `rackform smoke` runs them here)."""
+    return collection() / "roles" / "smoke_train" / "files" / "validators"
+
+
 PROJECT_ENV = "RACKFORM_PROJECT"
 
 

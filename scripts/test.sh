@@ -11,10 +11,13 @@ echo "== ruff check"
 echo "== ruff format --check"
 .venv/bin/ruff format --no-cache --check .
 echo "== ansible-lint (production profile) on the rackform.gpu collection"
-# From the collection's root, so ansible-lint lints it as a collection (galaxy.yml, meta/,
-# roles, playbooks, modules); the collection is found where the package keeps it.
-(cd rackform/ansible_collections/rackform/gpu &&
-  PATH="$OLDPWD/.venv/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$OLDPWD/rackform" \
+# The collection as rackform runs it, put together from roles/, validators/ and collection/
+# (build/ansible_collections/rackform/gpu): from its root, so ansible-lint lints it as a
+# collection (galaxy.yml, meta/, roles, playbooks, modules). The paths it prints are the same
+# under roles/ at the top level.
+collection=$(.venv/bin/python -c 'from rackform.paths import collection; print(collection())')
+(cd "$collection" &&
+  PATH="$OLDPWD/.venv/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$(dirname "$(dirname "$(dirname "$collection")")")" \
     "$OLDPWD/.venv/bin/ansible-lint" --profile production --offline)
 echo "== pytest"
 .venv/bin/python -m pytest "$@"

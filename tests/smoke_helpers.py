@@ -15,11 +15,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from rackform.paths import VALIDATORS_DIR
+from rackform.paths import validators_dir
 
 # The directory holding validators/ (in the rackform.gpu collection's smoke_train files): on
 # PYTHONPATH and the working directory, as on a node.
-ROOT = VALIDATORS_DIR.parent
+ROOT = validators_dir().parent
 
 # The tiny models in these tests train faster on one thread, and the suite shares 2 cores with
 # the torchrun workers some tests start.

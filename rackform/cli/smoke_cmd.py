@@ -22,7 +22,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, for_action
-from rackform.paths import VALIDATORS_DIR
+from rackform.paths import validators_dir
 from rackform.plan.model import Plan
 from rackform.plan.thresholds import (
     Expectations,
@@ -38,8 +38,9 @@ PRESETS = ("tiny", "small", "default")
 def _launch():
     """validators/ ships in the rackform.gpu collection, in smoke_train's files (it goes to
     nodes as files, never installed there); make it importable from there."""
-    root = VALIDATORS_DIR.parent
-    if not (VALIDATORS_DIR / "launch.py").is_file():
+    validators = validators_dir()
+    root = validators.parent
+    if not (validators / "launch.py").is_file():
         print(f"rackform: internal error: validators/ not found in {root}", file=sys.stderr)
         raise typer.Exit(1)
     if str(root) not in sys.path:

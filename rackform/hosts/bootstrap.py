@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rackform.paths import COLLECTION
+from rackform.paths import collection
 
 NODE_SCRIPT = Path(__file__).with_name("node_bootstrap.py")
 # The collections the roles call modules from (ansible.posix.mount, community.general.*);
@@ -103,7 +103,7 @@ def build_artifact(spec: Mapping[str, Any], cache: Path) -> Artifact:
     """The artifact for `spec` (a `manifest`), built once into `cache` and reused."""
     members = [("bootstrap.json", json.dumps(spec, sort_keys=True, indent=1).encode())]
     files = [("node_bootstrap.py", NODE_SCRIPT)]
-    files += _files(COLLECTION, "collections/ansible_collections/rackform/gpu")
+    files += _files(collection(), "collections/ansible_collections/rackform/gpu")
     for c in COLLECTIONS:
         files += _files(_installed_collection(c), f"collections/ansible_collections/{c}")
     key = hashlib.sha256()

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackform.paths import COLLECTIONS_ROOT, SITE
+from rackform.paths import collections_root, site
 
 ROLES = ("nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "smoke_train")
 
@@ -219,12 +219,12 @@ def run_playbook(
     tags: Sequence[str] = (),
     check: bool = False,
     diff: bool = False,
-    playbook: Path = SITE,
+    playbook: Path | None = None,
     out: Callable[[str], None] = print,
     keep_artifacts: Path | None = None,
 ) -> RunResult:
-    """Run `playbook` over `inv` and return what happened. Artifacts (ansible-runner's event
-    log) stay in `keep_artifacts` when given, else in a temporary directory kept on failure."""
+    """Run `playbook` (the site playbook when None) over `inv` and return what happened.
+    Artifacts (ansible-runner's event log) stay in `keep_artifacts` when given, else in a temporary directory kept on failure."""
     import ansible_runner  # deploy extra; imported here so `rackform validate` never needs it
 
     work = keep_artifacts or Path(tempfile.mkdtemp(prefix="rackform-configure-"))
@@ -239,7 +239,7 @@ def run_playbook(
     start = time.monotonic()
     runner = ansible_runner.run(
         private_data_dir=str(work),
-        playbook=str(playbook),
+        playbook=str(playbook or site()),
         inventory=inv,
         extravars=dict(extravars or {}),
         limit=limit,
@@ -257,7 +257,7 @@ def run_playbook(
             # The rackform.gpu collection this package ships (the roles, their modules, the
             # site playbook); ansible.posix and community.general come from the `ansible`
             # package beside it (Ansible also scans sys.path for collections).
-            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT),
+            "ANSIBLE_COLLECTIONS_PATH": str(collections_root()),
             "ANSIBLE_PIPELINING": "True",
             "ANSIBLE_DEPRECATION_WARNINGS": "False",
             "ANSIBLE_RETRY_FILES_ENABLED": "False",
@@ -317,7 +317,7 @@ def run(
     report_dir: Path | None = None,
     out: Callable[[str], None] = print,
     keep_artifacts: Path | None = None,
-    playbook: Path = SITE,
+    playbook: Path | None = None,
 ) -> RunResult:
     """Converge the nodes of `inventory` with every role (or only `roles`) and the role
     variables `group_vars`; what happened, without raising on a failed host."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pulumi
 
-from rackform.paths import COLLECTION
+from rackform.paths import collection
 from rackform.plan.inventory import configure_vars, with_nodes
 from rackform.plan.model import Plan, thaw
 from rackform.stack.stages import (
@@ -77,7 +77,7 @@ class Cluster(pulumi.ComponentResource):
         # Configuration installs; it never sees how the cluster is checked (smoke steps,
         # thresholds, the digest), so editing those reruns nothing on live nodes.
         installs = configure_vars(variables)
-        roles = roles_hash(COLLECTION)
+        roles = roles_hash(collection())
         inv = self.target.nodes.apply(lambda nodes: with_nodes(plan, nodes))
         # How the controller's SSH reaches nodes the stack created (its key, their host key);
         # None where the user's own SSH setup reaches them (bare metal, colocation).

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
 from rackform import paths
 
 SUITE = "bookworm"

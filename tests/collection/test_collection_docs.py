@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from collection import COLLECTION, ROLES_DIR
-
-from rackform.paths import COLLECTIONS_ROOT
+from gpu_collection import COLLECTION, COLLECTIONS_ROOT, ROLES_DIR
 
 BIN = Path(sys.executable).parent
 MODULES = sorted(p.stem for p in (COLLECTION / "plugins" / "modules").glob("*.py"))

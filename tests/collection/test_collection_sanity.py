@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from collection import COLLECTION
+from gpu_collection import COLLECTION
 
 BIN = Path(sys.executable).parent
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from collection import COLLECTION
+from gpu_collection import COLLECTION
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,8 +29,8 @@ from loopback import http_server
 from vms import TORCH, booted_testbed
 
 from rackform.engine import prepare
-from rackform.paths import cache_dir
 from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
+from rackform.paths import cache_dir
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import thaw
 from rackform.stack.stages import ConfigureProvider

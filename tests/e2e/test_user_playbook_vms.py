@@ -24,7 +24,7 @@ import pytest
 import yaml
 from vms import MOUNT, sh, shown
 
-from rackform.paths import COLLECTION
+from rackform.paths import collection
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def installed(tmp_path_factory, phases) -> Path:
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(path), "ANSIBLE_NOCOLOR": "1"}
     with phases("user playbook: ansible-galaxy collection build, then install --offline"):
         built = subprocess.run(
-            [BIN / "ansible-galaxy", "collection", "build", "--output-path", base, COLLECTION],
+            [BIN / "ansible-galaxy", "collection", "build", "--output-path", base, collection()],
             capture_output=True, text=True, env=env, timeout=300,
         )  # fmt: skip
         assert built.returncode == 0, shown(built)

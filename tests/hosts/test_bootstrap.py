@@ -9,7 +9,7 @@ import json
 import subprocess
 import tarfile
 
-from collection import module
+from gpu_collection import module
 from planhelp import (
     AWS_INFERENCE,
     AWS_TRAINING,

@@ -12,7 +12,7 @@ import time
 import pytest
 from blueprint_helpers import ROOT
 from clusters import bare_metal
-from collection import ROLES_DIR
+from gpu_collection import ROLES_DIR
 from loopback import free_port, http_server
 
 from rackform.reap import labels

@@ -6,7 +6,7 @@ host does (no such mount, no driver)."""
 from __future__ import annotations
 
 import pytest
-from collection import module
+from gpu_collection import module
 
 from rackform.catalog.raid import role_table
 

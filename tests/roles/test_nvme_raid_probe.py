@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from collection import ROLES_DIR, module
+from gpu_collection import ROLES_DIR, module
 
 from rackform.catalog.raid import load_raid_levels, role_table
 

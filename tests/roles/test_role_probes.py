@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collection import module
+from gpu_collection import module
 
 gpu_probe = module("nvidia_driver_probe")
 fabric_probe = module("nccl_rdma_probe")

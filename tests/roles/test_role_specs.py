@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from collection import COLLECTION, ROLES_DIR, SITE
+from gpu_collection import COLLECTION, ROLES_DIR, SITE
 
 from rackform.blueprint.loader import load_effective
 from rackform.hosts.runner import ROLES

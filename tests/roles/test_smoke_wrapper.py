@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from collection import ROLES_DIR
+from gpu_collection import ROLES_DIR
 
 ROLE = ROLES_DIR / "smoke_train"
 WRAPPER = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_smoke_train_wrapper"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from rackform import paths
-from rackform.paths import ROLES_DIR
+from rackform.paths import CHECKOUT
 from rackform.testbed import image
 
 # Priority required/important packages that debootstrap's minbase always installs.
@@ -50,12 +50,12 @@ def test_the_local_repository_carries_every_debian_package_the_roles_install():
     from rackform.testbed.apt import ROLE_PACKAGES
 
     wanted = set()
-    for path in ROLES_DIR.glob("*/vars/Debian.yml"):
+    for path in (CHECKOUT / "roles").glob("*/vars/Debian.yml"):
         for name, value in (yaml.safe_load(path.read_text()) or {}).items():
             if name.endswith("_packages") and "nvidia" not in name:
                 wanted |= set(value)
     wanted.add("python3-venv")  # smoke_train
-    defaults = ROLES_DIR / "host_bootstrap" / "defaults" / "main.yml"
+    defaults = CHECKOUT / "roles" / "host_bootstrap" / "defaults" / "main.yml"
     wanted |= set(yaml.safe_load(defaults.read_text())["host_bootstrap_packages"])
     missing = wanted - set(ROLE_PACKAGES) - MINBASE
     assert not missing, f"the testbed would need the network to install {sorted(missing)}"

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from collection import VALIDATORS_DIR
+from gpu_collection import VALIDATORS_DIR
 from smoke_helpers import FakeNvml
 
 from validators import collectives, comm_checks, hostcheck, launch, report, storage

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from collection import VALIDATORS_DIR
+from gpu_collection import VALIDATORS_DIR
 
 VALIDATORS = VALIDATORS_DIR
 ALLOWED = set(sys.stdlib_module_names) | {"torch", "validators", "pynvml"}

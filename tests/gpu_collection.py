@@ -1,14 +1,22 @@
-"""The rackform.gpu collection as tests read it: its directories, and its modules imported by
-their collection names (`ansible_collections.rackform.gpu.plugins.modules.X`), as Ansible
-imports them, so a module's `module_utils` import is the one it makes on a host."""
+"""The rackform.gpu collection as tests read it: its directories as rackform runs it (in a
+checkout: build/ansible_collections/rackform/gpu, made from roles/, validators/ and
+collection/), and its modules imported by their collection names
+(`ansible_collections.rackform.gpu.plugins.modules.X`), as Ansible imports them, so a module's
+`module_utils` import is the one it makes on a host."""
 
 from __future__ import annotations
 
 import importlib
 
-from rackform.paths import COLLECTION, COLLECTIONS_ROOT, ROLES_DIR, SITE, VALIDATORS_DIR
+from rackform import paths
 
-__all__ = ["COLLECTION", "ROLES_DIR", "SITE", "VALIDATORS_DIR", "module"]
+__all__ = ["COLLECTION", "COLLECTIONS_ROOT", "ROLES_DIR", "SITE", "VALIDATORS_DIR", "module"]
+
+COLLECTIONS_ROOT = paths.collections_root()
+COLLECTION = paths.collection()
+ROLES_DIR = COLLECTION / "roles"
+SITE = paths.site()
+VALIDATORS_DIR = paths.validators_dir()
 
 
 def _collection_loader() -> None:
