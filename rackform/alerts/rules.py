@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rackform.plan.model import Plan
 from rackform.reap import labels as L
+from rackform.reap.idleness import alert_exprs
 from rackform.reap.verdict import REPORT_ONLY
 
 BY = f"{L.CLUSTER}, {L.ENVIRONMENT}, {L.PURPOSE}"
@@ -20,7 +21,7 @@ IDLE_HOURS = "rackform_cluster:idle_gpu_hours:window"
 def group(plan: Plan) -> dict:
     ident = {L.CLUSTER: plan.name, L.ENVIRONMENT: plan.environment, L.PURPOSE: plan.purpose}
     sel = L.selector(**ident)
-    u, fb = f"{L.GPU_UTIL}{sel}", f"{L.FB_USED}{sel}"
+    u = f"{L.GPU_UTIL}{sel}"
     policy = plan.lifecycle.idle or REPORT_ONLY
     below = f"{policy.gpu_util_below_pct:g}"
     window = f"{policy.for_minutes}m"
@@ -52,16 +53,29 @@ def group(plan: Plan) -> dict:
             )
         )
     if plan.lifecycle.idle is not None:
+        # reap's own definition (rackform.reap.idleness): every sample of every GPU, coverage
+        # counted, memory and job progress; the same answer reap gives (tested together).
+        idle_expr, stalled_expr = alert_exprs(sel[1:-1], policy, plan.gpus)
         alerts.append(
             _alert(
                 "RackformClusterIdle",
-                f"max by ({BY}) (avg_over_time({u}[{window}])) < {below}"
-                f" and on ({BY}) min by ({BY}) (min_over_time({fb}[{window}])) < "
-                f"{policy.memory_in_use_mib:g}",
+                idle_expr,
                 "warning",
-                f"{plan.name} ({plan.environment}) idle: every GPU below {below}% for {window}",
+                f"{plan.name} ({plan.environment}) idle: every GPU below {below}% at every "
+                f"sample for {window}",
                 f"`rackform reap` would {policy.action} it "
                 f"(lifecycle.idle.action: {policy.action}).",
+            )
+        )
+        alerts.append(
+            _alert(
+                "RackformClusterStalled",
+                stalled_expr,
+                "warning",
+                f"{plan.name} ({plan.environment}) stalled: GPU memory held with no progress "
+                f"for {window}",
+                "A job holds the GPUs without computing, or computes without its heartbeat "
+                "advancing (an NCCL hang): look at it before its GPU-hours add up.",
             )
         )
     alerts += [

@@ -19,6 +19,7 @@ from rackform.cli import (  # noqa: F401
     reap_cmd,
     schema_cmd,
     smoke_cmd,
+    snooze_cmd,
     stack_cmd,
     testbed_cmd,
     validate_cmd,

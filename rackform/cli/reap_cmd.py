@@ -1,8 +1,15 @@
 """`rackform reap FILE... [--env ENV] --prometheus URL [--apply] [--json]`
 
-Prints what it measured and what it would do for every cluster; acts only with --apply. Exit
-status: 0 decided (and with --apply every action done); 2 bad input, nothing done; 3 Prometheus
-could not answer, nothing done; 4 an action failed on some cluster or host (see the audit log)."""
+Prints what it measured and what it would do for every cluster; acts only with --apply. A dry
+run reads everything --apply reads (snoozes, the locks, the audit log, live tags and power), so
+it says exactly what --apply would do. Exit status, for cron:
+  0  every cluster measured, and with --apply every action (or warning) that was due succeeded
+  2  bad input, nothing done
+  3  Prometheus could not answer, nothing decided or done
+  4  an action or warning failed on some cluster or host (see the JSON and the audit log)
+  5  some cluster could not be decided: `unknown` (missing metrics, a read of live tags, a BMC
+     or EC2 failed) or `locked` by another run; the others were handled
+The JSON's `exit` says which and why."""
 
 from __future__ import annotations
 
@@ -21,11 +28,12 @@ from rackform.engine import Prepared, prepare, prepare_all
 from rackform.reap.audit import state_dir
 from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import Prometheus, TelemetryError
-from rackform.reap.run import Acting, apply_all, decide_all
+from rackform.reap.run import World, decide_all, run_all
 from rackform.reap.verdict import Decision
 
 EXIT_TELEMETRY = 3
 EXIT_ACTION_FAILED = 4
+EXIT_UNDECIDED = 5
 
 
 def _load(files: list[Path], env: str | None) -> list[Prepared]:
@@ -54,12 +62,7 @@ def _render(d: Decision, applied: bool) -> list[str]:
         f"{d.source} [{d.environment}] {d.cluster} ({d.target}, {d.purpose}): {d.verdict} - "
         f"{util} over {d.window_min}m, {d.gpus_reporting}/{d.gpus_expected} GPUs, {_money(d)}"
     )
-    if d.action is None:
-        does = "does nothing"
-    elif applied:
-        does = f"{d.action}: {d.outcome}"
-    else:
-        does = f"would {d.action} (dry run; --apply acts)"
+    does = _does(d, applied)
     lines = [head, f"  {does}"]
     lines += [f"  - {r}" for r in d.reasons]
     for n in d.nodes:
@@ -67,6 +70,33 @@ def _render(d: Decision, applied: bool) -> list[str]:
         lines.append(f"  node {n.name}: {n.state} {avg} ({n.gpus} GPUs)")
     lines += [f"  {'ok' if r['ok'] else 'FAILED'} {r['subject']}: {r['detail']}" for r in d.results]
     return lines
+
+
+def _does(d: Decision, applied: bool) -> str:
+    if d.action is None or d.step is None:
+        return "does nothing" if d.step != "withdraw" or not applied else "withdrew its warning"
+    what = {
+        "warn": f"warn that it will {d.action} after the grace period",
+        "withdraw": "withdraw its warning",
+        "act": d.action,
+    }[d.step]
+    if applied:
+        return f"{what}: {d.outcome}"
+    return f"would {what} (dry run; --apply acts)"
+
+
+def exit_status(decisions: list[Decision]) -> tuple[int, str]:
+    failed = [d.cluster for d in decisions if d.outcome in ("failed", "partial")]
+    if failed:
+        return EXIT_ACTION_FAILED, "an action failed: " + ", ".join(failed)
+    undecided = [
+        f"{d.cluster} [{d.environment}] {d.verdict}"
+        for d in decisions
+        if d.verdict in ("unknown", "locked") or d.read_failed
+    ]
+    if undecided:
+        return EXIT_UNDECIDED, "not decided: " + ", ".join(undecided)
+    return 0, "every cluster decided"
 
 
 @app.command()
@@ -96,38 +126,61 @@ def reap(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for Prometheus.", min=0.1)
     ] = 30.0,
+    ca: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus-ca",
+            help="CA file for an https Prometheus (default $RACKFORM_PROMETHEUS_CA); a token "
+            "or basic auth comes from $RACKFORM_PROMETHEUS_TOKEN or "
+            "$RACKFORM_PROMETHEUS_USER/$RACKFORM_PROMETHEUS_PASSWORD.",
+        ),
+    ] = None,
 ) -> None:
     """Find idle GPU clusters from DCGM utilization in Prometheus and say what their idle
     policy would do. Missing data is unknown, never idle; protected, young, busy, locked or
     already-reaped clusters are never touched. Dry run unless --apply."""
     try:
-        prom = Prometheus(prometheus, timeout)
+        prom = Prometheus(prometheus, timeout, ca)
     except TelemetryError as exc:
         raise user_error(str(exc)) from None
     prepared = _load(files, env)
     notifier = Notifier(alertmanager, webhook)
     if apply and not notifier.configured:
-        needing = [p.plan for p in prepared if p.plan.lifecycle.idle
-                   and p.plan.lifecycle.idle.action == "notify"]  # fmt: skip
+        # notify needs a destination, and so does every other action's warning.
+        needing = [p.plan for p in prepared if p.plan.lifecycle.idle and (
+            p.plan.lifecycle.idle.action == "notify" or p.plan.lifecycle.idle.grace_minutes
+        )]  # fmt: skip
         if needing:
+            idle = needing[0].lifecycle.idle
+            assert idle is not None
+            why = (
+                "notifies when idle"
+                if idle.action == "notify"
+                else (f"is warned of before {idle.action} (lifecycle.idle.grace_minutes)")
+            )
             raise user_error(
-                f"{needing[0].source}: cluster {needing[0].name} notifies when idle: give "
+                f"{needing[0].source}: cluster {needing[0].name} {why}: give "
                 "--alertmanager URL or --webhook URL"
             )
     try:
         decisions = decide_all(prepared, prom, time.time())
+        run_all(decisions, prepared, World(state_dir(state), notifier, prom), apply)
     except TelemetryError as exc:
         print(f"rackform: {exc}; nothing was decided or done", file=sys.stderr)
         raise typer.Exit(EXIT_TELEMETRY) from None
-    if apply:
-        apply_all(decisions, prepared, Acting(state_dir(state), notifier))
-    failed = any(d.outcome in ("failed", "partial") for d in decisions)
+    code, why = exit_status(decisions)
     if as_json:
-        doc = {"applied": apply, "clusters": [d.as_dict() for d in decisions]}
+        doc = {
+            "applied": apply,
+            "exit": {"status": code, "reason": why},
+            "clusters": [d.as_dict() for d in decisions],
+        }
         typer.echo(json.dumps(doc, indent=2))
     else:
         for d in decisions:
             for line in _render(d, apply):
                 typer.echo(line)
-    if failed:
-        raise typer.Exit(EXIT_ACTION_FAILED)
+        if code:
+            print(f"rackform: exit {code}: {why}", file=sys.stderr)
+    if code:
+        raise typer.Exit(code)

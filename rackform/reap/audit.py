@@ -74,6 +74,19 @@ class AuditLog:
                 last = e if e.get("state") in ("started", "done", "partial") else None
         return last
 
+    def warning(self, stack: str, action: str) -> dict | None:
+        """The warning that `stack` is idle and `action` follows, still standing: the latest
+        warn entry not withdrawn (activity since) nor followed by the action itself."""
+        last = None
+        for e in self.entries():
+            if e.get("stack") != stack or e.get("action") != action:
+                continue
+            if e.get("event") == "warn" and e.get("state") == "sent":
+                last = last or e  # the first warning of a standing streak sets the clock
+            elif e.get("event") in ("withdrawn", "action"):
+                last = None
+        return last
+
 
 class Held(Exception):
     """Another reaper run holds the cluster's lock."""

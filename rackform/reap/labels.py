@@ -19,13 +19,41 @@ XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"  # the last XID error code seen (0: none)
 ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"  # uncorrectable (double-bit) ECC errors
 ROW_REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"  # pending row remaps (not in the role's
 # default counters: the rule is inert until it is added to dcgm_exporter_counters)
+POWER = "DCGM_FI_DEV_POWER_USAGE"  # watts drawn
+# A job's progress: the unix time of its last completed step, per node, carrying the scrape
+# labels. The smoke job writes it (validators/heartbeat.py); a user's job exports the same gauge.
+HEARTBEAT = "rackform_job_heartbeat_timestamp_seconds"
+
+# A GPU is one series however its other labels change (a re-addressed node's `instance`, a new
+# driver's version label): every statistic is aggregated by these, in PromQL.
+GPU_ID = (CLUSTER, ENVIRONMENT, PURPOSE, NODE, GPU)
+NODE_ID = (CLUSTER, ENVIRONMENT, PURPOSE, NODE)
 
 
 def selector(**match: str) -> str:
     """`{cluster="a",environment="dev"}` with values quoted for PromQL."""
-    inner = ",".join(f"{k}={_quote(v)}" for k, v in match.items())
+    inner = ",".join(f"{k}={quote(v)}" for k, v in match.items())
     return "{" + inner + "}"
 
 
-def _quote(value: str) -> str:
+def one_of(label: str, values: list[str] | set[str] | tuple[str, ...]) -> str:
+    """A matcher for any of `values`, exactly: `label="v"` for one, else an anchored RE2
+    alternation. Each value is escaped for RE2 first, then quoted as a PromQL string: Python's
+    re.escape is not that (it writes `\\-`, an escape PromQL strings reject)."""
+    vals = sorted(set(values))
+    if len(vals) == 1:
+        return f"{label}={quote(vals[0])}"
+    return f"{label}=~{quote('|'.join(re2_escape(v) for v in vals))}"
+
+
+# RE2's metacharacters (github.com/google/re2/wiki/Syntax); everything else stands for itself.
+_RE2_META = set("\\.+*?()|[]{}^$")
+
+
+def re2_escape(value: str) -> str:
+    return "".join("\\" + c if c in _RE2_META else c for c in value)
+
+
+def quote(value: str) -> str:
+    """A PromQL string literal: double quotes, with backslash and quote escaped."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

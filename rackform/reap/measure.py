@@ -1,24 +1,16 @@
-"""What Prometheus says about each GPU of each cluster over its idle window, fetched in one query
-per distinct window for every cluster at once (never one per cluster or node).
-
-Per GPU series (a node's `gpu`): its average and peak utilization over the window, the least
-framebuffer it held, and whether it has samples at both ends of the window: at the start (the
-window is covered) and in the last few minutes (the series is not stale)."""
+"""What Prometheus says about each GPU of each cluster over its idle window (rackform.reap.
+idleness says which statistics and why): one query per distinct window for every cluster at
+once (never one per cluster or node), then, only for the clusters whose GPUs fall short of
+full coverage, one range query each that says where the gaps lie."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rackform.reap import labels as L
+from rackform.reap.idleness import STAT, GpuStats, Window, batch, presence
 from rackform.reap.prometheus import Prometheus
-
-# Minutes at each end of the window that must hold a sample: Prometheus's own staleness
-# lookback, so a series that stopped longer ago than this is stale.
-EDGE_MIN = 5
-STAT = "rackform_stat"
 
 
 @dataclass(frozen=True)
@@ -27,64 +19,82 @@ class Key:
     environment: str
     purpose: str
 
-
-@dataclass
-class GpuSeries:
-    node: str
-    gpu: str
-    avg: float | None = None  # mean utilization % over the window
-    peak: float | None = None  # highest utilization % in the window
-    fb_min: float | None = None  # least framebuffer in use (MiB) in the window
-    head: bool = False  # samples in the window's first EDGE_MIN minutes
-    recent: bool = False  # samples in the last EDGE_MIN minutes
-
-
-def _alternation(values: Iterable[str]) -> str:
-    return "|".join(re.escape(v) for v in sorted(set(values)))
+    def selector(self) -> str:
+        return ",".join(
+            L.one_of(label, [value])
+            for label, value in (
+                (L.CLUSTER, self.cluster),
+                (L.ENVIRONMENT, self.environment),
+                (L.PURPOSE, self.purpose),
+            )
+        )
 
 
-def batch_expr(keys: list[Key], window_min: int) -> str:
-    """One PromQL expression answering every statistic for every GPU of these clusters, each
-    answer labelled with the statistic it is."""
-    sel = (
-        f'{{{L.CLUSTER}=~"{_alternation(k.cluster for k in keys)}",'
-        f'{L.ENVIRONMENT}=~"{_alternation(k.environment for k in keys)}",'
-        f'{L.PURPOSE}=~"{_alternation(k.purpose for k in keys)}"}}'
-    )
-    w = f"[{window_min}m]"
-    head_offset = max(window_min - EDGE_MIN, 0)
-    stats = {
-        "avg": f"avg_over_time({L.GPU_UTIL}{sel}{w})",
-        "peak": f"max_over_time({L.GPU_UTIL}{sel}{w})",
-        "fb_min": f"min_over_time({L.FB_USED}{sel}{w})",
-        "head": f"count_over_time({L.GPU_UTIL}{sel}[{EDGE_MIN}m] offset {head_offset}m)",
-        "recent": f"count_over_time({L.GPU_UTIL}{sel}[{EDGE_MIN}m])",
-    }
-    return " or ".join(
-        f'label_replace({expr}, "{STAT}", "{name}", "", "")' for name, expr in stats.items()
+def _batch_selector(keys: list[Key]) -> str:
+    return ",".join(
+        (
+            L.one_of(L.CLUSTER, [k.cluster for k in keys]),
+            L.one_of(L.ENVIRONMENT, [k.environment for k in keys]),
+            L.one_of(L.PURPOSE, [k.purpose for k in keys]),
+        )
     )
 
 
 def measure(
-    prom: Prometheus, windows: dict[int, list[Key]], at: float
-) -> dict[Key, list[GpuSeries]]:
-    """Every GPU series of every cluster, by cluster (a cluster with none maps to [])."""
-    out: dict[Key, list[GpuSeries]] = {}
-    for window, keys in sorted(windows.items()):
+    prom: Prometheus, windows: dict[Window, list[Key]], at: float
+) -> dict[Key, list[GpuStats]]:
+    """Every GPU of every cluster, by cluster (a cluster with none maps to [])."""
+    out: dict[Key, list[GpuStats]] = {}
+    for window, keys in sorted(windows.items(), key=lambda kv: (kv[0].minutes, kv[0].scrape_s)):
         wanted = set(keys)
-        found: dict[Key, dict[tuple[str, str], GpuSeries]] = defaultdict(dict)
-        for s in prom.query(batch_expr(keys, window), at):
-            m = s.labels
+        found: dict[Key, dict[tuple[str, str], GpuStats]] = defaultdict(dict)
+        heartbeats: dict[tuple[Key, str], float] = {}
+        steps = 0
+        for s in prom.query(batch(_batch_selector(keys), window), at):
+            m, stat = s.labels, s.labels.get(STAT)
+            if stat == "steps":
+                steps = int(s.value)
+                continue
             key = Key(m.get(L.CLUSTER, ""), m.get(L.ENVIRONMENT, ""), m.get(L.PURPOSE, ""))
             if key not in wanted:  # the regexes match across clusters; keep exact triples
                 continue
-            ident = (m.get(L.NODE, ""), m.get(L.GPU, m.get("UUID", "")))
-            g = found[key].setdefault(ident, GpuSeries(*ident))
-            stat = m.get(STAT)
-            if stat in ("avg", "peak", "fb_min"):
+            if stat == "hb_last":
+                heartbeats[(key, m.get(L.NODE, ""))] = s.value
+                continue
+            ident = (m.get(L.NODE, ""), m.get(L.GPU, ""))
+            g = found[key].setdefault(ident, GpuStats(*ident))
+            if stat in ("peak", "fb_min", "fb_max", "power", "sum"):
                 setattr(g, stat, s.value)
-            elif stat in ("head", "recent"):
-                setattr(g, stat, s.value > 0)
+            elif stat in ("samples", "buckets", "before"):
+                setattr(g, stat, int(s.value))
         for key in keys:
-            out[key] = sorted(found.get(key, {}).values(), key=lambda g: (g.node, g.gpu))
+            gpus = sorted(found.get(key, {}).values(), key=lambda g: (g.node, g.gpu))
+            for g in gpus:
+                g.steps = steps
+                g.hb_last = heartbeats.get((key, g.node))
+            out[key] = gpus
+        for key in keys:
+            short = [g for g in out[key] if g.missing]
+            if short:
+                _locate_gaps(prom, key, window, at, short)
     return out
+
+
+def _locate_gaps(prom: Prometheus, key: Key, w: Window, at: float, short: list[GpuStats]) -> None:
+    """Fill each short GPU's `gaps` from the buckets that hold samples and those that exist."""
+    every = [t for t, _ in (prom.query_range(f"vector(1){w.subquery}", at) or [({}, [])])[0][1]]
+    have: dict[tuple[str, str], set[float]] = {}
+    for metric, points in prom.query_range(presence(key.selector(), w), at):
+        have[(metric.get(L.NODE, ""), metric.get(L.GPU, ""))] = {t for t, _ in points}
+    for g in short:
+        present = have.get((g.node, g.gpu), set())
+        gaps: list[tuple[float, float]] = []
+        for t in every:
+            if t in present:
+                continue
+            start = t - w.bucket_s
+            if gaps and gaps[-1][1] == start:
+                gaps[-1] = (gaps[-1][0], t)
+            else:
+                gaps.append((start, t))
+        g.gaps = tuple(gaps)

@@ -1,5 +1,8 @@
-"""The `notify` action, and the note every other action leaves: an alert posted to
-Alertmanager's API (`POST /api/v2/alerts`), or the decision as JSON to a webhook."""
+"""The `notify` action, the warning every other action gives first, and the note it leaves: an
+alert posted to Alertmanager's API (`POST /api/v2/alerts`), or the decision as JSON to a
+webhook. After an action that takes a cluster's exporters down (power-off, stop, destroy,
+scale-to-zero), a silence (`POST /api/v2/silences`) keeps the exporter-down and GPUs-missing
+alerts for that cluster from paging anyone."""
 
 from __future__ import annotations
 
@@ -14,18 +17,27 @@ from rackform.reap.target import Outcome
 from rackform.reap.verdict import Decision
 
 ALERT = "RackformIdleCluster"
+WARNING = "RackformIdleClusterWarning"
+# The alerts (rackform.alerts.rules) an action that powers the cluster off would fire.
+SILENCED = ("RackformDcgmExporterDown", "RackformGpuMissing")
 
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
-def alert(d: Decision, now: float) -> dict:
+def alert(d: Decision, now: float, warning: bool = False) -> dict:
     usd = "unpriced" if d.idle_usd is None else f"${d.idle_usd:,.2f}"
     util = "n/a" if d.util_avg is None else f"{d.util_avg:.1f}%"
+    summary = (
+        f"{d.cluster} ({d.environment}) is {d.measured or d.verdict}: "
+        f"{util} GPU utilization over {d.window_min}m"
+    )
+    if warning:
+        summary += f"; rackform reap will {d.action} it after the grace period unless it is used"
     return {
         "labels": {
-            "alertname": ALERT,
+            "alertname": WARNING if warning else ALERT,
             L.CLUSTER: d.cluster,
             L.ENVIRONMENT: d.environment,
             L.PURPOSE: d.purpose,
@@ -33,8 +45,7 @@ def alert(d: Decision, now: float) -> dict:
             "severity": "warning",
         },
         "annotations": {
-            "summary": f"{d.cluster} ({d.environment}) is {d.measured or d.verdict}: "
-            f"{util} GPU utilization over {d.window_min}m",
+            "summary": summary,
             "description": "; ".join(d.reasons),
             "idle_gpu_hours": f"{d.idle_gpu_hours or 0:g}",
             "idle_usd": usd,
@@ -53,26 +64,50 @@ class Notifier:
     def configured(self) -> bool:
         return bool(self.alertmanager or self.webhook)
 
-    def send(self, d: Decision, now: float | None = None) -> Outcome:
+    def send(self, d: Decision, now: float | None = None, warning: bool = False) -> Outcome:
         now = time.time() if now is None else now
         if self.alertmanager:
-            url, body = f"{self.alertmanager}/api/v2/alerts", [alert(d, now)]
+            url, body = f"{self.alertmanager}/api/v2/alerts", [alert(d, now, warning)]
         elif self.webhook:
-            url, body = self.webhook, {"rackform": "reap", "decision": d.as_dict()}
+            kind = "warning" if warning else "decision"
+            url, body = self.webhook, {"rackform": "reap", "kind": kind, "decision": d.as_dict()}
         else:
             return Outcome("notify", False, "no --alertmanager or --webhook to notify")
-        req = urllib.request.Request(
-            url,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return Outcome(url, True, f"HTTP {r.status}")
-        except urllib.error.HTTPError as exc:
-            return Outcome(
-                url, False, f"HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}"
-            )
-        except (urllib.error.URLError, OSError) as exc:
-            return Outcome(url, False, f"unreachable: {getattr(exc, 'reason', exc)}")
+        return _post(url, body)
+
+    def silence(self, d: Decision, now: float, seconds: float) -> Outcome:
+        """Silence the alerts a powered-off cluster raises (exporters down, GPUs missing)."""
+        assert self.alertmanager
+        body = {
+            "matchers": [
+                {"name": L.CLUSTER, "value": d.cluster, "isRegex": False, "isEqual": True},
+                {"name": L.ENVIRONMENT, "value": d.environment, "isRegex": False, "isEqual": True},
+                {
+                    "name": "alertname",
+                    "value": "|".join(SILENCED),
+                    "isRegex": True,
+                    "isEqual": True,
+                },
+            ],
+            "startsAt": _iso(now),
+            "endsAt": _iso(now + seconds),
+            "createdBy": "rackform reap",
+            "comment": f"{d.action} by rackform reap: its exporters are down on purpose",
+        }
+        return _post(f"{self.alertmanager}/api/v2/silences", body)
+
+
+def _post(url: str, body: object) -> Outcome:
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return Outcome(url, True, f"HTTP {r.status}")
+    except urllib.error.HTTPError as exc:
+        return Outcome(url, False, f"HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}")
+    except (urllib.error.URLError, OSError) as exc:
+        return Outcome(url, False, f"unreachable: {getattr(exc, 'reason', exc)}")

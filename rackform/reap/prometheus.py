@@ -1,11 +1,20 @@
 """A Prometheus HTTP API client for instant queries: just enough for reap, with every way the
 server can fail turned into one `TelemetryError` line (unreachable, too slow, an error answer,
-something that is not Prometheus's JSON)."""
+something that is not Prometheus's JSON).
+
+Prometheus behind auth (a reverse proxy, or Prometheus's own web config): a bearer token from
+$RACKFORM_PROMETHEUS_TOKEN, or basic auth from $RACKFORM_PROMETHEUS_USER and
+$RACKFORM_PROMETHEUS_PASSWORD; an https URL is verified against the system's CAs or the file in
+$RACKFORM_PROMETHEUS_CA (or --prometheus-ca). Credentials go into the Authorization header
+only, never into a message."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import socket
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,27 +31,77 @@ class Sample:
     value: float
 
 
+TOKEN_ENV = "RACKFORM_PROMETHEUS_TOKEN"
+USER_ENV = "RACKFORM_PROMETHEUS_USER"
+PASSWORD_ENV = "RACKFORM_PROMETHEUS_PASSWORD"
+CA_ENV = "RACKFORM_PROMETHEUS_CA"
+
+
+def _auth_header(environ: dict[str, str]) -> dict[str, str]:
+    token = environ.get(TOKEN_ENV)
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    user = environ.get(USER_ENV)
+    if user:
+        password = environ.get(PASSWORD_ENV, "")
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {basic}"}
+    return {}
+
+
 class Prometheus:
-    def __init__(self, url: str, timeout_s: float = 30.0):
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 30.0,
+        ca_file: str | None = None,
+        environ: dict[str, str] | None = None,
+    ):
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise TelemetryError(f"--prometheus {url!r} is not an http(s) URL")
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        environ = dict(os.environ) if environ is None else environ
+        self._headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            **_auth_header(environ),
+        }
+        ca_file = ca_file or environ.get(CA_ENV) or None
+        self._ssl = None
+        if ca_file:
+            try:
+                self._ssl = ssl.create_default_context(cafile=ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise TelemetryError(f"cannot use the CA file {ca_file}: {exc}") from None
 
     def query(self, expr: str, at: float) -> list[Sample]:
         """An instant query at unix time `at`; its vector as samples. POST, because a batch of
         clusters makes a long expression."""
+        return _vector(self._post(expr, at), self.url)
+
+    def query_range(self, expr: str, at: float) -> list[tuple[dict[str, str], list[tuple]]]:
+        """An instant query of a range expression (a subquery): each series' (time, value)s."""
+        return _matrix(self._post(expr, at), self.url)
+
+    def _post(self, expr: str, at: float) -> bytes:
         body = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"}).encode()
-        req = urllib.request.Request(
-            f"{self.url}/api/v1/query",
-            data=body,
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
-        )
+        req = urllib.request.Request(f"{self.url}/api/v1/query", data=body, headers=self._headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                raw = r.read()
+            with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._ssl) as r:
+                return r.read()
         except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                how = (
+                    "with the credentials given"
+                    if "Authorization" in self._headers
+                    else (
+                        f"without credentials (set {TOKEN_ENV}, or {USER_ENV} and {PASSWORD_ENV})"
+                    )
+                )
+                raise TelemetryError(
+                    f"Prometheus at {self.url} refused the query {how} (HTTP {exc.code})"
+                ) from None
             raise TelemetryError(
                 f"Prometheus at {self.url} answered HTTP {exc.code}: {_error_of(exc.read())}"
             ) from None
@@ -57,7 +116,6 @@ class Prometheus:
                     f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s"
                 ) from None
             raise TelemetryError(f"Prometheus at {self.url} is unreachable: {why}") from None
-        return _vector(raw, self.url)
 
 
 def _error_of(raw: bytes) -> str:
@@ -68,17 +126,17 @@ def _error_of(raw: bytes) -> str:
         return raw[:200].decode(errors="replace").strip() or "(empty)"
 
 
-def _vector(raw: bytes, url: str) -> list[Sample]:
+def _result(raw: bytes, url: str, kind: str, read):
     try:
         doc = json.loads(raw)
         if doc.get("status") != "success":
             raise TelemetryError(f"Prometheus at {url} answered an error: {doc.get('error')}")
         data = doc["data"]
-        if data["resultType"] != "vector":
+        if data["resultType"] != kind:
             raise TelemetryError(
-                f"Prometheus at {url} answered a {data['resultType']}, not a vector"
+                f"Prometheus at {url} answered a {data['resultType']}, not a {kind}"
             )
-        return [Sample(dict(s["metric"]), float(s["value"][1])) for s in data["result"]]
+        return [read(s) for s in data["result"]]
     except TelemetryError:
         raise
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
@@ -86,3 +144,16 @@ def _vector(raw: bytes, url: str) -> list[Sample]:
         raise TelemetryError(
             f"Prometheus at {url} answered something that is not its query API's JSON: {head!r}"
         ) from None
+
+
+def _vector(raw: bytes, url: str) -> list[Sample]:
+    return _result(raw, url, "vector", lambda s: Sample(dict(s["metric"]), float(s["value"][1])))
+
+
+def _matrix(raw: bytes, url: str) -> list[tuple[dict[str, str], list[tuple]]]:
+    return _result(
+        raw,
+        url,
+        "matrix",
+        lambda s: (dict(s["metric"]), [(float(t), float(v)) for t, v in s["values"]]),
+    )

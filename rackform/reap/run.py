@@ -1,6 +1,9 @@
-"""One reap run: measure every cluster in one batch, decide each with the pure rules, then (with
---apply) pass every safety rule that needs the world before acting: the live tags, the
-per-cluster lock, and the audit log's record of what an earlier run already began."""
+"""One reap run: measure every cluster in one batch, decide each with the pure rules, then pass
+every safety rule that needs the world, the same way for a dry run and for --apply (so the dry
+run says exactly what --apply would do): a snooze, the per-cluster lock, the audit log's record
+of what an earlier run began, the target's live state (protect tags, power, launch times), and
+the grace period: warn first, act on a later run only if the cluster stayed idle all the time
+since the warning (measured again over that whole stretch)."""
 
 from __future__ import annotations
 
@@ -8,17 +11,28 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
+from rackform.blueprint.schema.sections import IdlePolicy
 from rackform.engine import Prepared
+from rackform.plan.model import Plan
+from rackform.reap import snooze
 from rackform.reap.audit import AuditLog, Held, cluster_lock
+from rackform.reap.idleness import Window
 from rackform.reap.measure import Key, measure
 from rackform.reap.notify import Notifier
-from rackform.reap.prometheus import Prometheus
+from rackform.reap.prometheus import Prometheus, TelemetryError
 from rackform.reap.target import Outcome, Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, protected
 from rackform.targets.registry import adapter
+
+# A warning older than this (the reaper stopped running for a while) is stale: warn again rather
+# than measure an ever longer stretch.
+WARNING_MAX_AGE_S = 24 * 3600
+# Actions that leave the cluster's exporters down: their alerts are silenced for this long.
+SILENCE_S = 7 * 24 * 3600
 
 
 def usd_per_gpu_hour(p: Prepared) -> float | None:
@@ -29,92 +43,190 @@ def usd_per_gpu_hour(p: Prepared) -> float | None:
     return sum(line.usd_per_hour for line in compute) / p.plan.gpus
 
 
-def decide_all(prepared: Sequence[Prepared], prom: Prometheus, at: float) -> list[Decision]:
-    """Every cluster's measured verdict: one Prometheus query per distinct idle window."""
-    windows: dict[int, list[Key]] = defaultdict(list)
+def _key(p: Prepared) -> Key:
+    return Key(p.plan.name, p.plan.environment, p.plan.purpose)
+
+
+def _policy(p: Prepared) -> IdlePolicy:
+    return p.plan.lifecycle.idle or REPORT_ONLY
+
+
+def decide_all(
+    prepared: Sequence[Prepared], prom: Prometheus, at: float, minutes: dict[str, int] | None = None
+) -> list[Decision]:
+    """Every cluster's measured verdict: one Prometheus query per distinct window. `minutes`
+    widens a stack's window (the stretch since its warning)."""
+    minutes = minutes or {}
+    windows: dict[Window, list[Key]] = defaultdict(list)
     for p in prepared:
-        policy = p.plan.lifecycle.idle or REPORT_ONLY
-        windows[policy.for_minutes].append(_key(p))
+        windows[Window.of(_policy(p), minutes.get(p.plan.stack))].append(_key(p))
     series = measure(prom, windows, at)
     out = []
     for p in prepared:
-        d = decide(p.plan, series[_key(p)], usd_per_gpu_hour(p), p.plan.source)
+        plan = p.plan
+        if plan.stack in minutes and plan.lifecycle.idle is not None:
+            widened = plan.lifecycle.idle.model_copy(update={"for_minutes": minutes[plan.stack]})
+            plan = _with_idle(plan, widened)
+        d = decide(plan, series[_key(p)], usd_per_gpu_hour(p), p.plan.source, at)
         protected(d, p.plan)
         out.append(d)
     return out
 
 
-def _key(p: Prepared) -> Key:
-    return Key(p.plan.name, p.plan.environment, p.plan.purpose)
+def _with_idle(plan: Plan, idle: IdlePolicy) -> Plan:
+    return replace(plan, lifecycle=plan.lifecycle.model_copy(update={"idle": idle}))
 
 
 @dataclass
-class Acting:
-    """What --apply needs besides the decisions."""
+class World:
+    """What the safety rules and the actions read and change besides Prometheus."""
 
     state_dir: Path
     notifier: Notifier
+    prom: Prometheus
     reapers: Callable[[str], Reaper] = lambda target: adapter(target).reaper()
     now: Callable[[], float] = time.time
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
     def audit(self) -> AuditLog:
         return AuditLog(self.state_dir / "audit.jsonl")
 
 
-def check_live(d: Decision, p: Prepared, reaper: Reaper, now: float) -> None:
-    """The target's own word: a protect tag set outside the blueprint, nodes younger than the
-    window, or live state that cannot be read (then nothing is done)."""
-    live = reaper.live(p.plan)
-    if live.error:
-        d.hold("unknown", live.error)
-    elif live.protected:
-        d.hold("protected", f"live tags: {live.detail}")
-    elif live.started is not None and live.started > now - d.window_min * 60:
-        d.hold("young", f"nodes started {int((now - live.started) // 60)} min ago, inside the "
-               f"{d.window_min}m window")  # fmt: skip
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def apply_all(decisions: list[Decision], prepared: Sequence[Prepared], acting: Acting) -> None:
-    run_id = uuid.uuid4().hex[:12]
-    audit = acting.audit
+def run_all(
+    decisions: list[Decision], prepared: Sequence[Prepared], world: World, apply: bool
+) -> None:
+    """Each cluster under its lock: the safety rules, then (with apply) what is due."""
     for d, p in zip(decisions, prepared, strict=True):
-        if d.action is None:
-            d.outcome = "none"
-            audit.append(_entry(run_id, d, "decision"))
-            continue
         try:
-            with cluster_lock(acting.state_dir / "locks", d.stack):
-                _act(d, p, acting, audit, run_id)
+            with cluster_lock(world.state_dir / "locks", d.stack):
+                consider(d, p, world)
+                if apply:
+                    execute(d, p, world)
         except Held as exc:
             d.hold("locked", str(exc))
-            d.outcome = "skipped"
-            audit.append(_entry(run_id, d, "decision"))
+            if apply:
+                d.outcome = "skipped"
+                world.audit.append(_entry(world.run_id, d, "decision"))
 
 
-def _act(d: Decision, p: Prepared, acting: Acting, audit: AuditLog, run_id: str) -> None:
-    now = acting.now()
+def consider(d: Decision, p: Prepared, world: World) -> None:
+    """Every rule that needs the world, in order; each may hold the cluster with its reason."""
+    now = world.now()
+    try:
+        snoozed = snooze.active(world.state_dir, d.stack, now)
+    except snooze.SnoozeError as exc:
+        d.hold("unknown", str(exc))
+        d.read_failed = True
+        return
+    if snoozed:
+        d.hold("snoozed", f"snoozed until {_iso(snoozed['until'])}: {snoozed.get('reason', '')}")
+        return
     action = d.action
-    assert action is not None
-    earlier = audit.acted_since(d.stack, action, now - d.window_min * 60)
+    if action is None:
+        return
+    earlier = world.audit.acted_since(d.stack, action, now - d.window_min * 60)
     if earlier is not None:
-        d.hold("acted", f"run {earlier.get('run')} already began {action} at "
-               f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(earlier['ts']))}")  # fmt: skip
-        d.outcome = "skipped"
+        d.hold("acted", f"run {earlier.get('run')} already began {action} at {_iso(earlier['ts'])}")
+        return
+    if action == "notify":
+        d.step = "act"
+        return
+    reaper = world.reapers(d.target)
+    live = reaper.live(p.plan, action)
+    if live.error:
+        d.hold("unknown", live.error)
+        d.read_failed = True
+        return
+    if live.protected:
+        d.hold("protected", f"live tags: {live.detail}")
+        return
+    if live.snoozed_until is not None and live.snoozed_until > now:
+        d.hold("snoozed", f"snoozed on the cluster until {_iso(live.snoozed_until)}: "
+               f"{live.snooze_reason}")  # fmt: skip
+        return
+    if live.off:
+        d.hold("off", f"already off: {live.detail}")
+        return
+    if live.started is not None and live.started > now - d.window_min * 60:
+        d.hold("young", f"nodes started {int((now - live.started) // 60)} min ago, inside the "
+               f"{d.window_min}m window")  # fmt: skip
+        return
+    _grace(d, p, world, now)
+
+
+def _grace(d: Decision, p: Prepared, world: World, now: float) -> None:
+    """Warn first; act once the grace period has passed and the cluster stayed idle since."""
+    idle = p.plan.lifecycle.idle
+    assert idle is not None and d.action is not None
+    if idle.grace_minutes == 0:
+        d.step = "act"
+        return
+    warned = world.audit.warning(d.stack, d.action)
+    if warned is None or warned["ts"] < now - WARNING_MAX_AGE_S:
+        d.step = "warn"
+        d.reasons.append(
+            f"warn now; {d.action} after {idle.grace_minutes} min of grace if it stays idle"
+        )
+        return
+    due = warned["ts"] + idle.grace_minutes * 60
+    d.grace = {"warned": _iso(warned["ts"]), "acts_after": _iso(due)}
+    if now < due:
+        d.step = None
+        d.reasons.append(
+            f"warned at {_iso(warned['ts'])}; {d.action} after {_iso(due)} if it stays idle"
+        )
+        return
+    # The stretch since the warning, measured whole: any activity in it withdraws the warning.
+    minutes = d.window_min + int((now - warned["ts"]) // 60) + 1
+    try:
+        again = decide_all([p], world.prom, now, {d.stack: minutes})[0]
+    except TelemetryError as exc:
+        d.hold("unknown", f"cannot measure the stretch since the warning: {exc}")
+        d.read_failed = True
+        return
+    if again.action != d.action:
+        d.step = "withdraw"
+        d.reasons.append(
+            f"activity since the warning at {_iso(warned['ts'])}: over the last {minutes} min "
+            f"the cluster is {again.verdict} ({'; '.join(again.reasons[:2])}); warning withdrawn"
+        )
+        return
+    d.step = "act"
+    d.reasons.append(f"idle for all {minutes} min since {d.window_min} min before the warning")
+
+
+def execute(d: Decision, p: Prepared, world: World) -> None:
+    """What is due: nothing, a warning, withdrawing one, or the action (then silence the
+    alerts its result would raise)."""
+    audit, run_id = world.audit, world.run_id
+    if d.action is None or d.step is None:
+        d.outcome = "none"
         audit.append(_entry(run_id, d, "decision"))
         return
-    reaper = acting.reapers(d.target)
-    if action != "notify":
-        check_live(d, p, reaper, now)
-        if d.action is None:
-            d.outcome = "skipped"
-            audit.append(_entry(run_id, d, "decision"))
-            return
+    if d.step == "withdraw":
+        d.outcome = "none"
+        audit.append(_entry(run_id, d, "withdrawn"))
+        return
+    if d.step == "warn":
+        sent = world.notifier.send(d, world.now(), warning=True)
+        d.results = [sent.as_dict()]
+        d.outcome = "warned" if sent.ok else "failed"
+        audit.append(_entry(run_id, d, "warn", state="sent" if sent.ok else "failed"))
+        return
     audit.append(_entry(run_id, d, "action", state="started"))
-    notify = action == "notify"
-    outcomes = [acting.notifier.send(d, now)] if notify else reaper.act(p.plan, action)
-    d.results = [o.as_dict() for o in outcomes]
+    if d.action == "notify":
+        outcomes = [world.notifier.send(d, world.now())]
+    else:
+        outcomes = world.reapers(d.target).act(p.plan, d.action)
     d.outcome = _outcome(outcomes)
+    if d.action != "notify" and d.outcome in ("done", "partial") and world.notifier.alertmanager:
+        outcomes.append(world.notifier.silence(d, world.now(), SILENCE_S))
+    d.results = [o.as_dict() for o in outcomes]
     audit.append(_entry(run_id, d, "action", state=d.outcome))
 
 

@@ -1,23 +1,24 @@
-"""Idleness, defined once: from a cluster's plan, its idle policy and what Prometheus measured,
-a verdict with its named reasons. Pure: no I/O, so every rule is tested on values.
+"""A cluster's verdict from its plan, its idle policy and what Prometheus measured, with its
+named reasons. Pure: no I/O, so every rule is tested on values. What makes one GPU busy, idle,
+stalled or unmeasured is rackform.reap.idleness's (one definition, shared with the alerts).
 
 Missing data is never idleness. A cluster is `unknown` (and nothing is done to it) when fewer
-GPUs report than the blueprint declares, when a series has gone stale, or when the window is not
-covered from its start. A GPU with memory in use and ~0% utilization all window is a `stalled`
-job, not idle capacity. One GPU at or above the threshold keeps the whole cluster `busy`.
+GPUs report than the blueprint declares, or when any GPU's samples leave a gap in the window
+(named with where it lies); `young` when the only gaps are at the window's start. One busy GPU
+keeps the whole cluster `busy`; `stalled` needs every GPU idle or stalled and one stalled.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.sections import IdlePolicy
 from rackform.plan.model import Plan
-from rackform.reap.measure import GpuSeries
+from rackform.reap import labels as L
+from rackform.reap.idleness import GpuStats, Window, gpu_state
 
-# A stalled GPU's utilization never rises above this all window (percent).
-STALL_PEAK_PCT = 1.0
 # Reap's reading of a cluster without lifecycle.idle: measured and reported, never acted on.
 REPORT_ONLY = IdlePolicy()
 
@@ -42,8 +43,9 @@ class Decision:
     target: str
     window_min: int
     threshold_pct: float
-    verdict: str  # busy | idle | stalled | unknown | young | protected | locked | acted
-    action: str | None  # what --apply does; None: nothing
+    # busy | idle | stalled | unknown | young | protected | snoozed | locked | acted | off
+    verdict: str
+    action: str | None  # the idle action --apply carries out (or warns of); None: nothing
     reasons: list[str]
     util_avg: float | None
     gpus_expected: int
@@ -52,8 +54,12 @@ class Decision:
     idle_gpu_hours: float | None
     usd_per_gpu_hour: float | None
     measured: str = ""  # the verdict from the measurements alone, before the safety rules
-    outcome: str = "dry-run"  # dry-run | none | done | failed | partial | skipped
+    outcome: str = "dry-run"  # dry-run | none | done | failed | partial | skipped | warned
     results: list[dict] = field(default_factory=list)  # per subject (host, stack) with --apply
+    # With an action: "warn" (notify now, act after the grace period) or "act" (carry it out).
+    step: str | None = None
+    grace: dict = field(default_factory=dict)  # the warning this run found: when, acts after
+    read_failed: bool = False  # a read of the world (live tags, BMC, EC2) failed
 
     @property
     def idle_usd(self) -> float | None:
@@ -63,7 +69,7 @@ class Decision:
 
     def hold(self, verdict: str, reason: str) -> None:
         """A safety rule says no: the verdict becomes why, and nothing is done."""
-        self.verdict, self.action = verdict, None
+        self.verdict, self.action, self.step = verdict, None, None
         self.reasons.append(reason)
 
     def as_dict(self) -> dict:
@@ -80,26 +86,10 @@ def expected_nodes(plan: Plan) -> dict[str, int]:
     return {h.name: g.gpus_per_node for _, g in plan.gpu_groups for h in g.hosts}
 
 
-def _gpu_state(g: GpuSeries, policy: IdlePolicy) -> str:
-    if not g.recent:
-        return "stale"
-    if not g.head:
-        return "uncovered"
-    if g.avg is None or g.peak is None:
-        return "unknown"
-    if g.avg >= policy.gpu_util_below_pct:
-        return "busy"
-    if g.fb_min is None:
-        return "unknown"  # cannot tell a stalled job from an empty GPU
-    if g.peak <= STALL_PEAK_PCT and g.fb_min >= policy.memory_in_use_mib:
-        return "stalled"
-    return "idle"
+_NODE_ORDER = ("gap", "unknown", "busy", "stalled", "idle")
 
 
-_NODE_ORDER = ("stale", "uncovered", "unknown", "busy", "stalled", "idle")
-
-
-def _nodes(series: list[GpuSeries], states: list[str], expected: dict[str, int]) -> list[NodeView]:
+def _nodes(series: list[GpuStats], states: list[str], expected: dict[str, int]) -> list[NodeView]:
     by_node: dict[str, list[int]] = {}
     for i, g in enumerate(series):
         by_node.setdefault(g.node, []).append(i)
@@ -107,7 +97,7 @@ def _nodes(series: list[GpuSeries], states: list[str], expected: dict[str, int])
     for name in sorted(set(by_node) | set(expected)):
         idx = by_node.get(name, [])
         node_states = [states[i] for i in idx]
-        ok = [i for i in idx if states[i] not in ("stale", "uncovered")]
+        ok = [i for i in idx if states[i] != "gap"]
         avgs = [series[i].avg for i in ok if series[i].avg is not None]
         state = next((s for s in _NODE_ORDER if s in node_states), "missing")
         if name in expected and len(idx) < expected[name]:
@@ -116,17 +106,50 @@ def _nodes(series: list[GpuSeries], states: list[str], expected: dict[str, int])
     return views
 
 
+def _ago(at: float, t: float) -> int:
+    return max(round((at - t) / 60), 0)
+
+
+def describe_gaps(g: GpuStats, at: float, window_s: int, bucket_s: int) -> str:
+    """`node gpu 0: no samples from 100 to 15 min ago` (or its buckets, where not located)."""
+    if not g.gaps:
+        return f"{g.node} gpu {g.gpu}: {g.missing} of {g.steps} buckets without samples"
+    parts = []
+    for start, end in g.gaps:
+        if start <= at - window_s:
+            parts.append(f"no samples until {_ago(at, end)} min ago")
+        elif end > at - bucket_s:  # the last bucket: Prometheus aligns it at or before `at`
+            parts.append(f"no samples in the last {_ago(at, start)} min")
+        else:
+            parts.append(f"no samples from {_ago(at, start)} to {_ago(at, end)} min ago")
+    return f"{g.node} gpu {g.gpu}: " + ", ".join(parts)
+
+
+def _only_late_start(g: GpuStats, at: float, window_s: int) -> bool:
+    """The GPU began reporting inside the window: no sample in the window before, and its only
+    gap lies at the window's start (an exporter down for a while after earlier samples is a
+    gap, not youth)."""
+    return not g.before and bool(g.gaps) and all(start <= at - window_s for start, _ in g.gaps)
+
+
 def decide(
-    plan: Plan, series: list[GpuSeries], usd_per_gpu_hour: float | None, source: str
+    plan: Plan,
+    series: list[GpuStats],
+    usd_per_gpu_hour: float | None,
+    source: str,
+    at: float | None = None,
 ) -> Decision:
     """The measured verdict (before the safety rules that need the world: live tags, the lock,
-    the audit log)."""
+    the audit log, snoozes and the grace period)."""
+    at = time.time() if at is None else at
     idle = plan.lifecycle.idle
     policy = idle or REPORT_ONLY
+    window_s = policy.for_minutes * 60
+    bucket_s = Window.of(policy).bucket_s
     expected = expected_nodes(plan)
-    states = [_gpu_state(g, policy) for g in series]
+    states = [gpu_state(g, policy, at) for g in series]
     nodes = _nodes(series, states, expected)
-    whole = [g for g, s in zip(series, states, strict=True) if s not in ("stale", "uncovered")]
+    whole = [g for g, s in zip(series, states, strict=True) if s != "gap"]
     avgs = [g.avg for g in whole if g.avg is not None]
     d = Decision(
         source=source,
@@ -149,51 +172,68 @@ def decide(
     )
     counts = Counter(states)
     window = f"{policy.for_minutes}m"
-    if series and counts["uncovered"] == len(series) and len(series) >= plan.gpus:
+    gapped = [g for g, s in zip(series, states, strict=True) if s == "gap"]
+    missing = [n.name for n in nodes if n.state == "missing"]
+    if (
+        gapped
+        and not missing
+        and len(series) >= plan.gpus
+        and all(_only_late_start(g, at, window_s) for g in gapped)
+    ):
         d.verdict = "young"
+        first = max(_ago(at, end) for g in gapped for _, end in g.gaps)
         d.reasons.append(
-            f"every GPU's first sample is inside the {window} window: the cluster is younger "
-            "than its window"
+            f"{len(gapped)} GPUs first report {first} min ago, inside the {window} window: "
+            "the cluster (or its exporter) is younger than its window"
         )
         return _policy(d, idle)
-    missing = [n.name for n in nodes if n.state == "missing"]
-    gaps = {s: [n.name for n in nodes if n.state == s] for s in ("stale", "uncovered")}
-    if len(whole) < plan.gpus or missing or gaps["stale"] or gaps["uncovered"]:
+    if len(whole) < plan.gpus or missing or gapped:
         d.reasons.append(
-            f"{len(whole)} of {plan.gpus} GPUs report {window} of utilization: missing data is "
-            "not idleness"
+            f"{len(whole)} of {plan.gpus} GPUs report the whole {window} window: missing data "
+            "is not idleness"
         )
         if missing:
             d.reasons.append("nodes missing or short of GPUs: " + ", ".join(missing))
-        if gaps["stale"]:
-            d.reasons.append(f"stale (no sample in the last minutes): {', '.join(gaps['stale'])}")
-        if gaps["uncovered"]:
-            d.reasons.append(f"window not covered from its start: {', '.join(gaps['uncovered'])}")
+        for g in gapped:
+            d.reasons.append("gap: " + describe_gaps(g, at, window_s, bucket_s))
         return _policy(d, idle)
     hours = policy.for_minutes / 60
     d.idle_gpu_hours = (len(whole) - counts["busy"]) * hours
     if counts["unknown"]:
         d.reasons.append(
-            f"{counts['unknown']} GPUs near 0% report no framebuffer use: stalled or idle "
-            "cannot be told apart"
+            f"{counts['unknown']} GPUs report no framebuffer use: stalled or idle cannot be "
+            "told apart"
         )
         return _policy(d, idle)
     threshold = f"{policy.gpu_util_below_pct:g}%"
+    peak = max((g.peak for g in whole if g.peak is not None), default=0.0)
     if counts["busy"]:
         d.verdict = "busy"
-        d.reasons.append(f"{counts['busy']} of {len(whole)} GPUs at or above {threshold}")
-        idle_nodes = [n.name for n in nodes if n.state in ("idle", "stalled")]
-        if idle_nodes:
-            d.reasons.append("idle nodes in a busy cluster: " + ", ".join(idle_nodes))
+        d.reasons.append(
+            f"{counts['busy']} of {len(whole)} GPUs busy in the window (peak {peak:g}%, "
+            f"threshold {threshold}; memory in use or job progress count too)"
+        )
+        quiet = [n.name for n in nodes if n.state in ("idle", "stalled")]
+        if quiet:
+            d.reasons.append("idle nodes in a busy cluster: " + ", ".join(quiet))
         return _policy(d, idle)
     if counts["stalled"]:
         d.verdict = "stalled"
+        mem = f"{policy.memory_in_use_mib:g} MiB"
         d.reasons.append(
-            f"{counts['stalled']} GPUs hold memory at ~0% utilization for {window}: a stalled job"
+            f"{counts['stalled']} GPUs hold at least {mem} at every sample with no progress "
+            f"for {window} (no compute above {threshold}, or a heartbeat that stopped): a "
+            "stalled job"
         )
     else:
         d.verdict = "idle"
-        d.reasons.append(f"every GPU below {threshold} for {window}")
+        d.reasons.append(
+            f"every GPU below {threshold} at every sample for {window} (peak {peak:g}%), no "
+            "memory in use, no job progress"
+        )
+    beats = [g.hb_last for g in whole if g.hb_last is not None]
+    if not beats:
+        d.reasons.append(f"no {L.HEARTBEAT} series: job progress not measured")
     return _policy(d, idle)
 
 

@@ -103,7 +103,7 @@ tests:
         exp_alerts:
           - exp_labels: {{severity: warning, cluster: t1, environment: default, purpose: training}}
             exp_annotations:
-              summary: 't1 (default) idle: every GPU below 10% for 60m'
+              summary: 't1 (default) idle: every GPU below 10% at every sample for 60m'
               description: '`rackform reap` would notify it (lifecycle.idle.action: notify).'
     promql_expr_test:
       - expr: rackform_cluster:idle_gpu_hours:window

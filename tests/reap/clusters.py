@@ -21,6 +21,8 @@ def bare_metal(
     bmcs: dict[str, tuple[str, str]] | None = None,  # host -> (Redfish system, password env)
     bmc_url: str = "http://127.0.0.1:1",
     hosts: int = 2,
+    grace: int = 0,
+    environment: str | None = None,
 ) -> str:
     lines = []
     for i in range(hosts):
@@ -50,15 +52,17 @@ def bare_metal(
         network: {{fabric: ethernet}}
         lifecycle:
           protect: {str(protect).lower()}
-          idle: {{gpu_util_below_pct: 10, for_minutes: {window}, action: {action}, stalled: {stalled}}}
+          idle: {{gpu_util_below_pct: 10, for_minutes: {window}, action: {action}, stalled: {stalled},
+                  grace_minutes: {grace}, power_off_timeout_s: 60}}
         """)
+        + (f"environments:\n  {environment}: {{}}\n" if environment else "")
     )
 
 
-def history(name: str, util: float, fb: float = 0.0, **kw) -> list[Gpu]:
+def history(name: str, util, fb=0.0, environment: str = "default", **kw) -> list[Gpu]:
     """Every GPU of the cluster `name` with the same history; kw as Gpu's."""
     return [
-        Gpu(name, "default", "training", f"{name}-{i}", g, util, fb, **kw)
+        Gpu(name, environment, "training", f"{name}-{i}", g, util, fb, **kw)
         for i in range(2)
         for g in range(GPUS_PER_NODE)
     ]

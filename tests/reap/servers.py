@@ -40,25 +40,43 @@ class Gpu:
     node: str
     gpu: int
     util: float | Callable[[int], float]
-    fb_mib: float = 0.0
+    fb_mib: float | Callable[[int], float] = 0.0
     start_min: int = 180
     end_min: int = 0
+    # Labels beyond the scrape config's (e.g. dcgm-exporter's instance or driver version): a
+    # relabelled GPU is two Gpu entries with different extras and adjoining time ranges.
+    extra: tuple[tuple[str, str], ...] = ()
+    # The node's job heartbeat (unix time of its last step) as a function of minutes ago, or
+    # None (no heartbeat series); written once per node, from its GPU 0.
+    heartbeat: Callable[[int, float], float] | None = None
+
+
+def _value(v, i: int) -> float:
+    return v(i) if callable(v) else v
 
 
 def openmetrics(gpus: list[Gpu], now: float) -> str:
     """The GPUs' history as OpenMetrics: each metric family contiguous, each series in order."""
     out: list[str] = []
-    families = ((L.GPU_UTIL, lambda g, t: g.util(t) if callable(g.util) else g.util),
-                (L.FB_USED, lambda g, t: g.fb_mib))  # fmt: skip
     end = int(now) - int(now) % STEP_S
-    for name, value in families:
+    families = (
+        (L.GPU_UTIL, lambda g, i: _value(g.util, i), lambda g: True),
+        (L.FB_USED, lambda g, i: _value(g.fb_mib, i), lambda g: True),
+        (L.HEARTBEAT, lambda g, i: g.heartbeat(i, end),
+         lambda g: g.heartbeat is not None and g.gpu == 0),
+    )  # fmt: skip
+    for name, value, has in families:
         out.append(f"# TYPE {name} gauge")
         for g in gpus:
+            if not has(g):
+                continue
             labels = (
                 f'{L.CLUSTER}="{g.cluster}",{L.ENVIRONMENT}="{g.environment}",'
-                f'{L.PURPOSE}="{g.purpose}",{L.NODE}="{g.node}",{L.GPU}="{g.gpu}",'
-                f'UUID="GPU-{g.cluster}-{g.node}-{g.gpu}"'
+                f'{L.PURPOSE}="{g.purpose}",{L.NODE}="{g.node}"'
             )
+            if name != L.HEARTBEAT:
+                labels += f',{L.GPU}="{g.gpu}",UUID="GPU-{g.cluster}-{g.node}-{g.gpu}"'
+            labels += "".join(f',{k}="{v}"' for k, v in g.extra)
             for i in range(g.start_min * 60 // STEP_S, g.end_min * 60 // STEP_S - 1, -1):
                 t = end - i * STEP_S
                 out.append(f"{name}{{{labels}}} {value(g, i):g} {t}")

@@ -374,6 +374,36 @@ class IdlePolicy(Strict):
             gt=0,
         ),
     ] = 1024
+    scrape_interval_s: Annotated[
+        int,
+        Field(
+            description="How often Prometheus scrapes dcgm-exporter (seconds; Prometheus's default global scrape_interval is 60). Coverage is counted against it: a GPU whose samples leave a gap longer than about four intervals in the window is unknown, never idle.",
+            ge=1,
+            le=600,
+        ),
+    ] = 60
+    grace_minutes: Annotated[
+        int,
+        Field(
+            description="Warn, then act: `rackform reap --apply` first notifies (Alertmanager or webhook) that the cluster is idle, and carries out the action only on a run at least this many minutes later, if the cluster stayed idle the whole time since. 0 acts at once. Not used by action: notify.",
+            ge=0,
+            le=10080,
+        ),
+    ] = 60
+    force_off: Annotated[
+        bool,
+        Field(
+            description="power-off: when a host has not reached Off within power_off_timeout_s of its graceful shutdown, ask its BMC for ForceOff. false: the host is reported as not off.",
+        ),
+    ] = False
+    power_off_timeout_s: Annotated[
+        int,
+        Field(
+            description="power-off: seconds to wait for each host's BMC to report PowerState Off after the shutdown request.",
+            ge=1,
+            le=3600,
+        ),
+    ] = 300
 
 
 class LifecycleSpec(Strict):

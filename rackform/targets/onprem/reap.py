@@ -1,8 +1,12 @@
 """`rackform reap`'s actions on hosts that already exist (bare metal, colocation): power-off
-through each host's BMC (Redfish), or drain. One host's failure (a BMC that refuses the
-credentials, or does not answer) is that host's outcome; the others go on.
+through each host's BMC (Redfish), or drain. Hosts are acted on in parallel (at most
+PARALLEL at once); one host's failure (a BMC that refuses the credentials, or does not answer,
+or a host that does not reach Off in time) is that host's outcome; the others go on.
 
-Owned hosts carry no live tags, so the blueprint's lifecycle.protect is the only protection.
+Before acting, and in a dry run alike, `live` reads every host's PowerState: a cluster whose
+hosts are all Off already is left alone ("already off"), so a second reaper never acts twice.
+Owned hosts carry no live tags, so the blueprint's lifecycle.protect and `rackform snooze` (the
+reaper's state directory) are the only holds.
 """
 
 from __future__ import annotations
@@ -10,14 +14,19 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from rackform.blueprint.schema.sections import Bmc
 from rackform.plan.model import Plan
 from rackform.reap.target import Live, Outcome
 from rackform.targets.onprem.redfish import BmcError, Redfish
 
 DRAIN_TIMEOUT_S = 60
+# Hosts acted on at once: BMCs are slow (a Redfish call can take seconds) and a rack's worth in
+# parallel keeps a large cluster's power-off within minutes.
+PARALLEL = 16
 # Where a drained host says so: schedulers and rackform's own roles can refuse a drained node.
 DRAIN_MARK = "/var/lib/rackform/drained"
 # A drained host stops taking validation work: the marker, then the smoke job if one runs (its
@@ -32,28 +41,76 @@ echo drained
 
 
 class OnPremReaper:
-    def live(self, plan: Plan) -> Live:
-        return Live(detail="no live tags on owned hosts: lifecycle.protect decides")
+    def __init__(self, poll_s: float = 2.0):
+        self.poll_s = poll_s
+
+    def live(self, plan: Plan, action: str | None = None) -> Live:
+        if action != "power-off":
+            return Live(detail="no live tags on owned hosts: lifecycle.protect decides")
+        states: dict[str, str] = {}
+        for name, redfish in _bmcs(plan):
+            try:
+                if isinstance(redfish, str):
+                    raise BmcError(redfish)
+                states[name] = redfish.power_state(redfish.system())
+            except BmcError as exc:
+                return Live(error=f"cannot read {name}'s power state: {exc}")
+        on = sorted(n for n, st in states.items() if st != "Off")
+        detail = "every host Off" if not on else f"{len(on)} of {len(states)} hosts not Off"
+        return Live(off=not on, detail=detail)
 
     def act(self, plan: Plan, action: str) -> list[Outcome]:
-        hosts = [h for _, g in plan.gpu_groups for h in g.hosts]
-        base = Path(plan.source).parent
         if action == "power-off":
-            # The plan's hosts carry what configuring them needs; the BMC is the blueprint's.
-            bmcs = {h.name: h.bmc for g in plan.effective.blueprint.node_groups for h in g.hosts}
-            return [_power_off(h.name, bmcs.get(h.name), base) for h in hosts]
+            idle = plan.lifecycle.idle
+            timeout = idle.power_off_timeout_s if idle else 300
+            force = bool(idle and idle.force_off)
+
+            def off(item: tuple[str, Redfish | str]) -> Outcome:
+                name, redfish = item
+                if isinstance(redfish, str):
+                    return Outcome(name, False, redfish)
+                try:
+                    return Outcome(name, True, redfish.power_off(timeout, force, self.poll_s))
+                except BmcError as exc:
+                    return Outcome(name, False, str(exc))
+
+            return _parallel(off, _bmcs(plan))
         if action == "drain":
-            return [_drain(plan.ssh_user, h, f"{plan.name}/{plan.environment}") for h in hosts]
+            why = f"{plan.name}/{plan.environment}"
+            return _parallel(lambda h: _drain(plan.ssh_user, h, why), _hosts(plan))
         raise ValueError(f"{action} is not an on-prem idle action")
 
+    def snooze(self, plan: Plan, until: float, reason: str) -> list[Outcome]:
+        return []  # owned hosts carry no tags: the reaper's state directory holds the snooze
 
-def _power_off(name: str, bmc: Bmc | None, base: Path) -> Outcome:
-    if bmc is None:  # the schema asks for one with power-off
-        return Outcome(name, False, "no bmc in the blueprint")
-    try:
-        return Outcome(name, True, Redfish(bmc, base).power_off())
-    except BmcError as exc:
-        return Outcome(name, False, str(exc))
+
+def _hosts(plan: Plan) -> list:
+    return [h for _, g in plan.gpu_groups for h in g.hosts]
+
+
+def _bmcs(plan: Plan) -> list[tuple[str, Redfish | str]]:
+    """Each host's Redfish client, or why there is none (no bmc, unreadable credentials)."""
+    base = Path(plan.source).parent
+    # The plan's hosts carry what configuring them needs; the BMC is the blueprint's.
+    bmcs = {h.name: h.bmc for g in plan.effective.blueprint.node_groups for h in g.hosts}
+    out: list[tuple[str, Redfish | str]] = []
+    for h in _hosts(plan):
+        bmc = bmcs.get(h.name)
+        if bmc is None:  # the schema asks for one with power-off
+            out.append((h.name, "no bmc in the blueprint"))
+            continue
+        try:
+            out.append((h.name, Redfish(bmc, base)))
+        except BmcError as exc:
+            out.append((h.name, str(exc)))
+    return out
+
+
+def _parallel(fn: Callable[[Any], Outcome], items: list) -> list[Outcome]:
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def _drain(user: str, host, why: str) -> Outcome:

@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import ssl
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -100,13 +101,42 @@ class Redfish:
     def power_state(self, system: str) -> str:
         return str(self._call("GET", system).get("PowerState", "Unknown"))
 
-    def power_off(self) -> str:
-        """Ask for a graceful shutdown unless the system is already off; what was done."""
+    def reset(self, system: str, kind: str) -> None:
+        self._call("POST", f"{system}/Actions/ComputerSystem.Reset", {"ResetType": kind})
+
+    def power_off(
+        self,
+        timeout_s: float,
+        force: bool = False,
+        poll_s: float = 2.0,
+        clock=time.monotonic,
+        sleep=time.sleep,
+    ) -> str:
+        """Shut the system down and confirm it: read its PowerState first (already Off: nothing
+        is sent), ask for a GracefulShutdown, poll until the BMC reports Off; past `timeout_s`,
+        ForceOff where `force` allows it and poll again. Raises BmcError when it is not Off."""
         system = self.system()
         state = self.power_state(system)
         if state == "Off":
             return f"{system} already off"
-        self._call(
-            "POST", f"{system}/Actions/ComputerSystem.Reset", {"ResetType": "GracefulShutdown"}
-        )
-        return f"{system} was {state}: graceful shutdown requested"
+        self.reset(system, "GracefulShutdown")
+        if self._wait_off(system, timeout_s, poll_s, clock, sleep):
+            return f"{system} was {state}: graceful shutdown, confirmed Off"
+        if not force:
+            raise BmcError(
+                f"{system} not Off {timeout_s:g} s after a graceful shutdown "
+                "(lifecycle.idle.force_off is false)"
+            )
+        self.reset(system, "ForceOff")
+        if self._wait_off(system, timeout_s, poll_s, clock, sleep):
+            return f"{system} was {state}: graceful shutdown timed out, ForceOff, confirmed Off"
+        raise BmcError(f"{system} not Off {timeout_s:g} s after ForceOff")
+
+    def _wait_off(self, system: str, timeout_s: float, poll_s: float, clock, sleep) -> bool:
+        deadline = clock() + timeout_s
+        while True:
+            if self.power_state(system) == "Off":
+                return True
+            if clock() >= deadline:
+                return False
+            sleep(poll_s)
