@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -91,13 +92,15 @@ def need(tool: str) -> str:
     return path
 
 
-def _wait(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0, **req) -> None:
+def _wait(
+    url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0, ctx=None, **req
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"{url} exited {proc.returncode}: {log.read_text()[-2000:]}")
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, **req), timeout=2):
+            with urllib.request.urlopen(urllib.request.Request(url, **req), timeout=2, context=ctx):
                 return
         except urllib.error.HTTPError:
             return  # it answers (e.g. 401 without credentials)
@@ -107,11 +110,11 @@ def _wait(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0, **
 
 
 @contextmanager
-def _process(argv: list[str], log: Path, ready: str, **req) -> Iterator[None]:
+def _process(argv: list[str], log: Path, ready: str, ctx=None, **req) -> Iterator[None]:
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         try:
-            _wait(ready, proc, log, **req)
+            _wait(ready, proc, log, ctx=ctx, **req)
             yield
         finally:
             proc.terminate()
@@ -139,21 +142,60 @@ def backfill(gpus: list[Gpu], data: Path, now: float) -> Path:
 
 
 @contextmanager
-def prometheus(gpus: list[Gpu], data: Path, now: float | None = None) -> Iterator[str]:
-    """Prometheus over the GPUs' backfilled history; yields its URL."""
+def prometheus(
+    gpus: list[Gpu], data: Path, now: float | None = None, web: Web | None = None
+) -> Iterator[str]:
+    """Prometheus over the GPUs' backfilled history; yields its URL. With `web`, behind
+    Prometheus's own web config: TLS with a certificate for 127.0.0.1 and basic auth."""
     tsdb = backfill(gpus, data, time.time() if now is None else now)
     config = data / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    scheme = "https" if web else "http"
+    url = f"{scheme}://127.0.0.1:{port}"
     argv = [
         need("prometheus"),
         f"--config.file={config}",
         f"--storage.tsdb.path={tsdb}",
         f"--web.listen-address=127.0.0.1:{port}",
     ]
-    with _process(argv, data / "prometheus.log", f"{url}/-/ready"):
+    ctx = None
+    if web:
+        argv.append(f"--web.config.file={web.config(data)}")
+        ctx = ssl.create_default_context(cafile=str(web.cert))
+    with _process(argv, data / "prometheus.log", f"{url}/-/ready", ctx=ctx):
         yield url
+
+
+@dataclass(frozen=True)
+class Web:
+    """A self-signed certificate for 127.0.0.1 (openssl) and one basic-auth user."""
+
+    cert: Path
+    key: Path
+    user: str
+    password: str
+
+    @staticmethod
+    def make(directory: Path, user: str, password: str) -> Web:
+        directory.mkdir(parents=True, exist_ok=True)
+        cert, key = directory / "cert.pem", directory / "key.pem"
+        subprocess.run(
+            [need("openssl"), "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        return Web(cert, key, user, password)
+
+    def config(self, directory: Path) -> Path:
+        digest = bcrypt.hashpw(self.password.encode(), bcrypt.gensalt(rounds=4)).decode()
+        path = directory / "web.yml"
+        path.write_text(
+            f"tls_server_config:\n  cert_file: {self.cert}\n  key_file: {self.key}\n"
+            f"basic_auth_users:\n  {self.user}: '{digest}'\n"
+        )
+        return path
 
 
 @contextmanager

@@ -1,9 +1,13 @@
-"""Prometheus that cannot answer (down, too slow, garbage, an error): one clear line, exit 3,
-nothing decided or acted on. And the dcgm role's labels are the ones reap selects by."""
+"""Prometheus that cannot answer (down, too slow, garbage, an error, refusing credentials, an
+untrusted certificate): one clear line, exit 3, nothing decided or acted on. Prometheus behind
+TLS and basic auth answers with the credentials from the environment. And the dcgm role's
+labels are the ones reap selects by."""
 
 from __future__ import annotations
 
 import http.server
+import json
+import os
 import re
 import subprocess
 import sys
@@ -11,11 +15,13 @@ import time
 
 import pytest
 from blueprint_helpers import ROOT
-from clusters import bare_metal
+from clusters import bare_metal, history
 from gpu_collection import ROLES_DIR
 from loopback import free_port, http_server
+from servers import Web, prometheus
 
 from rackform.reap import labels
+from rackform.reap.prometheus import Prometheus
 
 
 def handler(body: bytes, status: int = 200, delay: float = 0.0):
@@ -90,3 +96,65 @@ def test_reap_selects_by_the_labels_the_dcgm_role_writes():
     counters = (ROLES_DIR / "dcgm/defaults/main.yml").read_text()
     for metric in (labels.GPU_UTIL, labels.FB_USED, labels.XID_ERRORS, labels.ECC_DBE):
         assert f"- {metric}\n" in counters
+
+
+@pytest.fixture(scope="module")
+def guarded_prometheus(tmp_path_factory):
+    """A real Prometheus behind its own web config: TLS (a self-signed CA) and basic auth."""
+    tmp = tmp_path_factory.mktemp("authprom")
+    web = Web.make(tmp / "tls", "reaper", "prom-s3cret")
+    with prometheus(history("llm-idle-a", 2), tmp / "prom", web=web) as url:
+        yield url, web
+
+
+def reap_env(tmp_path, url, env: dict, *extra):
+    f = tmp_path / "bp.yaml"
+    f.write_text(bare_metal("llm-idle-a"))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("RACKFORM_PROMETHEUS")}
+    return subprocess.run(
+        [sys.executable, "-m", "rackform", "reap", str(f), "--prometheus", url, "--json",
+         "--state-dir", str(tmp_path / "state"), *extra],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, env={**environ, **env},
+    )  # fmt: skip
+
+
+def test_prometheus_behind_tls_and_basic_auth(guarded_prometheus, tmp_path):
+    url, web = guarded_prometheus
+    creds = {"RACKFORM_PROMETHEUS_USER": web.user, "RACKFORM_PROMETHEUS_PASSWORD": web.password}
+    ok = reap_env(tmp_path, url, creds, "--prometheus-ca", str(web.cert))
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["clusters"][0]["verdict"] == "idle"
+    # The CA from the environment works the same.
+    ok = reap_env(tmp_path, url, {**creds, "RACKFORM_PROMETHEUS_CA": str(web.cert)})
+    assert ok.returncode == 0, ok.stderr
+
+    no_creds = reap_env(tmp_path, url, {}, "--prometheus-ca", str(web.cert))
+    assert no_creds.returncode == 3
+    assert "refused the query without credentials (set RACKFORM_PROMETHEUS_TOKEN" in no_creds.stderr
+    wrong = {**creds, "RACKFORM_PROMETHEUS_PASSWORD": "nope"}
+    bad = reap_env(tmp_path, url, wrong, "--prometheus-ca", str(web.cert))
+    assert bad.returncode == 3 and "with the credentials given (HTTP 401)" in bad.stderr
+    assert "nope" not in bad.stderr and web.password not in no_creds.stderr + bad.stderr
+    untrusted = reap_env(tmp_path, url, creds)  # the system's CAs do not know this one
+    assert untrusted.returncode == 3 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+
+
+def test_a_bearer_token_is_sent_as_the_authorization_header():
+    # Prometheus itself takes no bearer tokens (a proxy in front of it does): a loopback server
+    # records the header the client sends and answers an empty vector.
+    seen = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"status":"success","data":{"resultType":"vector","result":[]}}')
+
+        def log_message(self, *args):
+            pass
+
+    with http_server(H) as port:
+        url = f"http://127.0.0.1:{port}"
+        Prometheus(url, environ={"RACKFORM_PROMETHEUS_TOKEN": "tok-123"}).query("up", time.time())
+    assert seen == ["Bearer tok-123"]
