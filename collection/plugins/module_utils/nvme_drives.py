@@ -102,6 +102,14 @@ def read_signatures(module: AnsibleModule, path: str) -> list[dict]:
     ]
 
 
+def select(wanted: list[str], drives: list[dict], free) -> tuple[list[dict], list[str]]:
+    """The drives listed in `wanted` (see resolve), or when none are listed every instance-store
+    drive that `free(drive)` accepts; and problems for any listed name that matches nothing."""
+    if wanted:
+        return resolve(wanted, drives)
+    return [d for d in drives if d["model"] not in NOT_INSTANCE_STORE and free(d)], []
+
+
 def resolve(wanted: list[str], drives: list[dict]) -> tuple[list[dict], list[str]]:
     """Drives matching each wanted serial / by-id name, in the order given; problems for any
     name that matches nothing."""

@@ -118,15 +118,8 @@ def _plan_array(result, drives, arrays, wanted, name, level, levels, allow_wipe)
         problems += md_arrays.health_problems(array)
         return result
 
-    if wanted:
-        chosen, missing = nvme_drives.resolve(wanted, drives)
-        problems += missing
-    else:
-        chosen = [
-            d
-            for d in drives
-            if not d["in_use"] and d["model"] not in nvme_drives.NOT_INSTANCE_STORE
-        ]
+    chosen, missing = nvme_drives.select(wanted, drives, lambda d: not d["in_use"])
+    problems += missing
     if not chosen and not problems:
         seen = (
             ", ".join(f"{nvme_drives.label(d)}: {d['in_use']}" for d in drives)

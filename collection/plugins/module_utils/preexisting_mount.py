@@ -120,16 +120,11 @@ def judge(
         )
     if hard:
         return members, reasons, hard
-    if wanted:
-        required, missing = nvme_drives.resolve(wanted, drives)
-        reasons += missing
-    else:
-        required = [
-            d
-            for d in drives
-            if d["model"] not in nvme_drives.NOT_INSTANCE_STORE
-            and (not d["in_use"] or _held_only_by(d, stack))
-        ]
+    # Unlisted, it must cover every instance-store drive that is free or that only it holds.
+    required, missing = nvme_drives.select(
+        wanted, drives, lambda d: not d["in_use"] or _held_only_by(d, stack)
+    )
+    reasons += missing
     left_out = [d for d in required if d not in members]
     if left_out:
         reasons.append(
