@@ -10,7 +10,15 @@ import importlib
 
 from rackform import paths
 
-__all__ = ["COLLECTION", "COLLECTIONS_ROOT", "ROLES_DIR", "SITE", "VALIDATORS_DIR", "module"]
+__all__ = [
+    "COLLECTION",
+    "COLLECTIONS_ROOT",
+    "ROLES_DIR",
+    "SITE",
+    "VALIDATORS_DIR",
+    "module",
+    "module_util",
+]
 
 COLLECTIONS_ROOT = paths.collections_root()
 COLLECTION = paths.collection()
@@ -39,3 +47,10 @@ def module(name: str):
     """The collection's module `name` (e.g. "nvme_raid_probe"), imported."""
     _collection_loader()
     return importlib.import_module(f"ansible_collections.rackform.gpu.plugins.modules.{name}")
+
+
+def module_util(name: str):
+    """The collection's module_utils `name` (e.g. "nvme_raid_plan"), imported as its modules
+    import it."""
+    _collection_loader()
+    return importlib.import_module(f"ansible_collections.rackform.gpu.plugins.module_utils.{name}")

@@ -49,6 +49,15 @@ def merge(
     return value, origin
 
 
+def origin_of(origin: dict[Path, Path], path: Path) -> Path:
+    """Where in the file the value at effective `path` was written, from the map `merge`
+    returned (a path with no recorded ancestor is its own origin, as in the base blueprint)."""
+    for cut in range(len(path), -1, -1):  # nearest ancestor with a known origin
+        if path[:cut] in origin:
+            return origin[path[:cut]] + path[cut:]
+    return path
+
+
 def _mark(value: Any, eff: Path, raw: Path, origin: dict[Path, Path]) -> None:
     origin[eff] = raw
     if isinstance(value, dict):

@@ -6,11 +6,14 @@ host does (no such mount, no driver)."""
 from __future__ import annotations
 
 import pytest
-from gpu_collection import module
+from gpu_collection import module, module_util
 
 from rackform.catalog.raid import role_table
 
-raid = module("nvme_raid_probe")
+# nvme_raid_probe's logic, in the module_utils it imports.
+block_stack = module_util("block_stack")
+preexisting_mount = module_util("preexisting_mount")
+nvme_raid_plan = module_util("nvme_raid_plan")
 gpu = module("nvidia_driver_probe")
 LEVELS = role_table()
 MOUNT = "/opt/dlami/nvme"
@@ -55,7 +58,7 @@ def lvm_mount(members, *, stripes=None, layout="striped") -> dict:
 
 
 def plan(drives, pre=None, action="adopt", allow_wipe=False, wanted=(), level=0):
-    return raid.plan(
+    return nvme_raid_plan.plan(
         drives, [], wanted=list(wanted), name="checkpoints", level=level, levels=LEVELS,
         allow_wipe=allow_wipe, preexisting=pre, preexisting_action=action,
     )  # fmt: skip
@@ -167,7 +170,7 @@ def test_a_plain_ubuntu_host_behaves_as_before():
     host = [drive(0, model=EBS, in_use="mounted or swap: /dev/nvme0n1p1")] + [
         drive(i) for i in (1, 2)
     ]
-    before = raid.plan(host, [], wanted=[], name="checkpoints", level=0, levels=LEVELS,
+    before = nvme_raid_plan.plan(host, [], wanted=[], name="checkpoints", level=0, levels=LEVELS,
                        allow_wipe=False)  # fmt: skip
     for action in ("adopt", "replace"):
         r = plan(host, None, action=action)
@@ -183,11 +186,11 @@ def test_the_mount_table_and_sysfs_read_as_the_dlami_presents_them(tmp_path):
         " /dev/mapper/vg.01-lv_ephemeral rw,nodiratime\n"
         "500 29 253:0 / /mnt/my\\040ckpt rw shared:221 - ext4 /dev/mapper/vg.01-lv_ephemeral rw\n"
     )
-    mounts = raid.parse_mountinfo(mountinfo)
-    found = raid.find_mount(mounts, "/opt/dlami/nvme/")
+    mounts = preexisting_mount.parse_mountinfo(mountinfo)
+    found = preexisting_mount.find_mount(mounts, "/opt/dlami/nvme/")
     assert found["majmin"] == "253:0" and found["fstype"] == "ext4"
-    assert raid.find_mount(mounts, "/mnt/my ckpt")["mount"] == "/mnt/my ckpt"
-    assert raid.find_mount(mounts, "/opt/elsewhere") == {}
+    assert preexisting_mount.find_mount(mounts, "/mnt/my ckpt")["mount"] == "/mnt/my ckpt"
+    assert preexisting_mount.find_mount(mounts, "/opt/elsewhere") == {}
 
     sys_root = tmp_path / "sys"
     dm = sys_root / "devices" / "virtual" / "block" / "dm-0"
@@ -202,23 +205,23 @@ def test_the_mount_table_and_sysfs_read_as_the_dlami_presents_them(tmp_path):
     (sys_root / "dev" / "block").mkdir(parents=True)
     (sys_root / "dev" / "block" / "253:0").symlink_to(dm)
     table = "0 15000000000 striped 2 128 259:2 2048 259:3 2048\n"
-    stack = raid.block_stack("253:0", str(sys_root), dm_table=lambda name: table)
+    stack = block_stack.block_stack("253:0", str(sys_root), dm_table=lambda name: table)
     assert stack["kind"] == "lvm" and (stack["vg"], stack["lv"]) == ("vg.01", "lv_ephemeral")
     assert stack["layout"] == "striped" and stack["stripes"] == 2 and stack["chunk_kib"] == 64
     assert stack["members"] == ["nvme1n1", "nvme2n1"]
 
 
 def test_dm_tables_and_lvm_names():
-    assert raid.parse_dm_table("0 100 linear 259:1 2048\n")["layout"] == "linear"
-    assert raid.parse_dm_table("0 10 linear 259:1 0\n10 10 linear 259:2 0\n")["stripes"] == 0
-    assert raid.lvm_names("my--vg-lv--a") == ("my-vg", "lv-a")
+    assert block_stack.parse_dm_table("0 100 linear 259:1 2048\n")["layout"] == "linear"
+    assert block_stack.parse_dm_table("0 10 linear 259:1 0\n10 10 linear 259:2 0\n")["stripes"] == 0
+    assert block_stack.lvm_names("my--vg-lv--a") == ("my-vg", "lv-a")
 
 
 def test_present_units(tmp_path):
     (tmp_path / "etc" / "systemd" / "system").mkdir(parents=True)
     (tmp_path / "etc" / "systemd" / "system" / "dlami-nvme.service").write_text("[Unit]\n")
     units = ["dlami-nvme.service", "other.service"]
-    assert raid.present_units(units, str(tmp_path)) == ["dlami-nvme.service"]
+    assert preexisting_mount.present_units(units, str(tmp_path)) == ["dlami-nvme.service"]
 
 
 # nvidia_driver -----------------------------------------------------------------------------

