@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 
 import torch
@@ -90,6 +91,13 @@ def build() -> argparse.ArgumentParser:
         type=float,
         default=300.0,
         help="A rank with no progress for this long aborts (0: off).",
+    )
+    g.add_argument(
+        "--heartbeat-file",
+        default=os.environ.get("RACKFORM_HEARTBEAT_FILE"),
+        help="node_exporter textfile (.prom) the node's first rank rewrites with the time of "
+        "the last completed step, for rackform reap (default $RACKFORM_HEARTBEAT_FILE; unset: "
+        "none).",
     )
     g = p.add_argument_group(
         "fault injection (TEST-ONLY: these break the run on purpose, to prove it fails cleanly)"

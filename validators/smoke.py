@@ -40,6 +40,7 @@ from validators.ckpt_checks import checkpoint_checks
 from validators.comm_checks import allreduce_check, nccl_checks
 from validators.deps import numpy_problem
 from validators.device_checks import device_checks, node_facts
+from validators.heartbeat import Heartbeat
 from validators.model import GPT, params_for_flops
 from validators.train import Faults, train
 from validators.train_checks import replicas_check, training_checks
@@ -143,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-    wd = Watchdog(args.watchdog_s, rank).start()
+    exported = Heartbeat(args.heartbeat_file if local_rank == 0 else None)
+    wd = Watchdog(args.watchdog_s, rank, exported).start()
     run_dir = tempfile.mkdtemp(prefix=f"rackform-smoke-r{rank}-")
     nccl_log = collectives.enable_nccl_log(run_dir, rank) if use_cuda else None
     timeout = timedelta(seconds=args.collective_timeout_s)

@@ -10,13 +10,16 @@ import sys
 import threading
 import time
 
+from validators.heartbeat import Heartbeat
+
 EXIT_STALLED = 3
 
 
 class Watchdog:
-    def __init__(self, timeout_s: float, rank: int):
+    def __init__(self, timeout_s: float, rank: int, exported: Heartbeat | None = None):
         self.timeout_s = timeout_s
         self.rank = rank
+        self.exported = exported or Heartbeat(None)
         self.phase = "start"
         self.step: int | None = None
         self._last = time.monotonic()
@@ -34,6 +37,7 @@ class Watchdog:
             self.phase, self.step = phase, None
         if step is not None:
             self.step = step
+            self.exported.beat()  # a completed step is progress a reaper can see
         self._last = time.monotonic()
 
     def stop(self) -> None:

@@ -65,7 +65,8 @@ def ckdir(tmp_path):
 
 
 def test_normal_run_passes_with_every_check(tmp_path, ckdir):
-    r, doc, _ = run(tmp_path)
+    started = time.time()
+    r, doc, _ = run(tmp_path, "--heartbeat-file", str(tmp_path / "heartbeat.prom"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert doc["complete"] and doc["ok"] and doc["pending"] == []
     c = checks(doc)
@@ -85,6 +86,10 @@ def test_normal_run_passes_with_every_check(tmp_path, ckdir):
     assert doc["job"]["world_size"] == 2 and doc["job"]["backend"] == "gloo"
     assert "smoke: PASSED" in r.stdout  # rank 0 prints the table
     assert list(ckdir.iterdir()) == []  # the checkpoint it wrote is gone
+    # The job's progress for rackform reap: the time of a completed training step, as a gauge.
+    beat = (tmp_path / "heartbeat.prom").read_text().splitlines()[-1].split()
+    assert beat[0] == "rackform_job_heartbeat_timestamp_seconds"
+    assert started <= float(beat[1]) <= time.time()
 
 
 def test_stalled_collective_times_out(tmp_path, ckdir):
