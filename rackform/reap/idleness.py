@@ -13,9 +13,11 @@ Over the window, per GPU:
   compute with a heartbeat that has stopped (an NCCL hang spins at 100% and makes no steps);
 - busy: anything else (a sample above the threshold, memory in use for part of the window, a
   heartbeat that advanced);
-- coverage is counted: the window is cut into buckets of two scrape intervals, and a GPU whose
-  samples leave more than GAP_TOLERANCE_BUCKETS buckets empty is not measured (a gap, a late
-  start or a stale exporter), never idle.
+- coverage is counted: a GPU's samples in the window (all its series together) against the
+  samples the scrape interval implies; more than GAP_TOLERANCE_SCRAPES short is a gap, a late
+  start or a stale exporter: not measured, never idle. Where a GPU has more samples than
+  implied (two series overlapping, e.g. scraped twice), counting could hide a gap: its coverage
+  is counted again in buckets of two scrape intervals, each of which must hold a sample.
 """
 
 from __future__ import annotations
@@ -29,9 +31,8 @@ STAT = "rackform_stat"
 # Buckets two scrape intervals wide: one missed scrape never empties one; a bucket's emptiness
 # means a real gap.
 SCRAPES_PER_BUCKET = 2
-# Empty buckets a GPU may have in its window (scrape jitter, a restart of the exporter) before
-# its coverage is a gap: one bucket, i.e. a gap of up to about four scrape intervals.
-GAP_TOLERANCE_BUCKETS = 1
+# Scrapes a GPU may miss in its window (jitter, an exporter restart) before it is a gap.
+GAP_TOLERANCE_SCRAPES = 2
 
 BY_GPU = ", ".join(L.GPU_ID)
 BY_NODE = ", ".join(L.NODE_ID)
@@ -46,6 +47,11 @@ class Window:
     @property
     def seconds(self) -> int:
         return self.minutes * 60
+
+    @property
+    def samples(self) -> int:
+        """The samples one series has in the window at the scrape interval."""
+        return self.seconds // self.scrape_s
 
     @property
     def bucket_s(self) -> int:
@@ -67,27 +73,14 @@ class Window:
 def stats(sel: str, w: Window) -> dict[str, str]:
     """Every statistic reap reads, for the series `sel` (matchers, without braces) selects."""
     util, fb, hb = f"{L.GPU_UTIL}{{{sel}}}", f"{L.FB_USED}{{{sel}}}", f"{L.HEARTBEAT}{{{sel}}}"
-    power = f"{L.POWER}{{{sel}}}"
     return {
         "peak": f"max by ({BY_GPU}) (max_over_time({util}{w.range}))",
         "sum": f"sum by ({BY_GPU}) (sum_over_time({util}{w.range}))",
         "samples": f"sum by ({BY_GPU}) (count_over_time({util}{w.range}))",
         "fb_min": f"min by ({BY_GPU}) (min_over_time({fb}{w.range}))",
         "fb_max": f"max by ({BY_GPU}) (max_over_time({fb}{w.range}))",
-        "power": f"avg by ({BY_GPU}) (avg_over_time({power}{w.range}))",
-        "buckets": buckets(util, w),
-        # Samples in the window before this one: a GPU with none there is new, not gapped.
-        "before": f"max by ({BY_GPU}) (count_over_time({util}{w.range} offset {w.seconds}s))",
-        "steps": steps(w),
         "hb_last": f"max by ({BY_NODE}) (max_over_time({hb}{w.range}))",
     }
-
-
-def buckets(util: str, w: Window) -> str:
-    """Per GPU, the window's buckets that hold at least one sample of any of its series."""
-    return (
-        f"count_over_time((max by ({BY_GPU}) (count_over_time({util}[{w.bucket_s}s]))){w.subquery})"
-    )
 
 
 def presence(sel: str, w: Window) -> str:
@@ -97,9 +90,11 @@ def presence(sel: str, w: Window) -> str:
     )
 
 
-def steps(w: Window) -> str:
-    """How many buckets the window has, as Prometheus aligns them (no labels)."""
-    return f"count_over_time(vector(1){w.subquery})"
+def before(sel: str, w: Window) -> str:
+    """Per GPU, its samples in the window before this one: a GPU with none there is new, not
+    gapped (asked only where a shortfall is being located)."""
+    util = f"{L.GPU_UTIL}{{{sel}}}"
+    return f"max by ({BY_GPU}) (count_over_time({util}{w.range} offset {w.seconds}s))"
 
 
 def batch(sel: str, w: Window) -> str:
@@ -118,9 +113,8 @@ class GpuStats:
     samples: int = 0
     fb_min: float | None = None
     fb_max: float | None = None
-    power: float | None = None
-    buckets: int = 0
-    steps: int = 0
+    expected: int = 0  # samples the scrape interval implies in the window
+    short: int = 0  # scrapes missing (counted, or from empty buckets where series overlap)
     before: int = 0  # samples in the window before this one
     hb_last: float | None = None  # the node's last heartbeat in the window (a job's last step)
     gaps: tuple[tuple[float, float], ...] = ()  # (from, to) unix times with no samples
@@ -130,13 +124,14 @@ class GpuStats:
         return None if self.sum is None or not self.samples else self.sum / self.samples
 
     @property
-    def missing(self) -> int:
-        return max(self.steps - self.buckets, 0)
+    def overlapping(self) -> bool:
+        """More samples than one series scraped each interval: two series overlap."""
+        return self.samples > self.expected + GAP_TOLERANCE_SCRAPES
 
 
 def gpu_state(g: GpuStats, policy: IdlePolicy, at: float) -> str:
     """busy | idle | stalled | gap | unknown, by the rule in this module's docstring."""
-    if g.missing > GAP_TOLERANCE_BUCKETS:
+    if g.short > GAP_TOLERANCE_SCRAPES:
         return "gap"
     if g.peak is None or g.fb_min is None or g.fb_max is None:
         return "unknown"  # without framebuffer data a stalled job and an empty GPU look alike
@@ -162,7 +157,9 @@ def alert_exprs(sel: str, policy: IdlePolicy, gpus: int) -> tuple[str, str]:
     w = Window.of(policy)
     s = stats(sel, w)
     t, m = f"{policy.gpu_util_below_pct:g}", f"{policy.memory_in_use_mib:g}"
-    covered = f"({s['buckets']} >= scalar({s['steps']}) - {GAP_TOLERANCE_BUCKETS})"
+    # Counted coverage only: where two series overlap the alert may count a gap as covered;
+    # reap counts such a GPU again in buckets.
+    covered = f"({s['samples']} >= {w.samples - GAP_TOLERANCE_SCRAPES})"
     progress = f"({s['hb_last']} >= time() - {w.seconds})"
     no_progress = f"({s['hb_last']} < time() - {w.seconds})"
     idle_gpu = (

@@ -9,7 +9,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from rackform.reap import labels as L
-from rackform.reap.idleness import STAT, GpuStats, Window, batch, presence
+from rackform.reap.idleness import (
+    GAP_TOLERANCE_SCRAPES,
+    SCRAPES_PER_BUCKET,
+    STAT,
+    GpuStats,
+    Window,
+    batch,
+    before,
+    presence,
+)
 from rackform.reap.prometheus import Prometheus
 
 
@@ -49,12 +58,8 @@ def measure(
         wanted = set(keys)
         found: dict[Key, dict[tuple[str, str], GpuStats]] = defaultdict(dict)
         heartbeats: dict[tuple[Key, str], float] = {}
-        steps = 0
         for s in prom.query(batch(_batch_selector(keys), window), at):
             m, stat = s.labels, s.labels.get(STAT)
-            if stat == "steps":
-                steps = int(s.value)
-                continue
             key = Key(m.get(L.CLUSTER, ""), m.get(L.ENVIRONMENT, ""), m.get(L.PURPOSE, ""))
             if key not in wanted:  # the regexes match across clusters; keep exact triples
                 continue
@@ -63,18 +68,19 @@ def measure(
                 continue
             ident = (m.get(L.NODE, ""), m.get(L.GPU, ""))
             g = found[key].setdefault(ident, GpuStats(*ident))
-            if stat in ("peak", "fb_min", "fb_max", "power", "sum"):
+            if stat in ("peak", "fb_min", "fb_max", "sum"):
                 setattr(g, stat, s.value)
-            elif stat in ("samples", "buckets", "before"):
-                setattr(g, stat, int(s.value))
+            elif stat == "samples":
+                g.samples = int(s.value)
         for key in keys:
             gpus = sorted(found.get(key, {}).values(), key=lambda g: (g.node, g.gpu))
             for g in gpus:
-                g.steps = steps
+                g.expected = window.samples
+                g.short = max(window.samples - g.samples, 0)
                 g.hb_last = heartbeats.get((key, g.node))
             out[key] = gpus
         for key in keys:
-            short = [g for g in out[key] if g.missing]
+            short = [g for g in out[key] if g.short > GAP_TOLERANCE_SCRAPES or g.overlapping]
             if short:
                 _locate_gaps(prom, key, window, at, short)
     return out
@@ -86,7 +92,12 @@ def _locate_gaps(prom: Prometheus, key: Key, w: Window, at: float, short: list[G
     have: dict[tuple[str, str], set[float]] = {}
     for metric, points in prom.query_range(presence(key.selector(), w), at):
         have[(metric.get(L.NODE, ""), metric.get(L.GPU, ""))] = {t for t, _ in points}
+    earlier = {
+        (s.labels.get(L.NODE, ""), s.labels.get(L.GPU, "")): int(s.value)
+        for s in prom.query(before(key.selector(), w), at)
+    }
     for g in short:
+        g.before = earlier.get((g.node, g.gpu), 0)
         present = have.get((g.node, g.gpu), set())
         gaps: list[tuple[float, float]] = []
         for t in every:
@@ -98,3 +109,6 @@ def _locate_gaps(prom: Prometheus, key: Key, w: Window, at: float, short: list[G
             else:
                 gaps.append((start, t))
         g.gaps = tuple(gaps)
+        if g.overlapping:
+            empty = len(every) - len(present & set(every))
+            g.short = empty * SCRAPES_PER_BUCKET

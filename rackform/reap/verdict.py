@@ -113,7 +113,7 @@ def _ago(at: float, t: float) -> int:
 def describe_gaps(g: GpuStats, at: float, window_s: int, bucket_s: int) -> str:
     """`node gpu 0: no samples from 100 to 15 min ago` (or its buckets, where not located)."""
     if not g.gaps:
-        return f"{g.node} gpu {g.gpu}: {g.missing} of {g.steps} buckets without samples"
+        return f"{g.node} gpu {g.gpu}: {g.short} of {g.expected} scrapes missing"
     parts = []
     for start, end in g.gaps:
         if start <= at - window_s:

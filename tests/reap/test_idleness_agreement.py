@@ -34,6 +34,7 @@ SCENARIOS = {
     "gap-a": (None, "unknown"),
     "partial-a": (None, "unknown"),
     "relabel-a": (None, "busy"),
+    "relabel-overlap": (None, "busy"),
     "nccl-hang": ({"util": 100, "fb": 61000, "heartbeat": "stopped"}, "stalled"),
     "nccl-ok": ({"util": 100, "fb": 61000, "heartbeat": "beating"}, "busy"),
     "loader-ok": ({"util": 0, "fb": 0, "heartbeat": "beating"}, "busy"),
@@ -48,6 +49,9 @@ def _history(name: str, kw: dict | None, now: float):
     if name == "relabel-a":
         old = history(name, 0, end_min=31, extra=(("instance", "10.1.0.1:9400"),))
         return old + history(name, 100, start_min=30, extra=(("instance", "10.1.0.2:9400"),))
+    if name == "relabel-overlap":  # both series report for 10 minutes: counted in buckets
+        old = history(name, 0, end_min=25, extra=(("instance", "10.1.0.1:9400"),))
+        return old + history(name, 100, start_min=35, extra=(("instance", "10.1.0.2:9400"),))
     kw = dict(kw or {})
     beat = kw.pop("heartbeat", None)
     if beat == "stopped":

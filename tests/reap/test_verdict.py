@@ -10,7 +10,7 @@ from rackform.reap.idleness import GpuStats
 from rackform.reap.verdict import decide
 
 AT = 1_800_000_000.0
-STEPS = 30  # a 60-minute window in 2-minute buckets
+EXPECTED = 60  # samples in a 60-minute window, scraped each minute
 
 
 def plan(tmp_path, **kw):
@@ -19,11 +19,12 @@ def plan(tmp_path, **kw):
     return prepare(f).plan
 
 
-def gpus(peak=3.0, avg=2.0, fb=0.0, fb_max=None, buckets=STEPS, hb=None, gaps=(), before=60):
+def gpus(peak=3.0, avg=2.0, fb=0.0, fb_max=None, samples=EXPECTED, hb=None, gaps=(), before=60):
     fb_max = fb if fb_max is None else fb_max
     return [
-        GpuStats(f"v-{n}", str(g), peak=peak, sum=avg * 60, samples=60, fb_min=fb, fb_max=fb_max,
-                 buckets=buckets, steps=STEPS, before=before, hb_last=hb, gaps=gaps)
+        GpuStats(f"v-{n}", str(g), peak=peak, sum=avg * samples, samples=samples, fb_min=fb,
+                 fb_max=fb_max, expected=EXPECTED, short=max(EXPECTED - samples, 0),
+                 before=before, hb_last=hb, gaps=gaps)
         for n in range(2)
         for g in range(2)
     ]  # fmt: skip
@@ -87,42 +88,42 @@ def test_memory_in_use_for_part_of_the_window_is_not_idle(tmp_path):
 
 def test_a_gap_inside_the_window_is_unknown_and_says_where(tmp_path):
     # The exporter was down from 100 to 15 minutes ago (of a 60-minute window: 45 minutes).
-    series = gpus(buckets=8, gaps=((AT - 52 * 60, AT - 15 * 60),))
+    series = gpus(samples=15, gaps=((AT - 52 * 60, AT - 15 * 60),))
     d = decide(plan(tmp_path, action="drain"), series, None, "bp", AT)
     assert (d.verdict, d.action) == ("unknown", None)
     assert d.gpus_reporting == 0
     assert any("v-0 gpu 0: no samples from 52 to 15 min ago" in r for r in d.reasons)
 
 
-def test_one_empty_bucket_is_tolerated_two_are_not(tmp_path):
-    d = decide(plan(tmp_path), gpus(buckets=STEPS - 1), None, "bp", AT)
+def test_two_missed_scrapes_are_tolerated_three_are_not(tmp_path):
+    d = decide(plan(tmp_path), gpus(samples=EXPECTED - 2), None, "bp", AT)
     assert d.verdict == "idle"
-    d = decide(plan(tmp_path), gpus(buckets=STEPS - 2), None, "bp", AT)
+    d = decide(plan(tmp_path), gpus(samples=EXPECTED - 3), None, "bp", AT)
     assert d.verdict == "unknown"
 
 
 def test_a_stale_exporter_is_unknown(tmp_path):
-    series = gpus(buckets=15, gaps=((AT - 30 * 60, AT),))
+    series = gpus(samples=30, gaps=((AT - 30 * 60, AT),))
     d = decide(plan(tmp_path), series, None, "bp", AT)
     assert d.verdict == "unknown"
     assert any("no samples in the last 30 min" in r for r in d.reasons)
 
 
 def test_a_cluster_younger_than_its_window_is_young(tmp_path):
-    series = gpus(buckets=15, gaps=((AT - 62 * 60, AT - 30 * 60),), before=0)
+    series = gpus(samples=30, gaps=((AT - 62 * 60, AT - 30 * 60),), before=0)
     d = decide(plan(tmp_path, action="drain"), series, None, "bp", AT)
     assert (d.verdict, d.action) == ("young", None)
 
 
 def test_an_exporter_down_since_before_the_window_is_a_gap_not_youth(tmp_path):
-    series = gpus(buckets=15, gaps=((AT - 62 * 60, AT - 30 * 60),), before=40)
+    series = gpus(samples=30, gaps=((AT - 62 * 60, AT - 30 * 60),), before=40)
     d = decide(plan(tmp_path, action="drain"), series, None, "bp", AT)
     assert (d.verdict, d.action) == ("unknown", None)
     assert any("no samples until 30 min ago" in r for r in d.reasons)
 
 
 def test_young_with_a_missing_node_is_unknown(tmp_path):
-    young = gpus(buckets=15, gaps=((AT - 62 * 60, AT - 30 * 60),), before=0)
+    young = gpus(samples=30, gaps=((AT - 62 * 60, AT - 30 * 60),), before=0)
     series = [g for g in young if g.node == "v-0"]
     d = decide(plan(tmp_path), series, None, "bp", AT)
     assert d.verdict == "unknown"
