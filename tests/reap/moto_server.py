@@ -104,13 +104,13 @@ class Aws:
     def group(self, name: str, cluster: str, desired: int, *, env: str = "default") -> list[str]:
         """An autoscaling group tagged as the stack tags it (propagated to its instances), with
         `desired` instances InService; returns their ids."""
-        try:
+        if not self.ec2.describe_launch_templates(
+            Filters=[{"Name": "launch-template-name", "Values": ["rackform-nodes"]}]
+        )["LaunchTemplates"]:
             self.ec2.create_launch_template(
                 LaunchTemplateName="rackform-nodes",
                 LaunchTemplateData={"ImageId": AMI, "InstanceType": "g6e.12xlarge"},
             )
-        except self.ec2.exceptions.ClientError:
-            pass  # made by an earlier group of this test
         tags = {"rackform:cluster": cluster, "rackform:environment": env, "Name": name}
         self.asg.create_auto_scaling_group(
             AutoScalingGroupName=name,
@@ -137,7 +137,5 @@ class Aws:
         ][0]
 
     def tags(self, resource_id: str) -> dict[str, str]:
-        answer = self.ec2.describe_tags(
-            Filters=[{"Name": "resource-id", "Values": [resource_id]}]
-        )
+        answer = self.ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [resource_id]}])
         return {t["Key"]: t["Value"] for t in answer["Tags"]}

@@ -202,6 +202,26 @@ def test_a_second_reaper_finds_the_groups_at_zero(tmp_path, aws):
     assert aws.did("UpdateAutoScalingGroup") == 2
 
 
+def test_an_instance_protected_from_scale_in_keeps_the_group_on(tmp_path, aws):
+    p = plan(tmp_path, "llm-serve-a", **INFERENCE)
+    kept, gone = aws.group("llm-serve-a-g", "llm-serve-a", 2)
+    aws.asg.set_instance_protection(
+        InstanceIds=[kept], AutoScalingGroupName="llm-serve-a-g", ProtectedFromScaleIn=True
+    )
+    why = f"but {kept} is protected from scale in and stays in service"
+    assert details(reaper(aws).act(p, "scale-to-zero")) == {
+        "llm-serve-a-g": (False, f"desired 2 -> 0, {why}")
+    }
+    assert aws.states([kept, gone]) == {kept: "running", gone: "terminated"}
+    second = reaper(aws)
+    live = second.live(p, "scale-to-zero")
+    assert live.off is False and "not at zero: llm-serve-a-g" in live.detail
+    assert details(second.act(p, "scale-to-zero")) == {
+        "llm-serve-a-g": (False, f"already at zero, {why}")
+    }
+    assert aws.did("UpdateAutoScalingGroup") == 1
+
+
 def test_scale_to_zero_without_a_group_fails_and_is_off(tmp_path, aws):
     p = plan(tmp_path, "llm-serve-a", **INFERENCE)
     aws.group("llm-serve-a2-g", "llm-serve-a2", 1)
@@ -244,7 +264,10 @@ def test_a_snooze_tags_every_instance_and_every_later_read_reports_it(tmp_path, 
 
 def test_a_snooze_set_by_hand_is_read_and_the_latest_wins(tmp_path, aws):
     a, b = aws.launch("llm-train-a")
-    for i, value, reason in ((a, "2026-11-25T18:00:00Z", "x"), (b, "2026-11-26T09:30:00+01:00", "y")):
+    for i, value, reason in (
+        (a, "2026-11-25T18:00:00Z", "x"),
+        (b, "2026-11-26T09:30:00+01:00", "y"),
+    ):
         aws.ec2.create_tags(Resources=[i], Tags=[
             {"Key": "rackform:snooze-until", "Value": value},
             {"Key": "rackform:snooze-reason", "Value": reason}])  # fmt: skip

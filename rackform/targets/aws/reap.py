@@ -152,7 +152,9 @@ class AwsReaper:
             try:
                 answer = ec2.stop_instances(InstanceIds=running)
             except _aws_errors() as exc:
-                out.update({i: Outcome(i, False, f"running, not stopped: {_why(exc)}") for i in running})
+                out.update(
+                    {i: Outcome(i, False, f"running, not stopped: {_why(exc)}") for i in running}
+                )
                 running, answer = [], {"StoppingInstances": []}
             for s in answer["StoppingInstances"]:
                 moved[s["InstanceId"]] = (
@@ -209,19 +211,33 @@ class AwsReaper:
         out = []
         for g in sorted(groups, key=lambda g: g["AutoScalingGroupName"]):
             name = g["AutoScalingGroupName"]
+            # An instance protected from scale in stays in service whatever the desired
+            # capacity (Auto Scaling user guide, "Use instance scale-in protection",
+            # https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-instance-protection.html):
+            # the group is not off, and the outcome says so.
+            kept = sorted(
+                i["InstanceId"]
+                for i in g.get("Instances", [])
+                if i.get("ProtectedFromScaleIn") and i["InstanceId"] in _in_group(g)
+            )
             if g["DesiredCapacity"] == 0:
-                staying = _in_group(g)
-                note = f" ({len(staying)} instances still leaving)" if staying else ""
-                out.append(Outcome(name, True, "already at zero" + note))
-                continue
-            try:
-                asg.update_auto_scaling_group(
-                    AutoScalingGroupName=name, MinSize=0, DesiredCapacity=0
+                done = "already at zero"
+            else:
+                try:
+                    asg.update_auto_scaling_group(
+                        AutoScalingGroupName=name, MinSize=0, DesiredCapacity=0
+                    )
+                except _aws_errors() as exc:
+                    out.append(Outcome(name, False, _why(exc)))
+                    continue
+                done = f"desired {g['DesiredCapacity']} -> 0"
+            if kept:
+                why = (
+                    f"{done}, but {', '.join(kept)} is protected from scale in and stays in service"
                 )
-            except _aws_errors() as exc:
-                out.append(Outcome(name, False, _why(exc)))
-                continue
-            out.append(Outcome(name, True, f"desired {g['DesiredCapacity']} -> 0"))
+                out.append(Outcome(name, False, why))
+            else:
+                out.append(Outcome(name, True, done))
         return out
 
     # Snooze.
@@ -346,9 +362,7 @@ def _off(instances: list[dict], groups: list[dict], action: str | None) -> tuple
     if action == "scale-to-zero":
         if not groups:
             return True, "no autoscaling group carries the cluster's tags"
-        up = [
-            g["AutoScalingGroupName"] for g in groups if g["DesiredCapacity"] or _in_group(g)
-        ]
+        up = [g["AutoScalingGroupName"] for g in groups if g["DesiredCapacity"] or _in_group(g)]
         if up:
             return False, "not at zero: " + ", ".join(sorted(up))
         return True, "every autoscaling group at zero"
