@@ -150,18 +150,15 @@ class AwsReaper:
         moved: dict[str, str] = {i: "already stopping" for i in stopping}
         if running:
             try:
-                answer = ec2.stop_instances(InstanceIds=running)
+                answer = ec2.stop_instances(InstanceIds=running)["StoppingInstances"]
             except _aws_errors() as exc:
-                out.update(
-                    {i: Outcome(i, False, f"running, not stopped: {_why(exc)}") for i in running}
-                )
-                running, answer = [], {"StoppingInstances": []}
-            for s in answer["StoppingInstances"]:
-                moved[s["InstanceId"]] = (
-                    f"{s['PreviousState']['Name']} -> {s['CurrentState']['Name']}"
-                )
-            for i in running:
-                moved.setdefault(i, "running -> (not in the StopInstances answer)")
+                out.update({i: Outcome(i, False, f"not stopped: {_why(exc)}") for i in running})
+            else:
+                for a in answer:
+                    was, now = a["PreviousState"]["Name"], a["CurrentState"]["Name"]
+                    moved[a["InstanceId"]] = f"{was} -> {now}"
+                for i in running:
+                    moved.setdefault(i, "running -> (not in the StopInstances answer)")
         if moved:
             out.update(self._confirm(ec2, moved))
         return [out[i] for i in sorted(out)]
