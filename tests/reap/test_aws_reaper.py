@@ -19,9 +19,9 @@ from botocore.stub import Stubber
 from moto_server import REGION, Aws, moto_server
 
 from rackform.engine import prepare
-from rackform.reap.measure import GpuSeries
+from rackform.reap.idleness import GpuStats
 from rackform.reap.notify import Notifier
-from rackform.reap.run import Acting, apply_all, usd_per_gpu_hour
+from rackform.reap.run import World, run_all, usd_per_gpu_hour
 from rackform.reap.verdict import decide, protected
 from rackform.targets.aws.reap import AwsReaper
 
@@ -36,7 +36,7 @@ target: {{type: aws, region: us-east-1, availability_zone: us-east-1a, ssh_cidrs
 node_groups: [{{name: g, instance_type: g6e.12xlarge, count: 2{extra}}}]
 network: {{fabric: ethernet}}
 lifecycle:
-  idle: {{gpu_util_below_pct: 10, for_minutes: 60, action: {action}}}
+  idle: {{gpu_util_below_pct: 10, for_minutes: 60, action: {action}, grace_minutes: 0}}
 """
 INFERENCE = {"purpose": "inference", "action": "scale-to-zero", "extra": ", min_count: 0, max_count: 4"}  # fmt: skip
 
@@ -424,8 +424,11 @@ def idle_cluster(tmp_path, name="llm-train-a", purpose="training", action="stop"
     f.write_text(BP.format(name=name, purpose=purpose, action=action, extra=extra))
     p = prepare(f)
     series = [
-        GpuSeries(f"i-{n}", str(g), 1.0, 2.0, 0.0, True, True) for n in range(2) for g in range(4)
-    ]
+        GpuStats(f"i-{n}", str(g), peak=2.0, sum=60.0, samples=60, fb_min=0.0, fb_max=0.0,
+                 expected=60, before=60)
+        for n in range(2)
+        for g in range(4)
+    ]  # fmt: skip
     d = decide(p.plan, series, usd_per_gpu_hour(p), str(f))
     protected(d, p.plan)
     assert (d.verdict, d.action) == ("idle", action)
@@ -433,8 +436,9 @@ def idle_cluster(tmp_path, name="llm-train-a", purpose="training", action="stop"
 
 
 def run(tmp_path, p, d, reaper):
-    acting = Acting(tmp_path / "state", Notifier(), reapers=lambda target: reaper)
-    apply_all([d], [p], acting)
+    # grace_minutes: 0 in the blueprint: Prometheus is never asked again (prom=None).
+    world = World(tmp_path / "state", Notifier(), None, reapers=lambda target: reaper)
+    run_all([d], [p], world, apply=True)
 
 
 def test_the_run_stops_an_idle_cluster(tmp_path, aws):
@@ -450,7 +454,7 @@ def test_the_run_leaves_a_cluster_protected_in_the_console_running(tmp_path, aws
     aws.ec2.create_tags(Resources=ids[:1], Tags=[{"Key": "rackform:protect", "Value": "true"}])
     p, d = idle_cluster(tmp_path)
     run(tmp_path, p, d, reaper(aws))
-    assert (d.verdict, d.action, d.outcome) == ("protected", None, "skipped")
+    assert (d.verdict, d.action, d.outcome) == ("protected", None, "none")
     assert f"rackform:protect=true on {ids[0]}" in d.reasons[-1]
     assert set(aws.states(ids).values()) == {"running"} and aws.did("StopInstances") == 0
 
@@ -459,14 +463,15 @@ def test_the_run_leaves_instances_younger_than_the_window_alone(tmp_path, aws):
     ids = aws.launch("llm-train-a", hours_ago=0.25)
     p, d = idle_cluster(tmp_path)
     run(tmp_path, p, d, reaper(aws))
-    assert (d.verdict, d.outcome) == ("young", "skipped")
+    assert (d.verdict, d.outcome) == ("young", "none")
     assert set(aws.states(ids).values()) == {"running"}
 
 
 def test_the_run_does_nothing_when_the_live_state_cannot_be_read(tmp_path):
     p, d = idle_cluster(tmp_path)
     run(tmp_path, p, d, AwsReaper())  # real boto3, no credentials
-    assert (d.verdict, d.outcome) == ("unknown", "skipped")
+    assert (d.verdict, d.outcome) == ("unknown", "none")
+    assert d.read_failed
     assert "NoCredentialsError" in d.reasons[-1]
 
 
