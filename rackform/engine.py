@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rackform.blueprint.loader import environment_name, load_all, load_effective
+from rackform.blueprint.problems import BlueprintError, Problem
 from rackform.plan.compile import compile_plan
 from rackform.plan.model import Plan
 from rackform.preflight.report import LocatedFinding, Report, run
@@ -60,6 +61,37 @@ def prepare(file: str | Path, env: str | None = None, *, project: Path | None = 
 def prepare_all(file: str | Path, *, project: Path | None = None) -> list[Prepared]:
     """The base blueprint and every environment, from one read of the file."""
     return [_prepare(compile_plan(e, project)) for e in load_all(file)]
+
+
+class NotAllPrepared(BlueprintError):
+    """Some of several files are not valid blueprints: `problems` holds every file's, and
+    `by_file` what each file prepared to (None for a file that did not), so a command that
+    reports per file (validate) still reports the good ones."""
+
+    def __init__(self, problems: list[Problem], by_file: list[tuple[Path, list[Prepared] | None]]):
+        super().__init__(problems)
+        self.by_file = by_file
+
+
+def prepare_many(
+    files: Sequence[str | Path], env: str | None = None, *, project: Path | None = None
+) -> list[tuple[Path, list[Prepared]]]:
+    """Each file, in every environment (or only `env`), in the order given. A mistake in one
+    file does not hide another's: every file is tried, and NotAllPrepared (a BlueprintError)
+    carries every file's located problems at once."""
+    by_file: list[tuple[Path, list[Prepared] | None]] = []
+    problems: list[Problem] = []
+    for f in files:
+        try:
+            one = [prepare(f, env, project=project)] if env else prepare_all(f, project=project)
+        except BlueprintError as exc:
+            problems += exc.problems
+            by_file.append((Path(f), None))
+        else:
+            by_file.append((Path(f), one))
+    if problems:
+        raise NotAllPrepared(problems, by_file)
+    return [(f, ps) for f, ps in by_file if ps is not None]
 
 
 def require_clear(*prepared: Prepared) -> None:

@@ -31,6 +31,7 @@ from rackform.plan.thresholds import (
     pick_group,
     without_blueprint,
 )
+from rackform.validation.argv import host_argv, job_argv
 
 PRESETS = ("tiny", "small", "default")
 
@@ -171,20 +172,19 @@ def smoke(
     if checkpoint_dir is None and exp.checkpoint_dir is None:
         own_tmp = tempfile.mkdtemp(prefix="rackform-ckpt-")
     ckpt = str(checkpoint_dir or exp.checkpoint_dir or own_tmp)
-    jargs = [
-        *exp.job_args(),
-        "--checkpoint-dir",
-        ckpt,
-        "--steps",
-        str(steps or exp.smoke_steps or 30),
-    ]
+    steps = steps or exp.smoke_steps or 30
+    jargs = job_argv(exp, steps=steps, checkpoint_dir=ckpt, nodes=exp.nodes)
     jargs += ["--preset", preset] if preset else []
     hargs = None
     if host_checks:
-        probe = "4096" if on_gpu else "64"
-        hargs = [*exp.host_args(), "--storage-dir", ckpt, "--storage-probe-mb", probe]
-        if exp.checkpoint_dir and Path(ckpt).resolve() == Path(exp.checkpoint_dir).resolve():
-            hargs += ["--expect-mount", exp.checkpoint_dir]  # the blueprint's array mount
+        # The blueprint's array mount is expected only where the run writes to it.
+        on_array = exp.checkpoint_dir and Path(ckpt).resolve() == Path(exp.checkpoint_dir).resolve()
+        hargs = host_argv(
+            exp,
+            storage_dir=ckpt,
+            probe_mb=4096 if on_gpu else 64,
+            expect_mount=exp.checkpoint_dir if on_array else None,
+        )
     print(
         f"smoke: {procs} processes on {'GPU (nccl)' if on_gpu else 'CPU (gloo)'}, "
         f"checkpoints in {ckpt}" + (f", node group {exp.group}" if exp.group else ""),

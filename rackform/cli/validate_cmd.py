@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from rackform.blueprint.problems import BlueprintError, Problem
+from rackform.blueprint.problems import Problem
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env
-from rackform.engine import Prepared, prepare, prepare_all
+from rackform.engine import NotAllPrepared, Prepared, prepare_many
 from rackform.plan.cost import render
 from rackform.preflight.report import LocatedFinding
 
@@ -33,15 +33,16 @@ def validate(
     """Check blueprints: schema, cross-field rules and preflight rules (sizing, right-sizing,
     checkpoint overhead, power, utilization), in every environment (or only --env). Preflight
     warnings print and pass; a schema problem or an unwaived preflight error exits 2."""
+    try:
+        by_file: list[tuple[Path, list[Prepared] | None]] = list(prepare_many(files, env))
+        problems: list[Problem] = []
+    except NotAllPrepared as exc:
+        by_file, problems = exc.by_file, exc.problems
     results: list[dict] = []
-    problems: list[Problem] = []
     found: dict[tuple, LocatedFinding] = {}
     tables: list[str] = []
-    for f in files:
-        try:
-            prepared: list[Prepared] = [prepare(f, env)] if env else prepare_all(f)
-        except BlueprintError as exc:
-            problems += exc.problems
+    for f, prepared in by_file:
+        if prepared is None:
             results.append({"file": str(f), "valid": False, "environments": []})
             continue
         envs, blocked = [], False

@@ -128,13 +128,11 @@ def configure_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _smoke_expectations(exp: Expectations | None) -> dict[str, Any]:
-    """The smoke job's and host checks' expectations (rackform/plan/thresholds.py). The role
-    adds --expect-nodes itself from the nodes actually in the run. A cluster of several node
-    groups gets none: one job across different groups has no single set of expectations."""
+    """The smoke job's and host checks' expectations (rackform/plan/thresholds.py), the parts
+    of their command lines (rackform/validation/argv.py) that come from the blueprint. The role
+    puts the run's own in front (--expect-nodes from the nodes actually in the run). A cluster
+    of several node groups gets none: one job across different groups has no single set of
+    expectations."""
     if exp is None:
         return {"smoke_train_job_args": [], "smoke_train_host_args": []}
-    job = exp.job_args()
-    if "--expect-nodes" in job:
-        i = job.index("--expect-nodes")
-        del job[i : i + 2]
-    return {"smoke_train_job_args": job, "smoke_train_host_args": exp.host_args()}
+    return {"smoke_train_job_args": exp.threshold_args(), "smoke_train_host_args": exp.host_args()}

@@ -87,6 +87,17 @@ class NodeGroupPlan:
     def gpus(self) -> int:
         return self.count * self.gpus_per_node
 
+    # A group's size bounds: an autoscaling group's declared minimum and maximum, else its count
+    # both ways (a fixed group). The one fallback, for the autoscaling group that is created
+    # and for the node count configuration must find.
+    @property
+    def min_nodes(self) -> int:
+        return self.count if self.min_count is None else self.min_count
+
+    @property
+    def max_nodes(self) -> int:
+        return self.count if self.max_count is None else self.max_count
+
     @property
     def gpu_key(self) -> str | None:
         return self.gpu.key if self.gpu else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rackform.blueprint.schema.sections import RDMA_FABRICS
 from rackform.catalog import Figure, GpuModel
 from rackform.plan.model import NodeGroupPlan, Plan
 
@@ -33,9 +34,6 @@ DEFAULTS = {
     "ceiling_fraction": (0.8, "0.8 x the declared storage.checkpoint.write_gbps"),
 }
 
-# Fabrics that carry multi-node all-reduce at NVLink-comparable rates (400G-class RDMA per
-# GPU); over plain Ethernet no calibrated figure exists.
-RDMA_FABRICS = ("efa", "infiniband", "roce")
 
 # What CUDA/NVML call each catalog model (a regex searched in the device name), e.g.
 # "NVIDIA H100 80GB HBM3" is an H100 SXM, "NVIDIA H100 PCIe" is not.
@@ -89,9 +87,13 @@ class Expectations:
     def job_args(self) -> list[str]:
         """Arguments for `validators.smoke`. `--expect-nodes` whenever a count is declared,
         one included: a declared count is never left for the job to report as not given."""
+        nodes = ["--expect-nodes", str(self.nodes)] if self.nodes is not None else []
+        return nodes + self.threshold_args()
+
+    def threshold_args(self) -> list[str]:
+        """`job_args` without the node count: what the smoke_train role is handed, since the
+        role counts the nodes of the run itself (rackform/validation/argv.py)."""
         out: list[str] = []
-        if self.nodes is not None:
-            out += ["--expect-nodes", str(self.nodes)]
         if self.gpus_per_node is not None:
             out += ["--expect-gpus", str(self.gpus_per_node)]
         for flag, v in (
@@ -246,6 +248,8 @@ def _busbw(gpu: GpuModel | None, g: NodeGroupPlan, nodes: int, fabric: str) -> T
     src = _cat(fig, f"{gpu.key} allreduce_busbw_gbps_8gpu")
     if nodes <= 1:
         return Threshold(fig.value, src)
+    # RDMA fabrics carry multi-node all-reduce at NVLink-comparable rates (400G-class per GPU);
+    # over plain Ethernet no calibrated figure exists.
     if fabric not in RDMA_FABRICS:
         return Threshold(None, f"no calibrated multi-node figure over {fabric}")
     factor, why = DEFAULTS["multi_node_busbw_factor"]

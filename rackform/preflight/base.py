@@ -24,7 +24,6 @@ from rackform.preflight.codes import CODES, Level
 
 ERROR: Level = "error"
 WARNING: Level = "warning"
-RDMA = ("efa", "infiniband", "roce")
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rackform.blueprint.schema.sections import RDMA_FABRICS as RDMA
 from rackform.plan.sizing import GB, adapter_params
 from rackform.preflight.base import (
-    RDMA,
     Context,
     Finding,
     Rule,

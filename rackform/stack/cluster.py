@@ -40,9 +40,8 @@ def validation_input(plan: Plan) -> dict:
 def expected_nodes(plan: Plan) -> dict[str, int]:
     """How many nodes configuration must find: the count, or for an autoscaling group anything
     between its minimum and maximum (the autoscaler owns the live size)."""
-    low = sum(g.min_count if g.min_count is not None else g.count for g in plan.node_groups)
-    high = sum(g.max_count if g.max_count is not None else g.count for g in plan.node_groups)
-    return {"min": low, "max": high}
+    groups = plan.node_groups
+    return {"min": sum(g.min_nodes for g in groups), "max": sum(g.max_nodes for g in groups)}
 
 
 class Cluster(pulumi.ComponentResource):

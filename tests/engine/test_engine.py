@@ -15,7 +15,15 @@ from typer.testing import CliRunner
 from rackform.blueprint import loader
 from rackform.blueprint.problems import BlueprintError
 from rackform.cli.main import app
-from rackform.engine import Blocked, for_action, prepare, prepare_all, require_clear
+from rackform.engine import (
+    Blocked,
+    NotAllPrepared,
+    for_action,
+    prepare,
+    prepare_all,
+    prepare_many,
+    require_clear,
+)
 
 BLOCKED = FULL_ON_ETHERNET
 ENVS = "environments:\n  dev: {}\n  prod: {}\n"
@@ -62,6 +70,38 @@ def test_every_acting_command_refuses_with_the_lines_validate_prints(
     assert says in r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_prepare_many_reports_every_bad_file_at_once(write):
+    a = write(AWS_TRAINING.replace("count: 2", "count: -3"), "a.yaml")
+    good = write(WITH_ENVS, "good.yaml")
+    b = write(AWS_TRAINING.replace("fabric: efa", "fabric: efaa"), "b.yaml")
+    with pytest.raises(NotAllPrepared) as exc:
+        prepare_many([a, good, b])
+    assert isinstance(exc.value, BlueprintError)  # what every command already catches
+    sources = [p.file for p in exc.value.problems]
+    assert str(a) in sources and str(b) in sources
+    paths = {(p.file, p.path) for p in exc.value.problems}
+    assert (str(a), "node_groups[0].count") in paths and (str(b), "network.fabric") in paths
+    # The good file is still prepared, in every environment, in the order given.
+    got = [
+        (f, None if ps is None else [p.plan.environment for p in ps]) for f, ps in exc.value.by_file
+    ]
+    assert got == [(a, None), (good, ["default", "dev", "prod"]), (b, None)]
+
+
+def test_prepare_many_with_an_environment_prepares_only_it(write):
+    one = write(WITH_ENVS, "one.yaml")
+    two = write(WITH_ENVS, "two.yaml")
+    got = prepare_many([one, two], "dev")
+    assert [(f, [p.plan.environment for p in ps]) for f, ps in got] == [
+        (one, ["dev"]),
+        (two, ["dev"]),
+    ]
+    with pytest.raises(NotAllPrepared) as exc:
+        prepare_many([one, two], "qa")
+    assert len(exc.value.problems) == 2
+    assert all("unknown environment 'qa'" in str(p) for p in exc.value.problems)
 
 
 def test_a_file_is_read_once_and_each_environment_merged_once(write, monkeypatch):

@@ -5,6 +5,7 @@ program itself refuse a promoted environment without a matching record."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pulumi
@@ -12,7 +13,9 @@ import pytest
 import stand_ins
 from gitrepo import PIPE, commit, git, make_remote
 
+from rackform.blueprint import loader
 from rackform.engine import prepare
+from rackform.gitops import promote as promotion
 from rackform.gitops.evidence import seal
 from rackform.stack.offline import record_program
 
@@ -156,3 +159,56 @@ def test_a_bare_pulumi_up_runs_the_program_which_refuses_too(repo):
     assert record_program(
         lambda: program.main(repo), "pipe-staging", {**config, "rackform:environment": "staging"}
     )  # staging builds
+
+
+def _make(repo: Path, ev: Path, **kw):
+    return promotion.promote(
+        repo / "blueprints" / "pipe.yaml", "staging", "prod", ev, age=timedelta(hours=1), **kw
+    )
+
+
+def _failing_commits(repo: Path) -> None:
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'hook says no' >&2\nexit 1\n")
+    hook.chmod(0o755)
+
+
+def test_a_commit_that_fails_leaves_nothing_behind(repo):
+    ev = evidence(repo)
+    _failing_commits(repo)  # the record is written and staged, then the commit fails
+    with pytest.raises(promotion.Refused, match="the promotion record was not committed"):
+        _make(repo, ev, commit=True)
+    assert not (repo / "promotions").exists()
+    assert git(repo, "status", "--porcelain") == ""  # nothing staged either
+
+
+def test_a_failed_commit_over_an_earlier_record_puts_it_back(repo):
+    first = _make(repo, evidence(repo), commit=True)
+    assert first.changed and first.commit == git(repo, "rev-parse", "HEAD")
+    before = first.path.read_bytes()
+    _failing_commits(repo)
+    with pytest.raises(promotion.Refused):
+        _make(repo, evidence(repo, "newer.json"), commit=True)  # new evidence: a new record
+    assert first.path.read_bytes() == before
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_write_that_fails_half_way_leaves_no_part(repo, monkeypatch):
+    ev = evidence(repo)
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(promotion.os, "replace", full_disk)
+    with pytest.raises(promotion.Refused, match=r"not written: .*No space left"):
+        _make(repo, ev)
+    assert not (repo / "promotions").exists()  # neither the record nor its temporary file
+
+
+def test_the_blueprint_is_read_once(repo, monkeypatch):
+    ev = evidence(repo)
+    reads = []
+    real = loader.read
+    monkeypatch.setattr(loader, "read", lambda path: reads.append(path) or real(path))
+    assert _make(repo, ev).changed
+    assert len(reads) == 1  # base, staging and prod all come from one read

@@ -78,3 +78,14 @@ def test_the_plan_is_a_frozen_value(write):
     other = plan_of(write(AWS_TRAINING, "same.yaml"))
     assert other.digest == plan.digest
     assert other.stack_config["rackform:blueprint"] != plan.stack_config["rackform:blueprint"]
+
+
+def test_a_groups_size_bounds_fall_back_to_its_count_once():
+    # The autoscaling group's sizes and the node count configuration must find both read these.
+    scaled = plan_of(ROOT / "blueprints" / "aws-inference.yaml").node_groups[0]
+    assert (scaled.min_nodes, scaled.count, scaled.max_nodes) == (2, 2, 8)
+    fixed = plan_of(ROOT / "blueprints" / "aws-training.yaml").node_groups[0]
+    assert fixed.min_count is None and fixed.max_count is None
+    assert fixed.min_nodes == fixed.max_nodes == fixed.count
+    parked = dataclasses.replace(fixed, count=0, min_count=None, max_count=3)
+    assert (parked.min_nodes, parked.max_nodes) == (0, 3)

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from gpu_collection import ROLES_DIR, module_util
 
+from rackform.blueprint.schema.sections import CheckpointStorage
 from rackform.catalog.raid import load_raid_levels, role_table
 
 # The probe's logic, in the module_utils nvme_raid_probe imports.
@@ -154,7 +155,7 @@ def test_data_disks_per_level(level, n, data):
     assert md_arrays.data_disks(LEVELS, level, n) == data
 
 
-@pytest.mark.parametrize("level", [0, 1, 5, 6, 10])
+@pytest.mark.parametrize("level", sorted(load_raid_levels()))
 @pytest.mark.parametrize("n", range(0, 9))
 def test_the_probe_and_the_catalog_count_data_drives_alike(level, n):
     assert md_arrays.data_disks(LEVELS, level, n) == load_raid_levels()[level].data_drives(n)
@@ -166,14 +167,24 @@ def test_raid10_on_two_drives_is_accepted_as_md_accepts_it():
     assert any("RAID 10 needs at least 2" in p for p in plan([drive(0)], level=10)["problems"])
 
 
-def test_the_roles_default_table_is_the_catalogs():
+def test_the_roles_default_table_and_levels_are_the_catalogs():
     # The role's default serves playbooks that use it on their own; rackform always passes
-    # the catalog's table. They must be the same table.
+    # the catalog's table. They must be the same table, and the levels the role's argument
+    # spec and the probe module accept the catalog's levels (the schema's are derived from it).
     role = ROLES_DIR / "nvme_raid"
     defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())["nvme_raid_levels"]
     spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
-    spec_default = spec["argument_specs"]["main"]["options"]["nvme_raid_levels"]["default"]
-    assert defaults == spec_default == LEVELS
+    options = spec["argument_specs"]["main"]["options"]
+    assert defaults == options["nvme_raid_levels"]["default"] == LEVELS
+    catalog = sorted(load_raid_levels())
+    assert options["nvme_raid_level"]["choices"] == catalog
+    assert yaml.safe_load(probe.DOCUMENTATION)["options"]["level"]["choices"] == catalog
+    assert [int(k) for k in LEVELS] == catalog
+
+
+def test_the_schema_accepts_exactly_the_catalogs_levels():
+    field = CheckpointStorage.model_json_schema()["properties"]["raid_level"]
+    assert field["enum"] == sorted(load_raid_levels())
 
 
 def test_describe_names_each_kind_once():

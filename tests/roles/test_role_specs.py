@@ -16,6 +16,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from gpu_collection import COLLECTION, ROLES_DIR, SITE
 
 from rackform.blueprint.loader import load_effective
+from rackform.blueprint.schema.sections import FABRICS
 from rackform.hosts.runner import ROLES
 from rackform.plan.compile import compile_plan
 from rackform.plan.inventory import group_vars
@@ -200,3 +201,12 @@ def test_every_role_installs_what_its_modules_need_first():
         assert {"role": "rackform.gpu.host_bootstrap"} in deps, role
     needed = load(ROLES_DIR / "host_bootstrap" / "defaults" / "main.yml")["host_bootstrap_packages"]
     assert {"python3-apt", "python3-packaging"} <= set(needed)
+
+
+def test_nccl_rdma_knows_exactly_the_schemas_fabrics():
+    # The role's YAML cannot import rackform: its choices and its per-fabric settings are
+    # copies of the schema's list, kept equal here (a fabric added to the schema fails this
+    # until the role can configure it).
+    assert options("nccl_rdma")["nccl_rdma_fabric"]["choices"] == list(FABRICS)
+    settings = load(ROLES_DIR / "nccl_rdma" / "vars" / "main.yml")["_nccl_rdma_fabric_settings"]
+    assert set(settings) == set(FABRICS)

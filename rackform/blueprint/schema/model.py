@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check
 from rackform.blueprint.schema.sections import (
+    FABRICS,
     LifecycleSpec,
     Name,
     NetworkSpec,
@@ -188,16 +189,7 @@ class Blueprint(Strict):
         return out
 
     def _fabric_rules(self) -> list[Violation]:
-        allowed = ADAPTERS[self.target.type].fabrics
-        fabric = self.network.fabric
-        if fabric in allowed:
-            return []
-        why = (
-            "EFA exists only on AWS"
-            if fabric == "efa"
-            else f"{fabric} is not available on {self.target.type}"
-        )
-        return [Violation(("network", "fabric"), why, "use one of: " + ", ".join(allowed))]
+        return fabric_rule(self.network.fabric, self.target.type)
 
     def _workload_rules(self) -> list[Violation]:
         w = self.workload
@@ -244,16 +236,16 @@ def partial_rules(data: Any) -> list[Violation]:
     out += adapter.target_rules(data["target"], load_catalog())
     network = data.get("network")
     fabric = network.get("fabric") if isinstance(network, dict) else None
-    if (
-        isinstance(fabric, str)
-        and fabric in ("efa", "infiniband", "roce", "ethernet")
-        and fabric not in adapter.fabrics
-    ):
-        out.append(
-            Violation(
-                ("network", "fabric"),
-                f"{fabric} is not available on {adapter.type}",
-                "use one of: " + ", ".join(adapter.fabrics),
-            )
-        )
+    if isinstance(fabric, str) and fabric in FABRICS:  # else the schema's own error says so
+        out += fabric_rule(fabric, adapter.type)
     return out
+
+
+def fabric_rule(fabric: str, target: str) -> list[Violation]:
+    """A fabric the target cannot have (each target lists its own, `Adapter.fabrics`): the
+    one rule, for a blueprint that validates and for one that does not as a whole."""
+    allowed = ADAPTERS[target].fabrics
+    if fabric in allowed:
+        return []
+    why = "EFA exists only on AWS" if fabric == "efa" else f"{fabric} is not available on {target}"
+    return [Violation(("network", "fabric"), why, "use one of: " + ", ".join(allowed))]

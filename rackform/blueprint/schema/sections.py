@@ -5,13 +5,26 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check
+from rackform.catalog.raid import load_raid_levels
 
 Name = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
+
+# The inter-node fabrics, written once. Preflight and the thresholds read RDMA_FABRICS; the
+# copies that cannot import rackform (validators.args' --expect-fabric, the nccl_rdma role's
+# argument spec and per-fabric settings) are checked against FABRICS by tests.
+RdmaFabric = Literal["efa", "infiniband", "roce"]
+Fabric = Literal[RdmaFabric, "ethernet"]
+FABRICS: tuple[str, ...] = get_args(Fabric)
+RDMA_FABRICS: tuple[str, ...] = get_args(RdmaFabric)
+
+# The md RAID levels a blueprint may ask for are the catalog's table (catalog/raid.yaml), so a
+# level is never accepted that preflight, the plan or the nvme_raid role has no row for.
+RaidLevelChoice = Literal[tuple(sorted(load_raid_levels()))]  # type: ignore[valid-type]
 
 
 class Host(Strict):
@@ -155,7 +168,7 @@ class NodeGroup(Strict):
 
 class NetworkSpec(Strict):
     fabric: Annotated[
-        Literal["efa", "infiniband", "roce", "ethernet"],
+        Fabric,
         Field(description="Inter-node fabric for NCCL traffic."),
     ]
     interfaces: Annotated[
@@ -171,7 +184,7 @@ class NetworkSpec(Strict):
 
 
 class CheckpointStorage(Strict):
-    raid_level: Annotated[Literal[0, 1, 5, 6, 10], Field(description="md RAID level.")] = 0
+    raid_level: Annotated[RaidLevelChoice, Field(description="md RAID level.")] = 0
     mount: Annotated[
         str, Field(description="Absolute mount path for checkpoints.", pattern=r"^/\S*$")
     ] = "/mnt/checkpoints"

@@ -210,8 +210,8 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # Named, not auto-named: a joining node's user data names its group to complete
             # the launch hook, and the template is made before the group.
             name=asg_name(plan, group),
-            min_size=group.min_count if group.min_count is not None else group.count,
-            max_size=group.max_count if group.max_count is not None else group.count,
+            min_size=group.min_nodes,
+            max_size=group.max_nodes,
             desired_capacity=group.count,
             vpc_zone_identifiers=[subnet.id],
             launch_template=template,

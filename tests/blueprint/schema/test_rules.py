@@ -7,6 +7,8 @@ from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
+from rackform.blueprint.schema.sections import FABRICS
+from rackform.targets.registry import ADAPTERS
 
 
 def messages(write, text):
@@ -248,3 +250,10 @@ def test_local_zones_and_every_provider_region_are_accepted(write):
         "availability_zone: us-east-1a", "availability_zone: eu-central-2b"
     )
     assert load_effective(write(bp, "eu.yaml")).blueprint.target.region == "eu-central-2"
+
+
+def test_every_targets_fabrics_are_the_schemas():
+    # A target lists the fabrics it can have; each must be one the schema accepts, or the
+    # rule that refuses the others could never be met.
+    for adapter in ADAPTERS.values():
+        assert adapter.fabrics and set(adapter.fabrics) <= set(FABRICS), adapter.type

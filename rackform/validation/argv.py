@@ -1,0 +1,37 @@
+"""The validators' command lines, built once. `rackform smoke` runs the job and the host checks
+with these; the smoke_train role composes the same lines on the nodes (roles/smoke_train/
+vars/main.yml: `_smoke_train_job_argv`, `_smoke_train_host_argv`) from the role variables the
+plan hands it (plan/inventory.py: the expectations, without a node count), and
+tests/roles/test_smoke_train_argv.py renders the role's composition and holds it equal to
+these. The role keeps the last step itself because only the play knows it: how many nodes the
+run spans, and each node's name."""
+
+from __future__ import annotations
+
+from rackform.plan.thresholds import Expectations
+
+
+def job_argv(exp: Expectations, *, steps: int, checkpoint_dir: str, nodes: int | None) -> list[str]:
+    """`validators.smoke`'s arguments: the run's own (steps, checkpoint directory, the nodes
+    it must cover), then the blueprint's expectations and thresholds."""
+    out = ["--steps", str(steps), "--checkpoint-dir", checkpoint_dir]
+    if nodes is not None:
+        out += ["--expect-nodes", str(nodes)]
+    return out + exp.threshold_args()
+
+
+def host_argv(
+    exp: Expectations,
+    *,
+    storage_dir: str,
+    probe_mb: int,
+    expect_mount: str | None,
+    node: str | None = None,
+) -> list[str]:
+    """`validators.hostcheck`'s arguments: the node, the mount the checkpoint directory must
+    be (only where it is the blueprint's array), the storage probe, then the expectations."""
+    out = ["--node", node] if node else []
+    if expect_mount:
+        out += ["--expect-mount", expect_mount]
+    out += ["--storage-dir", storage_dir, "--storage-probe-mb", str(probe_mb)]
+    return out + exp.host_args()

@@ -1,0 +1,72 @@
+"""The smoke job's and host checks' command lines: the smoke_train role composes them on the
+nodes from the variables rackform's plan hands it, and `rackform smoke` builds them with
+rackform/validation/argv.py. Rendered with Ansible's own templating, the role's lines are the
+builder's, for every example blueprint, so the validators receive the same arguments either way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from gpu_collection import ROLES_DIR
+
+from rackform.blueprint.loader import load_effective
+from rackform.plan.compile import compile_plan
+from rackform.plan.inventory import group_vars
+from rackform.validation.argv import host_argv, job_argv
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
+HOSTS = ["node-a", "node-b", "node-c"]
+
+
+def role_lines(variables: dict) -> tuple[list[str], list[str]]:
+    """The role's `_smoke_train_job_argv` and `_smoke_train_host_argv` for the first host, with
+    its defaults under the given variables, as Ansible renders them."""
+    role = ROLES_DIR / "smoke_train"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+    own = yaml.safe_load((role / "vars" / "main.yml").read_text(encoding="utf-8"))
+    names = ("_smoke_train_job_argv", "_smoke_train_host_argv")
+    env = {
+        **{k: v for k, v in defaults.items() if "{{" not in str(v)},
+        **variables,
+        # Role files are trusted templates (Ansible renders them); plain data is not.
+        **{k: trust_as_template(own[k]) for k in names},
+        "ansible_play_hosts_all": HOSTS,
+        "inventory_hostname": HOSTS[0],
+    }
+    templar = Templar(loader=DataLoader(), variables=env)
+    job, host = (templar.template(trust_as_template("{{ %s }}" % name)) for name in names)  # noqa: UP031
+    return [str(a) for a in job], [str(a) for a in host]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_the_roles_lines_are_the_builders(example):
+    plan = compile_plan(load_effective(example))
+    variables = group_vars(plan)
+    job, host = role_lines(variables)
+    exp = plan.expectations
+    if exp is None:  # several node groups: no expectations, only the run's own arguments
+        assert variables["smoke_train_job_args"] == variables["smoke_train_host_args"] == []
+        return
+    mount = plan.checkpoint.mount
+    assert job == job_argv(
+        exp, steps=plan.validation.smoke_steps, checkpoint_dir=mount, nodes=len(HOSTS)
+    )
+    assert host == host_argv(
+        exp, storage_dir=mount, probe_mb=4096, expect_mount=mount, node=HOSTS[0]
+    )
+
+
+def test_model_arguments_follow_the_expectations():
+    plan = compile_plan(load_effective(EXAMPLES[0]))
+    variables = {**group_vars(plan), "smoke_train_model_args": ["--preset", "tiny"]}
+    job, _ = role_lines(variables)
+    assert job[-2:] == ["--preset", "tiny"]
+    assert job[:-2] == job_argv(
+        plan.expectations, steps=plan.validation.smoke_steps,
+        checkpoint_dir=plan.checkpoint.mount, nodes=len(HOSTS),
+    )  # fmt: skip
