@@ -10,10 +10,8 @@ import typer
 import yaml
 
 from rackform.alerts.rules import rule_file
-from rackform.blueprint.problems import BlueprintError, Problem
 from rackform.cli.app import app
-from rackform.cli.common import Env, fail
-from rackform.engine import prepare, prepare_all
+from rackform.cli.common import Env, prepare_files
 
 
 @app.command()
@@ -26,17 +24,9 @@ def alerts(
     alert level on training clusters, the idle policy's condition, exporter down or GPUs
     missing, XID errors, uncorrectable ECC, pending row remaps. Load them with `rule_files:`."""
     docs: dict[Path, dict] = {}
-    problems: list[Problem] = []
-    for f in files:
-        try:
-            prepared = [prepare(f, env)] if env else prepare_all(f)
-        except BlueprintError as exc:
-            problems += exc.problems
-            continue
+    for _, prepared in prepare_files(files, env):  # a mistake anywhere: no half set of rules
         name = prepared[0].plan.name
         docs[out / f"{name}.rules.yml"] = rule_file([p.plan for p in prepared])
-    if problems:
-        raise fail(problems)  # nothing written: no half set of rules
     out.mkdir(parents=True, exist_ok=True)
     for path, doc in docs.items():
         path.write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from rackform.blueprint.problems import BlueprintError, Problem
-from rackform.engine import Blocked, Prepared, prepare, require_clear
+from rackform.engine import Blocked, Prepared, prepare, prepare_many, require_clear
 
 EXIT_INVALID = 2
 
@@ -87,3 +87,12 @@ def for_action(file: Path, env: str | None, what: str) -> Prepared:
     except Blocked as exc:
         raise refuse(exc, what) from None
     return p
+
+
+def prepare_files(files: list[Path], env: str | None) -> list[tuple[Path, list[Prepared]]]:
+    """Every file's environments (or `env`), or every file's problems and exit 2: nothing is
+    done with some files when another is wrong."""
+    try:
+        return prepare_many(files, env)
+    except BlueprintError as exc:
+        raise fail(exc.problems) from None

@@ -21,10 +21,9 @@ from typing import Annotated
 
 import typer
 
-from rackform.blueprint.problems import BlueprintError, Problem
 from rackform.cli.app import app
-from rackform.cli.common import Env, fail, user_error
-from rackform.engine import Prepared, prepare, prepare_all
+from rackform.cli.common import Env, prepare_files, user_error
+from rackform.engine import Prepared
 from rackform.reap.audit import state_dir
 from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import Prometheus, TelemetryError
@@ -36,17 +35,8 @@ EXIT_ACTION_FAILED = 4
 EXIT_UNDECIDED = 5
 
 
-def _load(files: list[Path], env: str | None) -> list[Prepared]:
-    out: list[Prepared] = []
-    problems: list[Problem] = []
-    for f in files:
-        try:
-            out += [prepare(f, env)] if env else prepare_all(f)
-        except BlueprintError as exc:
-            problems += exc.problems
-    if problems:
-        raise fail(problems)
-    return out
+def load(files: list[Path], env: str | None) -> list[Prepared]:
+    return [p for _, ps in prepare_files(files, env) for p in ps]
 
 
 def _money(d: Decision) -> str:
@@ -143,7 +133,7 @@ def reap(
         prom = Prometheus(prometheus, timeout, ca)
     except TelemetryError as exc:
         raise user_error(str(exc)) from None
-    prepared = _load(files, env)
+    prepared = load(files, env)
     notifier = Notifier(alertmanager, webhook)
     if apply and not notifier.configured:
         # notify needs a destination, and so does every other action's warning.

@@ -19,7 +19,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, user_error
-from rackform.cli.reap_cmd import EXIT_ACTION_FAILED, _load
+from rackform.cli.reap_cmd import EXIT_ACTION_FAILED, load
 from rackform.reap import snooze as store
 from rackform.reap.audit import state_dir
 from rackform.targets.registry import adapter
@@ -65,7 +65,7 @@ def snooze(
         until = now + duration_s(for_) if for_ else now
     except ValueError as exc:
         raise user_error(str(exc)) from None
-    prepared = _load(files, env)
+    prepared = load(files, env)
     directory = state_dir(state)
     failed = False
     for p in prepared:

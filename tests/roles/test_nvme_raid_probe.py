@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpu_collection import ROLES_DIR, module_util
+from gpu_collection import ROLES_DIR, module, module_util
 
 from rackform.blueprint.schema.sections import CheckpointStorage
 from rackform.catalog.raid import load_raid_levels, role_table
 
 # The probe's logic, in the module_utils nvme_raid_probe imports.
+probe = module("nvme_raid_probe")  # its DOCUMENTATION
 nvme_drives = module_util("nvme_drives")
 md_arrays = module_util("md_arrays")
 nvme_raid_plan = module_util("nvme_raid_plan")
