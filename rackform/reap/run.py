@@ -18,7 +18,7 @@ from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import Prometheus
 from rackform.reap.target import Outcome, Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, protected
-from rackform.targets.registry import adapter
+from rackform.targets.runtimes import reaper
 
 
 def usd_per_gpu_hour(p: Prepared) -> float | None:
@@ -54,7 +54,7 @@ class Acting:
 
     state_dir: Path
     notifier: Notifier
-    reapers: Callable[[str], Reaper] = lambda target: adapter(target).reaper()
+    reapers: Callable[[str], Reaper] = reaper
     now: Callable[[], float] = time.time
 
     @property

@@ -12,9 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from rackform.blueprint.schema.sections import Bmc
 from rackform.plan.model import Plan
 from rackform.reap.target import Live, Outcome
+from rackform.targets.onprem.host_spec import Bmc
 from rackform.targets.onprem.redfish import BmcError, Redfish
 
 DRAIN_TIMEOUT_S = 60
