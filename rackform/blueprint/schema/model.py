@@ -52,11 +52,11 @@ _GROUP_FIELDS = tuple(dict.fromkeys(s.group_fields for s in SCHEMAS.values() if 
 
 # A node group as a blueprint writes it: what every target shares, then each target's own
 # fields. Node groups sit beside the target in the file, not inside it, so their model cannot be
-# chosen by the target's `type`; a field of another target is refused by `_foreign_fields`.
+# chosen by the target's `type`; a field of another target is refused by `foreign_fields`.
 NodeGroup = type(
     "NodeGroup",
     (*reversed(_GROUP_FIELDS), sections.NodeGroup),  # the shared fields come first
-    {"__module__": __name__, "__doc__": "A group of identical nodes."},
+    {"__module__": __name__},
 )
 
 

@@ -248,3 +248,26 @@ def test_local_zones_and_every_provider_region_are_accepted(write):
         "availability_zone: us-east-1a", "availability_zone: eu-central-2b"
     )
     assert load_effective(write(bp, "eu.yaml")).blueprint.target.region == "eu-central-2"
+
+
+def test_a_node_group_field_of_another_target_is_refused_where_it_is_written(write):
+    # Each target adds its own node-group fields; on another target's group they are a
+    # mistake, named with the target they belong to, at their line.
+    metal = BARE_METAL.replace(
+        "    gpus_per_node: 8\n", "    gpus_per_node: 8\n    instance_type: p5.48xlarge\n"
+    )
+    out = messages(write, metal)
+    p = out["node_groups[0].instance_type"]
+    assert (p.line, p.message, p.fix) == (
+        9,
+        "instance_type is for aws node groups, not bare_metal",
+        "remove instance_type",
+    )
+    aws = AWS_TRAINING.replace(
+        "    count: 2\n", "    count: 2\n    hosts: [{name: a, address: 10.0.0.1}]\n"
+    )
+    p = messages(write, aws)["node_groups[0].hosts"]
+    assert p.message == "hosts is for bare_metal and colocation node groups, not aws"
+    # Shown with the other mistakes when the blueprint as a whole does not validate.
+    out = messages(write, metal.replace("purpose: training", "purpose: trainin"))
+    assert {"purpose", "node_groups[0].instance_type"} <= set(out)
