@@ -2,6 +2,10 @@
 
     load -> effective blueprint per environment -> compile to one frozen Plan -> preflight(Plan)
 
+It is also the one place a target's layers meet: the schema's, compile's and the running
+world's registries (`rackform.targets.schemas`, `.compilers`, `.runtimes`) each know one layer
+of every target, and `target` below puts the three parts of one target together for compile.
+
 Every command (`validate`, `plan`, `compile`, `configure`, `smoke`, `up`, `preview`, `destroy`,
 `testbed`) and the Pulumi program (`stacks/__main__.py`) start here; none reads the file or
 merges environments itself. What acts on a cluster calls `require_clear` first, so a blueprint
@@ -15,11 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rackform.blueprint.loader import environment_name, load_all, load_effective
+from rackform.blueprint.loader import Effective, environment_name, load_all, load_effective
 from rackform.blueprint.problems import BlueprintError, Problem
 from rackform.plan.compile import compile_plan
 from rackform.plan.model import Plan
 from rackform.preflight.report import LocatedFinding, Report, run
+from rackform.targets.compilers import COMPILERS
+from rackform.targets.runtimes import RUNTIMES
+from rackform.targets.schemas import SCHEMAS
+from rackform.targets.target import Target
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,16 @@ class Blocked(Exception):
         super().__init__("\n".join(self.lines))
 
 
+def target(target_type: str) -> Target:
+    """The three parts of one target, from the three registries."""
+    return Target(SCHEMAS[target_type], COMPILERS[target_type], RUNTIMES[target_type])
+
+
+def compile_effective(effective: Effective, project: Path | None = None) -> Plan:
+    """The effective blueprint compiled with its own target's parts."""
+    return compile_plan(effective, target(effective.blueprint.target.type), project)
+
+
 def _prepare(plan: Plan) -> Prepared:
     return Prepared(plan, run(plan))
 
@@ -55,12 +73,12 @@ def _prepare(plan: Plan) -> Prepared:
 def prepare(file: str | Path, env: str | None = None, *, project: Path | None = None) -> Prepared:
     """One environment (None or "default": the base blueprint). Raises BlueprintError with
     every located problem when the file is not a valid blueprint."""
-    return _prepare(compile_plan(load_effective(file, environment_name(env)), project))
+    return _prepare(compile_effective(load_effective(file, environment_name(env)), project))
 
 
 def prepare_all(file: str | Path, *, project: Path | None = None) -> list[Prepared]:
     """The base blueprint and every environment, from one read of the file."""
-    return [_prepare(compile_plan(e, project)) for e in load_all(file)]
+    return [_prepare(compile_effective(e, project)) for e in load_all(file)]
 
 
 class NotAllPrepared(BlueprintError):

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from rackform.blueprint.loader import load_effective
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 from rackform.stack.offline import Record, record
 
 AWS_TRAINING: dict[str, Any] = {
@@ -121,7 +121,7 @@ def write_blueprint(tmp: Path, doc: dict[str, Any], name: str = "bp.yaml") -> Pa
 
 
 def plan(tmp: Path, doc: dict[str, Any], env: str | None = None, **providers) -> list[Record]:
-    return record(compile_plan(load_effective(write_blueprint(tmp, doc), env)), **providers)
+    return record(compile_effective(load_effective(write_blueprint(tmp, doc), env)), **providers)
 
 
 def of_type(records: list[Record], suffix: str) -> list[Record]:

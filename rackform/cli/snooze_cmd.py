@@ -22,7 +22,7 @@ from rackform.cli.common import Env, user_error
 from rackform.cli.reap_cmd import EXIT_ACTION_FAILED, load
 from rackform.reap import snooze as store
 from rackform.reap.audit import state_dir
-from rackform.targets.registry import adapter
+from rackform.targets.runtimes import reaper
 
 _UNITS = {"m": 60, "h": 3600, "d": 86400}
 
@@ -78,7 +78,7 @@ def snooze(
         except (OSError, store.SnoozeError) as exc:
             raise user_error(f"cannot write the snooze in {directory}: {exc}") from None
         # Clearing writes a snooze that ends now, so tags set earlier end with it.
-        outcomes = adapter(plan.target_type).reaper().snooze(plan, until, reason or "cleared")
+        outcomes = reaper(plan.target_type).snooze(plan, until, reason or "cleared")
         what = "cleared" if clear else f"snoozed until {store_iso(until)}"
         typer.echo(f"{plan.source} [{plan.environment}] {plan.name}: {what}")
         for o in outcomes:

@@ -1,6 +1,8 @@
 """Effective blueprint -> Plan. Pure: the same effective blueprint always compiles to the same
-plan, and nothing here touches a cloud, a host or a disk. The target's adapter compiles its
-node groups and what the target derives; everything else here is the same for every target."""
+plan, and nothing here touches a cloud, a host or a disk. The target's compiler compiles its
+node groups and what the target derives, its runtime says how Ansible and the stack reach it
+(the engine hands both over, `rackform.engine.compile_effective`); everything else here is the
+same for every target."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from rackform.paths import project_root, shown_in_config
 from rackform.plan.inventory import group_vars, inventory
 from rackform.plan.model import Plan, frozen
 from rackform.plan.thresholds import GroupError, for_group
-from rackform.targets.registry import adapter
+from rackform.targets.runtime import TargetRuntime
+from rackform.targets.target import Target
 
 
 def idle_policy_tag(effective: Effective) -> str:
@@ -31,7 +34,9 @@ def stack_name(effective: Effective) -> str:
     return f"{effective.blueprint.name}-{effective.environment}"
 
 
-def stack_config(effective: Effective, project: Path | None) -> dict[str, str]:
+def stack_config(
+    effective: Effective, runtime: TargetRuntime, project: Path | None
+) -> dict[str, str]:
     """`Pulumi.<stack>.yaml`'s config: the blueprint (relative to the Pulumi project when inside
     it, which is how the program resolves it), the environment, and what the target's provider
     needs."""
@@ -39,7 +44,7 @@ def stack_config(effective: Effective, project: Path | None) -> dict[str, str]:
     return {
         "rackform:blueprint": shown_in_config(effective.path, project),
         "rackform:environment": effective.environment,
-        **adapter(bp.target.type).stack_config(bp.target),
+        **runtime.stack_config(bp.target),
     }
 
 
@@ -48,15 +53,16 @@ def stack_config(effective: Effective, project: Path | None) -> dict[str, str]:
 REVALIDATE = "rackform:revalidate"
 
 
-def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
-    """`project`: the Pulumi project the stack runs in; by default the one holding the
-    blueprint (see `rackform.paths.project_root`)."""
+def compile_plan(effective: Effective, target: Target, project: Path | None = None) -> Plan:
+    """`target`: the blueprint's target, as the engine put it together. `project`: the Pulumi
+    project the stack runs in; by default the one holding the blueprint (see
+    `rackform.paths.project_root`)."""
     bp = effective.blueprint
     project = project or project_root(effective.path.parent)
-    target = adapter(bp.target.type)
+    compiler, runtime = target.compiler, target.runtime
     catalog = load_catalog()
-    groups = tuple(target.compile_group(bp, g, catalog) for g in bp.node_groups)
-    target_plan, racks = target.compile_target(bp, groups, catalog)
+    groups = tuple(compiler.compile_group(bp, g, catalog) for g in bp.node_groups)
+    target_plan, racks = compiler.compile_target(bp, groups, catalog)
     tags = (
         ("rackform:cluster", bp.name),
         ("rackform:purpose", bp.purpose),
@@ -85,15 +91,15 @@ def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
         validation=bp.validation,
         lifecycle=bp.lifecycle,
         tags=tags,
-        ssh_user=target.ssh_user(bp.target),
-        fabrics=target.fabrics,
-        nodes_listed=target.nodes_listed,
-        owned=target.owned,
-        on_demand=target.on_demand(bp.target),
+        ssh_user=runtime.ssh_user(bp.target),
+        fabrics=target.schema.fabrics,
+        nodes_listed=compiler.nodes_listed,
+        owned=compiler.owned,
+        on_demand=compiler.on_demand(bp.target),
         expectations=None,
         inventory=frozen({}),
         group_vars=frozen({}),
-        stack_config=frozen(stack_config(effective, project)),
+        stack_config=frozen(stack_config(effective, runtime, project)),
         project=project,
         figures=load_preflight_figures(),
         catalog=catalog,
@@ -107,6 +113,6 @@ def compile_plan(effective: Effective, project: Path | None = None) -> Plan:
     plan = dataclasses.replace(plan, expectations=expectations)
     # The target adds its own: how SSH reaches its nodes, what its machine image preinstalled.
     inv = inventory(plan)
-    inv["all"]["vars"].update(target.inventory_vars(plan))
-    variables = {**group_vars(plan), **target.role_vars(plan)}
+    inv["all"]["vars"].update(runtime.inventory_vars(plan))
+    variables = {**group_vars(plan), **runtime.role_vars(plan)}
     return dataclasses.replace(plan, inventory=frozen(inv), group_vars=frozen(variables))

@@ -1,6 +1,6 @@
 """What a cluster costs, per hour and per month, and what a training run on it costs.
 
-- Capacity: the target's adapter prices it (`targets/<type>/adapter.py`): AWS instances at the
+- Capacity: the target's compiler prices it (`targets/<type>/compile.py`): AWS instances at the
   catalog's price for the market, bare metal as amortized hardware plus electricity, colocation
   as committed kW plus amortized hardware.
 - Checkpoint storage: size x checkpoints retained x $/GB-month of durable object storage.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from rackform.plan.model import Plan
 from rackform.plan.pricing import UNPRICED, Cost, Gap, Line, Run, RunAt, src
 from rackform.plan.sizing import checkpoint_gb, training_flops
-from rackform.targets.registry import adapter
+from rackform.targets.compilers import compiler
 
 
 def _storage(plan: Plan) -> Line | None:
@@ -79,7 +79,7 @@ def _gap(plan: Plan, usd_per_month: float | None, run: Run | None) -> Gap | None
 
 
 def estimate(plan: Plan) -> Cost:
-    capacity = adapter(plan.target_type).cost(plan)
+    capacity = compiler(plan.target_type).cost(plan)
     notes = list(capacity.notes)
     storage = _storage(plan)
     # A total with a part missing would read as the whole cost: leave it out instead.

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rackform.catalog.raid import role_table
+from rackform.plan.expectations import Expectations
 from rackform.plan.model import Plan, thaw
-from rackform.plan.thresholds import Expectations
 
 # (name, address, port) of a node that exists, or (name, address, port, instance id) of one a
 # stack created (AWS: the id is what the controller's SSH tunnel names).

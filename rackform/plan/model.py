@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rackform.blueprint.loader import Effective
 from rackform.blueprint.schema.sections import (
     CheckpointStorage,
     LifecycleSpec,
@@ -21,10 +22,7 @@ from rackform.blueprint.schema.sections import (
 from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
 from rackform.catalog.raid import RaidLevel
-
-if TYPE_CHECKING:
-    from rackform.blueprint.loader import Effective
-    from rackform.plan.thresholds import Expectations
+from rackform.plan.expectations import Expectations
 
 
 def frozen(value: Any) -> Any:
@@ -130,7 +128,7 @@ class Plan:
     purpose: str
     owner: str
     target: Any  # the target's schema model (AwsTarget, BareMetalTarget, ColocationTarget)
-    target_plan: Any  # what the target's adapter derived (frozen; e.g. the AWS subnets)
+    target_plan: Any  # what the target's compiler derived (frozen; e.g. the AWS subnets)
     node_groups: tuple[NodeGroupPlan, ...]
     racks: tuple[RackPlan, ...]
     network: NetworkSpec

@@ -1,5 +1,5 @@
 """Prices as values: a cost line with its source, a run, the utilization gap, a whole cost.
-Target adapters price their own capacity with these (`targets/<type>/adapter.py`); `cost`
+Targets price their own capacity with these (`targets/<type>/compile.py`); `cost`
 assembles them with the parts every target shares."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _rounded(v):
 
 @dataclass(frozen=True)
 class TargetCost:
-    """What a target's adapter prices: the capacity, by line, and how it is bought."""
+    """What a target's compiler prices: the capacity, by line, and how it is bought."""
 
     basis: str
     lines: tuple[Line, ...]

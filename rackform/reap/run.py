@@ -26,7 +26,7 @@ from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import Prometheus, TelemetryError
 from rackform.reap.target import Outcome, Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, protected
-from rackform.targets.registry import adapter
+from rackform.targets.runtimes import reaper
 
 # A warning older than this (the reaper stopped running for a while) is stale: warn again rather
 # than measure an ever longer stretch.
@@ -84,7 +84,7 @@ class World:
     state_dir: Path
     notifier: Notifier
     prom: Prometheus
-    reapers: Callable[[str], Reaper] = lambda target: adapter(target).reaper()
+    reapers: Callable[[str], Reaper] = reaper
     now: Callable[[], float] = time.time
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 

@@ -1,6 +1,6 @@
-"""What a target's reaper gives the generic reap run (`Adapter.reaper()`): the cluster's live
-state as the target itself reports it, and its idle actions. The run never branches on the
-target; each adapter's reaper lives beside the adapter (rackform/targets/*/reap.py)."""
+"""What a target's reaper gives the generic reap run (rackform.targets.runtimes.reaper): the
+cluster's live state as the target itself reports it, and its idle actions. The run never
+branches on the target; each target's reaper lives in its package (rackform/targets/*/reap.py)."""
 
 from __future__ import annotations
 

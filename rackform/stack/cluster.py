@@ -1,6 +1,6 @@
 """The root component of one cluster: its target's nodes (created on AWS, registered where they
 already exist), then Configure, then Validate, each depending on the one before. Which target is
-the adapter's business (`rackform.targets`); this component reads only the plan."""
+its runtime's business (`rackform.targets.runtimes`); this component reads only the plan."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rackform.stack.stages import (
     content_hash,
     roles_hash,
 )
-from rackform.targets.registry import adapter
+from rackform.targets.runtimes import runtime
 
 
 def validation_input(plan: Plan) -> dict:
@@ -69,7 +69,7 @@ class Cluster(pulumi.ComponentResource):
         }
         super().__init__("rackform:cluster:Cluster", name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.target = adapter(plan.target_type).component(
+        self.target = runtime(plan.target_type).component(
             name, plan, child, {"host": host_provider}
         )
         variables = thaw(plan.group_vars)

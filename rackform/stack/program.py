@@ -19,7 +19,7 @@ from rackform.plan.model import Plan
 from rackform.stack.cluster import Cluster
 from rackform.stack.errors import ProgramError
 from rackform.stack.stages import ValidationFailed
-from rackform.targets.registry import adapter
+from rackform.targets.runtimes import runtime
 
 
 def stack_setting(key: str) -> str | None:
@@ -31,7 +31,7 @@ def stack_setting(key: str) -> str | None:
 def build(plan: Plan, **providers) -> Cluster:
     """Create every resource of the cluster and export its outputs. `providers` may replace the
     dynamic providers (host, configure, validate), for tests."""
-    adapter(plan.target_type).check_stack_config(plan, stack_setting)
+    runtime(plan.target_type).check_stack_config(plan, stack_setting)
     # lifecycle.protect becomes Pulumi's own protect, which children inherit: even a bare
     # `pulumi destroy` then refuses to delete a protected cluster.
     opts = pulumi.ResourceOptions(protect=True) if plan.lifecycle.protect else None

@@ -31,7 +31,7 @@ from rackform.engine import prepare
 from rackform.init.repo import PURPOSES, TARGETS, render, requirement
 from rackform.init.write import write_new
 from rackform.stack.offline import record, record_program
-from rackform.targets.registry import ADAPTERS
+from rackform.targets.schemas import SCHEMAS
 
 COMBOS = [(t, p) for t in TARGETS for p in PURPOSES]
 LAYOUT = {
@@ -219,7 +219,7 @@ def test_every_rackform_command_in_the_readme_exists_with_its_options(tmp_path, 
 
 
 def test_templates_cover_every_target():
-    assert set(TARGETS) == set(ADAPTERS)
+    assert set(TARGETS) == set(SCHEMAS)
 
 
 def test_a_second_run_names_each_existing_file_and_writes_nothing(tmp_path):

@@ -11,7 +11,7 @@ import sys
 from blueprint_helpers import AWS_TRAINING, ROOT, rackform
 
 from rackform.blueprint.loader import load_effective
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 
 
 def test_plan_prints_the_tree_and_counts():
@@ -22,7 +22,9 @@ def test_plan_prints_the_tree_and_counts():
     assert "rackform:cluster:Cluster  llm-train-a-staging" in out
     assert "networkInterfaces=32 (1 efa, 31 efa-only)" in out
     assert "ingress=[all self; tcp/22 <llm-train-a-staging-eice-sg>.id; tcp/22 10.20.0.0/16]" in out
-    nodes = compile_plan(load_effective(ROOT / "blueprints/aws-training.yaml", "staging")).nodes
+    nodes = compile_effective(
+        load_effective(ROOT / "blueprints/aws-training.yaml", "staging")
+    ).nodes
     assert re.search(rf"^ +{nodes}  aws:ec2/instance:Instance$", out, re.MULTILINE)
     assert re.search(r"^ +1  aws:ec2/placementGroup:PlacementGroup$", out, re.MULTILINE)
     lines = out.splitlines()

@@ -1,12 +1,15 @@
-"""The package's imports read in data-path order: no module imports, however lazily, a module
-that leads back to it, and the blueprint schema does not import the preflight rules. The graph
-is read from the source (every import statement, at the top or inside a function; only
-`if TYPE_CHECKING:` blocks, which never run, are left out), so a cycle closed by a lazy import
-fails here too."""
+"""The package's imports read in data-path order: no module imports, however lazily or only for
+its types, a module that leads back to it; the blueprint schema imports neither the preflight
+rules nor any compile, stack or reaper code; and only the engine puts a target's layers together.
+The graph is read from the source (every import statement: at the top, inside a function, or
+under `if TYPE_CHECKING:`), so a cycle closed by a lazy or a type-only import fails here too."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rackform"
@@ -21,18 +24,8 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def _type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(tree: ast.AST):
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _type_checking(node):
-            yield from (n for child in node.orelse for n in _imports_of(child))
-            continue
         yield from _imports_of(node)
 
 
@@ -119,8 +112,9 @@ def test_the_cycle_finder_finds_a_lazy_cycle():
     assert cycles(edges) == [["a", "b", "c"]]
     src = "def f():\n    from rackform.engine import prepare\n"
     assert list(_imports(ast.parse(src))) == [("rackform.engine", "prepare")]
+    # A type-only import counts: the cycle it would close is still a cycle of the design.
     guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rackform.engine\n"
-    assert [t for t, _ in _imports(ast.parse(guarded))] == ["typing"]
+    assert [t for t, _ in _imports(ast.parse(guarded))] == ["typing", "rackform.engine"]
 
 
 def test_the_schema_does_not_import_the_preflight_rules():
@@ -131,12 +125,93 @@ def test_the_schema_does_not_import_the_preflight_rules():
     assert "rackform.preflight.codes" in schema  # waivers are checked against the codes' data
 
 
-def test_only_the_registry_names_the_targets():
-    # Outside rackform/targets/, nothing imports a target's package: the engine reaches every
-    # target through its adapter in the registry.
+# What the schema may not reach: compile (plan), the Pulumi program (stack), the reaper, the
+# engine, host configuration, and the other layers' target registries.
+ABOVE_THE_SCHEMA = (
+    "rackform.plan",
+    "rackform.stack",
+    "rackform.reap",
+    "rackform.engine",
+    "rackform.hosts",
+    "rackform.targets.compilers",
+    "rackform.targets.runtimes",
+    "rackform.targets.compile",
+    "rackform.targets.runtime",
+    "rackform.targets.target",
+)
+
+
+def _above(modules) -> set[str]:
+    return {m for m in modules if m.startswith(ABOVE_THE_SCHEMA)}
+
+
+def test_the_schema_imports_no_compile_stack_or_reap_code():
+    # Every target module the schema reaches is then one that itself reaches none of these: a
+    # target's compile or runtime part (its Pulumi component, its reaper) imports plan/.
+    schema = reachable(graph(), "rackform.blueprint.schema.model")
+    assert _above(schema) == set()
+    assert "rackform.targets.schemas" in schema  # the targets' part is there, and only it
+
+
+def test_importing_the_schema_loads_no_compile_stack_or_reap_module():
+    # The same, as Python sees it (an import the source hides from the graph would show here).
+    code = (
+        "import sys, rackform.blueprint.schema.model\n"
+        "print(*sorted(m for m in sys.modules if m.startswith('rackform')))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}  # this checkout's rackform
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout.split()
+    assert "rackform.targets.aws.schema" in loaded
+    assert _above(loaded) == set()
+    assert [m for m in loaded if m.endswith((".compile", ".runtime", ".reap", ".cluster"))] == []
+
+
+def test_the_schema_check_would_see_an_upward_import():
+    # The tests above could not fail if reachability missed an edge: one more import in a
+    # target's schema module is enough to reach compile code.
+    edges = graph()
+    edges["rackform.targets.aws.schema"] = edges["rackform.targets.aws.schema"] | {
+        "rackform.targets.aws.compile"
+    }
+    assert "rackform.plan.model" in _above(reachable(edges, "rackform.blueprint.schema.model"))
+
+
+REGISTRIES = {
+    "rackform.targets.schemas",
+    "rackform.targets.compilers",
+    "rackform.targets.runtimes",
+}
+# The layers' interfaces: what a target implements, named by the code that calls it.
+INTERFACES = {
+    "rackform.targets",
+    "rackform.targets.schema",
+    "rackform.targets.compile",
+    "rackform.targets.runtime",
+    "rackform.targets.target",
+}
+
+
+def test_only_the_engine_puts_a_targets_layers_together():
+    # Outside rackform/targets/, nothing imports a target's package: each layer reaches the
+    # targets through its own registry, and only the engine reads more than one of them.
     edges = graph()
     for mod, deps in edges.items():
         if mod.startswith("rackform.targets"):
             continue
-        direct = {d for d in deps if d.startswith("rackform.targets.")}
-        assert direct <= {"rackform.targets", "rackform.targets.registry"}, (mod, direct)
+        direct = {d for d in deps if d.startswith("rackform.targets")}
+        assert direct <= REGISTRIES | INTERFACES, (mod, direct - REGISTRIES - INTERFACES)
+        if mod != "rackform.engine":
+            assert len(direct & REGISTRIES) <= 1, (mod, direct & REGISTRIES)
+    assert edges["rackform.engine"] >= REGISTRIES
+
+
+def test_each_layers_registry_reaches_only_its_layer():
+    # The schema's registry loads no compile or runtime part of any target, and compile's
+    # registry none of the running world's (Pulumi components, reapers).
+    edges = graph()
+    assert _above(reachable(edges, "rackform.targets.schemas")) == set()
+    compile_reach = reachable(edges, "rackform.targets.compilers")
+    assert not {m for m in compile_reach if m.startswith(("rackform.stack", "rackform.reap"))}
+    assert not {m for m in compile_reach if m.endswith((".runtime", ".runtimes", ".reap"))}

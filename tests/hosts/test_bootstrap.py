@@ -22,16 +22,16 @@ from planhelp import (
 )
 
 from rackform.blueprint.loader import load_effective
+from rackform.engine import compile_effective
 from rackform.hosts.bootstrap import USER_DATA_LIMIT, build_artifact, manifest, user_data
 from rackform.hosts.node_bootstrap import inventory
-from rackform.plan.compile import compile_plan
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import thaw
 from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
 
 
 def _plan(tmp_path, doc):
-    return compile_plan(load_effective(write_blueprint(tmp_path, doc)))
+    return compile_effective(load_effective(write_blueprint(tmp_path, doc)))
 
 
 def test_the_collections_are_found_with_ansibles_loader_installed(tmp_path):

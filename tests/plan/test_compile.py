@@ -11,14 +11,14 @@ from blueprint_helpers import AWS_TRAINING, BARE_METAL, ROOT
 
 from rackform.blueprint.loader import load_effective
 from rackform.catalog.raid import role_table
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 from rackform.plan.model import thaw
 from rackform.plan.thresholds import for_group
 from rackform.preflight.base import Context
 
 
 def plan_of(path, env=None):
-    return compile_plan(load_effective(path, env))
+    return compile_effective(load_effective(path, env))
 
 
 def test_the_aws_array_is_computed_once_and_read_everywhere(write):

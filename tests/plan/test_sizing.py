@@ -9,9 +9,9 @@ from rackform.blueprint.loader import load_effective
 from rackform.blueprint.schema.sections import CheckpointStorage, WorkloadSpec
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
+from rackform.engine import compile_effective
 from rackform.plan import sizing
 from rackform.plan.arrays import array_plan
-from rackform.plan.compile import compile_plan
 from rackform.preflight.base import Context
 
 F = load_preflight_figures().memory
@@ -122,6 +122,6 @@ def test_the_slowest_groups_array_decides(write):
         + "  - {name: small, instance_type: g5.xlarge, count: 1}\n"
     ).replace("network: {fabric: efa}\n", "") + "network: {fabric: ethernet}\n"
     text = text.replace("node_groups:\n  - name: gpu", "node_groups:\n  - name: gpu", 1)
-    plan = compile_plan(load_effective(write(text)))
+    plan = compile_effective(load_effective(write(text)))
     assert [g.array.write_gbps for g in plan.node_groups] == pytest.approx([28.0, 1.0])
     assert Context(plan).array.write_gbps == pytest.approx(1.0)

@@ -10,13 +10,13 @@ from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.blueprint.loader import load_effective
 from rackform.catalog import load_catalog
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 from rackform.plan.model import thaw
 from rackform.plan.thresholds import DEVICE_NAMES, GroupError, for_group, without_blueprint
 
 
 def spec_of(write, text: str, env: str | None = None):
-    return compile_plan(load_effective(write(text), env))
+    return compile_effective(load_effective(write(text), env))
 
 
 def test_p5_single_node_defaults(write):

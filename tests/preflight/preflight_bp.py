@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from rackform.blueprint.loader import load_effective
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 from rackform.plan.model import Plan
 from rackform.preflight.base import Finding
 from rackform.preflight.report import findings
@@ -71,7 +71,7 @@ def load(tmp_path: Path, data: dict, name: str = "bp.yaml") -> Plan:
     """The blueprint written to a file, loaded and compiled (what preflight runs over)."""
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return compile_plan(load_effective(path))
+    return compile_effective(load_effective(path))
 
 
 def found(tmp_path: Path, data: dict) -> dict[str, Finding]:

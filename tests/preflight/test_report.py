@@ -5,7 +5,7 @@ from __future__ import annotations
 from preflight_bp import aws, load
 
 from rackform.blueprint.loader import load_effective
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 from rackform.preflight.codes import CODES
 from rackform.preflight.registry import RULES, codes, missing_rules
 from rackform.preflight.report import run
@@ -75,12 +75,12 @@ environments:
 def test_findings_point_at_the_line_that_set_the_value(tmp_path):
     path = tmp_path / "loc.yaml"
     path.write_text(BLUEPRINT)
-    base = run(compile_plan(load_effective(path)))
+    base = run(compile_effective(load_effective(path)))
     (f,) = [lf for lf in base.findings if lf.finding.code == "fabric-missing"]
     assert (f.file, f.line, f.col, f.env) == (str(path), 14, 11, "")
     assert str(f).startswith(f"{path}:14:11: network.fabric: error fabric-missing: ")
     # In dev the fabric is EFA (set on line 20) and fine; the memory, size and cost rules run.
-    dev = run(compile_plan(load_effective(path, "dev")))
+    dev = run(compile_effective(load_effective(path, "dev")))
     assert not [lf for lf in dev.findings if lf.finding.code.startswith("fabric")]
     # A field nobody wrote is located at its nearest written ancestor: `storage` is absent,
     # so a finding about storage.checkpoint points at the top of the document.
@@ -96,7 +96,7 @@ def test_findings_point_at_the_line_that_set_the_value(tmp_path):
 def test_environment_override_locations_and_waivers(tmp_path):
     path = tmp_path / "loc.yaml"
     path.write_text(BLUEPRINT)
-    qa = run(compile_plan(load_effective(path, "qa")))
+    qa = run(compile_effective(load_effective(path, "qa")))
     by = {lf.finding.code: lf for lf in qa.findings}
     assert "fabric-missing" not in by  # one node
     # 8 GPUs for a global batch of 4: located at qa's `count: 1`, not the base's `count: 4`.

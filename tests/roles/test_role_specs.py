@@ -17,8 +17,8 @@ from gpu_collection import COLLECTION, ROLES_DIR, SITE
 
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.schema.sections import FABRICS
+from rackform.engine import compile_effective
 from rackform.hosts.runner import ROLES
-from rackform.plan.compile import compile_plan
 from rackform.plan.inventory import group_vars
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,7 +180,7 @@ def _validator(spec: dict) -> ArgumentSpecValidator:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_compiled_group_vars_are_accepted_by_the_roles(example):
-    variables = group_vars(compile_plan(load_effective(example)))
+    variables = group_vars(compile_effective(load_effective(example)))
     role_vars = {k: v for k, v in variables.items() if not k.startswith("rackform_")}
     for role in ROLES:
         spec = options(role)

@@ -16,9 +16,8 @@ import yaml
 from planhelp import AWS_TRAINING, BARE_METAL, plan, variant, write_blueprint
 
 from rackform.blueprint.loader import load_effective
-from rackform.engine import prepare
+from rackform.engine import compile_effective, prepare
 from rackform.paths import config_path, project_root
-from rackform.plan.compile import compile_plan
 from rackform.stack.errors import ProgramError
 from rackform.stack.offline import record, record_program
 
@@ -145,7 +144,7 @@ def test_region_in_stack_config_must_match_the_blueprint(tmp_path):
 def test_program_error_type_for_direct_callers(tmp_path):
     from rackform.stack import program
 
-    p = compile_plan(load_effective(write_blueprint(tmp_path, AWS_TRAINING)))
+    p = compile_effective(load_effective(write_blueprint(tmp_path, AWS_TRAINING)))
     with pytest.raises(ProgramError):
         record_program(lambda: program.build(p), "t-train-default", {"aws:region": "eu-west-1"})
 

@@ -19,7 +19,7 @@ from pulumi.runtime.settings import SETTINGS, set_root_resource
 from pulumi.runtime.stack import run_in_stack
 
 from rackform.blueprint.loader import load_effective
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 from rackform.stack.offline import RecordingMocks, RecordingMonitor
 from rackform.stack.program import build
 from rackform.stack.stages import ValidationFailed
@@ -87,7 +87,7 @@ def _up(plan, passed: bool) -> tuple[OutputsMonitor, BaseException | None]:
 @pytest.mark.parametrize("strict", [True, False])
 def test_a_failed_validation_is_in_the_outputs_and_fails_up_only_when_strict(tmp_path, strict):
     doc = variant(BARE_METAL, validation={"strict": strict})
-    plan = compile_plan(load_effective(write_blueprint(tmp_path, doc)))
+    plan = compile_effective(load_effective(write_blueprint(tmp_path, doc)))
     monitor, error = _up(plan, passed=False)
     # The evidence reached the stack's outputs whether or not `up` then fails.
     outputs = monitor.stack_outputs
@@ -104,6 +104,6 @@ def test_a_failed_validation_is_in_the_outputs_and_fails_up_only_when_strict(tmp
 
 
 def test_a_passed_validation_does_not_fail(tmp_path):
-    plan = compile_plan(load_effective(write_blueprint(tmp_path, BARE_METAL)))
+    plan = compile_effective(load_effective(write_blueprint(tmp_path, BARE_METAL)))
     monitor, error = _up(plan, passed=True)
     assert error is None and monitor.stack_outputs["validation_passed"] is True

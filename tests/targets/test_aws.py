@@ -20,8 +20,8 @@ from planhelp import (
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
 from rackform.catalog import load_catalog
-from rackform.plan.compile import compile_plan
-from rackform.targets.aws.adapter import split_vpc
+from rackform.engine import compile_effective
+from rackform.targets.aws.compile import split_vpc
 from rackform.targets.aws.exposure import public_share
 from rackform.targets.aws.nodes import efa_interfaces
 
@@ -156,7 +156,7 @@ def test_the_controller_reaches_private_nodes_through_an_instance_connect_endpoi
         assert eice.inputs["subnetId"] == f"<{nodes.name}>.id"
         assert eice.inputs["preserveClientIp"] is False
         configure = one(recs, "rackform:Configure")
-        proxy = compile_plan(load_effective(write_blueprint(tmp_path, doc))).inventory["all"][
+        proxy = compile_effective(load_effective(write_blueprint(tmp_path, doc))).inventory["all"][
             "vars"
         ]["rackform_ssh_proxy"]
         assert proxy.startswith("aws ec2-instance-connect open-tunnel --region ")

@@ -7,7 +7,7 @@ import fcntl
 import pytest
 
 from rackform.blueprint.loader import load_effective
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 from rackform.plan.inventory import group_vars, inventory
 from rackform.testbed import lifecycle
 
@@ -35,7 +35,7 @@ def test_the_blueprint_is_valid_and_compiles_to_the_vms(tmp_path):
     b = bed(tmp_path)
     path = tmp_path / "blueprint.yaml"
     path.write_text(lifecycle.blueprint_yaml(b))
-    spec = compile_plan(load_effective(path))
+    spec = compile_effective(load_effective(path))
     hosts = inventory(spec)["all"]["children"]["gpu_nodes"]["children"]["ng_vms"]["hosts"]
     assert hosts["node1"] == {
         "ansible_host": "127.0.0.1",

@@ -1,6 +1,7 @@
 """The Blueprint: one cluster, declared once. The target is a union of every registered target's
-schema (`rackform.targets.registry`), and each target's catalog-dependent rules run here too, so
-every `Blueprint.model_validate` enforces them wherever it is called from."""
+model (`rackform.targets.schemas`), a node group is the shared NodeGroup with every target's own
+fields, and each target's catalog-dependent rules run here too, so every
+`Blueprint.model_validate` enforces them wherever it is called from."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, ValidationError, model_validator
 
+from rackform.blueprint.schema import sections
 from rackform.blueprint.schema.base import Strict, Violation, check
 from rackform.blueprint.schema.sections import (
     FABRICS,
     LifecycleSpec,
     Name,
     NetworkSpec,
-    NodeGroup,
     SoftwareSpec,
     StorageSpec,
     ValidationSpec,
@@ -22,7 +23,7 @@ from rackform.blueprint.schema.sections import (
 )
 from rackform.blueprint.schema.waivers import Waiver, duplicate_waivers
 from rackform.catalog import load_catalog
-from rackform.targets.registry import ADAPTERS
+from rackform.targets.schemas import SCHEMAS
 
 # "default" names the base blueprint on every command line (`--env default`), so no
 # environment may take it.
@@ -43,9 +44,43 @@ class Promotion(Strict):
 
 
 Target = Annotated[
-    Union[tuple(a.schema for a in ADAPTERS.values())],  # noqa: UP007 (built from the registry)
+    Union[tuple(s.model for s in SCHEMAS.values())],  # noqa: UP007 (built from the registry)
     Field(discriminator="type", description="Where the cluster runs (discriminated on `type`)."),
 ]
+
+# The fields each target adds to a node group, once each (bare metal and colocation share theirs).
+_GROUP_FIELDS = tuple(dict.fromkeys(s.group_fields for s in SCHEMAS.values() if s.group_fields))
+
+# A node group as a blueprint writes it: what every target shares, then each target's own
+# fields. Node groups sit beside the target in the file, not inside it, so their model cannot be
+# chosen by the target's `type`; a field of another target is refused by `foreign_fields`.
+NodeGroup = type(
+    "NodeGroup",
+    (*reversed(_GROUP_FIELDS), sections.NodeGroup),  # the shared fields come first
+    {"__module__": __name__},
+)
+
+
+def _owners(field: str) -> list[str]:
+    return [
+        t for t, s in SCHEMAS.items() if s.group_fields and field in s.group_fields.model_fields
+    ]
+
+
+def foreign_fields(kind: str, groups: list[tuple[int, Any]]) -> list[Violation]:
+    """A node group field that another target adds, set on a group of this target."""
+    own = SCHEMAS[kind].group_fields
+    mine = set(sections.NodeGroup.model_fields) | set(own.model_fields if own else ())
+    return [
+        Violation(
+            ("node_groups", i, field),
+            f"{field} is for {' and '.join(_owners(field))} node groups, not {kind}",
+            f"remove {field}",
+        )
+        for i, g in groups
+        for field in type(g).model_fields
+        if field in g.model_fields_set and field not in mine
+    ]
 
 
 class Blueprint(Strict):
@@ -120,8 +155,9 @@ class Blueprint(Strict):
                     "rename the environment, e.g. to base or dev",
                 )
             )
-        out += ADAPTERS[self.target.type].rules(self, load_catalog())
-        out += ADAPTERS[self.target.type].idle_rules(self)
+        out += foreign_fields(self.target.type, list(enumerate(self.node_groups)))
+        out += SCHEMAS[self.target.type].rules(self, load_catalog())
+        out += SCHEMAS[self.target.type].idle_rules(self)
         check(out)
         return self
 
@@ -152,40 +188,17 @@ class Blueprint(Strict):
 
     def _unique_names(self) -> list[Violation]:
         out: list[Violation] = []
-        seen_groups: set[str] = set()
-        seen_hosts: set[str] = set()
-        seen_addrs: dict[tuple[str, int | None], Any] = {}
+        seen: set[str] = set()
         for i, g in enumerate(self.node_groups):
-            at = ("node_groups", i)
-            if g.name in seen_groups:
+            if g.name in seen:
                 out.append(
                     Violation(
-                        (*at, "name"),
+                        ("node_groups", i, "name"),
                         f"node group {g.name!r} is declared twice",
                         "merge the groups or rename one",
                     )
                 )
-            seen_groups.add(g.name)
-            for j, h in enumerate(g.hosts):
-                if h.name in seen_hosts:
-                    out.append(
-                        Violation(
-                            (*at, "hosts", j, "name"),
-                            f"host {h.name!r} is listed twice",
-                            "host names must be unique in the cluster",
-                        )
-                    )
-                seen_hosts.add(h.name)
-                key = (h.address, h.port)
-                if key in seen_addrs:
-                    out.append(
-                        Violation(
-                            (*at, "hosts", j, "address"),
-                            f"address {h.address} (port {h.port or 'default'}) is already host {seen_addrs[key].name!r}",
-                            "every host needs its own address or port",
-                        )
-                    )
-                seen_addrs[key] = h
+            seen.add(g.name)
         return out
 
     def _fabric_rules(self) -> list[Violation]:
@@ -221,9 +234,9 @@ def partial_rules(data: Any) -> list[Violation]:
     if not isinstance(data, dict) or not isinstance(data.get("target"), dict):
         return []
     kind = data["target"].get("type")
-    adapter = ADAPTERS.get(kind) if isinstance(kind, str) else None
+    target = SCHEMAS.get(kind) if isinstance(kind, str) else None
     groups = data.get("node_groups")
-    if adapter is None or not isinstance(groups, list):
+    if target is None or not isinstance(groups, list):
         return []
     parsed = []
     for i, raw in enumerate(groups):
@@ -232,19 +245,20 @@ def partial_rules(data: Any) -> list[Violation]:
         except ValidationError:
             continue  # its own errors are reported already
     purpose = data.get("purpose") if data.get("purpose") in ("training", "inference") else None
-    out = adapter.group_rules(purpose, parsed, load_catalog())
-    out += adapter.target_rules(data["target"], load_catalog())
+    out = foreign_fields(kind, parsed)
+    out += target.group_rules(purpose, parsed, load_catalog())
+    out += target.target_rules(data["target"], load_catalog())
     network = data.get("network")
     fabric = network.get("fabric") if isinstance(network, dict) else None
     if isinstance(fabric, str) and fabric in FABRICS:  # else the schema's own error says so
-        out += fabric_rule(fabric, adapter.type)
+        out += fabric_rule(fabric, kind)
     return out
 
 
 def fabric_rule(fabric: str, target: str) -> list[Violation]:
-    """A fabric the target cannot have (each target lists its own, `Adapter.fabrics`): the
+    """A fabric the target cannot have (each target's schema lists its own, `fabrics`): the
     one rule, for a blueprint that validates and for one that does not as a whole."""
-    allowed = ADAPTERS[target].fabrics
+    allowed = SCHEMAS[target].fabrics
     if fabric in allowed:
         return []
     why = "EFA exists only on AWS" if fabric == "efa" else f"{fabric} is not available on {target}"

@@ -1,15 +1,14 @@
-"""Blueprint sections other than the target: node groups, network, storage, software,
+"""Blueprint sections other than the target: what node groups share, network, storage, software,
 workload, validation and lifecycle."""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from rackform.blueprint.schema.base import Strict, Violation, check
+from rackform.blueprint.schema.base import Strict
 from rackform.catalog.raid import load_raid_levels
 
 Name = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
@@ -27,114 +26,11 @@ RDMA_FABRICS: tuple[str, ...] = get_args(RdmaFabric)
 RaidLevelChoice = Literal[tuple(sorted(load_raid_levels()))]  # type: ignore[valid-type]
 
 
-class Host(Strict):
-    name: Annotated[
-        str,
-        Field(
-            description="Host name (unique in the cluster).",
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$",
-        ),
-    ]
-    address: Annotated[str, Field(description="IP address Ansible reaches the host at.")]
-    port: Annotated[
-        int | None, Field(description="SSH port, when not the target's.", ge=1, le=65535)
-    ] = None
-    rack: Annotated[str | None, Field(description="Rack the host sits in (colocation).")] = None
-    nvme: Annotated[
-        tuple[str, ...],
-        Field(description="Checkpoint drives by serial or /dev/disk/by-id name; empty finds them."),
-    ] = ()
-    bmc: Annotated[
-        Bmc | None,
-        Field(description="The host's BMC (Redfish), for `rackform reap`'s power-off."),
-    ] = None
-
-    @field_validator("address")
-    @classmethod
-    def _ip(cls, v: str) -> str:
-        try:
-            return str(ipaddress.ip_address(v))
-        except ValueError as exc:
-            raise ValueError(f"{v!r} is not an IP address") from exc
-
-
-class Bmc(Strict):
-    """A host's baseboard management controller, reached over Redfish. Credentials are named,
-    never written in the blueprint: environment variables, or a file that holds `user:password`."""
-
-    address: Annotated[
-        str,
-        Field(
-            description="Redfish service root, e.g. https://10.50.1.11 (http:// only on a closed management network).",
-            pattern=r"^https?://[A-Za-z0-9.:\[\]-]+(:\d+)?/?$",
-        ),
-    ]
-    system: Annotated[
-        str | None,
-        Field(
-            description="Redfish ComputerSystem id under /redfish/v1/Systems/; default: the BMC's only system."
-        ),
-    ] = None
-    username_env: Annotated[
-        str | None,
-        Field(
-            description="Environment variable holding the BMC user.", pattern=r"^[A-Z_][A-Z0-9_]*$"
-        ),
-    ] = None
-    password_env: Annotated[
-        str | None,
-        Field(
-            description="Environment variable holding the BMC password.",
-            pattern=r"^[A-Z_][A-Z0-9_]*$",
-        ),
-    ] = None
-    credentials_file: Annotated[
-        str | None,
-        Field(description="File holding `user:password` (a secret mounted on the controller)."),
-    ] = None
-    verify_tls: Annotated[bool, Field(description="Check the BMC's TLS certificate.")] = True
-    timeout_s: Annotated[
-        float, Field(description="Seconds to wait for the BMC on each request.", gt=0, le=300)
-    ] = 10
-
-    @model_validator(mode="after")
-    def _credentials(self) -> Bmc:
-        env = self.username_env is not None or self.password_env is not None
-        if env and self.credentials_file is not None:
-            check(
-                [
-                    Violation(
-                        ("credentials_file",),
-                        "credentials come from the environment or a file, not both",
-                        "keep username_env/password_env or credentials_file",
-                    )
-                ]
-            )
-        if env and (self.username_env is None or self.password_env is None):
-            missing = "password_env" if self.password_env is None else "username_env"
-            check(
-                [
-                    Violation(
-                        (missing,),
-                        f"{missing} is missing: the BMC needs a user and a password",
-                        f"add {missing}: NAME_OF_AN_ENVIRONMENT_VARIABLE",
-                    )
-                ]
-            )
-        if not env and self.credentials_file is None:
-            check(
-                [
-                    Violation(
-                        ("credentials_file",),
-                        "the BMC has no credentials",
-                        "add username_env and password_env, or credentials_file",
-                    )
-                ]
-            )
-        return self
-
-
 class NodeGroup(Strict):
+    """What a node group has on every target. Each target adds its own fields (AWS its
+    instance type and autoscaling bounds, bare metal and colocation their hosts): the node group
+    a blueprint validates is assembled from these in `rackform.blueprint.schema.model`."""
+
     name: Annotated[Name, Field(description="Group name; environments merge node groups by it.")]
     count: Annotated[
         int | None,
@@ -144,9 +40,6 @@ class NodeGroup(Strict):
             le=4096,
         ),
     ] = None
-    instance_type: Annotated[
-        str | None, Field(description="AWS instance type from the catalog (AWS only).")
-    ] = None
     gpu: Annotated[
         str | None,
         Field(description="GPU model from the catalog. On AWS it comes from the instance type."),
@@ -154,15 +47,6 @@ class NodeGroup(Strict):
     gpus_per_node: Annotated[
         int | None,
         Field(description="GPUs per node. On AWS it comes from the instance type.", ge=0, le=16),
-    ] = None
-    hosts: Annotated[
-        tuple[Host, ...], Field(description="Existing hosts (bare metal / colocation).")
-    ] = ()
-    min_count: Annotated[
-        int | None, Field(description="Autoscaling minimum (inference on AWS).", ge=0)
-    ] = None
-    max_count: Annotated[
-        int | None, Field(description="Autoscaling maximum (inference on AWS).", ge=1)
     ] = None
 
 
@@ -357,7 +241,7 @@ class ValidationSpec(Strict):
 
 
 # What `rackform reap --apply` may do to an idle cluster; which of them a target allows is the
-# target adapter's rule (`Adapter.idle_actions`).
+# target's schema rule (`TargetSchema.idle_actions`).
 IdleAction = Literal["notify", "destroy", "stop", "scale-to-zero", "power-off", "drain"]
 
 

@@ -14,12 +14,8 @@ fighting the next `pulumi up`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rackform.blueprint.schema.base import Violation
-
-if TYPE_CHECKING:
-    from rackform.blueprint.schema.model import Blueprint
+from rackform.targets.schema import Cluster
 
 ACTIONS = {
     "training": ("notify", "destroy", "stop"),
@@ -27,7 +23,7 @@ ACTIONS = {
 }
 
 
-def idle_rules(bp: Blueprint) -> list[Violation]:
+def idle_rules(bp: Cluster) -> list[Violation]:
     idle = bp.lifecycle.idle
     if idle is None or idle.action != "scale-to-zero" or bp.purpose != "inference":
         return []

@@ -1,23 +1,23 @@
-"""The AWS target's part of the blueprint: where and how capacity is bought, and the rules its
-node groups follow (an instance type from the catalog, a count, EFA only where the type has it,
-a VPC large enough for the subnets the plan cuts from it)."""
+"""The AWS target's part of the blueprint: where and how capacity is bought, the fields its node
+groups add (`groups.py`), and the rules that need the whole blueprint or the catalog (EFA only
+where the type has it, a VPC large enough for the subnets the plan cuts from it)."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING, Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from rackform.blueprint.schema.base import Cidr, Strict, Violation, check, closest
-from rackform.blueprint.schema.sections import NodeGroup
 from rackform.catalog import Catalog
+from rackform.targets.aws import idle
 from rackform.targets.aws.exposure import public_share
+from rackform.targets.aws.groups import AwsGroupFields, group_rules
 from rackform.targets.aws.images import DEFAULT_IMAGE, IMAGES
-
-if TYPE_CHECKING:
-    from rackform.blueprint.schema.model import Blueprint
+from rackform.targets.schema import Cluster, TargetSchema
 
 # The nodes' subnet is the VPC's first half and the NAT gateway's public subnet a /28 at its
 # end (AWS's smallest subnet: "The allowed block size is between a /28 netmask and /16", VPC
@@ -194,18 +194,7 @@ def region_rules(region: object, catalog: Catalog) -> list[Violation]:
     ]
 
 
-def group_rules(
-    purpose: str | None, groups: list[tuple[int, NodeGroup]], catalog: Catalog
-) -> list[Violation]:
-    """Each node group's own rules (instance type from the catalog, a count, ...): they run
-    for every group that parsed, even when the rest of the blueprint did not."""
-    out: list[Violation] = []
-    for i, g in groups:
-        out += _group(g, ("node_groups", i), purpose, catalog)
-    return out
-
-
-def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
+def rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
     """The AWS rules that need the whole blueprint or the catalog."""
     out = region_rules(bp.target.region, catalog)
     out += group_rules(bp.purpose, list(enumerate(bp.node_groups)), catalog)
@@ -263,82 +252,27 @@ def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
     return out
 
 
-def _group(g: NodeGroup, at: tuple, purpose: str, cat: Catalog) -> list[Violation]:
-    out = []
-    if not g.instance_type:
-        return [
-            Violation(
-                (*at, "instance_type"),
-                "an AWS node group needs an instance_type",
-                "add instance_type: e.g. p5.48xlarge",
-            )
-        ]
-    it = cat.instances.get(g.instance_type)
-    if it is None:
-        return [
-            Violation(
-                (*at, "instance_type"),
-                f"unknown instance type {g.instance_type!r}",
-                closest(g.instance_type, list(cat.instances)),
-            )
-        ]
-    if g.hosts:
-        out.append(
-            Violation(
-                (*at, "hosts"),
-                "AWS nodes are created by rackform, not listed",
-                "remove hosts (they are for bare_metal / colocation)",
-            )
-        )
-    if g.count is None:
-        out.append(Violation((*at, "count"), "an AWS node group needs a count", "add count: N"))
-    if g.gpu is not None and g.gpu != it.gpu:
-        out.append(
-            Violation(
-                (*at, "gpu"),
-                f"{it.key} carries {it.gpu}, not {g.gpu}",
-                "remove gpu: it comes from the instance type",
-            )
-        )
-    if g.gpus_per_node is not None and g.gpus_per_node != it.gpu_count:
-        out.append(
-            Violation(
-                (*at, "gpus_per_node"),
-                f"{it.key} has {it.gpu_count} GPUs, not {g.gpus_per_node}",
-                "remove gpus_per_node: it comes from the instance type",
-            )
-        )
-    if purpose == "training" and (g.min_count is not None or g.max_count is not None):
-        out.append(
-            Violation(
-                (*at, "min_count" if g.min_count is not None else "max_count"),
-                "training node groups do not autoscale",
-                "remove min_count / max_count (inference only)",
-            )
-        )
-    if g.min_count is not None and g.max_count is not None and g.min_count > g.max_count:
-        out.append(
-            Violation(
-                (*at, "min_count"),
-                f"min_count {g.min_count} exceeds max_count {g.max_count}",
-                "lower min_count or raise max_count",
-            )
-        )
-    if g.count is not None:
-        if g.min_count is not None and g.count < g.min_count:
-            out.append(
-                Violation(
-                    (*at, "count"),
-                    f"count {g.count} is below min_count {g.min_count}",
-                    "count is the desired size, between min and max",
-                )
-            )
-        if g.max_count is not None and g.count > g.max_count:
-            out.append(
-                Violation(
-                    (*at, "count"),
-                    f"count {g.count} is above max_count {g.max_count}",
-                    "count is the desired size, between min and max",
-                )
-            )
-    return out
+class AwsSchema(TargetSchema):
+    type = "aws"
+    model = AwsTarget
+    group_fields = AwsGroupFields
+    # EFA exists only on AWS; InfiniBand and RoCE do not.
+    fabrics = ("efa", "ethernet")
+
+    def rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        return rules(bp, catalog)
+
+    def group_rules(self, purpose, groups, catalog: Catalog) -> list[Violation]:
+        return group_rules(purpose, groups, catalog)
+
+    def target_rules(self, raw: Mapping[str, Any], catalog: Catalog) -> list[Violation]:
+        return region_rules(raw.get("region"), catalog)
+
+    def idle_actions(self, purpose: str) -> tuple[str, ...]:
+        return idle.ACTIONS[purpose]
+
+    def idle_rules(self, bp: Cluster) -> list[Violation]:
+        return super().idle_rules(bp) + idle.idle_rules(bp)
+
+
+SCHEMA = AwsSchema()

@@ -4,17 +4,14 @@ GPUs alone draw more than its budget is a blueprint error (it cannot be waived).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check, closest
-from rackform.blueprint.schema.sections import NodeGroup
 from rackform.catalog import Catalog
-from rackform.targets.onprem.schema import OnPremTarget, OwnedHardware
-
-if TYPE_CHECKING:
-    from rackform.blueprint.schema.model import Blueprint
+from rackform.targets.onprem.schema import OnPremSchema, OnPremTarget, OwnedHardware
+from rackform.targets.schema import Cluster
 
 
 class Rack(Strict):
@@ -51,9 +48,7 @@ class ColocationTarget(OnPremTarget, OwnedHardware):
         return self
 
 
-def rack_gpu_kw(
-    racks: Iterable[Rack], groups: Iterable[NodeGroup], catalog: Catalog
-) -> dict[str, float]:
+def rack_gpu_kw(racks: Iterable[Rack], groups: Iterable[Any], catalog: Catalog) -> dict[str, float]:
     """GPU power planned into each rack, in kW (catalog watts per GPU x GPUs per host); hosts in
     no declared rack are left out (the rule below names them). The plan's racks and the schema's
     budget rule both come from here."""
@@ -67,7 +62,7 @@ def rack_gpu_kw(
     return {k: round(v, 3) for k, v in out.items()}
 
 
-def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
+def rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
     target = bp.target
     racks = {r.name for r in target.racks}
     out = []
@@ -93,3 +88,14 @@ def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
                 )
             )
     return out
+
+
+class ColocationSchema(OnPremSchema):
+    type = "colocation"
+    model = ColocationTarget
+
+    def rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        return super().rules(bp, catalog) + rules(bp, catalog)
+
+
+SCHEMA = ColocationSchema()

@@ -1,6 +1,6 @@
 """A cluster on hosts that already exist (bare metal, colocation): each host is registered with
 the Host dynamic provider (SSH reachability and facts), grouped by node group and, where the
-target has racks, under the rack it sits in (`racks`: the colocation adapter's Site)."""
+target has racks, under the rack it sits in (`racks`: the colocation runtime's Site)."""
 
 from __future__ import annotations
 

@@ -3,14 +3,15 @@ hardware amortized over its life."""
 
 from __future__ import annotations
 
-from rackform.blueprint.schema.sections import NodeGroup
+from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.catalog import Catalog
 from rackform.plan.arrays import array_plan
 from rackform.plan.model import HostPlan, NodeGroupPlan, Plan
 from rackform.plan.pricing import UNPRICED, Line
+from rackform.targets.compile import TargetCompiler
 
 
-def compile_group(bp, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
+def compile_group(bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
     ckpt = bp.storage.checkpoint
     hosts = tuple(
         HostPlan(
@@ -46,3 +47,13 @@ def hardware(plan: Plan, capex: float | None, months: int, notes: list[str]) -> 
     month = capex * gpus / months
     item = f"{gpus} GPUs x ${capex:,.0f} over {months} months"
     return [Line(item, month / hours, month, "target.capex_usd_per_gpu")]
+
+
+class OnPremCompiler(TargetCompiler):
+    """What bare metal and colocation share in compile: hosts listed in the blueprint, owned."""
+
+    nodes_listed = True
+    owned = True
+
+    def compile_group(self, bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
+        return compile_group(bp, group, catalog)

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from rackform.blueprint.schema.sections import Bmc
+from rackform.targets.onprem.host_spec import Bmc
 
 
 class BmcError(Exception):

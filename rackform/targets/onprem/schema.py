@@ -3,16 +3,14 @@ over SSH, listed per node group with the GPU model and count they carry."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Cidr, Strict, Violation, closest
-from rackform.blueprint.schema.sections import NodeGroup
 from rackform.catalog import Catalog
-
-if TYPE_CHECKING:
-    from rackform.blueprint.schema.model import Blueprint
+from rackform.targets.onprem.host_spec import HostsFields, unique_hosts
+from rackform.targets.schema import Cluster, TargetSchema
 
 
 class OnPremTarget(Strict):
@@ -36,9 +34,7 @@ class OwnedHardware(Strict):
     ] = 36
 
 
-def group_rules(
-    kind: str, groups: list[tuple[int, NodeGroup]], catalog: Catalog
-) -> list[Violation]:
+def group_rules(kind: str, groups: list[tuple[int, Any]], catalog: Catalog) -> list[Violation]:
     """Each node group's own rules: they run for every group that parsed, even when the rest
     of the blueprint did not."""
     out: list[Violation] = []
@@ -47,20 +43,13 @@ def group_rules(
     return out
 
 
-def rules(bp: Blueprint, catalog: Catalog) -> list[Violation]:
-    return group_rules(bp.target.type, list(enumerate(bp.node_groups)), catalog)
+def rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
+    out = group_rules(bp.target.type, list(enumerate(bp.node_groups)), catalog)
+    return out + unique_hosts(bp.node_groups)
 
 
-def _group(g: NodeGroup, at: tuple, kind: str, cat: Catalog) -> list[Violation]:
+def _group(g: Any, at: tuple, kind: str, cat: Catalog) -> list[Violation]:
     out = []
-    if g.instance_type:
-        out.append(
-            Violation(
-                (*at, "instance_type"),
-                f"instance_type is for AWS, not {kind}",
-                "remove it; list hosts and set gpu and gpus_per_node",
-            )
-        )
     if not g.hosts:
         out.append(
             Violation(
@@ -93,18 +82,10 @@ def _group(g: NodeGroup, at: tuple, kind: str, cat: Catalog) -> list[Violation]:
         out.append(
             Violation((*at, "gpu"), "gpus_per_node without a gpu model", "add gpu: e.g. H100-SXM")
         )
-    if g.min_count is not None or g.max_count is not None:
-        out.append(
-            Violation(
-                (*at, "min_count" if g.min_count is not None else "max_count"),
-                f"{kind} hosts do not autoscale",
-                "remove min_count / max_count",
-            )
-        )
     return out
 
 
-def idle_rules(bp: Blueprint) -> list[Violation]:
+def idle_rules(bp: Cluster) -> list[Violation]:
     """power-off reaches each host through its BMC: every host of a GPU group needs one."""
     idle = bp.lifecycle.idle
     if idle is None or idle.action != "power-off":
@@ -120,3 +101,23 @@ def idle_rules(bp: Blueprint) -> list[Violation]:
         for j, h in enumerate(g.hosts)
         if h.bmc is None
     ]
+
+
+class OnPremSchema(TargetSchema):
+    """What bare metal and colocation share in the schema."""
+
+    group_fields = HostsFields
+    fabrics = ("infiniband", "roce", "ethernet")
+
+    def rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        return rules(bp, catalog)
+
+    def group_rules(self, purpose, groups, catalog: Catalog) -> list[Violation]:
+        return group_rules(self.type, groups, catalog)
+
+    def idle_actions(self, purpose: str) -> tuple[str, ...]:
+        # Owned hardware is never destroyed by a reaper: it is powered off or drained.
+        return ("notify", "power-off", "drain")
+
+    def idle_rules(self, bp: Cluster) -> list[Violation]:
+        return super().idle_rules(bp) + idle_rules(bp)

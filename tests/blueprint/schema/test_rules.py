@@ -8,7 +8,7 @@ from blueprint_helpers import AWS_TRAINING, BARE_METAL
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
 from rackform.blueprint.schema.sections import FABRICS
-from rackform.targets.registry import ADAPTERS
+from rackform.targets.schemas import SCHEMAS
 
 
 def messages(write, text):
@@ -255,5 +255,28 @@ def test_local_zones_and_every_provider_region_are_accepted(write):
 def test_every_targets_fabrics_are_the_schemas():
     # A target lists the fabrics it can have; each must be one the schema accepts, or the
     # rule that refuses the others could never be met.
-    for adapter in ADAPTERS.values():
-        assert adapter.fabrics and set(adapter.fabrics) <= set(FABRICS), adapter.type
+    for kind, schema in SCHEMAS.items():
+        assert schema.fabrics and set(schema.fabrics) <= set(FABRICS), kind
+
+
+def test_a_node_group_field_of_another_target_is_refused_where_it_is_written(write):
+    # Each target adds its own node-group fields; on another target's group they are a
+    # mistake, named with the target they belong to, at their line.
+    metal = BARE_METAL.replace(
+        "    gpus_per_node: 8\n", "    gpus_per_node: 8\n    instance_type: p5.48xlarge\n"
+    )
+    out = messages(write, metal)
+    p = out["node_groups[0].instance_type"]
+    assert (p.line, p.message, p.fix) == (
+        9,
+        "instance_type is for aws node groups, not bare_metal",
+        "remove instance_type",
+    )
+    aws = AWS_TRAINING.replace(
+        "    count: 2\n", "    count: 2\n    hosts: [{name: a, address: 10.0.0.1}]\n"
+    )
+    p = messages(write, aws)["node_groups[0].hosts"]
+    assert p.message == "hosts is for bare_metal and colocation node groups, not aws"
+    # Shown with the other mistakes when the blueprint as a whole does not validate.
+    out = messages(write, metal.replace("purpose: training", "purpose: trainin"))
+    assert {"purpose", "node_groups[0].instance_type"} <= set(out)

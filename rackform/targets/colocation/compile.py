@@ -1,6 +1,5 @@
-"""The colocation target: hosts in racks of a colocation site, each rack with a power budget.
-Like bare metal the hosts are registered, not created; the plan records the GPU power planned
-into each rack, and cost is the committed kW plus the hardware amortized."""
+"""The colocation target's part of compile and cost: the GPU power planned into each rack, and
+the price of the committed kW plus the hardware amortized."""
 
 from __future__ import annotations
 
@@ -8,15 +7,10 @@ from rackform.plan.model import Plan, RackPlan
 from rackform.plan.pricing import UNPRICED, Line, TargetCost
 from rackform.targets.colocation import schema
 from rackform.targets.onprem import compile as onprem
-from rackform.targets.onprem.adapter import OnPremAdapter
 
 
-class ColocationAdapter(OnPremAdapter):
+class ColocationCompiler(onprem.OnPremCompiler):
     type = "colocation"
-    schema = schema.ColocationTarget
-
-    def rules(self, bp, catalog):
-        return super().rules(bp, catalog) + schema.rules(bp, catalog)
 
     def compile_target(self, bp, groups, catalog):
         draw = schema.rack_gpu_kw(bp.target.racks, bp.node_groups, catalog)
@@ -38,24 +32,5 @@ class ColocationAdapter(OnPremAdapter):
         lines += onprem.hardware(plan, t.capex_usd_per_gpu, t.amortize_months, notes)
         return TargetCost("colocation", tuple(lines), None, tuple(notes))
 
-    def component(self, name, plan, opts, providers):
-        import pulumi
 
-        from rackform.targets.colocation.site import Site
-        from rackform.targets.onprem.cluster import OnPremCluster
-
-        def racks(parent):
-            site = Site(f"{plan.stack}-site", plan, opts=pulumi.ResourceOptions(parent=parent))
-            return dict(site.racks)
-
-        return OnPremCluster(
-            f"{name}-hosts",
-            plan,
-            opts=opts,
-            provider=providers.get("host"),
-            racks=racks,
-            site=plan.target.site,
-        )
-
-
-ADAPTER = ColocationAdapter()
+COMPILER = ColocationCompiler()

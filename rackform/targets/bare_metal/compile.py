@@ -1,19 +1,16 @@
-"""The bare-metal target: hosts that already exist and are owned outright. Each host is
-registered (checked over SSH, its facts recorded), never created or wiped; cost is the
-hardware amortized plus the electricity of whole servers."""
+"""The bare-metal target's part of compile and cost: hosts listed and owned outright (compiled
+as every on-premises target is), priced as the hardware amortized plus the electricity of whole
+servers."""
 
 from __future__ import annotations
 
 from rackform.plan.model import Plan
 from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
-from rackform.targets.bare_metal.schema import BareMetalTarget
 from rackform.targets.onprem import compile as onprem
-from rackform.targets.onprem.adapter import OnPremAdapter
 
 
-class BareMetalAdapter(OnPremAdapter):
+class BareMetalCompiler(onprem.OnPremCompiler):
     type = "bare_metal"
-    schema = BareMetalTarget
 
     def cost(self, plan: Plan) -> TargetCost:
         t, notes = plan.target, []
@@ -34,4 +31,4 @@ class BareMetalAdapter(OnPremAdapter):
         return TargetCost("bare metal (amortized)", tuple(lines), None, tuple(notes))
 
 
-ADAPTER = BareMetalAdapter()
+COMPILER = BareMetalCompiler()

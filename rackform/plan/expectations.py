@@ -1,0 +1,85 @@
+"""What a smoke run and the host checks expect of the nodes, each threshold with where it came
+from: the value `rackform.plan.thresholds` derives and the compiled plan carries (its own module
+so the plan's model can hold it without importing the rules that compute it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Threshold:
+    value: float | None
+    source: str  # where the value came from, or why there is none
+
+    def arg(self, flag: str) -> list[str]:
+        return [flag, f"{self.value:g}"] if self.value is not None else []
+
+
+@dataclass(frozen=True)
+class Expectations:
+    group: str | None
+    # The nodes the run must cover (node_count expects it; the all-reduce floor is for it):
+    # the node group's count in the environment unless the caller says otherwise. None: no
+    # blueprint, so nothing declares a count.
+    nodes: int | None
+    gpus_per_node: int | None
+    gpu_model: str | None
+    gpu_pattern: str | None
+    fabric: str | None
+    nccl: str | None
+    peak_tflops: Threshold
+    allreduce_busbw_gbps: Threshold
+    mfu_pct: Threshold
+    checkpoint_write_gbps: Threshold
+    storage_write_gbps: Threshold
+    loss_drop_fraction: Threshold
+    smoke_steps: int | None = None
+    dcgm_level: int = 1
+    checkpoint_dir: str | None = None
+
+    def job_args(self) -> list[str]:
+        """Arguments for `validators.smoke`. `--expect-nodes` whenever a count is declared,
+        one included: a declared count is never left for the job to report as not given."""
+        nodes = ["--expect-nodes", str(self.nodes)] if self.nodes is not None else []
+        return nodes + self.threshold_args()
+
+    def threshold_args(self) -> list[str]:
+        """`job_args` without the node count: what the smoke_train role is handed, since the
+        role counts the nodes of the run itself (rackform/validation/argv.py)."""
+        out: list[str] = []
+        if self.gpus_per_node is not None:
+            out += ["--expect-gpus", str(self.gpus_per_node)]
+        for flag, v in (
+            ("--expect-gpu-model", self.gpu_model),
+            ("--expect-gpu-pattern", self.gpu_pattern),
+            ("--expect-fabric", self.fabric),
+            ("--expect-nccl", self.nccl),
+        ):
+            out += [flag, v] if v else []
+        out += self.peak_tflops.arg("--peak-tflops")
+        out += self.mfu_pct.arg("--mfu-min")
+        out += self.allreduce_busbw_gbps.arg("--busbw-min")
+        out += self.checkpoint_write_gbps.arg("--checkpoint-write-min")
+        out += self.loss_drop_fraction.arg("--loss-drop")
+        return out
+
+    def host_args(self) -> list[str]:
+        """Arguments for `validators.hostcheck`."""
+        out = ["--dcgm-level", str(self.dcgm_level)]
+        if self.gpus_per_node is not None:
+            out += ["--expect-gpus", str(self.gpus_per_node)]
+        return out + self.storage_write_gbps.arg("--storage-min-gbps")
+
+    def table(self) -> list[tuple[str, float | None, str]]:
+        return [
+            (name, t.value, t.source)
+            for name, t in (
+                ("peak_tflops", self.peak_tflops),
+                ("allreduce_busbw_gbps", self.allreduce_busbw_gbps),
+                ("mfu_pct", self.mfu_pct),
+                ("checkpoint_write_gbps", self.checkpoint_write_gbps),
+                ("storage_write_gbps", self.storage_write_gbps),
+                ("loss_drop_fraction", self.loss_drop_fraction),
+            )
+        ]

@@ -1,0 +1,100 @@
+"""The AWS target's part of compile: each node group's instance facts from the catalog, the
+VPC cut into the nodes' and the NAT gateway's subnets, the placement group and the machine image;
+its price is `cost.py`'s."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from rackform.blueprint.schema.model import Blueprint, NodeGroup
+from rackform.catalog import Catalog
+from rackform.plan.arrays import array_plan
+from rackform.plan.model import NodeGroupPlan, Plan
+from rackform.plan.pricing import TargetCost
+from rackform.targets.aws import cost
+from rackform.targets.aws.images import IMAGES, Image
+from rackform.targets.compile import TargetCompiler
+
+# Markets whose capacity already has a place: a capacity block or an On-Demand Capacity
+# Reservation was bought in a given spot of a zone, and launching it into a placement group that
+# rackform just created (and the reservation therefore is not in) is refused by EC2.
+RESERVED_MARKETS = ("capacity-block", "reservation")
+
+
+@dataclass(frozen=True)
+class AwsPlan:
+    nodes_cidr: str  # the VPC's first half: the private subnet of the nodes
+    public_cidr: str  # a small block at the VPC's end: the NAT gateway's public subnet
+    partition: str  # arn partition of the region
+    placement_group: bool  # training nodes share a cluster placement group the stack creates
+    existing_placement_group: str | None  # ... or one that exists already, by name
+    image: Image  # the machine image's kind: filter, user, what it preinstalled
+
+
+def partition(region: str) -> str:
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    if region.startswith("cn-"):
+        return "aws-cn"
+    return "aws"
+
+
+def split_vpc(vpc_cidr: str) -> tuple[str, str]:
+    """(nodes subnet, public subnet): the nodes get the first half of the VPC, the NAT gateway's
+    public subnet a small block at its end (a /28 at least, AWS's smallest subnet). The schema
+    has already refused a VPC too small for both."""
+    net = ipaddress.ip_network(vpc_cidr)
+    nodes = next(net.subnets(new_prefix=net.prefixlen + 1))
+    public = list(net.subnets(new_prefix=min(net.prefixlen + 4, 28)))[-1]
+    return str(nodes), str(public)
+
+
+class AwsCompiler(TargetCompiler):
+    type = "aws"
+    nodes_listed = False
+    owned = False
+
+    def on_demand(self, target) -> bool:
+        return target.market == "on-demand"
+
+    def compile_group(self, bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
+        it = catalog.instance(group.instance_type)
+        # Launch templates attach every EFA interface the type has, and only with an EFA fabric.
+        efa = int(it.efa_interfaces.value) if bp.network.fabric == "efa" else 0
+        array = array_plan(
+            bp.storage.checkpoint,
+            drives=int(it.nvme_drives.value),
+            drive_gb=it.nvme_drive_gb.value,
+            per_drive=it.nvme_write_gbps_per_drive,
+            where=f"{it.key} instance store",
+        )
+        return NodeGroupPlan(
+            name=group.name,
+            count=group.count,
+            gpu=catalog.gpu(it.gpu),
+            gpus_per_node=it.gpu_count,
+            instance=it,
+            hosts=(),
+            min_count=group.min_count,
+            max_count=group.max_count,
+            efa_interfaces=efa,
+            array=array,
+        )
+
+    def compile_target(self, bp, groups, catalog):
+        t = bp.target
+        nodes, public = split_vpc(t.vpc_cidr)
+        # Reserved capacity sits where it was bought: it may name the placement group it was
+        # reserved in, but rackform never creates one around it.
+        create = (
+            bp.purpose == "training" and t.market not in RESERVED_MARKETS and not t.placement_group
+        )
+        image = IMAGES[t.ami.image]
+        return AwsPlan(nodes, public, partition(t.region), create, t.placement_group, image), ()
+
+    def cost(self, plan: Plan) -> TargetCost:
+        return cost.cost(plan)
+
+
+COMPILER = AwsCompiler()

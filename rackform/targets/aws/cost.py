@@ -1,0 +1,60 @@
+"""What AWS capacity costs: the catalog's price of each node group's instance type in the
+blueprint's region, for its market (on-demand, spot as a discount range, a reservation's rate,
+a capacity block's own price). A region the catalog has no price for is left unpriced, never
+priced from another region."""
+
+from __future__ import annotations
+
+from rackform.plan.model import Plan
+from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
+
+
+def cost(plan: Plan) -> TargetCost:
+    t, c = plan.target, plan.figures.cost
+    hours = c.hours_per_month.value
+    lines, notes, lo, hi = [], [], 0.0, 0.0
+    unpriced = sorted(
+        {g.instance.key for g in plan.node_groups if t.region not in g.instance.priced_in}
+    )
+    if unpriced:
+        where = ", ".join(plan.node_groups[0].instance.priced_in)
+        notes.append(
+            f"{UNPRICED}: the catalog has no price for {', '.join(unpriced)} in "
+            f"{t.region} (it prices {where}); another region's price is not used"
+        )
+        return TargetCost(f"aws {t.market}", (), None, tuple(notes))
+    for g in plan.node_groups:
+        it = g.instance
+        od = it.on_demand_usd_hr
+        what = f"{g.count} x {it.key} {t.market}"
+        if t.market == "on-demand":
+            price, where = od.value, src(od)
+        elif t.market == "spot":
+            price = od.value * (1 - c.spot_discount_low.value)
+            lo += g.count * od.value * (1 - c.spot_discount_high.value)
+            hi += g.count * price
+            what += f" (on-demand less {c.spot_discount_low.value:.0%})"
+            where = src(od, c.spot_discount_low)
+        elif t.market == "reservation":
+            price = od.value * c.reservation_rate_of_on_demand.value
+            where = src(od, c.reservation_rate_of_on_demand)
+        else:  # capacity-block
+            if it.capacity_block_usd_hr is None:
+                notes.append(f"{UNPRICED}: the catalog has no capacity-block price for {it.key}")
+                return TargetCost(f"aws {t.market}", (), None, tuple(notes))
+            price, where = it.capacity_block_usd_hr.value, src(it.capacity_block_usd_hr)
+        lines.append(Line(what, g.count * price, g.count * price * hours, where))
+        if g.max_count is not None and g.max_count > g.count:
+            notes.append(
+                f"{g.name} autoscales to {g.max_count} nodes: up to "
+                f"${g.max_count * price * hours:,.0f}/month"
+            )
+    spot = None
+    if t.market == "spot":
+        spot = (lo, hi)
+        notes.append(
+            f"spot prices vary; the catalog's discount range "
+            f"{c.spot_discount_low.value:.0%}-{c.spot_discount_high.value:.0%} gives "
+            f"${lo:,.2f}-${hi:,.2f}/hour"
+        )
+    return TargetCost(f"aws {t.market}", tuple(lines), spot, tuple(notes))

@@ -1,0 +1,73 @@
+"""The AWS target's part of the running world: Ansible logs in as the image's user through the
+stack's EC2 Instance Connect Endpoint, the AWS provider's region is stack config that must agree
+with the blueprint, `AwsCluster` creates the nodes, and `AwsReaper` acts on an idle cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rackform.plan.model import Plan
+from rackform.stack.errors import ProgramError
+from rackform.targets.aws.images import IMAGES
+from rackform.targets.aws.reap import AwsReaper
+from rackform.targets.runtime import TargetRuntime
+
+
+class AwsRuntime(TargetRuntime):
+    type = "aws"
+
+    def ssh_user(self, target) -> str:
+        return IMAGES[target.ami.image].ssh_user
+
+    def role_vars(self, plan: Plan) -> Mapping[str, object]:
+        """On an image that preinstalled the driver and mounts the instance store itself (the
+        DLAMI), the roles adopt the driver (refusing a second branch) and use or replace its
+        array, as the blueprint says."""
+        image = plan.target_plan.image
+        if not image.preinstalled:
+            return {}
+        return {
+            "nvidia_driver_adopt_preinstalled": True,
+            "nvme_raid_preexisting_mount": image.instance_store_mount,
+            "nvme_raid_preexisting_action": plan.target.ami.instance_store,
+        }
+
+    def inventory_vars(self, plan: Plan) -> Mapping[str, object]:
+        """The nodes have no public address and no inbound port from the internet: the
+        controller's SSH goes through the stack's EC2 Instance Connect Endpoint, tunnelled by
+        the AWS CLI (`aws ec2-instance-connect open-tunnel`, AWS CLI v2; EC2 user guide,
+        "Connect to an instance using EC2 Instance Connect Endpoint"). Each node's instance id
+        comes with the stack's outputs (`rackform_instance_id`)."""
+        return {
+            # The instances the stack just launched boot first: the roles wait for their SSH.
+            "rackform_wait_for_nodes_s": 600,
+            "rackform_ssh_proxy": (
+                "aws ec2-instance-connect open-tunnel --region "
+                f"{plan.target.region} --instance-id {{{{ rackform_instance_id }}}}"
+            ),
+        }
+
+    def stack_config(self, target) -> Mapping[str, str]:
+        return {"aws:region": target.region}
+
+    def check_stack_config(self, plan: Plan, setting) -> None:
+        """The blueprint is the source of truth; a stack whose aws:region says otherwise would
+        create the cluster somewhere the blueprint does not say."""
+        region = setting("aws:region")
+        if region and region != plan.target.region:
+            raise ProgramError(
+                f"stack config aws:region is {region} but the blueprint says {plan.target.region}",
+                path=("target", "region"),
+                fix=f"run `pulumi config set aws:region {plan.target.region}` or fix the blueprint",
+            )
+
+    def component(self, name, plan, opts, providers):
+        from rackform.targets.aws.cluster import AwsCluster  # pulumi_aws loads only for AWS
+
+        return AwsCluster(f"{name}-aws", plan, opts=opts)
+
+    def reaper(self) -> AwsReaper:
+        return AwsReaper()
+
+
+RUNTIME = AwsRuntime()

@@ -1,0 +1,37 @@
+"""What a target adds to compile and cost: its node groups as the plan holds them, what it
+derives for its component (e.g. the AWS subnets), what kind of capacity it is, and its price.
+The compile registry (`rackform.targets.compilers`) lists one per target. Pure, like the plan:
+nothing here touches a cloud, a host or a disk."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rackform.blueprint.schema.model import Blueprint, NodeGroup
+from rackform.catalog import Catalog
+from rackform.plan.model import NodeGroupPlan, Plan, RackPlan
+from rackform.plan.pricing import TargetCost
+
+
+class TargetCompiler:
+    type: ClassVar[str]
+    owned: ClassVar[bool]  # hardware bought outright (it pays off only when kept busy)
+    # The blueprint lists the nodes (they exist before `up`), so the plan's inventory holds them;
+    # otherwise the stack creates them and its outputs name them.
+    nodes_listed: ClassVar[bool]
+
+    def on_demand(self, target: Any) -> bool:
+        """Capacity rented by the hour with no commitment (the dearest way to run busy)."""
+        return False
+
+    def compile_group(self, bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
+        raise NotImplementedError
+
+    def compile_target(
+        self, bp: Blueprint, groups: tuple[NodeGroupPlan, ...], catalog: Catalog
+    ) -> tuple[Any, tuple[RackPlan, ...]]:
+        """(what the target derives for its component, the racks with their planned power)."""
+        return None, ()
+
+    def cost(self, plan: Plan) -> TargetCost:
+        raise NotImplementedError

@@ -1,0 +1,22 @@
+"""What bare metal and colocation share in the running world: Ansible logs in as the blueprint's
+`ssh_user`, each listed host is registered (checked over SSH, its facts recorded), never created
+or wiped, and an idle cluster is powered off through its BMCs or drained, never destroyed."""
+
+from __future__ import annotations
+
+from rackform.targets.onprem.reap import OnPremReaper
+from rackform.targets.runtime import TargetRuntime
+
+
+class OnPremRuntime(TargetRuntime):
+    def ssh_user(self, target) -> str:
+        return target.ssh_user
+
+    def component(self, name, plan, opts, providers):
+        # Pulumi's dynamic providers load only for the program, not for every command.
+        from rackform.targets.onprem.cluster import OnPremCluster
+
+        return OnPremCluster(f"{name}-hosts", plan, opts=opts, provider=providers.get("host"))
+
+    def reaper(self) -> OnPremReaper:
+        return OnPremReaper()

@@ -1,0 +1,89 @@
+"""What a target adds to the blueprint schema: its section's model (discriminated on `type`), the
+fields its node groups add, the fabrics it can have, and the rules that need the catalog or the
+whole blueprint. The schema's registry (`rackform.targets.schemas`) lists one per target; the
+blueprint model is assembled from them, so nothing here may import that model: rules read the
+blueprint through `Cluster`, which the assembled `Blueprint` satisfies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
+
+from rackform.blueprint.schema.base import Strict, Violation
+from rackform.blueprint.schema.sections import (
+    LifecycleSpec,
+    NetworkSpec,
+    NodeGroup,
+    StorageSpec,
+    WorkloadSpec,
+)
+from rackform.catalog import Catalog
+
+
+class Cluster(Protocol):
+    """What a target's rules read of a validated blueprint."""
+
+    @property
+    def purpose(self) -> str: ...
+
+    @property
+    def target(self) -> Any: ...  # the target's own model
+
+    @property
+    def node_groups(self) -> tuple[Any, ...]: ...  # NodeGroup with the targets' fields
+
+    @property
+    def network(self) -> NetworkSpec: ...
+
+    @property
+    def storage(self) -> StorageSpec: ...
+
+    @property
+    def workload(self) -> WorkloadSpec | None: ...
+
+    @property
+    def lifecycle(self) -> LifecycleSpec: ...
+
+
+class TargetSchema:
+    type: ClassVar[str]
+    model: ClassVar[type[Strict]]  # the target section, discriminated on `type`
+    # Fields this target's node groups add to the shared NodeGroup (None: none); a node group
+    # of another target that sets one is refused with the field's name.
+    group_fields: ClassVar[type[Strict] | None] = None
+    fabrics: ClassVar[tuple[str, ...]]  # network fabrics the target can have
+
+    def rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        """Cross-field rules of this target that need the whole blueprint or the catalog."""
+        return []
+
+    def group_rules(
+        self, purpose: str | None, groups: list[tuple[int, NodeGroup]], catalog: Catalog
+    ) -> list[Violation]:
+        """The rules of single node groups (catalog look-ups): run on every group that parsed
+        when the blueprint as a whole did not, so all mistakes show in one run."""
+        return []
+
+    def target_rules(self, raw: Mapping[str, Any], catalog: Catalog) -> list[Violation]:
+        """Catalog look-ups of the target section as written (run when the blueprint as a whole
+        did not validate, so they show with the other mistakes)."""
+        return []
+
+    def idle_actions(self, purpose: str) -> tuple[str, ...]:
+        """What `rackform reap --apply` can do to an idle cluster of this target and purpose."""
+        return ("notify",)
+
+    def idle_rules(self, bp: Cluster) -> list[Violation]:
+        """lifecycle.idle.action must be one this target carries out for the cluster's purpose
+        (e.g. no power-off on AWS: there is no BMC to reach)."""
+        idle = bp.lifecycle.idle
+        allowed = self.idle_actions(bp.purpose)
+        if idle is None or idle.action in allowed:
+            return []
+        return [
+            Violation(
+                ("lifecycle", "idle", "action"),
+                f"{idle.action} is not an idle action for a {bp.purpose} cluster on {self.type}",
+                "use one of: " + ", ".join(allowed),
+            )
+        ]

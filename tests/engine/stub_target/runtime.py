@@ -1,0 +1,43 @@
+"""What the stub target adds to the running world: a component that creates one machine per
+node, its stack config, and how Ansible logs in."""
+
+from __future__ import annotations
+
+import pulumi
+
+from rackform.targets.runtime import TargetRuntime
+
+
+class StubNodes(pulumi.ComponentResource):
+    def __init__(self, name, plan, opts=None):
+        super().__init__("rackform:stub:Nodes", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.node_resources = []
+        listed = {}
+        flavors = {g.name: g.flavor for g in plan.effective.blueprint.node_groups}
+        for g in plan.node_groups:
+            listed[g.name] = []
+            for i in range(g.count):
+                host = f"{plan.stack}-{g.name}-{i}"
+                props = {"flavor": flavors[g.name]}
+                machine = pulumi.CustomResource("stub:index:Machine", host, props, child)
+                self.node_resources.append(machine)
+                listed[g.name].append([host, f"10.9.0.{len(self.node_resources)}", 22])
+        self.nodes = pulumi.Output.from_input(listed)
+        self.register_outputs({"nodes": self.nodes})
+
+
+class StubRuntime(TargetRuntime):
+    type = "stub"
+
+    def ssh_user(self, target):
+        return "stub"
+
+    def stack_config(self, target):
+        return {"stub:rate": str(target.usd_per_node_hour)}
+
+    def component(self, name, plan, opts, providers):
+        return StubNodes(f"{name}-stub", plan, opts=opts)
+
+
+RUNTIME = StubRuntime()
