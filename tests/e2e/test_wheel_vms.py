@@ -80,7 +80,7 @@ def test_the_installed_wheel_runs_every_command_from_an_empty_directory(
     where = user.run(
         user.venv / "bin" / "python",
         "-c",
-        "import rackform, rackform.paths as p; print(rackform.__file__); print(p.COLLECTION)",
+        "import rackform, rackform.paths as p; print(rackform.__file__); print(p.collection())",
     )
     package, collection = where.stdout.split()
     assert package.startswith(str(user.venv)) and collection.startswith(str(user.venv)), where
