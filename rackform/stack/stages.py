@@ -35,7 +35,6 @@ import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pulumi
@@ -66,7 +65,7 @@ VALIDATE_INPUTS = (
     "configured_hash",
     "request",
     "access",
-    "evidence",
+    "attest",
 )
 # What makes a validation run again: new nodes, a new configuration, or a request. Not the
 # digest, the thresholds or the smoke steps: a cosmetic edit never reruns the smoke job on a
@@ -222,18 +221,13 @@ class ValidateProvider(ResourceProvider):
             validation=props["validation"],
             access=props.get("access"),
         )
-        # Sealed as evidence `rackform promote` accepts: for the blueprint digest it ran under,
-        # at the time it ran (signed where RACKFORM_EVIDENCE_KEY is set).
-        from rackform.gitops.evidence import seal
+        # The evidence `rackform promote` accepts: an in-toto statement about this run (what it
+        # ran: the pin; on which nodes; when), signed here, in the source deploy that holds
+        # RACKFORM_EVIDENCE_SIGNING_KEY (read now, never stored with the provider or in state).
+        from rackform.gitops.evidence import attest
 
-        who = props.get("evidence") or {}
-        sealed_for = SimpleNamespace(
-            name=who.get("cluster", props["cluster"]),
-            environment=who.get("environment", ""),
-            digest=props.get("digest"),
-        )
-        report = seal(report, plan=sealed_for)
-        return {**_inputs(props, VALIDATE_INPUTS), **judge(report)}
+        signed = attest(report, props["attest"], inventory_hosts(props["inventory"]))
+        return {**_inputs(props, VALIDATE_INPUTS), **judge(report), "evidence": signed}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(f"{props['cluster']}-validate", self._run(props))
@@ -282,6 +276,7 @@ class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
     report: pulumi.Output[dict]
     passed: pulumi.Output[bool]
     failure: pulumi.Output[str]
+    evidence: pulumi.Output[dict]
 
     def __init__(
         self,
@@ -292,7 +287,7 @@ class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
     ):
         args = {
             **{k: props.get(k) for k in VALIDATE_INPUTS},
-            **{"report": None, "passed": None, "failure": None},
+            **{"report": None, "passed": None, "failure": None, "evidence": None},
         }
         secret = pulumi.ResourceOptions(additional_secret_outputs=["access"])
         super().__init__(
