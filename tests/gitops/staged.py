@@ -25,7 +25,7 @@ from pulumi.runtime.stack import run_in_stack
 from rackform.gitops.signing import key_id, public_pem
 from rackform.plan.inventory import inventory_hosts
 from rackform.stack.offline import RecordingMocks, RecordingMonitor
-from rackform.stack.stages import ValidateProvider
+from rackform.stack.stages import ValidateProvider, ValidationFailed
 from rackform.validation.cluster import merge_reports
 
 NODE = {"checks": [{"name": "loss_drop", "status": "pass", "measured": 0.4, "expected": 0.2}]}
@@ -101,7 +101,8 @@ class OutputsMonitor(RecordingMonitor):
 
 
 def up(project: Path, blueprint: Path, env: str, work: NodeWork | None = None) -> dict:
-    """The stack outputs of `up` on `env` (raises what the program raises)."""
+    """The stack outputs of `up` on `env` (raises what the program raises, but a failed
+    strict validation: that `up` fails with its outputs recorded)."""
     from rackform.stack import program
 
     mocks = EngineMocks(work or NodeWork())
@@ -117,6 +118,8 @@ def up(project: Path, blueprint: Path, env: str, work: NodeWork | None = None) -
         set_root_resource(None)  # the program gets its own root stack, as under `pulumi up`
         try:
             loop.run_until_complete(run_in_stack(lambda: program.main(project)))
+        except ValidationFailed:
+            pass  # `up` fails after the outputs, the report included, are recorded
         finally:
             loop.close()
             asyncio.set_event_loop(None)
