@@ -89,7 +89,7 @@ def test_the_stages_signed_statement_of_the_source_digest_is_accepted(world):
 
 
 def test_no_signature_no_promotion_and_only_keys_listed_for_the_environment(world, tmp_path):
-    staging, prod, pem, keys, prod_key = world
+    staging, _, pem, keys, prod_key = world
     unsigned = attest(merge_reports(["n1"], {"n1": NODE}, 0), about(staging), ["n1"], now=NOW,
                       environ={})  # fmt: skip
     assert "unsigned" in refused(unsigned, staging, keys)
@@ -121,7 +121,7 @@ def test_every_edit_of_a_signed_statement_is_refused(world):
 
 
 def test_signed_but_not_about_this_validation(world, tmp_path):
-    staging, prod, pem, keys, prod_key = world
+    staging, prod, pem, keys, _ = world
     # prod's own statement is not staging's, whichever key signed it.
     assert "may sign for prod, not staging" in refused(
         signed(prod, tmp_path / "prod.pem"), staging, keys

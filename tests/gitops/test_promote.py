@@ -227,7 +227,7 @@ def test_evidence_from_the_future_and_stale_evidence(repo, tmp_path, keys, monke
     now = datetime.now(UTC)
     with pytest.raises(promotion.Refused, match="in the future"):
         make(repo, outputs, now=now - timedelta(days=1))
-    with pytest.raises(promotion.Refused, match="stale: validated 2.0 h ago"):
+    with pytest.raises(promotion.Refused, match=r"stale: validated 2\.0 h ago"):
         make(repo, outputs, now=now + timedelta(hours=2))
     assert not (repo / "promotions").exists()
 
@@ -259,8 +259,8 @@ def test_what_may_change_after_a_promotion(repo, tmp_path, keys, monkeypatch):
     # Anything staging validated changed (the base): its evidence no longer counts.
     commit(repo, "base", {BP: PIPE.replace("smoke_steps: 10", "smoke_steps: 11")})
     before = (repo / RECORD).read_bytes()
-    with pytest.raises(promotion.Refused, match="staging's digest at this commit is .*`rackform up "
-                       "--env staging` again"):  # fmt: skip
+    with pytest.raises(promotion.Refused, match=r"staging.s digest at this commit is .*`rackform up "
+                       r"--env staging` again"):  # fmt: skip
         make(repo, outputs, commit=True)
     assert (repo / RECORD).read_bytes() == before and git(repo, "status", "--porcelain") == ""
     assert "(the blueprint changed since)" in gate(repo)  # and `up` on prod stops too

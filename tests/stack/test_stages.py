@@ -4,9 +4,8 @@ the nodes under Pulumi's mock runtime."""
 
 from __future__ import annotations
 
-import json
-
 import base64
+import json
 
 import dill
 import pytest
