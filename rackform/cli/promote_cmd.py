@@ -15,7 +15,7 @@ import typer
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.cli.app import app
-from rackform.cli.common import File, fail, refuse, user_error
+from rackform.cli.common import File, fail, need, refuse, user_error
 from rackform.engine import Blocked
 
 
@@ -42,6 +42,8 @@ def promote(
     """Promote a blueprint from one environment to the next on the source stack's own signed
     validation (its Validate stage, every node, the source's digest at this commit); write the
     record that `up` on the target verifies."""
+    need("pulumi", "promote")  # the source stack's outputs, through the Automation API
+    need("cryptography", "promote")
     from rackform.gitops import promote as promotion
     from rackform.gitops.evidence import EvidenceError, max_age
 

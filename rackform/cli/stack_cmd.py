@@ -63,6 +63,8 @@ def up(
     strict validation failure fails it after the report is in the stack outputs; so does an
     unwaived preflight error, before anything is created."""
     plan = for_action(file, env, "nothing was created").plan
+    need("pulumi", "up")
+    need("cryptography", "up")  # promotion evidence is verified (and signed) with it
     from rackform.gitops.promotion import PromotionRequired, require_promotion
     from rackform.gitops.signing import SigningError, legacy_key_problem, load_signing_key
 
