@@ -17,7 +17,6 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from google.protobuf.json_format import MessageToDict
 from pulumi.runtime import set_all_config, set_mocks
 from pulumi.runtime.settings import SETTINGS, set_root_resource
 from pulumi.runtime.stack import run_in_stack
@@ -89,24 +88,13 @@ class EngineMocks(RecordingMocks):
         return rid, state
 
 
-class OutputsMonitor(RecordingMonitor):
-    def __init__(self, mocks):
-        super().__init__(mocks)
-        self.stack_outputs: dict = {}
-
-    def RegisterResourceOutputs(self, request):
-        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-            self.stack_outputs = MessageToDict(request.outputs)
-        return super().RegisterResourceOutputs(request)
-
-
 def up(project: Path, blueprint: Path, env: str, work: NodeWork | None = None) -> dict:
     """The stack outputs of `up` on `env` (raises what the program raises, but a failed
     strict validation: that `up` fails with its outputs recorded)."""
     from rackform.stack import program
 
     mocks = EngineMocks(work or NodeWork())
-    monitor = OutputsMonitor(mocks)
+    monitor = RecordingMonitor(mocks)
     stack = f"{_name(blueprint)}-{env}"
 
     def run() -> None:
