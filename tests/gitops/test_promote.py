@@ -357,3 +357,20 @@ def test_the_blueprint_is_read_once(repo, tmp_path, keys, monkeypatch):
     monkeypatch.setattr(loader, "read", lambda path: reads.append(path) or real(path))
     assert make(repo, outputs).changed
     assert len(reads) == 1  # base, staging and prod all come from one read
+
+
+def test_the_envelope_saved_from_the_stack_is_the_same_evidence(repo, tmp_path, keys,
+                                                               monkeypatch):  # fmt: skip
+    """`--evidence FILE`: `pulumi stack output evidence --json` saved, for a promote job that
+    does not reach the state backend; verified exactly as the output itself."""
+    outputs = staging_up(repo, tmp_path, keys[0], monkeypatch)
+    saved = tmp_path / "evidence.json"
+    saved.write_text(json.dumps(outputs["evidence"]))
+    done = promotion.promote(repo / BP, "staging", "prod", evidence=saved, age=timedelta(hours=1))
+    assert done.changed and gate(repo) == ""
+    rec = json.loads(done.path.read_text())
+    assert rec["evidence"] == outputs["evidence"]
+    # The old sealed report is a smoke report by another name: refused.
+    saved.write_text(json.dumps({"checks": [], "evidence": {"format": "rackform-evidence/1"}}))
+    with pytest.raises(promotion.Refused, match="a `rackform smoke` report is not evidence"):
+        promotion.promote(repo / BP, "staging", "prod", evidence=saved, age=timedelta(hours=1))
