@@ -5,7 +5,7 @@ nodes, not only the blueprint.
     promotion  the file's promotion rules ({target: source}): re-pointing one changes the pin
     rackform   the rackform version that compiled and ran it
     roles      the Configure stage's hash of what the collection ships to nodes (its roles, the
-               validators in smoke_train's files, modules, playbooks: stages.roles_hash)
+               validators in smoke_train's files, modules, playbooks: rackform/stack/shipped.py)
     images     the machine images where the plan knows them (a pinned AMI id; else the lookup
                the launch resolves, which is all the plan can know before `up`)
 
@@ -50,9 +50,9 @@ def pin_of(plan: Plan, roles: str | None = None) -> dict[str, Any]:
     """`roles`: the Configure stage's roles hash, where the caller has it already."""
     if roles is None:
         from rackform.paths import collection
-        from rackform.stack.stages import roles_hash
+        from rackform.stack import shipped
 
-        roles = roles_hash(collection())
+        roles = shipped.roles_hash(collection())
     return {
         "blueprint": plan.digest,
         "promotion": rules(plan),

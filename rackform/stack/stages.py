@@ -34,13 +34,13 @@ import hashlib
 import importlib
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from rackform.plan.inventory import inventory_hosts
+from rackform.stack.shipped import SHIPPED, roles_hash  # noqa: F401  (the stage's hash)
 
 CONFIGURE_WORK = "rackform.hosts.runner:configure"
 DRIFT_WORK = "rackform.hosts.runner:drift"
@@ -100,28 +100,6 @@ def resolve(work: Work, stage: str) -> Callable[..., dict]:
             "has it (the Ansible roles / the smoke validator) and run `pulumi up` again"
         )
     return fn
-
-
-# What of the collection reaches the nodes: its roles (with the validators in smoke_train's
-# files), its modules and module_utils, and the site playbook. Its README, changelog and
-# galaxy.yml do not, so editing them reruns nothing.
-SHIPPED = ("roles", "plugins", "playbooks")
-
-
-def roles_hash(collection: Path) -> str:
-    """sha256 over every file the collection runs on nodes (relative path and bytes), in a
-    stable order; byte-compiled caches are left out."""
-    h = hashlib.sha256()
-    for top in SHIPPED:
-        base = collection / top
-        if not base.is_dir():
-            continue
-        for path in sorted(p for p in base.rglob("*") if p.is_file()):
-            rel = path.relative_to(collection).as_posix()
-            if "__pycache__" in rel or rel.endswith(".pyc"):
-                continue
-            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
-    return "sha256:" + h.hexdigest()
 
 
 def content_hash(roles: str, group_vars: dict, inventory: dict) -> str:

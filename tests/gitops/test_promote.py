@@ -241,9 +241,9 @@ def test_prod_runs_what_staging_validated_or_up_says_what_differs(repo, tmp_path
     assert "prod would run other bits than staging validated: rackform 9.9.9 (validated: " in msg
     monkeypatch.undo()
     # The roles and validators shipped to nodes: the Configure stage's own hash.
-    from rackform.stack import stages
+    from rackform.stack import shipped
 
-    monkeypatch.setattr(stages, "roles_hash", lambda c: "sha256:other-roles")
+    monkeypatch.setattr(shipped, "roles_hash", lambda c: "sha256:other-roles")
     assert "roles sha256:other-roles (validated: sha256:" in gate(repo)
 
 
