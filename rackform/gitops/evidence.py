@@ -170,13 +170,17 @@ def check(
     pred = st.get("predicate") if isinstance(st, dict) else None
     if (
         not isinstance(pred, dict)
+        or not isinstance(pred.get("pin"), dict)
         or st.get("_type") != STATEMENT_TYPE
         or st.get("predicateType") != PREDICATE_TYPE
     ):
         raise EvidenceError("evidence: not a rackform validation statement")
     if pred.get("producer") != PRODUCER:
         raise EvidenceError(f"evidence: produced by {pred.get('producer')!r}: {NOT_EVIDENCE}")
-    subject = st["subject"][0]["digest"]["sha256"] if st.get("subject") else None
+    try:
+        subject = st["subject"][0]["digest"]["sha256"]
+    except (KeyError, IndexError, TypeError):
+        subject = None
     if subject != pins.digest(pred.get("pin") or {}):
         raise EvidenceError("evidence: its subject is not the digest of the pin it states")
     for what, want in (("cluster", source.name), ("environment", source.environment),
