@@ -10,7 +10,9 @@ Validate runs on create, when the configuration or the nodes change, and when as
 (`rackform up --revalidate` sets the `request` input); a cosmetic edit never reruns it. It never
 raises for a failed check: the report and `passed` land in its outputs and the stack's, and the
 program fails `up` afterwards when `validation.strict` (rackform/stack/program.py), so the
-state keeps every resource and the evidence of what failed.
+state keeps every resource and the evidence of what failed. With the report it outputs
+`evidence`: its in-toto statement about the run, signed where the deploy holds the signing key
+(rackform/gitops/evidence.py), the only evidence `rackform promote` accepts.
 
 The work itself is injected: by default Configure calls `rackform.hosts.runner.configure` (the
 Ansible roles) and Validate `rackform.validation.cluster.validate_cluster` (the smoke_train
