@@ -79,8 +79,9 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 
 def require_promotion(plan: Plan, project: Path | None) -> None:
-    """Raise PromotionRequired unless `plan`'s environment needs no promotion, or a record in
-    `project` promotes exactly this digest into it. What `up` and the program call."""
+    """Raise PromotionRequired unless `plan`'s environment needs no promotion, or a record
+    promotes exactly this digest into it on evidence verified here (`verify_record`). What
+    `up` and the program call; the message is one line, the record's path first."""
     try:
         rule = rule_for(plan)
     except BlueprintError as exc:
