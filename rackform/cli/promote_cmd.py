@@ -1,6 +1,6 @@
-"""`rackform promote FILE --from SRC --to DST --evidence REPORT [--max-age 24h] [--commit]`:
-check the evidence and record the promotion (rackform/gitops/promotion.py states the rule,
-rackform/gitops/promote.py makes the promotion).
+"""`rackform promote FILE --from SRC --to DST [--evidence ENVELOPE] [--max-age 24h] [--commit]`:
+verify SRC's signed Validate-stage evidence (from its stack's outputs) and record the promotion
+(rackform/gitops/promotion.py states the rule, rackform/gitops/promote.py makes the promotion).
 
 Every check comes before anything is written: a refused promotion leaves the repository as it
 was (exit 2, one line). Promoting what is already recorded (same target digest, same evidence)
@@ -15,7 +15,7 @@ import typer
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.cli.app import app
-from rackform.cli.common import File, fail, refuse, user_error
+from rackform.cli.common import File, fail, need, refuse, user_error
 from rackform.engine import Blocked
 
 
@@ -25,8 +25,13 @@ def promote(
     source: Annotated[str, typer.Option("--from", help="The validated environment.")],
     target: Annotated[str, typer.Option("--to", help="The environment to promote into.")],
     evidence: Annotated[
-        Path, typer.Option("--evidence", help="The sealed validation report of --from.")
-    ],
+        Path | None,
+        typer.Option(
+            "--evidence",
+            help="The source stack's `evidence` output saved to a file (default: read it from "
+            "the stack through Pulumi).",
+        ),
+    ] = None,
     age: Annotated[
         str, typer.Option("--max-age", help="Refuse evidence older than this (s, m, h, d).")
     ] = "24h",
@@ -34,8 +39,11 @@ def promote(
         bool, typer.Option("--commit", help="Commit the promotion record (git).")
     ] = False,
 ) -> None:
-    """Promote a blueprint from one environment to the next on a passing validation report
-    of the source's digest at this commit; write the record that `up` on the target needs."""
+    """Promote a blueprint from one environment to the next on the source stack's own signed
+    validation (its Validate stage, every node, the source's digest at this commit); write the
+    record that `up` on the target verifies."""
+    need("pulumi", "promote")  # the source stack's outputs, through the Automation API
+    need("cryptography", "promote")
     from rackform.gitops import promote as promotion
     from rackform.gitops.evidence import EvidenceError, max_age
 
@@ -44,7 +52,7 @@ def promote(
     except EvidenceError as exc:
         raise user_error(str(exc)) from None
     try:
-        done = promotion.promote(file, source, target, evidence, age=limit, commit=commit)
+        done = promotion.promote(file, source, target, evidence=evidence, age=limit, commit=commit)
     except BlueprintError as exc:
         raise fail(exc.problems) from None
     except Blocked as exc:

@@ -23,7 +23,6 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, for_action
 from rackform.paths import validators_dir
-from rackform.plan.model import Plan
 from rackform.plan.thresholds import (
     Expectations,
     GroupError,
@@ -53,12 +52,12 @@ def _launch():
 
 def _expectations(
     blueprint: Path | None, env: str | None, group: str | None, nodes: int | None
-) -> tuple[Expectations, dict, Plan | None]:
+) -> tuple[Expectations, dict]:
     if blueprint is None:
         if env or group or nodes is not None:
             print("rackform: --env, --group and --nodes need --blueprint", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
-        return without_blueprint(), {}, None
+        return without_blueprint(), {}
     plan = for_action(blueprint, env, "the smoke job did not run").plan
     try:
         g = pick_group(plan, group)
@@ -75,17 +74,7 @@ def _expectations(
         raise typer.Exit(EXIT_INVALID)
     exp = for_group(plan, g.name, nodes=nodes)  # None: the group's count
     source = {"file": str(blueprint), "environment": plan.environment, "digest": plan.digest}
-    return exp, source, plan
-
-
-def _commit_of(blueprint: Path) -> str | None:
-    """The commit the blueprint was validated at, where it is in a git checkout."""
-    from rackform.gitops.gitrev import GitError, head_commit, toplevel
-
-    try:
-        return head_commit(toplevel(blueprint.resolve().parent))
-    except GitError:
-        return None
+    return exp, source
 
 
 @app.command()
@@ -152,7 +141,7 @@ def smoke(
             f"rackform: --json {json_path}: no such directory {json_path.parent}", file=sys.stderr
         )
         raise typer.Exit(EXIT_INVALID)
-    exp, source, plan = _expectations(blueprint, env, group, nodes)
+    exp, source = _expectations(blueprint, env, group, nodes)
     launch, report = _launch()
     try:
         import torch  # only here: the job needs it anyway, the rest of the CLI does not
@@ -209,11 +198,9 @@ def smoke(
     doc["thresholds"] = {n: {"value": v, "source": s} for n, v, s in exp.table()}
     if source:
         doc["blueprint"] = source
-    if plan is not None:
-        # Sealed (and signed where RACKFORM_EVIDENCE_KEY is set): evidence `promote` accepts.
-        from rackform.gitops.evidence import seal
-
-        doc = seal(doc, plan=plan, commit=_commit_of(blueprint))
+    # Named for what it is: a run on this machine, never promotion evidence (that is the
+    # Validate stage's signed statement, made on the cluster's nodes).
+    doc["producer"] = "rackform smoke"
     if json_path is not None:
         json_path.write_text(report.dumps(doc))
     typer.echo(report.table(doc))

@@ -63,8 +63,18 @@ def up(
     strict validation failure fails it after the report is in the stack outputs; so does an
     unwaived preflight error, before anything is created."""
     plan = for_action(file, env, "nothing was created").plan
+    need("pulumi", "up")
+    need("cryptography", "up")  # promotion evidence is verified (and signed) with it
     from rackform.gitops.promotion import PromotionRequired, require_promotion
+    from rackform.gitops.signing import SigningError, legacy_key_problem, load_signing_key
 
+    problem = legacy_key_problem()
+    if problem:
+        raise user_error(problem)
+    try:
+        load_signing_key()  # a broken key fails here, not after the cluster was validated
+    except SigningError as exc:
+        raise user_error(f"{exc}; nothing was created") from None
     try:
         require_promotion(plan, plan.project)  # the promotion gate (rackform/gitops)
     except PromotionRequired as exc:

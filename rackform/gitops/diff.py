@@ -40,6 +40,7 @@ class Side:
     month: float | None
     run: float | None
     planned: bool = True  # False: an unwaived preflight error kept the program from running
+    promoted_from: str | None = None  # the promotion rule into this environment, if any
 
 
 @dataclass
@@ -52,6 +53,9 @@ class EnvDiff:
     findings: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
     not_planned: str = ""  # why resources were not compared
+    # A promotion rule into this environment added, removed or re-pointed: who may deploy it,
+    # so always a finding, though no digest of the environment changes with it.
+    promotion: dict[str, Any] | None = None
 
     @property
     def new_errors(self) -> list[dict[str, Any]]:
@@ -93,7 +97,7 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def side_of(p: Prepared, shown: str) -> Side:
+def side_of(p: Prepared, shown: str, rules: dict[str, str]) -> Side:
     """`shown`: how findings name the file (PATH@REV, not the temporary copy)."""
     from rackform.stack.offline import record  # Pulumi only when something is planned
 
@@ -114,6 +118,7 @@ def side_of(p: Prepared, shown: str) -> Side:
         cost.usd_per_month,
         _run_usd(plan, cost),
         not p.blocked,
+        rules.get(plan.environment),
     )
 
 
@@ -210,7 +215,10 @@ def compare_env(env: str, old: Side | None, new: Side | None) -> EnvDiff:
     if not (o.planned and n.planned):
         which = " and ".join(w for w, s in (("base", o), ("head", n)) if not s.planned)
         d.not_planned = f"not planned at {which}: unwaived preflight errors"
-    if status == "changed" and o.digest == n.digest and not d.resources and not d.findings:
+    if o.promoted_from != n.promoted_from and (old and new):
+        d.promotion = _rule_change(o.promoted_from, n.promoted_from)
+    quiet = not d.resources and not d.findings and d.promotion is None
+    if status == "changed" and o.digest == n.digest and quiet:
         d.status = "unchanged"
     if old is None:  # a new cluster: every cost is added
         d.cost["month"]["delta"], d.cost["run"]["delta"] = n.month, n.run
@@ -218,6 +226,17 @@ def compare_env(env: str, old: Side | None, new: Side | None) -> EnvDiff:
         d.cost["month"]["delta"] = None if o.month is None else -o.month
         d.cost["run"]["delta"] = None if o.run is None else -o.run
     return d
+
+
+def _rule_change(old: str | None, new: str | None) -> dict[str, Any]:
+    if old is None:
+        what = f"now only by promotion from {new}"
+    elif new is None:
+        what = f"no longer gated: deployed without a promotion from {old}"
+    else:
+        what = f"promoted from {new} instead of {old}"
+    change = "added" if old is None else "removed" if new is None else "re-pointed"
+    return {"change": change, "old": old, "new": new, "message": what}
 
 
 def _sides(
@@ -233,7 +252,10 @@ def _sides(
         return {}, "", [str(p).replace(str(copy), f"{path}@{label}") for p in exc.problems]
     finally:
         copy.unlink()
-    sides = {p.plan.environment: side_of(p, f"{path}@{label}") for p in prepared}
+    from rackform.gitops.pin import rules
+
+    declared = rules(prepared[0].plan)  # the file's rules, the same in every environment
+    sides = {p.plan.environment: side_of(p, f"{path}@{label}", declared) for p in prepared}
     return sides, prepared[0].plan.name, []
 
 

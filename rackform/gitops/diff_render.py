@@ -55,6 +55,8 @@ def _env_rows(bd: BlueprintDiff) -> list[str]:
             res = e.not_planned
         if e.red:
             res = f"{RED} {res}"
+        if e.promotion:
+            res = f"{res}, promotion rule {e.promotion['change']}"
         new = sum(f["change"] in ("appeared", "unwaived") for f in e.findings)
         gone = len(e.findings) - new
         rows.append(
@@ -69,6 +71,9 @@ def _env_details(e: EnvDiff) -> list[str]:
     if e.status == "unchanged":
         return []
     out = [f"<details><summary>{e.environment}: what changes</summary>", ""]
+    if e.promotion:
+        p = e.promotion
+        out += [f"- ⚠️ promotion rule {p['change']}: {e.environment} {p['message']}", ""]
     if e.fields:
         out += ["| field | old | new |", "| --- | --- | --- |"]
         out += [f"| `{f['field']}` | {_short(f['old'])} | {_short(f['new'])} |" for f in e.fields]

@@ -1,55 +1,56 @@
-"""Validation evidence: a validation report sealed by the run that produced it, and the checks
-`rackform promote` makes before it believes one.
+"""Validation evidence: the source environment's own Validate-stage report, as an in-toto
+statement signed by that environment's deploy, and the checks a verifier makes before it
+believes one. The verifier, not the producer, decides what a statement proves.
 
-A sealed report carries an `evidence` block: which cluster, environment and effective-blueprint
-digest it validated, at which commit, when, and `content`, a SHA-256 over the canonical JSON of
-everything else in the document and the block itself. Editing any check, figure or field by hand
-breaks `content`. Where a signing key is configured (RACKFORM_EVIDENCE_KEY), the sealing run also
-signs `content` with HMAC-SHA256, and `promote` then refuses an unsigned or wrongly signed
-report. The key is read from the environment only and never printed.
+    {"_type": "https://in-toto.io/Statement/v1",
+     "subject": [{"name": "rackform/<cluster>/<env>", "digest": {"sha256": <pin digest>}}],
+     "predicateType": "https://rackform.dev/attestations/validation/v1",
+     "predicate": {"producer": "rackform Validate stage", "stack", "cluster", "environment",
+                   "pin": {blueprint, promotion, rackform, roles, images} (gitops/pin.py),
+                   "validated_at", "nodes": {"expected": [hosts], "reported": [hosts]},
+                   "passed", "report": {"checks": [...], "nodes": {...}}}}
+
+It travels as a DSSE envelope (rackform/gitops/signing.py) in the stack output `evidence`. A
+`rackform smoke` report is not evidence: it ran wherever it was started, not on the cluster's
+nodes through the stage that counts them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rackform.gitops import pin as pins
+from rackform.gitops.signing import SigningError, envelope, load_signing_key
+from rackform.gitops.trust import Trusted, verified_payload
 from rackform.plan.model import Plan
 
-KEY_ENV = "RACKFORM_EVIDENCE_KEY"
-FORMAT = "rackform-evidence/1"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://rackform.dev/attestations/validation/v1"
+PRODUCER = "rackform Validate stage"
+# Clocks of the deploy runner and the verifier may disagree a little, never by hours.
+SKEW = timedelta(minutes=5)
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+NOT_EVIDENCE = (
+    "a `rackform smoke` report is not evidence: it ran where it was started, not through "
+    "the Validate stage on the cluster's nodes; promote reads the source stack's `evidence` "
+    "output"
+)
 
 
 class EvidenceError(Exception):
     """Evidence that may not back a promotion; the message says why, in one line."""
 
 
-def _canon(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _content(doc: dict[str, Any]) -> str:
-    block = {k: v for k, v in doc["evidence"].items() if k not in ("content", "signature")}
-    body = {**{k: v for k, v in doc.items() if k != "evidence"}, "evidence": block}
-    return "sha256:" + hashlib.sha256(_canon(body)).hexdigest()
-
-
-def _sign(content: str, key: str) -> str:
-    return "hmac-sha256:" + hmac.new(key.encode(), content.encode(), hashlib.sha256).hexdigest()
-
-
-def passed(doc: dict[str, Any]) -> tuple[bool, str]:
+def passed(report: dict[str, Any]) -> tuple[bool, str]:
     """A pass needs no failed check and at least one passed one (the Validate stage's rule)."""
-    checks = doc.get("checks", [])
+    checks = report.get("checks", [])
     failed = [c.get("name", "?") for c in checks if c.get("status") == "fail"]
     if failed:
         return False, f"failed checks: {', '.join(failed[:5])}"
@@ -58,30 +59,61 @@ def passed(doc: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
-def seal(
-    report: dict[str, Any],
-    *,
-    plan: Plan,
-    commit: str | None = None,
-    now: datetime | None = None,
-    environ: dict[str, str] | None = None,
+def statement(
+    report: dict[str, Any], about: Mapping[str, Any], hosts: list[str], now: datetime
 ) -> dict[str, Any]:
-    """The report with its evidence block (signed where the key is configured)."""
-    env = os.environ if environ is None else environ
-    doc = {k: v for k, v in report.items() if k != "evidence"}
-    doc["evidence"] = {
-        "format": FORMAT,
-        "cluster": plan.name,
-        "environment": plan.environment,
-        "digest": plan.digest,
-        "commit": commit,
-        "validated_at": (now or datetime.now(UTC)).isoformat(timespec="seconds"),
-        "passed": passed(doc)[0],
+    """The statement the Validate stage makes about its run. `about`: stack, cluster,
+    environment and pin, given to the stage by the program."""
+    pin = about["pin"]
+    reported = report.get("nodes")
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {
+                "name": f"rackform/{about['cluster']}/{about['environment']}",
+                "digest": {"sha256": pins.digest(pin)},
+            }
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "producer": PRODUCER,
+            "stack": about["stack"],
+            "cluster": about["cluster"],
+            "environment": about["environment"],
+            "pin": pin,
+            "validated_at": now.isoformat(timespec="seconds"),
+            "nodes": {
+                "expected": sorted(hosts),
+                "reported": sorted(reported) if isinstance(reported, dict) else [],
+            },
+            "passed": passed(report)[0],
+            "report": report,
+        },
     }
-    doc["evidence"]["content"] = _content(doc)
-    if env.get(KEY_ENV):
-        doc["evidence"]["signature"] = _sign(doc["evidence"]["content"], env[KEY_ENV])
-    return doc
+
+
+def attest(
+    report: dict[str, Any],
+    about: Mapping[str, Any],
+    hosts: list[str],
+    *,
+    now: datetime | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The signed envelope of the stage's statement (unsigned where the deploy has no key)."""
+    st = statement(report, about, hosts, now or datetime.now(UTC))
+    return envelope(st, load_signing_key(environ))
+
+
+@dataclass(frozen=True)
+class Proven:
+    """What a verified statement says, once every check passed."""
+
+    subject: str  # sha256:<pin digest>
+    pin: dict[str, Any]
+    validated_at: str
+    nodes: int
+    statement: dict[str, Any]
 
 
 def max_age(text: str) -> timedelta:
@@ -91,79 +123,113 @@ def max_age(text: str) -> timedelta:
     return timedelta(**{_UNIT[m.group(2)]: float(m.group(1))})
 
 
-@dataclass(frozen=True)
-class Evidence:
-    content: str
-    validated_at: str
-    commit: str | None
-    signed: bool
+def from_outputs(outputs: Mapping[str, Any], stack: str) -> dict[str, Any]:
+    """The envelope in a stack's outputs (read through the Automation API)."""
+    found = outputs.get("evidence")
+    if not found:
+        raise EvidenceError(
+            f"stack {stack} has no `evidence` output: run `rackform up` on it with this rackform "
+            "(its Validate stage writes it), then promote"
+        )
+    return found
 
 
-def read(path: Path) -> dict[str, Any]:
+def from_file(path: Path) -> dict[str, Any]:
+    """An envelope saved from the outputs (`pulumi stack output evidence --json`)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise EvidenceError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EvidenceError(f"{path}: not a validation report (not JSON: {exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("checks"), list):
-        raise EvidenceError(f"{path}: not a validation report (no `checks` list)")
+        raise EvidenceError(f"{path}: not evidence (not JSON: {exc})") from None
+    if isinstance(doc, dict) and ("checks" in doc or "evidence" in doc):
+        raise EvidenceError(f"{path}: {NOT_EVIDENCE}")
     return doc
 
 
-def verify(
-    path: Path,
+def check(
+    env: Any,
+    keys: dict[str, Trusted],
     source: Plan,
     *,
-    age: timedelta,
-    now: datetime | None = None,
-    environ: dict[str, str] | None = None,
-) -> Evidence:
-    """The report at `path` backs a promotion from `source`'s environment, or EvidenceError."""
-    env = os.environ if environ is None else environ
-    doc = read(path)
-    block = doc.get("evidence")
-    if not isinstance(block, dict) or block.get("format") != FORMAT:
-        raise EvidenceError(
-            f"{path}: not sealed evidence (no `evidence` block): use the report a validating run "
-            "wrote (`rackform smoke --json PATH --blueprint FILE --env ENV`)"
-        )
-    if block.get("content") != _content(doc):
-        raise EvidenceError(f"{path}: edited after it was sealed (its content digest differs)")
-    key = env.get(KEY_ENV)
-    if key:
-        sig = block.get("signature")
-        if not sig:
-            raise EvidenceError(f"{path}: unsigned, and {KEY_ENV} is set: signed evidence only")
-        if not hmac.compare_digest(sig, _sign(block["content"], key)):
-            raise EvidenceError(f"{path}: its signature does not match ({KEY_ENV})")
-    if block.get("cluster") != source.name:
-        raise EvidenceError(
-            f"{path}: validated cluster {block.get('cluster')!r}, not {source.name!r}"
-        )
-    if block.get("environment") != source.environment:
-        raise EvidenceError(
-            f"{path}: validated environment {block.get('environment')!r}, "
-            f"not {source.environment!r}"
-        )
-    if block.get("digest") != source.digest:
-        raise EvidenceError(
-            f"{path}: validated digest {block.get('digest')}, but {source.environment}'s digest "
-            f"at this commit is {source.digest}: validate {source.environment} again"
-        )
-    ok, why = passed(doc)
-    if not ok:
-        raise EvidenceError(f"{path}: the validation failed ({why})")
+    now: datetime,
+    age: timedelta | None,
+    expected_nodes: tuple[int, int],
+) -> Proven:
+    """The envelope `env` holds a statement, signed by a key trusted for `source`'s environment,
+    that `source` (its digest now) passed validation on every node, not from the future and,
+    with `age`, no older than it. `expected_nodes`: the source's node count (low, high)."""
     try:
-        at = datetime.fromisoformat(block["validated_at"])
-    except (KeyError, TypeError, ValueError):
-        raise EvidenceError(f"{path}: no valid `validated_at` time") from None
-    elapsed = (now or datetime.now(UTC)) - at
-    if elapsed > age:
+        body = verified_payload(env, keys, source.environment)
+    except SigningError as exc:
+        raise EvidenceError(f"evidence: {exc}") from None
+    try:
+        st = json.loads(body)
+    except ValueError:
+        raise EvidenceError("evidence: its payload is not JSON") from None
+    pred = st.get("predicate") if isinstance(st, dict) else None
+    if (
+        not isinstance(pred, dict)
+        or not isinstance(pred.get("pin"), dict)
+        or st.get("_type") != STATEMENT_TYPE
+        or st.get("predicateType") != PREDICATE_TYPE
+    ):
+        raise EvidenceError("evidence: not a rackform validation statement")
+    if pred.get("producer") != PRODUCER:
+        raise EvidenceError(f"evidence: produced by {pred.get('producer')!r}: {NOT_EVIDENCE}")
+    try:
+        subject = st["subject"][0]["digest"]["sha256"]
+    except (KeyError, IndexError, TypeError):
+        subject = None
+    if subject != pins.digest(pred.get("pin") or {}):
+        raise EvidenceError("evidence: its subject is not the digest of the pin it states")
+    for what, want in (("cluster", source.name), ("environment", source.environment),
+                       ("stack", source.stack)):  # fmt: skip
+        if pred.get(what) != want:
+            raise EvidenceError(f"evidence: validated {what} {pred.get(what)!r}, not {want!r}")
+    validated = pred["pin"].get("blueprint")
+    if validated != source.digest:
         raise EvidenceError(
-            f"{path}: stale: validated {elapsed.total_seconds() / 3600:.1f} h ago, older than "
-            f"--max-age {age.total_seconds() / 3600:g} h: validate {source.environment} again"
+            f"evidence: validated digest {validated}, but {source.environment}'s digest at this "
+            f"commit is {source.digest}: `rackform up --env {source.environment}` again"
         )
-    return Evidence(
-        block["content"], block["validated_at"], block.get("commit"), "signature" in block
-    )
+    ok, why = passed(pred.get("report") or {})
+    if not ok or pred.get("passed") is not True:
+        raise EvidenceError(f"evidence: the validation failed ({why or 'passed: false'})")
+    _every_node(pred.get("nodes") or {}, expected_nodes)
+    at = _time(pred.get("validated_at"), now, age, source.environment)
+    return Proven(f"sha256:{subject}", pred["pin"], at, len(pred["nodes"]["expected"]), st)
+
+
+def _every_node(nodes: dict[str, Any], expected: tuple[int, int]) -> None:
+    want, got = nodes.get("expected") or [], nodes.get("reported") or []
+    low, high = expected
+    if not low <= len(want) <= high:
+        count = str(low) if low == high else f"{low} to {high}"
+        raise EvidenceError(f"evidence: validated {len(want)} nodes, the blueprint has {count}")
+    missing = sorted(set(want) - set(got))
+    if missing:
+        raise EvidenceError(
+            f"evidence: no report from {', '.join(missing)}: not every node counted"
+        )
+
+
+def _time(text: Any, now: datetime, age: timedelta | None, env: str) -> str:
+    try:
+        at = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise EvidenceError("evidence: no valid `validated_at` time") from None
+    if at.tzinfo is None:
+        raise EvidenceError("evidence: `validated_at` has no time zone")
+    elapsed = now - at
+    if elapsed < -SKEW:
+        raise EvidenceError(
+            f"evidence: validated_at {text} is {-elapsed.total_seconds() / 60:.0f} min in the "
+            f"future (more than the {SKEW.total_seconds() / 60:.0f} min clock skew allowed)"
+        )
+    if age is not None and elapsed > age:
+        raise EvidenceError(
+            f"evidence: stale: validated {elapsed.total_seconds() / 3600:.1f} h ago, older than "
+            f"--max-age {age.total_seconds() / 3600:g} h: `rackform up --env {env} --revalidate`"
+        )
+    return text

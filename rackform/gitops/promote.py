@@ -1,8 +1,10 @@
-"""Making a promotion: what `rackform promote` does (promotion.py states the rule, and checks a
-record where the cluster is applied).
+"""Making a promotion: what `rackform promote` does (promotion.py states the rule, and verifies
+a record where the cluster is applied).
 
-Every check comes before anything is written: the rule the blueprint declares, preflight on
-both environments, a committed blueprint, and the evidence. Then the record is written whole
+The evidence is the source stack's `evidence` output, read through the Automation API (or the
+same envelope saved to a file with `--evidence`), verified against `promotion-keys.yaml` exactly
+as `up` will verify it, plus `--max-age`. Every check comes before anything is written: the rule
+the blueprint declares, preflight on both environments, a committed blueprint, the evidence. Then the record is written whole
 (a temporary file renamed over it) and, when asked, committed alone; a commit that fails puts
 the file, the index and the directory back as they were, so a refused or failed promotion
 leaves the repository exactly as it found it. Promoting what is already recorded (same target
@@ -15,6 +17,7 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,10 +25,19 @@ from typing import Any
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import prepare_all, require_clear
-from rackform.gitops import gitrev
-from rackform.gitops.evidence import Evidence, EvidenceError, verify
-from rackform.gitops.promotion import read_record, record_path, records_root
+from rackform.gitops import gitrev, trust
+from rackform.gitops.evidence import EvidenceError, Proven, check, from_file, from_outputs
+from rackform.gitops.pin import differences, pin_of
+from rackform.gitops.promotion import (
+    FORMAT,
+    expected_nodes,
+    read_record,
+    record_path,
+    records_root,
+)
+from rackform.gitops.signing import SigningError, legacy_key_problem
 from rackform.plan.model import Plan
+from rackform.stack.workspace import WorkspaceError
 
 
 class Refused(Exception):
@@ -47,15 +59,18 @@ def promote(
     file: Path,
     source: str,
     target: str,
-    evidence: Path,
     *,
     age: timedelta,
+    evidence: Path | None = None,
+    outputs: Callable[[Plan], dict[str, Any]] | None = None,
     commit: bool = False,
     now: datetime | None = None,
 ) -> Promoted:
-    """Promote `file` from `source` to `target` on `evidence`. Raises BlueprintError (the file,
-    or a rule it does not declare, located), engine.Blocked (preflight errors in either
-    environment) or Refused; in each case nothing was written."""
+    """Promote `file` from `source` to `target` on the source stack's evidence (`outputs`: how
+    a stack's outputs are read, the Automation API by default; `evidence`: an envelope file
+    instead). Raises BlueprintError (the file, or a rule it does not declare, located),
+    engine.Blocked (preflight errors in either environment) or Refused; in each case nothing
+    was written."""
     # One read of the file, each environment compiled once: the base declares the rule, the
     # two environments are what was validated and what may be applied.
     by_env = {p.plan.environment: p for p in prepare_all(file)}
@@ -64,7 +79,11 @@ def promote(
     src, dst = by_env[source], by_env[target]
     require_clear(src, dst)
     src_plan, dst_plan = src.plan, dst.plan
+    now = now or datetime.now(UTC)
     try:
+        problem = legacy_key_problem()
+        if problem:
+            raise Refused(problem)
         repo = gitrev.toplevel(file.resolve().parent)
         rel = str(file.resolve().relative_to(repo))
         if gitrev.git(repo, "status", "--porcelain", "--", rel).stdout.strip():
@@ -73,28 +92,49 @@ def promote(
                 "is of a commit)"
             )
         head = gitrev.head_commit(repo)
-        ev = verify(evidence, src_plan, age=age, now=now)
+        envelope = _evidence(src_plan, evidence, outputs)
+        keys = trust.load(records_root(file, dst_plan.project) / trust.KEYS_FILE)
+        ev = check(
+            envelope, keys, src_plan, now=now, age=age, expected_nodes=expected_nodes(src_plan)
+        )
+        other = differences(ev.pin, pin_of(src_plan))
+        if other:
+            raise Refused(
+                f"{source} changed since it was validated: {'; '.join(other)}: "
+                f"`rackform up --env {source} --revalidate`, then promote"
+            )
         who = gitrev.user(repo)
-    except (EvidenceError, gitrev.GitError) as exc:
+    except (EvidenceError, SigningError, WorkspaceError, gitrev.GitError) as exc:
         raise Refused(str(exc)) from None
     path = record_path(
         records_root(dst_plan.effective.path, dst_plan.project), dst_plan.name, target
     )
     done = Promoted(dst_plan.name, source, target, dst_plan.digest, path, changed=False)
     old = read_record(path) if path.exists() else None
-    if (
-        old
-        and old.get("target_digest") == dst_plan.digest
-        and old.get("evidence", {}).get("content") == ev.content
-    ):
+    if old and old.get("target_digest") == dst_plan.digest and old.get("evidence") == envelope:
         return done
-    record = _record(rel, head, src_plan, dst_plan, evidence, ev, who, now or datetime.now(UTC))
+    record = _record(rel, head, src_plan, dst_plan, envelope, ev, who, now)
     message = (
         f"promote {dst_plan.name}: {source} -> {target}\n\nsource digest {src_plan.digest}\n"
-        f"target digest {dst_plan.digest}\nevidence {ev.content} ({ev.validated_at})"
+        f"target digest {dst_plan.digest}\nevidence {ev.subject} ({ev.validated_at}, "
+        f"{ev.nodes} nodes)"
     )
     sha = write_record(repo, path, record, message if commit else None)
     return replace(done, changed=True, commit=sha)
+
+
+def _evidence(
+    src: Plan, path: Path | None, outputs: Callable[[Plan], dict[str, Any]] | None
+) -> dict[str, Any]:
+    if path is not None:
+        return from_file(path)
+    if outputs is None:
+        from rackform.stack.workspace import stack_outputs
+
+        def outputs(plan: Plan) -> dict[str, Any]:
+            return stack_outputs(plan, plan.project)
+
+    return from_outputs(outputs(src), src.stack)
 
 
 def _check_rule(base: Plan, source: str, target: str) -> None:
@@ -117,12 +157,15 @@ def _record(
     head: str,
     src: Plan,
     dst: Plan,
-    evidence: Path,
-    ev: Evidence,
+    envelope: dict[str, Any],
+    ev: Proven,
     who: str,
     now: datetime,
 ) -> dict[str, Any]:
+    # Only `evidence` is signed; the rest says the same in the clear for reviewers, and `up`
+    # checks that each copy agrees with the signed statement and the blueprint now.
     return {
+        "format": FORMAT,
         "cluster": dst.name,
         "blueprint": rel,
         "from": src.environment,
@@ -130,13 +173,10 @@ def _record(
         "commit": head,
         "source_digest": src.digest,
         "target_digest": dst.digest,
-        "evidence": {
-            "file": str(evidence),
-            "content": ev.content,
-            "validated_at": ev.validated_at,
-            "commit": ev.commit,
-            "signed": ev.signed,
-        },
+        "subject": ev.subject,
+        "validated_at": ev.validated_at,
+        "nodes": ev.nodes,
+        "evidence": envelope,
         "promoted_at": now.isoformat(timespec="seconds"),
         "promoted_by": who,
     }

@@ -1,31 +1,40 @@
 """Promotion: a blueprint reaches an environment declared with `promotion: {ENV: {from: SRC}}`
-only through a promotion record, and the record is checked where the cluster is applied.
+only through a promotion record, and the record is verified where the cluster is applied.
 
-The rule. Evidence must be a passing, sealed report of SRC's effective-blueprint digest at the
-commit being promoted. The record pins both digests: SRC's (what was validated) and ENV's (what
-may be applied). ENV may differ from the validated SRC only by what makes them different
-environments of one file, its own override block (`environments.ENV`) against SRC's: a change
-to anything else (the base, or SRC's override) changes SRC's digest, so it needs new evidence;
-a change to ENV's override changes ENV's digest, so it needs a new promotion (with evidence
-still valid for SRC). `rackform up` and the Pulumi program (`pulumi up`) on ENV refuse unless
-the record's target digest is ENV's digest now.
+The rule. The evidence is SRC's own Validate-stage statement, from SRC's stack outputs, signed
+by a key `promotion-keys.yaml` lists for SRC, passing on every node, for SRC's digest at the
+commit being promoted. The record carries that signed envelope and pins ENV's digest. ENV may
+differ from the validated SRC only by its own override block (`environments.ENV`): a change to
+anything else (the base, or SRC's override) changes SRC's digest, so it needs new evidence; a
+change to ENV's override changes ENV's digest, so it needs a new promotion. What reaches the
+nodes besides the blueprint (rackform's version, the roles and validators, the promotion rules,
+the images: rackform/gitops/pin.py) must be what SRC validated.
 
-The record is a reviewable file, `promotions/<cluster>-<env>.json` at the top of the git
-repository that holds the blueprint (else beside the Pulumi project); `rackform promote --commit` commits it.
+`rackform up` and the Pulumi program (`pulumi up`) on ENV verify all of it themselves
+(`require_promotion`): a record's existence proves nothing, and a hand-written or edited record
+is refused with the reason. The record is a reviewable file, `promotions/<cluster>-<env>.json`
+at the top of the git repository that holds the blueprint (else beside the Pulumi project);
+`rackform promote --commit` commits it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import prepare
+from rackform.gitops import trust
+from rackform.gitops.evidence import EvidenceError, Proven, check
+from rackform.gitops.pin import differences, pin_of
+from rackform.gitops.signing import SigningError, legacy_key_problem
 from rackform.plan.model import Plan
 
 RECORDS = "promotions"
+FORMAT = "rackform-promotion/2"
 
 
 class PromotionRequired(Exception):
@@ -70,8 +79,9 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 
 def require_promotion(plan: Plan, project: Path | None) -> None:
-    """Raise PromotionRequired unless `plan`'s environment needs no promotion, or a record in
-    `project` promotes exactly this digest into it. What `up` and the program call."""
+    """Raise PromotionRequired unless `plan`'s environment needs no promotion, or a record
+    promotes exactly this digest into it on evidence verified here (`verify_record`). What
+    `up` and the program call; the message is one line, the record's path first."""
     try:
         rule = rule_for(plan)
     except BlueprintError as exc:
@@ -81,9 +91,8 @@ def require_promotion(plan: Plan, project: Path | None) -> None:
     path = record_path(records_root(plan.effective.path, project), plan.name, plan.environment)
     record = read_record(path)
     how = (
-        f"run `rackform promote {plan.source} --from {rule.source} --to {rule.target} "
-        "--evidence REPORT` with a passing report of "
-        f"{rule.source}"
+        f"run `rackform promote {plan.source} --from {rule.source} --to {rule.target}` after "
+        f"`rackform up --env {rule.source}` validated it"
     )
     if record is None:
         raise PromotionRequired(
@@ -100,3 +109,59 @@ def require_promotion(plan: Plan, project: Path | None) -> None:
             f"{path}: promoted digest {record.get('target_digest')}, but {rule.target}'s digest "
             f"is now {plan.digest} (the blueprint changed since): {how}"
         )
+    try:
+        verify_record(record, plan, rule, project)
+    except (EvidenceError, SigningError) as exc:
+        raise PromotionRequired(f"{path}: refused: {exc}") from None
+    except BlueprintError as exc:
+        raise PromotionRequired("; ".join(map(str, exc.problems))) from None
+
+
+def expected_nodes(plan: Plan) -> tuple[int, int]:
+    from rackform.stack.cluster import expected_nodes as count
+
+    n = count(plan)
+    return n["min"], n["max"]
+
+
+def verify_record(
+    record: dict[str, Any],
+    plan: Plan,
+    rule: Rule,
+    project: Path | None,
+    now: datetime | None = None,
+) -> Proven:
+    """The record's own evidence proves the promotion into `plan`'s environment now: a format
+    rackform writes, a signature by a key trusted for the source, the source's digest now, the
+    digest chain (statement subject = record's subject), and the same bits as validated."""
+    if record.get("format") != FORMAT:
+        raise EvidenceError(
+            f"not a record `rackform promote` writes (format {record.get('format')!r}, not "
+            f"{FORMAT!r}): a record carries its signed evidence"
+        )
+    problem = legacy_key_problem()
+    if problem:
+        raise EvidenceError(problem)
+    root = records_root(plan.effective.path, project)
+    keys = trust.load(root / trust.KEYS_FILE)
+    source = prepare(plan.effective.path, rule.source).plan
+    proven = check(
+        record.get("evidence"),
+        keys,
+        source,
+        now=now or datetime.now(UTC),
+        age=None,  # the age was judged when promoting (--max-age); the future never passes
+        expected_nodes=expected_nodes(source),
+    )
+    if record.get("subject") != proven.subject or record.get("source_digest") != source.digest:
+        raise EvidenceError(
+            f"the record names subject {record.get('subject')} and source digest "
+            f"{record.get('source_digest')}, its evidence {proven.subject} and {source.digest}"
+        )
+    other = differences(proven.pin, pin_of(plan))
+    if other:
+        raise EvidenceError(
+            f"{rule.target} would run other bits than {rule.source} validated: "
+            f"{'; '.join(other)}: validate {rule.source} with them and promote again"
+        )
+    return proven

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pulumi
 
+from rackform.gitops.pin import pin_of
 from rackform.paths import collection
 from rackform.plan.inventory import configure_vars, with_nodes
 from rackform.plan.model import Plan, thaw
@@ -106,7 +107,13 @@ class Cluster(pulumi.ComponentResource):
                 "configured_hash": self.configure.content_hash,
                 "request": revalidate,
                 "access": access,
-                "evidence": {"cluster": plan.name, "environment": plan.environment},
+                # What the signed statement is about: which stack, and what reached the nodes.
+                "attest": {
+                    "stack": plan.stack,
+                    "cluster": plan.name,
+                    "environment": plan.environment,
+                    "pin": pin_of(plan, roles),
+                },
             },
             provider=validate_provider,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.configure]),

@@ -128,6 +128,14 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: RecordingMocks):
         super().__init__(mocks)
         self.records: list[Record] = []
+        self.stack_outputs: dict[str, Any] = {}  # the exports, as the engine receives them
+
+    def RegisterResourceOutputs(self, request):
+        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
+            from google.protobuf.json_format import MessageToDict
+
+            self.stack_outputs = MessageToDict(request.outputs)
+        return super().RegisterResourceOutputs(request)
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)

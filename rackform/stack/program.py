@@ -13,6 +13,7 @@ import pulumi
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Blocked, for_action
 from rackform.gitops.promotion import PromotionRequired, require_promotion
+from rackform.gitops.signing import legacy_key_problem
 from rackform.paths import config_path
 from rackform.plan.compile import REVALIDATE
 from rackform.plan.model import Plan
@@ -48,6 +49,7 @@ def build(plan: Plan, **providers) -> Cluster:
     pulumi.export("validation", cluster.validate.report)
     pulumi.export("validation_passed", cluster.validate.passed)
     pulumi.export("validation_failure", cluster.validate.failure)
+    pulumi.export("evidence", cluster.validate.evidence)  # what `rackform promote` reads
     if plan.validation.strict:
         # Not exported, so the SDK awaits it only after every RPC, the stack's outputs (the
         # report) included, has completed: `up` then fails with the state and the evidence kept.
@@ -71,6 +73,9 @@ def main(project: Path) -> None:
     blueprint = config_path(config.require("blueprint"), project)
     try:
         prepared = for_action(blueprint, config.get("environment"), project=project)
+        problem = legacy_key_problem()
+        if problem:
+            raise pulumi.RunError(problem)
         require_promotion(prepared.plan, project)  # a bare `pulumi up` is gated too
         build(prepared.plan)
     except BlueprintError as exc:

@@ -10,7 +10,9 @@ Validate runs on create, when the configuration or the nodes change, and when as
 (`rackform up --revalidate` sets the `request` input); a cosmetic edit never reruns it. It never
 raises for a failed check: the report and `passed` land in its outputs and the stack's, and the
 program fails `up` afterwards when `validation.strict` (rackform/stack/program.py), so the
-state keeps every resource and the evidence of what failed.
+state keeps every resource and the evidence of what failed. With the report it outputs
+`evidence`: its in-toto statement about the run, signed where the deploy holds the signing key
+(rackform/gitops/evidence.py), the only evidence `rackform promote` accepts.
 
 The work itself is injected: by default Configure calls `rackform.hosts.runner.configure` (the
 Ansible roles) and Validate `rackform.validation.cluster.validate_cluster` (the smoke_train
@@ -34,14 +36,13 @@ import hashlib
 import importlib
 import json
 from collections.abc import Callable
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from rackform.plan.inventory import inventory_hosts
+from rackform.stack.shipped import SHIPPED, roles_hash  # noqa: F401  (the stage's hash)
 
 CONFIGURE_WORK = "rackform.hosts.runner:configure"
 DRIFT_WORK = "rackform.hosts.runner:drift"
@@ -66,7 +67,7 @@ VALIDATE_INPUTS = (
     "configured_hash",
     "request",
     "access",
-    "evidence",
+    "attest",
 )
 # What makes a validation run again: new nodes, a new configuration, or a request. Not the
 # digest, the thresholds or the smoke steps: a cosmetic edit never reruns the smoke job on a
@@ -101,28 +102,6 @@ def resolve(work: Work, stage: str) -> Callable[..., dict]:
             "has it (the Ansible roles / the smoke validator) and run `pulumi up` again"
         )
     return fn
-
-
-# What of the collection reaches the nodes: its roles (with the validators in smoke_train's
-# files), its modules and module_utils, and the site playbook. Its README, changelog and
-# galaxy.yml do not, so editing them reruns nothing.
-SHIPPED = ("roles", "plugins", "playbooks")
-
-
-def roles_hash(collection: Path) -> str:
-    """sha256 over every file the collection runs on nodes (relative path and bytes), in a
-    stable order; byte-compiled caches are left out."""
-    h = hashlib.sha256()
-    for top in SHIPPED:
-        base = collection / top
-        if not base.is_dir():
-            continue
-        for path in sorted(p for p in base.rglob("*") if p.is_file()):
-            rel = path.relative_to(collection).as_posix()
-            if "__pycache__" in rel or rel.endswith(".pyc"):
-                continue
-            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
-    return "sha256:" + h.hexdigest()
 
 
 def content_hash(roles: str, group_vars: dict, inventory: dict) -> str:
@@ -222,18 +201,13 @@ class ValidateProvider(ResourceProvider):
             validation=props["validation"],
             access=props.get("access"),
         )
-        # Sealed as evidence `rackform promote` accepts: for the blueprint digest it ran under,
-        # at the time it ran (signed where RACKFORM_EVIDENCE_KEY is set).
-        from rackform.gitops.evidence import seal
+        # The evidence `rackform promote` accepts: an in-toto statement about this run (what it
+        # ran: the pin; on which nodes; when), signed here, in the source deploy that holds
+        # RACKFORM_EVIDENCE_SIGNING_KEY (read now, never stored with the provider or in state).
+        from rackform.gitops.evidence import attest
 
-        who = props.get("evidence") or {}
-        sealed_for = SimpleNamespace(
-            name=who.get("cluster", props["cluster"]),
-            environment=who.get("environment", ""),
-            digest=props.get("digest"),
-        )
-        report = seal(report, plan=sealed_for)
-        return {**_inputs(props, VALIDATE_INPUTS), **judge(report)}
+        signed = attest(report, props["attest"], inventory_hosts(props["inventory"]))
+        return {**_inputs(props, VALIDATE_INPUTS), **judge(report), "evidence": signed}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(f"{props['cluster']}-validate", self._run(props))
@@ -282,6 +256,7 @@ class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
     report: pulumi.Output[dict]
     passed: pulumi.Output[bool]
     failure: pulumi.Output[str]
+    evidence: pulumi.Output[dict]
 
     def __init__(
         self,
@@ -292,7 +267,7 @@ class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
     ):
         args = {
             **{k: props.get(k) for k in VALIDATE_INPUTS},
-            **{"report": None, "passed": None, "failure": None},
+            **{"report": None, "passed": None, "failure": None, "evidence": None},
         }
         secret = pulumi.ResourceOptions(additional_secret_outputs=["access"])
         super().__init__(

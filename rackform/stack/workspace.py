@@ -12,6 +12,7 @@ import re
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pulumi import automation as auto
 
@@ -48,10 +49,9 @@ def needs_passphrase(url: str) -> bool:
     return not url.startswith(("https://", "http://"))
 
 
-def open_stack(plan: Plan, root: Path | None, extra: Mapping[str, str] | None = None) -> auto.Stack:
-    """Select (or create) the stack `<name>-<env>` of the project at `root`, and set its config
-    to the plan's (the same file `rackform compile` writes) and `extra` (e.g. a validation
-    request)."""
+def _workspace(plan: Plan, root: Path | None) -> auto.LocalWorkspaceOptions:
+    """The workspace of the project at `root` on the configured backend, once the CLI, the
+    project and the passphrase are there (each missing one is a WorkspaceError with the fix)."""
     if root is None:
         raise WorkspaceError(
             f"{plan.source}: no Pulumi project (Pulumi.yaml) holds this blueprint or the "
@@ -71,11 +71,39 @@ def open_stack(plan: Plan, root: Path | None, extra: Mapping[str, str] | None = 
         )
     if url.startswith("file://"):
         Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-    opts = auto.LocalWorkspaceOptions(work_dir=str(root), env_vars={"PULUMI_BACKEND_URL": url})
+    return auto.LocalWorkspaceOptions(work_dir=str(root), env_vars={"PULUMI_BACKEND_URL": url})
+
+
+def open_stack(plan: Plan, root: Path | None, extra: Mapping[str, str] | None = None) -> auto.Stack:
+    """Select (or create) the stack `<name>-<env>` of the project at `root`, and set its config
+    to the plan's (the same file `rackform compile` writes) and `extra` (e.g. a validation
+    request)."""
+    opts = _workspace(plan, root)
     stack = auto.create_or_select_stack(stack_name=plan.stack, work_dir=str(root), opts=opts)
     config = {**plan.stack_config, **(extra or {})}
     stack.set_all_config({k: auto.ConfigValue(value=v) for k, v in config.items()})
     return stack
+
+
+def stack_outputs(plan: Plan, root: Path | None) -> dict[str, Any]:
+    """The outputs of the existing stack `<name>-<env>`, as the engine recorded them at its last
+    update (nothing is created or configured)."""
+    opts = _workspace(plan, root)
+    try:
+        stack = auto.select_stack(stack_name=plan.stack, work_dir=str(root), opts=opts)
+        outputs = stack.outputs()
+    except auto.StackNotFoundError:
+        raise WorkspaceError(
+            f"stack {plan.stack} does not exist on {backend_url()}: `rackform up` it first"
+        ) from None
+    except auto.CommandError as exc:
+        raise WorkspaceError(f"stack {plan.stack}: outputs not read ({_first_line(exc)})") from None
+    return {k: v.value for k, v in outputs.items()}
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("error")]
+    return lines[0] if lines else "pulumi failed"
 
 
 def exit_code(error: auto.CommandError) -> int:

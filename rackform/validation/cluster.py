@@ -21,6 +21,14 @@ def _host_of(report_path: Path) -> str:
     return report_path.stem
 
 
+def read_reports(report_dir: Path) -> dict[str, dict]:
+    """Each node's report as smoke_train fetched it back: `<report_dir>/<run>/<host>.json`."""
+    return {
+        _host_of(p): json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted(report_dir.glob("*/*.json"))
+    }
+
+
 def merge_reports(expected_hosts: list[str], reports: dict[str, dict], rc: int) -> dict[str, Any]:
     """One report for the cluster: every node's checks, named `<host>/<check>`, plus a
     `node_reports` check that fails when a node sent no report (a node that said nothing
@@ -68,8 +76,5 @@ def validate_cluster(
             **files,
             **options,
         )
-        reports = {
-            _host_of(p): json.loads(p.read_text(encoding="utf-8"))
-            for p in sorted(Path(d).glob("*/*.json"))
-        }
+        reports = read_reports(Path(d))
     return merge_reports(inventory_hosts(inventory), reports, result.rc)

@@ -10,6 +10,7 @@ operation with $FAKE_PULUMI_EXIT (default 0).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -58,7 +59,8 @@ if args[:2] == ["config", "set-all"]:
     save()
     sys.exit(0)
 if args[:2] == ["stack", "output"]:
-    print("{}")
+    # What the engine recorded at the stack's last update (set by a test: set_outputs).
+    print(json.dumps(state.get("outputs", {}).get(opt("--stack"), {})))
     sys.exit(0)
 if args[:2] == ["stack", "history"]:
     print(json.dumps([{
@@ -94,6 +96,16 @@ def install(bin_dir: Path) -> Path:
     exe.write_text(f"#!{sys.executable}\n{SCRIPT}", encoding="utf-8")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return exe
+
+
+def set_outputs(tmp: Path, stack: str, outputs: dict) -> None:
+    """Record `outputs` as the stack's, as the engine does at the end of an update (the
+    program's exports); the fake then answers `pulumi stack output` with them."""
+    path = tmp / "pulumi-state.json"
+    state = json.loads(path.read_text()) if path.exists() else {"stacks": {}}
+    state.setdefault("stacks", {}).setdefault(stack, {})
+    state.setdefault("outputs", {})[stack] = outputs
+    path.write_text(json.dumps(state))
 
 
 def environ(bin_dir: Path, tmp: Path, **extra: str) -> dict[str, str]:

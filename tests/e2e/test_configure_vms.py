@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -225,6 +226,7 @@ def test_every_role_converges_on_two_vms(
     assert 'TYPE="ext4"' not in sh(bed, "node2", f"blkid -p {dev} || true")
     if smoke:
         phases.notes.append(check_smoke_reports(reports))
+        sign_and_verify_node_reports(reports, bp, tmp_path)
 
     # 4. The array comes back after a reboot (a power cycle after sync), mounted from fstab, as
     # /dev/md/checkpoints even where /etc/hostname names the host otherwise than the kernel does
@@ -360,6 +362,51 @@ def check_fabric(bed: lifecycle.Testbed, node: str) -> None:
     )
     other = "10.77.0.12" if node == "node1" else "10.77.0.11"
     sh(bed, node, f"ping -c 1 -W 5 -I priv0 {other}")  # the private VM-to-VM network
+
+
+def sign_and_verify_node_reports(reports: Path, bp: Path, tmp_path: Path) -> None:
+    """Promotion evidence from the testbed's own nodes: the reports smoke_train fetched back
+    from node1 and node2, read and merged by the Validate stage's code, made into its signed
+    statement, and verified as `rackform promote` and `up` verify evidence; an edited node
+    report then fails the signature."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from rackform.engine import prepare
+    from rackform.gitops import trust
+    from rackform.gitops.evidence import EvidenceError, attest, check
+    from rackform.gitops.pin import pin_of
+    from rackform.gitops.signing import SIGNING_ENV, key_id, public_pem
+    from rackform.validation.cluster import merge_reports, read_reports
+
+    plan = prepare(bp, "wipe").plan
+    hosts = ["node1", "node2"]
+    report = merge_reports(hosts, read_reports(reports), 0)
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    about = {"stack": plan.stack, "cluster": plan.name, "environment": plan.environment,
+             "pin": pin_of(plan)}  # fmt: skip
+    envelope = attest(report, about, hosts, environ={SIGNING_ENV: pem.decode()})
+    public = public_pem(key.public_key()).strip().replace("\n", "\n      ")
+    (tmp_path / "promotion-keys.yaml").write_text(
+        f"keys:\n  - name: testbed  # {key_id(key.public_key())}\n"
+        f"    environments: [{plan.environment}]\n    public_key: |\n      {public}\n"
+    )
+    keys = trust.load(tmp_path / "promotion-keys.yaml")
+    proven = check(envelope, keys, plan, now=datetime.now(UTC), age=timedelta(hours=1),
+                   expected_nodes=(2, 2))  # fmt: skip
+    assert proven.nodes == 2 and proven.pin["blueprint"] == plan.digest
+    checks = {c["name"]: c["status"] for c in proven.statement["predicate"]["report"]["checks"]}
+    assert checks["node_reports"] == "pass" and checks["node2/loss_drop"] == "pass"
+    st = json.loads(base64.b64decode(envelope["payload"]))
+    st["predicate"]["report"]["nodes"]["node2"]["checks"][0]["measured"] = -1
+    edited = {**envelope, "payload": base64.b64encode(json.dumps(st).encode()).decode()}
+    with pytest.raises(EvidenceError, match="does not verify"):
+        check(edited, keys, plan, now=datetime.now(UTC), age=None, expected_nodes=(2, 2))
 
 
 def check_smoke_reports(reports: Path) -> str:

@@ -163,3 +163,35 @@ def test_bad_refs_and_a_shallow_clone_missing_the_base(rackform, repo, tmp_path)
     proc = rackform("diff", "--base", base, cwd=shallow)
     assert proc.returncode == 2 and "git fetch --unshallow" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
+
+
+def test_promotion_rules_are_reviewed_like_code(rackform, tmp_path):
+    """Adding, removing or re-pointing a `promotion:` rule changes no environment's blueprint
+    digest, yet it decides what may be deployed where: always a finding, never "unchanged"."""
+    from gitrepo import PIPE
+
+    three = PIPE.replace("  prod: {}", "  dev: {}\n  prod: {}")
+    _, work = make_remote(tmp_path, {"blueprints/pipe.yaml": three})
+    repointed = three.replace("prod: {from: staging}", "prod: {from: dev}")
+    dropped = repointed.replace("promotion:\n  prod: {from: dev}\n", "")
+    assert "promotion" not in dropped
+    steps = [
+        ("re-point prod", repointed, "re-pointed", "staging", "dev",
+         "promoted from dev instead of staging"),
+        ("drop the rule", dropped, "removed", "dev", None,
+         "no longer gated: deployed without a promotion from dev"),
+        ("gate prod again", three, "added", None, "staging", "now only by promotion from staging"),
+    ]  # fmt: skip
+    for message, new, change, old_src, new_src, words in steps:
+        commit(work, message, {"blueprints/pipe.yaml": new})
+        proc, doc = as_json(rackform, work)
+        assert proc.returncode == 0, proc.stderr
+        prod = env(doc["blueprints"][0], "prod")
+        assert prod["status"] == "changed", message
+        assert prod["digest"][0] == prod["digest"][1]  # no digest moved: the rule did
+        assert prod["promotion"] == {"change": change, "old": old_src, "new": new_src,
+                                     "message": words}  # fmt: skip
+        assert env(doc["blueprints"][0], "staging")["promotion"] is None
+        md = rackform("diff", "--base", "HEAD~1", cwd=work).stdout
+        assert f"⚠️ promotion rule {change}: prod {words}" in md
+        assert f"promotion rule {change} |" in md  # in the table row too

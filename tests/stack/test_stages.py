@@ -5,6 +5,7 @@ the nodes under Pulumi's mock runtime."""
 from __future__ import annotations
 
 import base64
+import json
 
 import dill
 import pytest
@@ -154,7 +155,9 @@ def validate_props(strict=True, **changes):
         "digest": "sha256:d",
         "configured_hash": "sha256:c",
         "request": "",
-    }
+        "attest": {"stack": "t-train-dev", "cluster": "t-train", "environment": "dev",
+                   "pin": {"blueprint": "sha256:d"}},
+    }  # fmt: skip
     return {**props, **changes}
 
 
@@ -169,17 +172,40 @@ FAIL = {
 NOT_RUN = {"name": "dcgm_diag", "status": "not-run", "measured": None, "expected": "r1"}
 
 
-def test_validate_puts_the_report_in_its_outputs_sealed_as_evidence():
-    work = Work({"checks": [PASS, NOT_RUN]})
-    props = validate_props(evidence={"cluster": "t-train", "environment": "dev"})
-    out = ValidateProvider(work).create(props)
+def test_validate_puts_the_report_and_its_signed_statement_in_its_outputs(tmp_path, monkeypatch):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from rackform.gitops.signing import SIGNING_ENV, key_id, payload, signature_ok
+
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    monkeypatch.setenv(SIGNING_ENV, pem.decode())  # the deploy's secret, read when signing
+    work = Work({"checks": [PASS, NOT_RUN], "nodes": {"n1": {}, "n2": {}}})
+    out = ValidateProvider(work).create(validate_props())
     assert out.outs["passed"] is True
     assert out.outs["report"]["checks"] == [PASS, NOT_RUN]
-    sealed = out.outs["report"]["evidence"]
-    assert (sealed["cluster"], sealed["environment"]) == ("t-train", "dev")
-    assert sealed["digest"] == "sha256:d" and sealed["passed"] is True
-    assert sealed["content"] and sealed["validated_at"]
+    env = out.outs["evidence"]
+    (sig,) = env["signatures"]
+    assert sig["keyid"] == key_id(key.public_key())
+    assert signature_ok(key.public_key(), env, sig["sig"])
+    st = json.loads(payload(env))
+    pred = st["predicate"]
+    assert (pred["cluster"], pred["environment"], pred["stack"]) == (
+        "t-train",
+        "dev",
+        "t-train-dev",
+    )
+    assert pred["pin"] == {"blueprint": "sha256:d"} and pred["passed"] is True
+    assert pred["nodes"] == {"expected": ["n1", "n2"], "reported": ["n1", "n2"]}
+    assert pred["report"]["checks"] == [PASS, NOT_RUN] and pred["validated_at"]
+    assert "PRIVATE" not in json.dumps(out.outs)  # the key is never in the outputs
     assert work.calls[0]["validation"]["expected"] == {"nodes": 2}
+    # Without the key (any deploy but the signing one) the statement is made, unsigned.
+    monkeypatch.delenv(SIGNING_ENV)
+    assert ValidateProvider(work).create(validate_props()).outs["evidence"]["signatures"] == []
 
 
 @pytest.mark.parametrize("strict", [True, False])

@@ -12,7 +12,6 @@ import asyncio
 import contextvars
 
 import pytest
-from google.protobuf.json_format import MessageToDict
 from planhelp import BARE_METAL, variant, write_blueprint
 from pulumi.runtime import set_all_config, set_mocks
 from pulumi.runtime.settings import SETTINGS, set_root_resource
@@ -45,22 +44,11 @@ class ValidationMocks(RecordingMocks):
         return rid, state
 
 
-class OutputsMonitor(RecordingMonitor):
-    def __init__(self, mocks):
-        super().__init__(mocks)
-        self.stack_outputs: dict = {}
-
-    def RegisterResourceOutputs(self, request):
-        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-            self.stack_outputs = MessageToDict(request.outputs)
-        return super().RegisterResourceOutputs(request)
-
-
-def _up(plan, passed: bool) -> tuple[OutputsMonitor, BaseException | None]:
+def _up(plan, passed: bool) -> tuple[RecordingMonitor, BaseException | None]:
     """Run the program as an update; the monitor (with the stack's outputs) and the program's
     failure, if any."""
     mocks = ValidationMocks(passed)
-    monitor = OutputsMonitor(mocks)
+    monitor = RecordingMonitor(mocks)
 
     def run() -> BaseException | None:
         loop = asyncio.new_event_loop()

@@ -135,7 +135,7 @@ class Blueprint(Strict):
         dict[EnvName, Promotion],
         Field(
             default_factory=dict,
-            description="Environments that take this blueprint only by promotion, e.g. prod: {from: staging}: `rackform up` (and `pulumi up`) on prod then needs a promotion record (`rackform promote`) backed by a passing validation report of staging's digest. Base blueprint only; not part of the digest.",
+            description="Environments that take this blueprint only by promotion, e.g. prod: {from: staging}: `rackform up` (and `pulumi up`) on prod then needs a promotion record (`rackform promote`) backed by staging's own Validate-stage report, signed by a key promotion-keys.yaml lists for staging. Base blueprint only; in no environment's blueprint digest, but in the pin a promotion checks, and every change to it shows in `rackform diff`.",
         ),
     ]
 

@@ -1,0 +1,122 @@
+"""A source environment's `up` as the Pulumi engine runs it, for the promotion tests: the real
+program (`program.main`, what `pulumi up` runs) under Pulumi's mock runtime as an update, where
+the mocks stand in for the engine (this machine has no Pulumi CLI): for the Validate resource
+they call the real `ValidateProvider.create` on the resource's inputs, as the engine calls the
+dynamic provider, so the report, the statement and its signature come from the stage's own
+code. Only the work on the nodes (Ansible's smoke_train) is replaced: each node's report is
+merged by the stage's own `merge_reports`. The stack outputs are kept as the engine records them.
+
+Also: an Ed25519 key pair for the source deploy, and the `promotion-keys.yaml` that lists it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pulumi.runtime import set_all_config, set_mocks
+from pulumi.runtime.settings import SETTINGS, set_root_resource
+from pulumi.runtime.stack import run_in_stack
+
+from rackform.gitops.signing import key_id, public_pem
+from rackform.plan.inventory import inventory_hosts
+from rackform.stack.offline import RecordingMocks, RecordingMonitor
+from rackform.stack.stages import ValidateProvider, ValidationFailed
+from rackform.validation.cluster import merge_reports
+
+NODE = {"checks": [{"name": "loss_drop", "status": "pass", "measured": 0.4, "expected": 0.2}]}
+
+
+def keypair(where: Path, name: str = "deploy") -> tuple[Path, Ed25519PrivateKey]:
+    """A private key in a PEM file (mode 600, as a CI secret file would be)."""
+    key = Ed25519PrivateKey.generate()
+    path = where / f"{name}.pem"
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+    return path, key
+
+
+def keys_file(entries: list[tuple[str, Ed25519PrivateKey, list[str]]]) -> str:
+    lines = ["keys:"]
+    for name, key, envs in entries:
+        pem = public_pem(key.public_key()).strip().replace("\n", "\n      ")
+        lines += [
+            f"  - name: {name}  # {key_id(key.public_key())}",
+            f"    environments: [{', '.join(envs)}]",
+            "    public_key: |",
+            f"      {pem}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+class NodeWork:
+    """The smoke_train run on the nodes, replaced: `reports` per host (default: every host
+    passes), merged by the Validate stage's own code."""
+
+    def __init__(self, reports: dict[str, dict] | None = None):
+        self.reports = reports
+
+    def __call__(self, *, inventory, group_vars, validation, access):
+        hosts = inventory_hosts(inventory)
+        reports = self.reports if self.reports is not None else {h: NODE for h in hosts}
+        return merge_reports(hosts, reports, 0)
+
+
+class EngineMocks(RecordingMocks):
+    def __init__(self, work: NodeWork):
+        super().__init__()
+        self.work = work
+
+    def new_resource(self, args):
+        rid, state = super().new_resource(args)
+        if args.typ.endswith("rackform:Validate"):
+            inputs = {k: v for k, v in args.inputs.items() if not k.startswith("__")}
+            state = ValidateProvider(self.work).create(inputs).outs
+        if args.typ.endswith("rackform:Configure"):
+            state = {**state, "content_hash": "sha256:c", "result": {}, "drift": {}}
+        if args.typ.endswith("rackform:Host"):
+            state = {**state, "facts": {}}
+        return rid, state
+
+
+def up(project: Path, blueprint: Path, env: str, work: NodeWork | None = None) -> dict:
+    """The stack outputs of `up` on `env` (raises what the program raises, but a failed
+    strict validation: that `up` fails with its outputs recorded)."""
+    from rackform.stack import program
+
+    mocks = EngineMocks(work or NodeWork())
+    monitor = RecordingMonitor(mocks)
+    stack = f"{_name(blueprint)}-{env}"
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        SETTINGS.outputs = set()
+        set_all_config({"rackform:blueprint": str(blueprint), "rackform:environment": env})
+        set_mocks(mocks, project="rackform", stack=stack, preview=False, monitor=monitor)
+        set_root_resource(None)  # the program gets its own root stack, as under `pulumi up`
+        try:
+            loop.run_until_complete(run_in_stack(lambda: program.main(project)))
+        except ValidationFailed:
+            pass  # `up` fails after the outputs, the report included, are recorded
+        finally:
+            loop.close()
+            asyncio.set_event_loop(None)
+
+    contextvars.copy_context().run(run)
+    return monitor.stack_outputs
+
+
+def _name(blueprint: Path) -> str:
+    import yaml
+
+    return yaml.safe_load(blueprint.read_text())["name"]
