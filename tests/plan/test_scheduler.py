@@ -5,31 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from blueprint_helpers import BARE_METAL
+from blueprint_helpers import BARE_METAL, SLURM_MIXED
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.plan.scheduler import Switch, gres_type
 
 ROOT = Path(__file__).resolve().parents[2]
-
-TWO_GROUPS = (
-    BARE_METAL.replace(
-        "network:",
-        """  - name: cpu
-    hosts:
-      - {name: c1, address: 10.0.0.9}
-network:""",
-    )
-    + """
-scheduler:
-  type: slurm
-  controller: c1
-  partitions:
-    - {name: gpu, node_groups: [hgx], default: true, priority_tier: 5}
-    - {name: all, node_groups: [hgx, cpu], priority_tier: 1, preemptible: true}
-"""
-)
 
 
 def test_the_example_compiles_to_racks_partitions_and_gpus():
@@ -56,7 +38,7 @@ def test_the_example_compiles_to_racks_partitions_and_gpus():
 
 
 def test_a_cpu_group_has_no_gpus_and_unracked_hosts_share_one_switch(write):
-    plan = compile_effective(load_effective(write(TWO_GROUPS)))
+    plan = compile_effective(load_effective(write(SLURM_MIXED)))
     s = plan.scheduler
     assert {n.name: (n.gpus, n.gpu_type) for n in s.nodes} == {
         "n1": (8, "h100_sxm"),
@@ -65,7 +47,7 @@ def test_a_cpu_group_has_no_gpus_and_unracked_hosts_share_one_switch(write):
     }
     assert {p.name: p.nodes for p in s.partitions} == {
         "gpu": ("n1", "n2"),
-        "all": ("n1", "n2", "c1"),
+        "spare": ("n1", "n2", "c1"),
     }
     assert s.switches == (Switch("cluster", ("n1", "n2", "c1")),)  # no racks: no root either
     assert plan.group_vars["slurm_nodes"][2] == {"name": "c1", "gpus": 0, "gpu_type": ""}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from blueprint_helpers import BARE_METAL
+from blueprint_helpers import BARE_METAL, SLURM_MIXED
 from gpu_collection import ROLES_DIR
 
 from rackform.blueprint.loader import load_effective
@@ -22,22 +22,6 @@ ROLE = ROLES_DIR / "slurm"
 FILES = ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf", "prolog.sh", "task_prolog.sh")
 HW = {"CPUs": "224", "Boards": "1", "SocketsPerBoard": "2", "CoresPerSocket": "56",
       "ThreadsPerCore": "2", "RealMemory": "2063000"}  # fmt: skip
-
-# Two H100 nodes (n1, n2) and one CPU-only node (c1) in no rack; the controller is c1.
-MIXED = (
-    BARE_METAL.replace(
-        "network:", "  - name: cpu\n    hosts:\n      - {name: c1, address: 10.0.0.9}\nnetwork:"
-    )
-    + """
-scheduler:
-  type: slurm
-  controller: c1
-  partitions:
-    - {name: gpu, node_groups: [hgx], default: true, priority_tier: 5}
-    - {name: spare, node_groups: [hgx, cpu], priority_tier: 1, preemptible: true, max_time_min: 60}
-  preemption: {grace_s: 45}
-"""
-)
 
 
 def render(blueprint: Path, host: str | None = None) -> dict[str, str]:
@@ -147,7 +131,7 @@ def test_jobs_get_a_checkpoint_directory_on_the_mount(example):
 
 
 def test_a_host_without_gpus_has_no_gres_and_every_node_gets_the_same_files(write):
-    bp = write(MIXED)
+    bp = write(SLURM_MIXED)
     on = {h: render(bp, h) for h in ("n1", "c1")}
     assert {f: on["n1"][f] for f in FILES} == {f: on["c1"][f] for f in FILES}  # one config
     assert on["n1"]["slurmd.default"] == on["c1"]["slurmd.default"].replace("c1", "n1")
