@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rackform.blueprint.loader import Effective
 from rackform.blueprint.schema.sections import (
@@ -23,9 +23,7 @@ from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
 from rackform.catalog.raid import RaidLevel
 from rackform.plan.expectations import Expectations
-
-if TYPE_CHECKING:  # the scheduler's plan is built from NodeGroupPlan, defined here
-    from rackform.plan.scheduler import SchedulerPlan
+from rackform.plan.slurm import SchedulerPlan
 
 
 def frozen(value: Any) -> Any:

@@ -1,60 +1,21 @@
-"""The scheduler as the plan carries it: Slurm's nodes with their GPUs, partitions with their
-nodes, the switches jobs are packed onto, preemption and the jobs' checkpoint path; and the
-`slurm` role's variables made from it. Pure: compiled from the blueprint's `scheduler:` section
-and the compiled node groups."""
+"""The scheduler compiled (`rackform.plan.slurm` holds what the plan carries): Slurm's nodes
+with their GPUs, partitions with their nodes, the switches jobs are packed onto, preemption and
+the jobs' checkpoint path; and the `slurm` role's variables made from it. Pure: from the
+blueprint's `scheduler:` section and the compiled node groups."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rackform.blueprint.schema.scheduler import SlurmScheduler
 from rackform.plan.model import NodeGroupPlan
+from rackform.plan.slurm import PartitionPlan, SchedulerPlan, SlurmNode, Switch
 
 # Hosts listed in no rack share one leaf switch: the blueprint says nothing that would split them.
 UNRACKED_SWITCH = "cluster"
 ROOT_SWITCH = "root"
-
-
-@dataclass(frozen=True)
-class SlurmNode:
-    name: str  # the host's name in the blueprint (and the inventory); Slurm's NodeName
-    group: str
-    gpus: int  # GPUs the node group declares (0 on a CPU-only host)
-    gpu_type: str | None  # the GRES type, from the catalog's GPU model (e.g. h100_sxm)
-
-
-@dataclass(frozen=True)
-class PartitionPlan:
-    name: str
-    nodes: tuple[str, ...]
-    default: bool
-    priority_tier: int
-    preemptible: bool
-    max_time_min: int | None
-
-
-@dataclass(frozen=True)
-class Switch:
-    """A topology.conf switch: a leaf with nodes, or the root above the leaves."""
-
-    name: str
-    nodes: tuple[str, ...] = ()
-    switches: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SchedulerPlan:
-    type: str
-    controller: str
-    nodes: tuple[SlurmNode, ...]
-    partitions: tuple[PartitionPlan, ...]
-    switches: tuple[Switch, ...]
-    preempt_mode: str  # what a preempted job's fate is: requeue
-    grace_s: int  # seconds between SIGTERM and SIGKILL for a preempted job
-    checkpoint_dir: str  # the jobs' checkpoint path: the nodes' checkpoint mount
 
 
 def gres_type(gpu_key: str) -> str:

@@ -9,7 +9,8 @@ from blueprint_helpers import BARE_METAL, SLURM_MIXED
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
-from rackform.plan.scheduler import Switch, gres_type
+from rackform.plan.scheduler import gres_type
+from rackform.plan.slurm import Switch
 
 ROOT = Path(__file__).resolve().parents[2]
 
