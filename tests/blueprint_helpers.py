@@ -72,3 +72,20 @@ FULL_ON_ETHERNET = (
     )
     + "workload: {model_params_b: 13, method: full}\n"
 )
+
+# BARE_METAL with a CPU-only host c1 (in no rack) beside the two H100 nodes, shared through
+# Slurm: c1 runs slurmctld; `spare` spans every node at a lower, preemptible tier.
+SLURM_MIXED = (
+    BARE_METAL.replace(
+        "network:", "  - name: cpu\n    hosts:\n      - {name: c1, address: 10.0.0.9}\nnetwork:"
+    )
+    + """
+scheduler:
+  type: slurm
+  controller: c1
+  partitions:
+    - {name: gpu, node_groups: [hgx], default: true, priority_tier: 5}
+    - {name: spare, node_groups: [hgx, cpu], priority_tier: 1, preemptible: true, max_time_min: 60}
+  preemption: {grace_s: 45}
+"""
+)

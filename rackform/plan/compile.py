@@ -15,6 +15,7 @@ from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import project_root, shown_in_config
 from rackform.plan.inventory import group_vars, inventory
 from rackform.plan.model import Plan, frozen
+from rackform.plan.scheduler import compile_scheduler
 from rackform.plan.thresholds import GroupError, for_group
 from rackform.targets.runtime import TargetRuntime
 from rackform.targets.target import Target
@@ -97,6 +98,7 @@ def compile_plan(effective: Effective, target: Target, project: Path | None = No
         owned=compiler.owned,
         on_demand=compiler.on_demand(bp.target),
         expectations=None,
+        scheduler=compile_scheduler(bp.scheduler, groups, bp.storage.checkpoint.mount),
         inventory=frozen({}),
         group_vars=frozen({}),
         stack_config=frozen(stack_config(effective, runtime, project)),

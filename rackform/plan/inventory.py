@@ -9,6 +9,7 @@ from typing import Any
 from rackform.catalog.raid import role_table
 from rackform.plan.expectations import Expectations
 from rackform.plan.model import Plan, thaw
+from rackform.plan.scheduler import slurm_vars
 
 # (name, address, port) of a node that exists, or (name, address, port, instance id) of one a
 # stack created (AWS: the id is what the controller's SSH tunnel names).
@@ -116,6 +117,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         # The job's rendezvous uses the first node's address on the fabric's first interface.
         "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
         **_smoke_expectations(plan.expectations),
+        **slurm_vars(plan.scheduler, net.interfaces[0] if net.interfaces else ""),
     }
 
 

@@ -23,6 +23,7 @@ from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
 from rackform.catalog.raid import RaidLevel
 from rackform.plan.expectations import Expectations
+from rackform.plan.slurm import SchedulerPlan
 
 
 def frozen(value: Any) -> Any:
@@ -144,6 +145,7 @@ class Plan:
     owned: bool  # the target's hardware is bought outright (bare metal, colocation)
     on_demand: bool  # capacity rented by the hour with no commitment
     expectations: Expectations | None  # the cluster-wide smoke run; None with several groups
+    scheduler: SchedulerPlan | None  # None: no scheduler on the cluster
     inventory: Mapping[str, Any]  # Ansible inventory (AWS groups empty until the nodes exist)
     group_vars: Mapping[str, Any]  # the roles' variables
     stack_config: Mapping[str, str]  # what `Pulumi.<stack>.yaml` holds

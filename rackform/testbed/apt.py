@@ -35,6 +35,11 @@ ROLE_PACKAGES = (
     "ibverbs-utils",
     "perftest",
     "infiniband-diags",
+    # slurm: munge and Slurm's daemons and commands.
+    "munge",
+    "slurmd",
+    "slurm-client",
+    "slurmctld",
 )
 
 

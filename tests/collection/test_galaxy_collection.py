@@ -156,6 +156,7 @@ def test_install_puts_the_package_collection_in_the_users_path(installed):
         "nccl_rdma",
         "nvidia_driver",
         "nvme_raid",
+        "slurm",
         "smoke_train",
     ):
         for part in ("tasks/main.yml", "meta/main.yml", "meta/argument_specs.yml", "README.md"):

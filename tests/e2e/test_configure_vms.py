@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from vms import MOUNT, ROOT, TORCH, UNCONVERGE, blueprint, cli, sh, shown
+from vms import MOUNT, ROOT, TORCH, UNCONVERGE, blueprint, cli, sh, shown, summary
 
 from rackform.testbed import lifecycle
 
@@ -89,25 +89,6 @@ def changed_tasks(stdout: str) -> dict[str, list[str]]:
             role = task.split(" : ")[0].removeprefix("handler ")
             out.setdefault(role, []).append(task)
     return out
-
-
-def summary(stdout: str) -> dict[str, dict[str, int]]:
-    """The per-host table `rackform configure` prints."""
-    rows = {}
-    lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["host", "ok"])
-    for line in lines[start + 1 :]:
-        parts = line.split()
-        if len(parts) != 6 or not parts[1].isdigit():
-            break
-        rows[parts[0]] = dict(
-            zip(
-                ("ok", "changed", "failed", "unreachable", "skipped"),
-                map(int, parts[1:]),
-                strict=True,
-            )
-        )
-    return rows
 
 
 def on_both(check) -> dict:

@@ -104,3 +104,22 @@ def find_torch_wheel() -> Path | None:
         if found:
             return found[0]
     return None
+
+
+def summary(stdout: str) -> dict[str, dict[str, int]]:
+    """The per-host table `rackform configure` prints."""
+    rows = {}
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["host", "ok"])
+    for line in lines[start + 1 :]:
+        parts = line.split()
+        if len(parts) != 6 or not parts[1].isdigit():
+            break
+        rows[parts[0]] = dict(
+            zip(
+                ("ok", "changed", "failed", "unreachable", "skipped"),
+                map(int, parts[1:]),
+                strict=True,
+            )
+        )
+    return rows

@@ -50,9 +50,13 @@ def test_the_local_repository_carries_every_debian_package_the_roles_install():
     from rackform.testbed.apt import ROLE_PACKAGES
 
     wanted = set()
-    for path in (CHECKOUT / "roles").glob("*/vars/Debian.yml"):
+    # Per-OS lists in vars/Debian.yml; one list for every OS in vars/main.yml (slurm).
+    for path in [
+        *(CHECKOUT / "roles").glob("*/vars/Debian.yml"),
+        *(CHECKOUT / "roles").glob("*/vars/main.yml"),
+    ]:
         for name, value in (yaml.safe_load(path.read_text()) or {}).items():
-            if name.endswith("_packages") and "nvidia" not in name:
+            if name.endswith("_packages") and "nvidia" not in name and isinstance(value, list):
                 wanted |= set(value)
     wanted.add("python3-venv")  # smoke_train
     defaults = CHECKOUT / "roles" / "host_bootstrap" / "defaults" / "main.yml"

@@ -11,6 +11,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from rackform.blueprint.schema import sections
 from rackform.blueprint.schema.base import Strict, Violation, check
+from rackform.blueprint.schema.scheduler import SlurmScheduler, scheduler_rules
 from rackform.blueprint.schema.sections import (
     FABRICS,
     LifecycleSpec,
@@ -117,6 +118,12 @@ class Blueprint(Strict):
     lifecycle: Annotated[LifecycleSpec, Field(description="Protection and idle policy.")] = (
         LifecycleSpec()
     )
+    scheduler: Annotated[
+        SlurmScheduler | None,
+        Field(
+            description="A job scheduler on the nodes (training clusters on bare metal or colocation): Slurm with partitions, priority tiers and preemption by requeue."
+        ),
+    ] = None
     waivers: Annotated[
         tuple[Waiver, ...],
         Field(
@@ -147,6 +154,7 @@ class Blueprint(Strict):
         out += self._workload_rules()
         out += duplicate_waivers(self.waivers)
         out += self._promotion_rules()
+        out += scheduler_rules(self)
         if DEFAULT_ENV in self.environments:
             out.append(
                 Violation(

@@ -1,0 +1,110 @@
+"""The scheduler compiled (`rackform.plan.slurm` holds what the plan carries): Slurm's nodes
+with their GPUs, partitions with their nodes, the switches jobs are packed onto, preemption and
+the jobs' checkpoint path; and the `slurm` role's variables made from it. Pure: from the
+blueprint's `scheduler:` section and the compiled node groups."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from rackform.blueprint.schema.scheduler import SlurmScheduler
+from rackform.plan.model import NodeGroupPlan
+from rackform.plan.slurm import PartitionPlan, SchedulerPlan, SlurmNode, Switch
+
+# Hosts listed in no rack share one leaf switch: the blueprint says nothing that would split them.
+UNRACKED_SWITCH = "cluster"
+ROOT_SWITCH = "root"
+
+
+def gres_type(gpu_key: str) -> str:
+    """A catalog GPU model as a Slurm GRES type name (letters, digits and underscores)."""
+    return re.sub(r"[^a-z0-9]+", "_", gpu_key.lower()).strip("_")
+
+
+def compile_scheduler(
+    spec: SlurmScheduler | None, groups: Sequence[NodeGroupPlan], checkpoint_dir: str
+) -> SchedulerPlan | None:
+    if spec is None:
+        return None
+    nodes = tuple(
+        SlurmNode(
+            h.name,
+            g.name,
+            g.gpus_per_node if g.has_gpus else 0,
+            gres_type(g.gpu_key) if g.has_gpus and g.gpu_key else None,
+        )
+        for g in groups
+        for h in g.hosts
+    )
+    members = {g.name: tuple(h.name for h in g.hosts) for g in groups}
+    partitions = tuple(
+        PartitionPlan(
+            p.name,
+            tuple(n for name in p.node_groups for n in members.get(name, ())),
+            p.default,
+            p.priority_tier,
+            p.preemptible,
+            p.max_time_min,
+        )
+        for p in spec.partitions
+    )
+    return SchedulerPlan(
+        type=spec.type,
+        controller=spec.controller or "",
+        nodes=nodes,
+        partitions=partitions,
+        switches=switches(groups),
+        preempt_mode=spec.preemption.mode,
+        grace_s=spec.preemption.grace_s,
+        checkpoint_dir=checkpoint_dir,
+    )
+
+
+def switches(groups: Sequence[NodeGroupPlan]) -> tuple[Switch, ...]:
+    """One leaf switch per rack (hosts in none share one), and a root above several leaves, so
+    Slurm packs a job onto as few racks as it can."""
+    leaves: dict[str, list[str]] = {}
+    for g in groups:
+        for h in g.hosts:
+            leaves.setdefault(f"rack-{h.rack}" if h.rack else UNRACKED_SWITCH, []).append(h.name)
+    out = tuple(Switch(name, tuple(nodes)) for name, nodes in leaves.items())
+    if len(out) > 1:
+        out += (Switch(ROOT_SWITCH, switches=tuple(s.name for s in out)),)
+    return out
+
+
+def slurm_vars(s: SchedulerPlan | None, interface: str) -> dict[str, Any]:
+    """The slurm role's variables (roles/slurm/meta/argument_specs.yml): none but
+    `slurm_enabled: false` without a scheduler, so site.yml skips the role."""
+    if s is None:
+        return {"slurm_enabled": False}
+    return {
+        "slurm_enabled": True,
+        "slurm_controller": s.controller,
+        "slurm_nodes": [
+            {"name": n.name, "gpus": n.gpus, "gpu_type": n.gpu_type or ""} for n in s.nodes
+        ],
+        "slurm_partitions": [
+            {
+                "name": p.name,
+                "nodes": list(p.nodes),
+                "default": p.default,
+                "priority_tier": p.priority_tier,
+                "preemptible": p.preemptible,
+                "max_time_min": p.max_time_min or 0,
+            }
+            for p in s.partitions
+        ],
+        "slurm_switches": [
+            {"name": w.name, "nodes": list(w.nodes), "switches": list(w.switches)}
+            for w in s.switches
+        ],
+        "slurm_preempt_mode": s.preempt_mode,
+        "slurm_grace_time_s": s.grace_s,
+        "slurm_checkpoint_dir": s.checkpoint_dir,
+        # slurmd's address for the controller and the other nodes: on the fabric's first
+        # interface, as the smoke job's rendezvous (empty: the default IPv4 address).
+        "slurm_interface": interface,
+    }

@@ -1,0 +1,46 @@
+"""The scheduler as the plan carries it (`Plan.scheduler`): frozen values, compiled by
+`rackform.plan.scheduler`. Apart from the compiler so that the plan's model can name them without
+importing what compiles them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str  # the host's name in the blueprint (and the inventory); Slurm's NodeName
+    group: str
+    gpus: int  # GPUs the node group declares (0 on a CPU-only host)
+    gpu_type: str | None  # the GRES type, from the catalog's GPU model (e.g. h100_sxm)
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    name: str
+    nodes: tuple[str, ...]
+    default: bool
+    priority_tier: int
+    preemptible: bool
+    max_time_min: int | None
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A topology.conf switch: a leaf with nodes, or the root above the leaves."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    switches: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SchedulerPlan:
+    type: str
+    controller: str
+    nodes: tuple[SlurmNode, ...]
+    partitions: tuple[PartitionPlan, ...]
+    switches: tuple[Switch, ...]
+    preempt_mode: str  # what a preempted job's fate is: requeue
+    grace_s: int  # seconds between SIGTERM and SIGKILL for a preempted job
+    checkpoint_dir: str  # the jobs' checkpoint path: the nodes' checkpoint mount

@@ -1,0 +1,155 @@
+"""The slurm role's configuration files, rendered by Ansible's own template engine from the role's
+templates, defaults and private vars and a compiled blueprint's variables, with what each node
+would report (`slurmd -C`, its address and host name) as the role's facts task sets it. No VM:
+what needs one (the daemons, sinfo, srun) is tests/e2e/test_slurm_vms.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from blueprint_helpers import BARE_METAL, SLURM_MIXED
+from gpu_collection import ROLES_DIR
+
+from rackform.blueprint.loader import load_effective
+from rackform.engine import compile_effective
+from rackform.plan.model import thaw
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROLES_DIR / "slurm"
+FILES = ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf", "prolog.sh", "task_prolog.sh")
+HW = {"CPUs": "224", "Boards": "1", "SocketsPerBoard": "2", "CoresPerSocket": "56",
+      "ThreadsPerCore": "2", "RealMemory": "2063000"}  # fmt: skip
+
+
+def render(blueprint: Path, host: str | None = None) -> dict[str, str]:
+    """Each file as the role writes it on `host` (default the controller)."""
+    variables = compile_effective(load_effective(blueprint)).group_vars
+    loader = DataLoader()
+    v = {
+        **loader.load_from_file(str(ROLE / "defaults" / "main.yml"), trusted_as_template=True),
+        **thaw(variables),
+        **loader.load_from_file(str(ROLE / "vars" / "main.yml"), trusted_as_template=True),
+    }
+    names = [n["name"] for n in v["slurm_nodes"]]
+    hostvars = {
+        name: {"_slurm_node": {"address": f"10.9.0.{i}", "hostname": f"{name}.lab", "hardware": HW}}
+        for i, name in enumerate(names, 1)
+    }
+    v |= {
+        "hostvars": hostvars,
+        "inventory_hostname": host or v["slurm_controller"],
+        "ansible_managed": "Ansible managed",
+        "ansible_play_hosts_all": names,
+        "groups": {"all": names, "gpu_nodes": names},
+    }
+    templar = Templar(loader=loader, variables=v)
+    out = {}
+    for name in (*FILES, "slurmd.default"):
+        text = (ROLE / "templates" / f"{name}.j2").read_text(encoding="utf-8")
+        out[name] = templar.template(trust_as_template(text))
+    return out
+
+
+def lines(text: str, prefix: str) -> list[dict[str, str]]:
+    """The `Key=Value ...` lines that start with `prefix`, as dicts."""
+    return [
+        dict(word.split("=", 1) for word in line.split())
+        for line in text.splitlines()
+        if line.startswith(prefix)
+    ]
+
+
+@pytest.fixture(scope="module")
+def example():
+    return render(ROOT / "blueprints" / "baremetal-slurm.yaml")
+
+
+def test_slurm_conf_has_the_clusters_nodes_with_what_they_report(example):
+    conf = example["slurm.conf"]
+    assert "ClusterName=dc2-train" in conf
+    assert "SlurmctldHost=hgx-01.lab(10.9.0.1)" in conf  # the controller's host name and address
+    nodes = lines(conf, "NodeName=")
+    assert [n["NodeName"] for n in nodes] == ["hgx-01", "hgx-02", "hgx-03", "hgx-04"]
+    first = nodes[0]
+    assert first["NodeAddr"] == "10.9.0.1"
+    assert (first["CPUs"], first["SocketsPerBoard"], first["CoresPerSocket"]) == ("224", "2", "56")
+    assert first["RealMemory"] == str(int(2063000 * 0.97))  # headroom, so it never drains
+    assert all(n["Gres"] == "gpu:h100_sxm:8" for n in nodes)
+    for key, value in [("SelectType", "select/cons_tres"), ("GresTypes", "gpu"),
+                       ("ProctrackType", "proctrack/cgroup"), ("TaskPlugin", "task/cgroup,task/affinity"),
+                       ("PreemptType", "preempt/partition_prio"), ("PreemptMode", "REQUEUE"),
+                       ("TopologyPlugin", "topology/tree"), ("AuthType", "auth/munge")]:  # fmt: skip
+        assert f"\n{key}={value}\n" in conf, key
+
+
+def test_partitions_carry_tiers_preemption_and_limits(example):
+    parts = {p["PartitionName"]: p for p in lines(example["slurm.conf"], "PartitionName=")}
+    assert parts["batch"] | {} == {
+        "PartitionName": "batch", "Nodes": "hgx-01,hgx-02,hgx-03,hgx-04", "Default": "YES",
+        "PriorityTier": "10", "MaxTime": "4320", "PreemptMode": "OFF", "State": "UP",
+    }  # fmt: skip
+    assert parts["scavenger"]["Default"] == "NO"
+    assert parts["scavenger"]["PriorityTier"] == "1"
+    assert parts["scavenger"]["MaxTime"] == "INFINITE"
+    assert (parts["scavenger"]["PreemptMode"], parts["scavenger"]["GraceTime"]) == (
+        "REQUEUE",
+        "120",
+    )
+
+
+def test_gres_and_topology_come_from_the_blueprint(example):
+    gres = lines(example["gres.conf"], "NodeName=")
+    assert [(g["NodeName"], g["Type"], g["File"]) for g in gres] == [
+        (f"hgx-0{i}", "h100_sxm", "/dev/nvidia[0-7]") for i in range(1, 5)
+    ]
+    switches = lines(example["topology.conf"], "SwitchName=")
+    assert switches == [
+        {"SwitchName": "rack-r1", "Nodes": "hgx-01,hgx-02"},
+        {"SwitchName": "rack-r2", "Nodes": "hgx-03,hgx-04"},
+        {"SwitchName": "root", "Switches": "rack-r1,rack-r2"},
+    ]
+    cgroup = dict(line.split("=") for line in example["cgroup.conf"].splitlines() if "=" in line)
+    assert cgroup == {
+        "ConstrainCores": "yes",
+        "ConstrainRAMSpace": "yes",
+        "ConstrainDevices": "yes",
+    }
+
+
+def test_jobs_get_a_checkpoint_directory_on_the_mount(example):
+    assert (
+        "Prolog=/etc/slurm/prolog.sh\nTaskProlog=/etc/slurm/task_prolog.sh" in example["slurm.conf"]
+    )
+    assert '"/mnt/checkpoints/slurm/$SLURM_JOB_ID"' in example["prolog.sh"]
+    assert (
+        "export RACKFORM_CHECKPOINT_DIR=/mnt/checkpoints/slurm/$SLURM_JOB_ID"
+        in example["task_prolog.sh"]
+    )
+
+
+def test_a_host_without_gpus_has_no_gres_and_every_node_gets_the_same_files(write):
+    bp = write(SLURM_MIXED)
+    on = {h: render(bp, h) for h in ("n1", "c1")}
+    assert {f: on["n1"][f] for f in FILES} == {f: on["c1"][f] for f in FILES}  # one config
+    assert on["n1"]["slurmd.default"] == on["c1"]["slurmd.default"].replace("c1", "n1")
+    conf = on["c1"]
+    assert [g["NodeName"] for g in lines(conf["gres.conf"], "NodeName=")] == ["n1", "n2"]
+    nodes = {n["NodeName"]: n for n in lines(conf["slurm.conf"], "NodeName=")}
+    assert "Gres" not in nodes["c1"] and nodes["n1"]["Gres"] == "gpu:h100_sxm:8"
+    assert "SlurmctldHost=c1.lab(10.9.0.3)" in conf["slurm.conf"]
+    spare = lines(conf["slurm.conf"], "PartitionName=spare")[0]
+    assert (spare["Nodes"], spare["MaxTime"], spare["GraceTime"]) == ("n1,n2,c1", "60", "45")
+    # No racks: one switch, no root.
+    assert lines(conf["topology.conf"], "SwitchName=") == [
+        {"SwitchName": "cluster", "Nodes": "n1,n2,c1"}
+    ]
+
+
+def test_a_single_gpu_is_one_device_file(write):
+    bp = write(BARE_METAL.replace("gpus_per_node: 8", "gpus_per_node: 1").replace("gpu: H100-SXM", "gpu: L4")
+               + "scheduler: {type: slurm, controller: n1, partitions: [{name: p, node_groups: [hgx], default: true}]}\n")  # fmt: skip
+    gres = lines(render(bp)["gres.conf"], "NodeName=")
+    assert [(g["Type"], g["File"]) for g in gres] == [("l4", "/dev/nvidia0")] * 2
