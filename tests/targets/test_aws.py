@@ -256,11 +256,16 @@ def test_market(tmp_path, market, market_type, reservation, placement):
 
 
 def test_ami_from_filter_is_pinned_after_first_launch(tmp_path):
-    lt = one(plan(tmp_path, AWS_TRAINING), "launchTemplate:LaunchTemplate")
+    recs = plan(tmp_path, AWS_TRAINING)
+    lt = one(recs, "launchTemplate:LaunchTemplate")
     # The default: Canonical's plain Ubuntu 22.04, where the roles install everything.
     assert "ubuntu-jammy-22.04-amd64-server-*" in lt.inputs["imageId"]
     assert "099720109477" in lt.inputs["imageId"]
-    assert lt.ignore_changes == ["imageId"]
+    # Pinned by the stack's ImagePin (its kind is its identity), not hidden by ignore_changes.
+    pin = one(recs, "rackform:ImagePin")
+    assert pin.inputs["image"] == "ubuntu-22.04"
+    assert pin.inputs["image_id"] == lt.inputs["imageId"]
+    assert lt.ignore_changes == []
     dlami = variant(AWS_TRAINING, **{"target.ami": {"image": "dlami-ubuntu-22.04"}})
     lt = one(plan(tmp_path, dlami), "launchTemplate:LaunchTemplate")
     assert "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)" in lt.inputs["imageId"]
@@ -270,7 +275,7 @@ def test_explicit_ami_is_used_as_is(tmp_path):
     doc = variant(AWS_TRAINING, **{"target.ami": {"id": "ami-0123456789abcdef0"}})
     lt = one(plan(tmp_path, doc), "launchTemplate:LaunchTemplate")
     assert lt.inputs["imageId"] == "ami-0123456789abcdef0"
-    assert lt.ignore_changes == []
+    assert one(plan(tmp_path, doc), "rackform:ImagePin").inputs["image"] == "ami-0123456789abcdef0"
 
 
 def test_instance_profile_has_ssm(tmp_path):
