@@ -337,3 +337,33 @@ def test_a_vpc_too_small_for_its_subnets_is_a_blueprint_error_before_any_program
         plan(tmp_path, doc)
     (p,) = [p for p in err.value.problems if p.path == "target.vpc_cidr"]
     assert "too small" in p.message and p.line is not None
+
+
+@pytest.mark.parametrize(
+    ("target", "first"),
+    [
+        ({}, True),  # a cluster placement group of its own
+        ({"market": "reservation", "reservation_id": "cr-0123456789abcdef0"}, True),
+        ({"rollout": {"strategy": "create-first"}}, False),  # the blueprint's choice
+    ],
+)
+def test_training_instances_are_replaced_delete_first_where_capacity_is_bound(
+    tmp_path, target, first
+):
+    doc = variant(AWS_TRAINING, target={**AWS_TRAINING["target"], **target})
+    for instance in of_type(plan(tmp_path, doc), "ec2/instance:Instance"):
+        assert instance.delete_before_replace is first
+
+
+def test_inference_on_reserved_capacity_refreshes_without_extra_instances(tmp_path):
+    doc = variant(
+        AWS_INFERENCE,
+        target={
+            **AWS_INFERENCE["target"],
+            "market": "reservation",
+            "reservation_id": "cr-0123456789abcdef0",
+        },
+    )
+    asg = one(plan(tmp_path, doc), "autoscaling/group:Group")
+    prefs = asg.inputs["instanceRefresh"]["preferences"]
+    assert (prefs["minHealthyPercentage"], prefs["maxHealthyPercentage"]) == (90, 100)
