@@ -367,3 +367,15 @@ def test_inference_on_reserved_capacity_refreshes_without_extra_instances(tmp_pa
     asg = one(plan(tmp_path, doc), "autoscaling/group:Group")
     prefs = asg.inputs["instanceRefresh"]["preferences"]
     assert (prefs["minHealthyPercentage"], prefs["maxHealthyPercentage"]) == (90, 100)
+
+
+def test_mid_rollout_the_previous_artifacts_nodes_serve_as_the_inventory():
+    from rackform.targets.aws.nodes import serving_nodes
+
+    # Configured with this artifact: only those.
+    assert serving_nodes(["i-new"], ["10.0.0.9"], ["i-old", "i-new"], ["10.0.0.1", "10.0.0.9"]) == [
+        ["i-new", "10.0.0.9", 22, "i-new"]
+    ]
+    # An instance refresh has just started: none carries the new artifact yet, the group still
+    # serves from the old ones, and Configure sees them rather than an empty cluster.
+    assert serving_nodes([], [], ["i-old"], ["10.0.0.1"]) == [["i-old", "10.0.0.1", 22, "i-old"]]

@@ -249,20 +249,33 @@ class AwsNodeGroup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCapacity"]),
         )
         self.resources = [asg]
+
         # The cluster's nodes are the group's running instances that finished configuring
         # themselves with this artifact (they tag themselves): not one still in Pending:Wait,
-        # nor one terminating.
-        found = aws.ec2.get_instances_output(
-            instance_tags={
-                "aws:autoscaling:groupName": asg.name,
-                "rackform:configured": artifact_sha or "",
-            },
-            instance_state_names=["running"],
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[asg]),
-        )
-        self.nodes = pulumi.Output.all(found.ids, found.private_ips).apply(
-            lambda pair: [[i, ip, SSH_PORT, i] for i, ip in zip(pair[0], pair[1], strict=True)]
-        )
+        # nor one terminating. Right after a new artifact starts an instance refresh none carries
+        # it yet, and the group still serves from the previous artifact's nodes: those are the
+        # nodes then (`serving_nodes`), so Configure never sees an empty cluster mid-rollout.
+        def lookup(tags: dict, filters: list | None = None):
+            return aws.ec2.get_instances_output(
+                instance_tags={"aws:autoscaling:groupName": asg.name, **tags},
+                filters=filters,
+                instance_state_names=["running"],
+                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[asg]),
+            )
+
+        current = lookup({"rackform:configured": artifact_sha or ""})
+        configured = lookup({}, [{"name": "tag-key", "values": ["rackform:configured"]}])
+        self.nodes = pulumi.Output.all(
+            current.ids, current.private_ips, configured.ids, configured.private_ips
+        ).apply(lambda found: serving_nodes(*found))
+
+
+def serving_nodes(ids, ips, any_ids, any_ips) -> list[list]:
+    """[[name, address, port, instance id]] of the instances configured with this artifact, or,
+    while none is (an instance refresh has just begun), of those configured with any."""
+    if not ids:
+        ids, ips = any_ids, any_ips
+    return [[i, ip, SSH_PORT, i] for i, ip in zip(ids, ips, strict=True)]
 
 
 def refresh_preferences(plan: Plan) -> dict[str, int]:
