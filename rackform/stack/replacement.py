@@ -1,6 +1,6 @@
 """What `pulumi up` would do to each resource when one offline plan follows another: create,
 update, replace or delete, and why, with the provider's own rules (which inputs force a new
-resource: `rackform.targets.aws.replaces`, the dynamic providers' own `diff`) and each
+resource: each target runtime's `replace_rules`) and each
 resource's options (ignore_changes, replace_on_changes, delete_before_replace).
 
 Under Pulumi's mocks an output the engine learns only after `up` is a placeholder naming its
@@ -17,24 +17,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rackform.targets.aws.access import NodeKeysProvider
-from rackform.targets.aws.image_pin import PIN_IDENTITY
-from rackform.targets.aws.replaces import REPLACED_BY, ROLLS, VERSIONED
-from rackform.targets.onprem.hosts import IDENTITY as HOST_IDENTITY
+from rackform.targets.runtime import ReplaceRules
+from rackform.targets.runtimes import RUNTIMES
 
-# The dynamic providers' own `diff` replaces on these inputs (each provider's `diff` method).
-DYNAMIC: dict[str, dict[str, str]] = {
-    "pulumi-python:dynamic/rackform:Host": {
-        k: "rackform/targets/onprem/hosts.py HostProvider.diff" for k in HOST_IDENTITY
-    },
-    "pulumi-python:dynamic/rackform:NodeKeys": {
-        "cluster": f"rackform/targets/aws/access.py {NodeKeysProvider.__name__}.diff"
-    },
-    "pulumi-python:dynamic/rackform:ImagePin": {
-        k: "rackform/targets/aws/image_pin.py ImagePinProvider.diff" for k in PIN_IDENTITY
-    },
-}
-RULES = {**REPLACED_BY, **DYNAMIC}
+
+def _rules() -> ReplaceRules:
+    """Every target's rules together (resource types do not overlap between targets)."""
+    every = [r.replace_rules() for r in RUNTIMES.values()]
+    return ReplaceRules(
+        {t: p for r in every for t, p in r.replaced_by.items()},
+        {t: v for r in every for t, v in r.versioned.items()},
+        {t: v for r in every for t, v in r.rolls.items()},
+    )
+
+
+RULES = _rules()
 _REF = re.compile(r"<([^<>]+)>\.([A-Za-z]+)")
 MAX_VALUE = 60
 
@@ -120,7 +117,7 @@ def _step(name: str, o: dict, n: dict, changed: dict[str, _Changed]) -> dict[str
     props += [p for p in _references(n["inputs"], changed) if p["property"] not in seen]
     if not props:
         return None
-    rules = RULES.get(n["type"], {})
+    rules = RULES.replaced_by.get(n["type"], {})
     forcing = set(options.get("replace_on_changes", []))
     replacing = [p for p in props if top(p["property"]) in rules or top(p["property"]) in forcing]
     step: dict[str, Any] = {"op": "update", "properties": props}
@@ -132,14 +129,14 @@ def _step(name: str, o: dict, n: dict, changed: dict[str, _Changed]) -> dict[str
         if n.get("custom", True):
             changed[name] = _Changed(None, f"{name} replaced")
         return step
-    if n["type"] in VERSIONED:
-        attr, not_versioned = VERSIONED[n["type"]]
+    if n["type"] in RULES.versioned:
+        attr, not_versioned = RULES.versioned[n["type"]]
         versioning = [p for p in props if top(p["property"]) not in not_versioned]
         if versioning:
             why = f"new version of {name} ({_why(versioning[0])})"
             step["reason"] = why
             changed[name] = _Changed(frozenset({attr}), why)
-    rolling = [p for p in props if top(p["property"]) in ROLLS.get(n["type"], ())]
+    rolling = [p for p in props if top(p["property"]) in RULES.rolls.get(n["type"], ())]
     if rolling:
         step["rolls"] = f"instance refresh replaces every instance ({_why(rolling[0])})"
     return step

@@ -14,7 +14,7 @@ from ansible.template import Templar, trust_as_template
 from gpu_collection import ROLES_DIR
 
 from rackform.blueprint.loader import load_effective
-from rackform.plan.compile import compile_plan
+from rackform.engine import compile_effective
 from rackform.plan.inventory import group_vars
 from rackform.validation.argv import host_argv, job_argv
 
@@ -45,7 +45,7 @@ def role_lines(variables: dict) -> tuple[list[str], list[str]]:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_the_roles_lines_are_the_builders(example):
-    plan = compile_plan(load_effective(example))
+    plan = compile_effective(load_effective(example))
     variables = group_vars(plan)
     job, host = role_lines(variables)
     exp = plan.expectations
@@ -62,7 +62,7 @@ def test_the_roles_lines_are_the_builders(example):
 
 
 def test_model_arguments_follow_the_expectations():
-    plan = compile_plan(load_effective(EXAMPLES[0]))
+    plan = compile_effective(load_effective(EXAMPLES[0]))
     variables = {**group_vars(plan), "smoke_train_model_args": ["--preset", "tiny"]}
     job, _ = role_lines(variables)
     assert job[-2:] == ["--preset", "tiny"]
