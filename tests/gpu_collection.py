@@ -7,6 +7,7 @@ collection/), and its modules imported by their collection names
 from __future__ import annotations
 
 import importlib
+import sys
 
 from rackform import paths
 
@@ -40,6 +41,12 @@ def _collection_loader() -> None:
         return
     if current is not None:
         current._remove()
+    else:
+        # An `ansible_collections` imported before any loader (building a bootstrap artifact
+        # looks up where ansible.posix is installed) is a plain namespace package without this
+        # root: forgotten, so the loader's own takes its place.
+        for name in [m for m in sys.modules if m.split(".")[0] == "ansible_collections"]:
+            del sys.modules[name]
     _AnsibleCollectionFinder(paths=[str(COLLECTIONS_ROOT)])._install()
 
 

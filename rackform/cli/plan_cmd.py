@@ -24,9 +24,9 @@ from rackform.plan.model import Plan
 
 def plan_resources(plan: Plan) -> list[dict[str, Any]]:
     """Every resource `pulumi up` would register, in tree order:
-    `{"type", "name", "parent", "custom", "protect", "depends_on", "inputs"}` (parent: the
-    parent's name, None at the top; inputs as the engine sees them, unknowns as
-    "(known after up)")."""
+    `{"type", "name", "parent", "custom", "protect", "depends_on", "inputs", "options"}`
+    (parent: the parent's name, None at the top; inputs as the engine sees them, unknowns as
+    "(known after up)"; options: ignore_changes, replace_on_changes, delete_before_replace)."""
     from rackform.stack.offline import record  # imports Pulumi only for plan
 
     return [
@@ -38,6 +38,7 @@ def plan_resources(plan: Plan) -> list[dict[str, Any]]:
             "protect": r.protect,
             "depends_on": r.dependencies,
             "inputs": r.inputs,
+            "options": r.options,
         }
         for r in record(plan)
     ]
@@ -45,6 +46,38 @@ def plan_resources(plan: Plan) -> list[dict[str, Any]]:
 
 def counts(resources: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(Counter(r["type"] for r in resources).items()))
+
+
+def rollout(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, str] | None:
+    """How a node whose template changes is replaced, and the downtime that implies (targets
+    that create nodes; None elsewhere)."""
+    strategy = getattr(plan.target_plan, "rollout", None)
+    if strategy is None:
+        return None
+    first = [r["name"] for r in resources if (r.get("options") or {}).get("delete_before_replace")]
+    nodes = [r for r in resources if r["type"] == "aws:ec2/instance:Instance"]
+    if strategy == "delete-first" and nodes:
+        downtime = (
+            f"a change that replaces the nodes deletes all {len(nodes)} first (Pulumi replaces "
+            "them in parallel): the cluster is down until the new nodes boot and Configure and "
+            "Validate finish, and needs no capacity beyond its own"
+        )
+    elif strategy == "delete-first":
+        downtime = (
+            "an instance refresh terminates before it launches: up to 10% of the group is out "
+            "of service at a time, and no capacity beyond the group's own is needed"
+        )
+    else:
+        downtime = (
+            "replacements launch and configure before the old nodes go: no downtime, but up to "
+            "twice the capacity (and vCPU quota) while it runs"
+        )
+    return {
+        "strategy": strategy,
+        "why": plan.target_plan.rollout_why,
+        "downtime": downtime,
+        "delete_first": first,
+    }
 
 
 def plan_document(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, Any]:
@@ -56,6 +89,7 @@ def plan_document(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, Any]
         "protected": plan.lifecycle.protect,
         "resources": resources,
         "counts": counts(resources),
+        "rollout": rollout(plan, resources),
     }
 
 

@@ -49,10 +49,23 @@ def _interfaces(nics: list[dict]) -> str:
     return f"{len(nics)} ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))})"
 
 
-def summary(resource: dict[str, Any]) -> str:
-    """One line of the resource's inputs that say what it is."""
-    inputs = resource["inputs"]
+def option_parts(resource: dict[str, Any]) -> list[str]:
+    """The options that change how an update reaches the resource, where set."""
+    o = resource.get("options") or {}
     parts = []
+    if o.get("delete_before_replace"):
+        parts.append("[delete-before-replace]")
+    if o.get("ignore_changes"):
+        parts.append(f"[ignore_changes: {', '.join(o['ignore_changes'])}]")
+    if o.get("replace_on_changes"):
+        parts.append(f"[replace_on_changes: {', '.join(o['replace_on_changes'])}]")
+    return parts
+
+
+def summary(resource: dict[str, Any]) -> str:
+    """One line of the resource's inputs that say what it is, then its replacement options."""
+    inputs = resource["inputs"]
+    parts = option_parts(resource)
     for key, value in inputs.items():
         if key in QUIET or value is None or value == [] or value == {}:
             continue
@@ -138,6 +151,9 @@ def render_text(doc: dict[str, Any], width: int | None = None) -> str:
     ]
     for d, typ, name, text in _fold(rows):
         lines += _wrapped(f"{'  ' * d}{typ}  {name}", text, 2 * d, width)
+    rollout = doc.get("rollout")
+    if rollout:
+        lines += ["", f"Rollout: {rollout['strategy']} ({rollout['why']}): {rollout['downtime']}"]
     lines += ["", "Resources by type:"]
     counts = doc["counts"]
     width = len(str(len(resources)))

@@ -20,13 +20,13 @@ from rackform.engine import Prepared, prepare_all
 from rackform.gitops.gitrev import Change, changes, show
 from rackform.plan.model import Plan
 
-# Resources that are running nodes: deleting one, or a change that replaces it, is shown red.
-NODE_TYPES = {
-    "aws:ec2/instance:Instance": ("ami", "availabilityZone", "launchTemplate", "placementGroup",
-                                  "subnetId", "userData", "keyName", "ebsBlockDevices"),
-    "aws:autoscaling/group:Group": ("launchTemplate", "mixedInstancesPolicy", "placementGroup"),
-    "pulumi-python:dynamic/rackform:Host": ("name", "address", "port"),
-}  # fmt: skip
+# Resources that are running nodes: deleting or replacing one (or an update that rolls a
+# group's instances) is shown red, with the reason (rackform/stack/replacement.py).
+NODE_TYPES = (
+    "aws:ec2/instance:Instance",
+    "aws:autoscaling/group:Group",
+    "pulumi-python:dynamic/rackform:Host",
+)
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Side:
 
     digest: str
     fields: dict[str, Any]
-    resources: dict[str, dict[str, Any]]  # urn -> {"type", "inputs"}
+    resources: dict[str, dict[str, Any]]  # urn -> {"type", "custom", "inputs", "options"}
     findings: dict[str, dict[str, Any]]  # "level code path" -> finding as JSON
     month: float | None
     run: float | None
@@ -81,30 +81,18 @@ class BlueprintDiff:
     problems: list[str] = field(default_factory=list)  # invalid at one of the revisions
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted paths to leaves; items of a list of named mappings are keyed by name."""
-    if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(value, list) and value:
-        named = all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
-        out = {}
-        for i, v in enumerate(value):
-            out.update(flatten(v, f"{prefix}[{v['name'] if named else i}]"))
-        return out
-    return {prefix: value}
-
-
 def side_of(p: Prepared, shown: str, rules: dict[str, str]) -> Side:
     """`shown`: how findings name the file (PATH@REV, not the temporary copy)."""
     from rackform.stack.offline import record  # Pulumi only when something is planned
+    from rackform.stack.replacement import flatten
 
     plan = p.plan
     resources = {}
     if not p.blocked:
-        resources = {r.urn: {"type": r.type, "inputs": r.inputs} for r in record(plan)}
+        resources = {
+            r.urn: {"type": r.type, "custom": r.custom, "inputs": r.inputs, "options": r.options}
+            for r in record(plan)
+        }
     findings = {}
     for lf in p.report.findings:
         d = {**lf.as_dict(), "file": shown}
@@ -131,43 +119,30 @@ def _run_usd(plan: Plan, cost) -> float | None:
     return at[0].usd if at else None
 
 
-def _property_changes(old: dict, new: dict) -> list[dict[str, Any]]:
-    a, b = flatten(old), flatten(new)
-    return [
-        {"property": k, "old": a.get(k), "new": b.get(k)}
-        for k in sorted(a.keys() | b.keys())
-        if a.get(k) != b.get(k)
-    ]
-
-
-def _touches_nodes(rtype: str, op: str, props: list[dict[str, Any]]) -> str | None:
+def _touches_nodes(rtype: str, step: dict[str, Any]) -> str | None:
     if rtype not in NODE_TYPES:
         return None
-    if op == "delete":
+    if step["op"] == "delete":
         return "deletes"
-    replacing = NODE_TYPES[rtype]
-    if op == "update" and any(
-        p["property"].split(".")[0].split("[")[0] in replacing for p in props
-    ):
+    if step["op"] == "replace" or step.get("rolls"):
         return "replaces"
     return None
 
 
 def compare_resources(old: dict, new: dict) -> list[dict[str, Any]]:
+    """Each resource `pulumi up` would create, update, replace or delete, by the provider's
+    rules (`rackform.stack.replacement.steps`); those that delete or replace running nodes
+    carry `nodes` and the reason."""
+    from rackform.stack.replacement import steps
+
     out = []
-    for urn in sorted(old.keys() | new.keys()):
-        o, n = old.get(urn), new.get(urn)
-        if o is None:
-            out.append({"op": "create", "urn": urn, "type": n["type"], "properties": []})
-            continue
-        if n is None:
-            entry = {"op": "delete", "urn": urn, "type": o["type"], "properties": []}
-        elif o["inputs"] != n["inputs"]:
-            props = _property_changes(o["inputs"], n["inputs"])
-            entry = {"op": "update", "urn": urn, "type": n["type"], "properties": props}
-        else:
-            continue
-        nodes = _touches_nodes(entry["type"], entry["op"], entry["properties"])
+    for urn, step in steps(old, new).items():
+        rtype = (new.get(urn) or old[urn])["type"]
+        entry = {"op": step["op"], "urn": urn, "type": rtype, "properties": step["properties"]}
+        for key in ("reason", "rule", "delete_before_replace", "rolls"):
+            if key in step:
+                entry[key] = step[key]
+        nodes = _touches_nodes(rtype, step)
         if nodes:
             entry["nodes"] = nodes
         out.append(entry)

@@ -12,7 +12,7 @@ from rackform.gitops.diff import BlueprintDiff, EnvDiff
 
 RED = "🔴"
 STATUS = {"A": "new", "D": "deleted", "M": "modified", "R": "renamed"}
-SIGN = {"create": "+", "update": "~", "delete": "-"}
+SIGN = {"create": "+", "update": "~", "replace": "-/+", "delete": "-"}
 MAX_VALUE = 60
 
 
@@ -80,7 +80,7 @@ def _env_details(e: EnvDiff) -> list[str]:
         out.append("")
     for r in e.resources:
         red = f" {RED} **{r['nodes']} running nodes**" if r.get("nodes") else ""
-        out.append(f"- `{SIGN[r['op']]}` `{r['urn']}`{red}")
+        out.append(f"- `{SIGN[r['op']]}` `{r['urn']}`{red}{_why(r)}")
         for p in r["properties"]:
             out.append(f"  - `{p['property']}`: {_short(p['old'])} → {_short(p['new'])}")
     for f in e.findings:
@@ -89,6 +89,16 @@ def _env_details(e: EnvDiff) -> list[str]:
             f"{f['message']}"
         )
     return [*out, "", "</details>", ""]
+
+
+def _why(r: dict[str, Any]) -> str:
+    """Why a resource is replaced (and whether it goes first), or why its nodes roll."""
+    if r["op"] == "replace":
+        first = "; deleted first, down until replaced" if r.get("delete_before_replace") else ""
+        return f": replaced, {r['reason']}{first}"
+    if r.get("rolls"):
+        return f": {r['rolls']}"
+    return ""
 
 
 def markdown(diffs: list[BlueprintDiff], base: str, head: str) -> str:

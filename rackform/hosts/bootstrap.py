@@ -26,7 +26,6 @@ import shlex
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +64,18 @@ def _files(root: Path, prefix: str) -> list[tuple[str, Path]]:
     ]
 
 
+# The ansible-core a node installs: rackform's own pin, never the controller's installed patch
+# release, so the artifact (and its sha, which names a new launch-template version and starts an
+# instance refresh) depends only on the blueprint and this checkout. It lies in the range the
+# pinned `ansible` package (pyproject.toml: ansible==12.3.0, whose collections the artifact
+# ships) requires: ansible-core~=2.19.5 (a test checks it).
+NODE_ANSIBLE_CORE = "2.19.14"
+
+
 def node_requirements() -> list[str]:
-    """What the node's virtualenv installs: the controller's ansible-core, and boto3 for the
-    two AWS calls a joining node makes (tag itself, complete its lifecycle hook)."""
-    return [f"ansible-core=={metadata.version('ansible-core')}", "boto3>=1.34,<2"]
+    """What the node's virtualenv installs: rackform's pinned ansible-core, and boto3 for the
+    AWS calls a joining node makes (tag itself, heartbeat and complete its lifecycle hook)."""
+    return [f"ansible-core=={NODE_ANSIBLE_CORE}", "boto3>=1.34,<2"]
 
 
 def manifest(

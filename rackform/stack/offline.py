@@ -54,8 +54,21 @@ class Record:
     protect: bool
     ignore_changes: list[str]
     dependencies: list[str]
+    delete_before_replace: bool = False
+    replace_on_changes: list[str] = field(default_factory=list)
     dependency_urns: frozenset[str] = frozenset()
     inputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options that decide how a change reaches it: which inputs are left as they are
+        (ignore_changes), which always replace it (replace_on_changes), and whether a
+        replacement deletes the old one first (delete_before_replace)."""
+        return {
+            "ignore_changes": self.ignore_changes,
+            "replace_on_changes": self.replace_on_changes,
+            "delete_before_replace": self.delete_before_replace,
+        }
 
 
 def urn_name(urn: str) -> str:
@@ -155,6 +168,8 @@ class RecordingMonitor(MockMonitor):
                     ignore_changes=sorted(request.ignoreChanges),
                     dependencies=sorted({urn_name(u) for u in request.dependencies}),
                     dependency_urns=frozenset(request.dependencies),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
+                    replace_on_changes=sorted(request.replaceOnChanges),
                 )
             )
         return response

@@ -8,6 +8,7 @@ them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rackform.plan.model import Plan
@@ -15,6 +16,20 @@ from rackform.reap.target import Reaper
 
 if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every command
     import pulumi
+
+
+@dataclass(frozen=True)
+class ReplaceRules:
+    """How the provider of a target's resources reacts to a changed input (data, each rule
+    citing its source; rackform/stack/replacement.py applies them to two offline plans):
+    `replaced_by`: resource type -> {input: source} of inputs that force a new resource;
+    `versioned`: type -> (output, inputs that make no new version) of a versioned resource,
+    whose other changes make a new version (that output changes); `rolls`: type -> inputs
+    whose change replaces the resource's running instances without replacing it."""
+
+    replaced_by: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    versioned: Mapping[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
+    rolls: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 class TargetRuntime:
@@ -50,6 +65,10 @@ class TargetRuntime:
         """The Pulumi component that creates (or registers) the nodes: a ComponentResource with
         `nodes` ({node group: [[name, address, port], ...]}) and `node_resources`."""
         raise NotImplementedError
+
+    def replace_rules(self) -> ReplaceRules:
+        """Which input changes replace which of the target's resources (none by default)."""
+        return ReplaceRules()
 
     def reaper(self) -> Reaper:
         """What carries out `rackform reap`'s actions on this target: its live tags, and the

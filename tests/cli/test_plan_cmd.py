@@ -58,6 +58,27 @@ def test_plan_json_lists_every_resource_with_parent_and_inputs():
     assert sum(doc["counts"].values()) == len(doc["resources"])
     asg = next(x for x in doc["resources"] if x["type"] == "aws:autoscaling/group:Group")
     assert (asg["inputs"]["minSize"], asg["inputs"]["desiredCapacity"]) == (1, 1)
+    # Beside the inputs, the options that decide how a change reaches the resource.
+    assert asg["options"] == {
+        "ignore_changes": ["desiredCapacity"],
+        "replace_on_changes": [],
+        "delete_before_replace": False,
+    }
+    refresh = asg["inputs"]["instanceRefresh"]["preferences"]
+    assert (refresh["minHealthyPercentage"], refresh["maxHealthyPercentage"]) == (100, 200)
+    assert doc["rollout"]["strategy"] == "create-first"
+
+
+def test_plan_shows_training_nodes_deleted_first_and_the_downtime():
+    r = rackform("plan", "blueprints/aws-training.yaml", "--json")
+    doc = json.loads(r.stdout)
+    nodes = [x for x in doc["resources"] if x["type"] == "aws:ec2/instance:Instance"]
+    assert nodes and all(x["options"]["delete_before_replace"] for x in nodes)
+    assert doc["rollout"]["strategy"] == "delete-first"
+    assert "placement group" in doc["rollout"]["why"]
+    text = rackform("plan", "blueprints/aws-training.yaml").stdout
+    assert "[delete-before-replace]" in text
+    assert "Rollout: delete-first" in text and "the cluster is down until" in text
 
 
 def test_plan_is_deterministic_and_needs_no_credentials_network_or_cli(tmp_path):

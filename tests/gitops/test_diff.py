@@ -195,3 +195,25 @@ def test_promotion_rules_are_reviewed_like_code(rackform, tmp_path):
         md = rackform("diff", "--base", "HEAD~1", cwd=work).stdout
         assert f"⚠️ promotion rule {change}: prod {words}" in md
         assert f"promotion rule {change} |" in md  # in the table row too
+
+
+def test_a_new_instance_type_marks_every_training_node_replaced_with_the_reason(rackform, repo):
+    commit(
+        repo,
+        "p5e",
+        {"blueprints/aws-training.yaml": AWS.replace("type: p5.48xlarge", "type: p5e.48xlarge")},
+    )
+    proc, doc = as_json(rackform, repo)
+    assert proc.returncode == 0, proc.stderr
+    default = env(by_path(doc)["blueprints/aws-training.yaml"], "default")
+    nodes = [r for r in default["resources"] if r["type"] == "aws:ec2/instance:Instance"]
+    assert len(nodes) == 4 and all(r["op"] == "replace" for r in nodes)
+    for r in nodes:
+        assert r["nodes"] == "replaces" and r["delete_before_replace"] is True
+        assert "new version of llm-train-a-default-gpu-lt" in r["reason"]
+        assert "instanceType: p5.48xlarge → p5e.48xlarge" in r["reason"]
+    assert default["replaces_or_deletes_nodes"] == 4
+    text = rackform("diff", "--base", "HEAD~1", cwd=repo).stdout
+    assert "`-/+` `urn:pulumi:llm-train-a-default::rackform::" in text
+    assert "gpu-0` 🔴 **replaces running nodes**: replaced, launchTemplate.version" in text
+    assert "deleted first, down until replaced" in text

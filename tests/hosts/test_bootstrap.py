@@ -150,3 +150,17 @@ def test_the_dlami_is_adopted_by_the_roles(tmp_path):
     assert dlami["nvidia_driver_adopt_preinstalled"] is True
     assert dlami["nvme_raid_preexisting_mount"] == "/opt/dlami/nvme"
     assert dlami["nvme_raid_preexisting_action"] == "adopt"
+
+
+def test_the_node_ansible_core_is_rackforms_pin_within_the_pinned_ansible_packages_range():
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    from rackform.hosts.bootstrap import NODE_ANSIBLE_CORE, node_requirements
+
+    assert node_requirements()[0] == f"ansible-core=={NODE_ANSIBLE_CORE}"
+    wanted = next(
+        Requirement(r) for r in metadata.requires("ansible") if r.startswith("ansible-core")
+    )
+    assert NODE_ANSIBLE_CORE in wanted.specifier

@@ -256,11 +256,16 @@ def test_market(tmp_path, market, market_type, reservation, placement):
 
 
 def test_ami_from_filter_is_pinned_after_first_launch(tmp_path):
-    lt = one(plan(tmp_path, AWS_TRAINING), "launchTemplate:LaunchTemplate")
+    recs = plan(tmp_path, AWS_TRAINING)
+    lt = one(recs, "launchTemplate:LaunchTemplate")
     # The default: Canonical's plain Ubuntu 22.04, where the roles install everything.
     assert "ubuntu-jammy-22.04-amd64-server-*" in lt.inputs["imageId"]
     assert "099720109477" in lt.inputs["imageId"]
-    assert lt.ignore_changes == ["imageId"]
+    # Pinned by the stack's ImagePin (its kind is its identity), not hidden by ignore_changes.
+    pin = one(recs, "rackform:ImagePin")
+    assert pin.inputs["image"] == "ubuntu-22.04"
+    assert pin.inputs["image_id"] == lt.inputs["imageId"]
+    assert lt.ignore_changes == []
     dlami = variant(AWS_TRAINING, **{"target.ami": {"image": "dlami-ubuntu-22.04"}})
     lt = one(plan(tmp_path, dlami), "launchTemplate:LaunchTemplate")
     assert "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)" in lt.inputs["imageId"]
@@ -270,7 +275,7 @@ def test_explicit_ami_is_used_as_is(tmp_path):
     doc = variant(AWS_TRAINING, **{"target.ami": {"id": "ami-0123456789abcdef0"}})
     lt = one(plan(tmp_path, doc), "launchTemplate:LaunchTemplate")
     assert lt.inputs["imageId"] == "ami-0123456789abcdef0"
-    assert lt.ignore_changes == []
+    assert one(plan(tmp_path, doc), "rackform:ImagePin").inputs["image"] == "ami-0123456789abcdef0"
 
 
 def test_instance_profile_has_ssm(tmp_path):
@@ -332,3 +337,45 @@ def test_a_vpc_too_small_for_its_subnets_is_a_blueprint_error_before_any_program
         plan(tmp_path, doc)
     (p,) = [p for p in err.value.problems if p.path == "target.vpc_cidr"]
     assert "too small" in p.message and p.line is not None
+
+
+@pytest.mark.parametrize(
+    ("target", "first"),
+    [
+        ({}, True),  # a cluster placement group of its own
+        ({"market": "reservation", "reservation_id": "cr-0123456789abcdef0"}, True),
+        ({"rollout": {"strategy": "create-first"}}, False),  # the blueprint's choice
+    ],
+)
+def test_training_instances_are_replaced_delete_first_where_capacity_is_bound(
+    tmp_path, target, first
+):
+    doc = variant(AWS_TRAINING, target={**AWS_TRAINING["target"], **target})
+    for instance in of_type(plan(tmp_path, doc), "ec2/instance:Instance"):
+        assert instance.delete_before_replace is first
+
+
+def test_inference_on_reserved_capacity_refreshes_without_extra_instances(tmp_path):
+    doc = variant(
+        AWS_INFERENCE,
+        target={
+            **AWS_INFERENCE["target"],
+            "market": "reservation",
+            "reservation_id": "cr-0123456789abcdef0",
+        },
+    )
+    asg = one(plan(tmp_path, doc), "autoscaling/group:Group")
+    prefs = asg.inputs["instanceRefresh"]["preferences"]
+    assert (prefs["minHealthyPercentage"], prefs["maxHealthyPercentage"]) == (90, 100)
+
+
+def test_mid_rollout_the_previous_artifacts_nodes_serve_as_the_inventory():
+    from rackform.targets.aws.nodes import serving_nodes
+
+    # Configured with this artifact: only those.
+    assert serving_nodes(["i-new"], ["10.0.0.9"], ["i-old", "i-new"], ["10.0.0.1", "10.0.0.9"]) == [
+        ["i-new", "10.0.0.9", 22, "i-new"]
+    ]
+    # An instance refresh has just started: none carries the new artifact yet, the group still
+    # serves from the old ones, and Configure sees them rather than an empty cluster.
+    assert serving_nodes([], [], ["i-old"], ["10.0.0.1"]) == [["i-old", "10.0.0.1", 22, "i-old"]]

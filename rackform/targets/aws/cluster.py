@@ -14,6 +14,7 @@ from rackform.hosts.bootstrap import user_data
 from rackform.plan.model import Plan
 from rackform.targets.aws.access import NodeKeys, access
 from rackform.targets.aws.bootstrap import ArtifactBucket, group_artifact, node_policy
+from rackform.targets.aws.image_pin import ImagePin
 from rackform.targets.aws.network import AwsNetwork
 from rackform.targets.aws.nodes import AwsNodeGroup, asg_name
 from rackform.targets.aws.tags import aws_tags
@@ -86,9 +87,9 @@ class AwsCluster(pulumi.ComponentResource):
         )
 
         if target.ami.id:
-            ami: pulumi.Input[str] = target.ami.id
+            lookup: pulumi.Input[str] = target.ami.id
         else:
-            ami = aws.ec2.get_ami_output(
+            lookup = aws.ec2.get_ami_output(
                 most_recent=True,
                 owners=[tp.image.owner],
                 filters=[
@@ -98,6 +99,9 @@ class AwsCluster(pulumi.ComponentResource):
                 ],
                 opts=pulumi.InvokeOutputOptions(parent=self),
             ).id
+        # Pinned at the first `up`: a newer image of the kind never replaces running nodes, a
+        # new kind or id replaces them, planned (rackform/targets/aws/image_pin.py).
+        ami = ImagePin(f"{name}-image", target.ami.id or tp.image.key, lookup, opts=child).image_id
 
         placement: pulumi.Input[str] | None = tp.existing_placement_group
         if tp.placement_group:
@@ -130,7 +134,6 @@ class AwsCluster(pulumi.ComponentResource):
                     plan,
                     g,
                     ami=ami,
-                    pin_ami=not target.ami.id,
                     subnet=self.network.subnet,
                     security_group=self.network.security_group,
                     instance_profile=profile,

@@ -30,6 +30,8 @@ class AwsPlan:
     placement_group: bool  # training nodes share a cluster placement group the stack creates
     existing_placement_group: str | None  # ... or one that exists already, by name
     image: Image  # the machine image's kind: filter, user, what it preinstalled
+    rollout: str  # delete-first | create-first: how a node whose template changes is replaced
+    rollout_why: str  # the reason, in words (capacity bound, or the blueprint's choice)
 
 
 def partition(region: str) -> str:
@@ -48,6 +50,32 @@ def split_vpc(vpc_cidr: str) -> tuple[str, str]:
     nodes = next(net.subnets(new_prefix=net.prefixlen + 1))
     public = list(net.subnets(new_prefix=min(net.prefixlen + 4, 28)))[-1]
     return str(nodes), str(public)
+
+
+def capacity_bound(bp: Blueprint) -> str:
+    """Why a replacement may not count on more capacity than the cluster holds ("" when it
+    may): a cluster placement group packs instances close together and AWS advises launching
+    them together, since later launches into it meet insufficient-capacity errors more often
+    (EC2 user guide, "Placement groups": cluster placement group rules); a capacity
+    reservation or capacity block holds exactly what was bought."""
+    t = bp.target
+    if t.market in RESERVED_MARKETS:
+        return f"{t.market} {t.reservation_id} holds only the cluster's own instances"
+    if bp.purpose == "training":
+        return "training nodes share a cluster placement group"
+    return ""
+
+
+def rollout(bp: Blueprint) -> tuple[str, str]:
+    """(delete-first | create-first, why): the blueprint's choice, else delete-first where
+    capacity is bound."""
+    chosen = bp.target.rollout.strategy
+    if chosen is not None:
+        return chosen, "target.rollout.strategy says so"
+    bound = capacity_bound(bp)
+    if bound:
+        return "delete-first", bound
+    return "create-first", "capacity is not bound: replacements launch before the old nodes go"
 
 
 class AwsCompiler(TargetCompiler):
@@ -91,7 +119,13 @@ class AwsCompiler(TargetCompiler):
             bp.purpose == "training" and t.market not in RESERVED_MARKETS and not t.placement_group
         )
         image = IMAGES[t.ami.image]
-        return AwsPlan(nodes, public, partition(t.region), create, t.placement_group, image), ()
+        strategy, why = rollout(bp)
+        return (
+            AwsPlan(
+                nodes, public, partition(t.region), create, t.placement_group, image, strategy, why
+            ),
+            (),
+        )
 
     def cost(self, plan: Plan) -> TargetCost:
         return cost.cost(plan)

@@ -82,6 +82,12 @@ class AwsNetwork(pulumi.ComponentResource):
             tags=tags("vpc"),
             opts=child,
         )
+        # A subnet in another zone is a new subnet with the same CIDR, which AWS refuses beside
+        # the old one ("The CIDR blocks of the subnets within a VPC cannot overlap", VPC user
+        # guide, "Subnet CIDR blocks"): the old one goes first, and Pulumi deletes what must be
+        # replaced with it (the endpoint, the NAT gateway) before it (Pulumi docs, resource
+        # option `deleteBeforeReplace`).
+        first = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
         # Nodes never get public addresses: SSH comes through the Instance Connect Endpoint, or
         # from ssh_cidrs over private networks (VPN, peering, transit gateway).
         self.subnet = aws.ec2.Subnet(
@@ -91,7 +97,7 @@ class AwsNetwork(pulumi.ComponentResource):
             availability_zone=target.availability_zone,
             map_public_ip_on_launch=False,
             tags=tags("nodes"),
-            opts=child,
+            opts=first,
         )
         igw = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=self.vpc.id, tags=tags("igw"), opts=child
@@ -103,7 +109,7 @@ class AwsNetwork(pulumi.ComponentResource):
             availability_zone=target.availability_zone,
             map_public_ip_on_launch=False,
             tags=tags("public"),
-            opts=child,
+            opts=first,
         )
         nat_ip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=tags("nat-ip"), opts=child)
         nat = aws.ec2.NatGateway(

@@ -81,7 +81,9 @@ def market_options(target) -> dict[str, object]:
     return {}
 
 
-def identity_tags(plan: Plan, group: NodeGroupPlan, name: str) -> dict[str, str]:
+def identity_tags(
+    plan: Plan, group: NodeGroupPlan, name: str, artifact_sha: str | None = None
+) -> dict[str, str]:
     """The launch template's tags: what a node is, and nothing that a cosmetic edit changes
     (owner, idle policy, digest). A new template version replaces training instances (the
     provider's instance docs: changing `launch_template` forces a new instance), so only a change
@@ -93,6 +95,10 @@ def identity_tags(plan: Plan, group: NodeGroupPlan, name: str) -> dict[str, str]
         "rackform:purpose": plan.purpose,
         "rackform:node-group": group.name,
         "rackform:driver-branch": plan.software.driver_branch,
+        # A joining node's configuration: its user data fetches this artifact, so a new one is
+        # a new template version and an instance refresh (named here, since the user data is
+        # known only after `up`, when the stack's keys exist).
+        **({"rackform:artifact": artifact_sha} if artifact_sha else {}),
         "Name": name,
     }
 
@@ -110,7 +116,6 @@ class AwsNodeGroup(pulumi.ComponentResource):
         group: NodeGroupPlan,
         *,
         ami: pulumi.Input[str],
-        pin_ami: bool,
         subnet: aws.ec2.Subnet,
         security_group: aws.ec2.SecurityGroup,
         instance_profile: aws.iam.InstanceProfile,
@@ -136,7 +141,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         else:
             network = {"vpc_security_group_ids": [security_group.id]}
         lt_name = f"{name}-lt"
-        identity = identity_tags(plan, group, name)
+        identity = identity_tags(plan, group, name, artifact_sha)
         self.launch_template = aws.ec2.LaunchTemplate(
             lt_name,
             description=f"rackform {plan.stack} node group {group.name}",
@@ -171,9 +176,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
             tags=identity,
             **network,
             **market_options(target),
-            # A newer image matching the filter must not replace running nodes on the next
-            # `up`: the first image found stays until the blueprint pins ami.id.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["imageId"] if pin_ami else []),
+            # No ignore_changes: the image is pinned by ImagePin (a newer image of the same kind
+            # changes nothing, a new kind is a new version, planned and shown).
+            opts=pulumi.ResourceOptions(parent=self),
         )
         version = self.launch_template.latest_version.apply(str)
         template = {"id": self.launch_template.id, "version": version}
@@ -184,13 +189,17 @@ class AwsNodeGroup(pulumi.ComponentResource):
         self.register_outputs({"launch_template_id": self.launch_template.id, "nodes": self.nodes})
 
     def _instances(self, name, plan, group, template) -> None:
+        # Pulumi replaces create-before-delete by default: 4 nodes would need 8 at once, which a
+        # placement group or reservation sized to the cluster cannot hold. delete-first takes
+        # the old node down first (Pulumi docs, resource option `deleteBeforeReplace`).
+        first = plan.target_plan.rollout == "delete-first"
         instances = [
             aws.ec2.Instance(
                 f"{name}-{i}",
                 launch_template=template,
                 # The cluster's tags, owner and idle policy included: updated in place.
                 tags=aws_tags(plan, f"{name}-{i}"),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=first),
             )
             for i in range(group.count)
         ]
@@ -229,12 +238,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
             health_check_type="EC2",
             # Counted from InService, after the hook: a freshly configured node's first checks.
             health_check_grace_period=300,
-            # A template change (image, driver branch, roles) rolls the group a few nodes at a
-            # time, each configuring itself before it takes traffic.
-            instance_refresh={
-                "strategy": "Rolling",
-                "preferences": {"min_healthy_percentage": 90},
-            },
+            # A template change (image, driver branch, roles) rolls the group, each new node
+            # configuring itself before it takes traffic (refresh_preferences).
+            instance_refresh={"strategy": "Rolling", "preferences": refresh_preferences(plan)},
             wait_for_capacity_timeout=f"{HOOK_TIMEOUT_S // 60 + 10}m",
             tags=asg_tags(plan, name),
             # The autoscaler (or an operator scaling by hand) owns the live size; the
@@ -243,20 +249,45 @@ class AwsNodeGroup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCapacity"]),
         )
         self.resources = [asg]
+
         # The cluster's nodes are the group's running instances that finished configuring
         # themselves with this artifact (they tag themselves): not one still in Pending:Wait,
-        # nor one terminating.
-        found = aws.ec2.get_instances_output(
-            instance_tags={
-                "aws:autoscaling:groupName": asg.name,
-                "rackform:configured": artifact_sha or "",
-            },
-            instance_state_names=["running"],
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[asg]),
-        )
-        self.nodes = pulumi.Output.all(found.ids, found.private_ips).apply(
-            lambda pair: [[i, ip, SSH_PORT, i] for i, ip in zip(pair[0], pair[1], strict=True)]
-        )
+        # nor one terminating. Right after a new artifact starts an instance refresh none carries
+        # it yet, and the group still serves from the previous artifact's nodes: those are the
+        # nodes then (`serving_nodes`), so Configure never sees an empty cluster mid-rollout.
+        def lookup(tags: dict, filters: list | None = None):
+            return aws.ec2.get_instances_output(
+                instance_tags={"aws:autoscaling:groupName": asg.name, **tags},
+                filters=filters,
+                instance_state_names=["running"],
+                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[asg]),
+            )
+
+        current = lookup({"rackform:configured": artifact_sha or ""})
+        configured = lookup({}, [{"name": "tag-key", "values": ["rackform:configured"]}])
+        self.nodes = pulumi.Output.all(
+            current.ids, current.private_ips, configured.ids, configured.private_ips
+        ).apply(lambda found: serving_nodes(*found))
+
+
+def serving_nodes(ids, ips, any_ids, any_ips) -> list[list]:
+    """[[name, address, port, instance id]] of the instances configured with this artifact, or,
+    while none is (an instance refresh has just begun), of those configured with any."""
+    if not ids:
+        ids, ips = any_ids, any_ips
+    return [[i, ip, SSH_PORT, i] for i, ip in zip(ids, ips, strict=True)]
+
+
+def refresh_preferences(plan: Plan) -> dict[str, int]:
+    """An instance refresh's healthy-percentage bounds. create-first: 100% of the desired
+    capacity stays in service and up to 200% may run, so a replacement launches (and
+    configures itself) before the node it replaces terminates; delete-first: at most the
+    desired capacity runs, and 90% (AWS's default) stays in service. RefreshPreferences
+    (Amazon EC2 Auto Scaling API reference): MinHealthyPercentage 0-100, default 90;
+    MaxHealthyPercentage 100-200, and their difference may not exceed 100."""
+    if plan.target_plan.rollout == "create-first":
+        return {"min_healthy_percentage": 100, "max_healthy_percentage": 200}
+    return {"min_healthy_percentage": 90, "max_healthy_percentage": 100}
 
 
 def asg_name(plan: Plan, group: NodeGroupPlan) -> str:

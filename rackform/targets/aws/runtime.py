@@ -10,7 +10,7 @@ from rackform.plan.model import Plan
 from rackform.stack.errors import ProgramError
 from rackform.targets.aws.images import IMAGES
 from rackform.targets.aws.reap import AwsReaper
-from rackform.targets.runtime import TargetRuntime
+from rackform.targets.runtime import ReplaceRules, TargetRuntime
 
 
 class AwsRuntime(TargetRuntime):
@@ -65,6 +65,26 @@ class AwsRuntime(TargetRuntime):
         from rackform.targets.aws.cluster import AwsCluster  # pulumi_aws loads only for AWS
 
         return AwsCluster(f"{name}-aws", plan, opts=opts)
+
+    def replace_rules(self) -> ReplaceRules:
+        """pulumi-aws's rules (`replaces.py`), and the stack's own dynamic resources', which
+        their providers' `diff` decides: new keys only for another cluster, a new image pin
+        only for another image kind or id."""
+        from rackform.targets.aws.image_pin import PIN_IDENTITY
+        from rackform.targets.aws.replaces import REPLACED_BY, ROLLS, VERSIONED
+
+        dynamic = "pulumi-python:dynamic/rackform:"
+        return ReplaceRules(
+            {
+                **REPLACED_BY,
+                f"{dynamic}NodeKeys": {"cluster": "rackform/targets/aws/access.py diff"},
+                f"{dynamic}ImagePin": dict.fromkeys(
+                    PIN_IDENTITY, "rackform/targets/aws/image_pin.py diff"
+                ),
+            },
+            VERSIONED,
+            ROLLS,
+        )
 
     def reaper(self) -> AwsReaper:
         return AwsReaper()

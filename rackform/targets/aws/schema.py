@@ -52,6 +52,21 @@ class AmiSpec(Strict):
     ] = "adopt"
 
 
+class RolloutSpec(Strict):
+    strategy: Annotated[
+        Literal["delete-first", "create-first"] | None,
+        Field(
+            description="How a node is replaced when what it is changes (instance type, image, "
+            "driver branch, zone): `delete-first` takes the old node down before its "
+            "replacement launches (no capacity beyond the cluster's own; the nodes are down "
+            "until the new ones are configured), `create-first` launches the replacement "
+            "first (twice the capacity, briefly). Default: delete-first where capacity is bound "
+            "(training: a cluster placement group, a reservation or a capacity block; inference "
+            "on reserved capacity), create-first otherwise."
+        ),
+    ] = None
+
+
 class AwsTarget(Strict):
     type: Annotated[Literal["aws"], Field(description="Amazon EC2.")]
     region: Annotated[str, Field(description="AWS region, e.g. us-east-1.")]
@@ -108,6 +123,9 @@ class AwsTarget(Strict):
         ),
     ] = None
     ami: Annotated[AmiSpec, Field(description="Machine image.")] = AmiSpec()
+    rollout: Annotated[
+        RolloutSpec, Field(description="How nodes are replaced (see rollout.strategy).")
+    ] = RolloutSpec()
     key_name: Annotated[
         str | None,
         Field(

@@ -5,7 +5,7 @@ or wiped, and an idle cluster is powered off through its BMCs or drained, never 
 from __future__ import annotations
 
 from rackform.targets.onprem.reap import OnPremReaper
-from rackform.targets.runtime import TargetRuntime
+from rackform.targets.runtime import ReplaceRules, TargetRuntime
 
 
 class OnPremRuntime(TargetRuntime):
@@ -17,6 +17,15 @@ class OnPremRuntime(TargetRuntime):
         from rackform.targets.onprem.cluster import OnPremCluster
 
         return OnPremCluster(f"{name}-hosts", plan, opts=opts, provider=providers.get("host"))
+
+    def replace_rules(self) -> ReplaceRules:
+        """A host's registration is replaced when its identity changes (HostProvider.diff)."""
+        from rackform.targets.onprem.hosts import IDENTITY
+
+        source = "rackform/targets/onprem/hosts.py HostProvider.diff"
+        return ReplaceRules(
+            {"pulumi-python:dynamic/rackform:Host": dict.fromkeys(IDENTITY, source)}
+        )
 
     def reaper(self) -> OnPremReaper:
         return OnPremReaper()

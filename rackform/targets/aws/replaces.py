@@ -1,0 +1,113 @@
+"""Which input changes replace which AWS resource, as the provider decides: data, recorded from
+pulumi-aws, which bridges terraform-provider-aws and keeps its `ForceNew` / `RequiresReplace`
+attributes as replacements (a Pulumi preview then shows `replace`). The mocks cannot know any of
+this, so `rackform diff` reads it from here (rackform/stack/replacement.py).
+
+Keys are Pulumi input names (camelCase, as the recorded inputs carry them); each value says
+where the rule comes from, in terraform-provider-aws (`internal/service/...`, the schema of
+the resource) or its documentation (website/docs/r/...). Only the types and inputs rackform's
+program uses are listed; an input not listed updates in place.
+"""
+
+from __future__ import annotations
+
+TF = "terraform-provider-aws internal/service/"
+
+REPLACED_BY: dict[str, dict[str, str]] = {
+    "aws:ec2/vpc:Vpc": {"cidrBlock": TF + "ec2/vpc_.go: cidr_block ForceNew"},
+    "aws:ec2/subnet:Subnet": {
+        # A subnet lives in one zone with one block: moving it is a new subnet, and a
+        # create-before-delete one with the same CIDR conflicts (rackform/stack/replacement.py
+        # says so in the reason).
+        "availabilityZone": TF + "ec2/vpc_subnet.go: availability_zone ForceNew",
+        "cidrBlock": TF + "ec2/vpc_subnet.go: cidr_block ForceNew",
+        "vpcId": TF + "ec2/vpc_subnet.go: vpc_id ForceNew",
+    },
+    "aws:ec2/eip:Eip": {"domain": TF + "ec2/ec2_eip.go: domain ForceNew"},
+    "aws:ec2/natGateway:NatGateway": {
+        "allocationId": TF + "ec2/vpc_nat_gateway.go: allocation_id ForceNew",
+        "subnetId": TF + "ec2/vpc_nat_gateway.go: subnet_id ForceNew",
+    },
+    "aws:ec2/routeTable:RouteTable": {"vpcId": TF + "ec2/vpc_route_table.go: vpc_id ForceNew"},
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": {
+        "subnetId": TF + "ec2/vpc_route_table_association.go: subnet_id ForceNew"
+    },
+    "aws:ec2/securityGroup:SecurityGroup": {
+        "description": TF + "ec2/vpc_security_group.go: description ForceNew",
+        "vpcId": TF + "ec2/vpc_security_group.go: vpc_id ForceNew",
+        "name": TF + "ec2/vpc_security_group.go: name ForceNew",
+    },
+    "aws:ec2transitgateway/instanceConnectEndpoint:InstanceConnectEndpoint": {
+        # The endpoint sits in one subnet: a new subnet is a new endpoint (and its 20
+        # connections, and its address the nodes' security group admits).
+        "subnetId": TF + "ec2/ec2_instance_connect_endpoint.go: subnet_id RequiresReplace",
+        "securityGroupIds": TF
+        + "ec2/ec2_instance_connect_endpoint.go: security_group_ids RequiresReplace",
+        "preserveClientIp": TF
+        + "ec2/ec2_instance_connect_endpoint.go: preserve_client_ip RequiresReplace",
+    },
+    "aws:ec2/placementGroup:PlacementGroup": {
+        "strategy": TF + "ec2/ec2_placement_group.go: strategy ForceNew",
+        "name": TF + "ec2/ec2_placement_group.go: name ForceNew",
+    },
+    "aws:ec2/launchTemplate:LaunchTemplate": {
+        "name": TF + "ec2/ec2_launch_template.go: name ForceNew"
+    },
+    "aws:ec2/instance:Instance": {
+        # "Updating Launch Template specification will force new instance"
+        # (terraform-provider-aws PR #10807, website/docs/r/instance.html.markdown): a new
+        # template version is a new instance. instance_type alone would update in place
+        # (stop, modify, start); rackform never sets it on the instance, only on the template.
+        "launchTemplate": TF + "ec2/ec2_instance.go: launch_template ForceNew (PR #10807)",
+        "ami": TF + "ec2/ec2_instance.go: ami ForceNew",
+        "availabilityZone": TF + "ec2/ec2_instance.go: availability_zone ForceNew",
+        "placementGroup": TF + "ec2/ec2_instance.go: placement_group ForceNew",
+        "subnetId": TF + "ec2/ec2_instance.go: subnet_id ForceNew",
+        "keyName": TF + "ec2/ec2_instance.go: key_name ForceNew",
+        "ebsBlockDevices": TF + "ec2/ec2_instance.go: ebs_block_device ForceNew",
+    },
+    "aws:autoscaling/group:Group": {"name": TF + "autoscaling/group.go: name ForceNew"},
+    "aws:ec2/vpcEndpoint:VpcEndpoint": {
+        "vpcId": TF + "ec2/vpc_endpoint.go: vpc_id ForceNew",
+        "serviceName": TF + "ec2/vpc_endpoint.go: service_name ForceNew",
+        "vpcEndpointType": TF + "ec2/vpc_endpoint.go: vpc_endpoint_type ForceNew",
+    },
+    "aws:iam/role:Role": {"name": TF + "iam/role.go: name ForceNew"},
+    "aws:iam/instanceProfile:InstanceProfile": {
+        "name": TF + "iam/instance_profile.go: name ForceNew"
+    },
+    "aws:iam/rolePolicy:RolePolicy": {"role": TF + "iam/role_policy.go: role ForceNew"},
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": {
+        "role": TF + "iam/role_policy_attachment.go: role ForceNew",
+        "policyArn": TF + "iam/role_policy_attachment.go: policy_arn ForceNew",
+    },
+    "aws:s3/bucket:Bucket": {"bucket": TF + "s3/bucket.go: bucket ForceNew"},
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": {
+        "bucket": TF + "s3/bucket_public_access_block.go: bucket ForceNew"
+    },
+    "aws:s3/bucketPolicy:BucketPolicy": {"bucket": TF + "s3/bucket_policy.go: bucket ForceNew"},
+    "aws:s3/bucketObjectv2:BucketObjectv2": {
+        "bucket": TF + "s3/object.go: bucket ForceNew",
+        "key": TF + "s3/object.go: key ForceNew",
+    },
+}
+
+# A launch template is versioned: a change to what it launches is a new version (its
+# `latestVersion` output changes), never a new template; its own name, description, tags and
+# default-version settings are the template's, not a version's (terraform-provider-aws
+# internal/service/ec2/ec2_launch_template.go, resourceLaunchTemplateUpdate: a new version
+# unless only these changed).
+VERSIONED: dict[str, tuple[str, frozenset[str]]] = {
+    "aws:ec2/launchTemplate:LaunchTemplate": (
+        "latestVersion",
+        frozenset({"defaultVersion", "description", "name", "tags", "updateDefaultVersion"}),
+    )
+}
+
+# Updates that replace a resource's running instances without replacing the resource: an
+# autoscaling group with `instance_refresh` starts an instance refresh when its launch template
+# (or mixed instances policy) changes (website/docs/r/autoscaling_group.html.markdown,
+# "instance_refresh": "start an Instance Refresh when this Auto Scaling Group is updated").
+ROLLS: dict[str, frozenset[str]] = {
+    "aws:autoscaling/group:Group": frozenset({"launchTemplate", "mixedInstancesPolicy"})
+}
