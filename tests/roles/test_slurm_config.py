@@ -5,13 +5,17 @@ what needs one (the daemons, sinfo, srun) is tests/e2e/test_slurm_vms.py."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from blueprint_helpers import BARE_METAL, SLURM_MIXED
-from gpu_collection import ROLES_DIR
+from gpu_collection import COLLECTIONS_ROOT, ROLES_DIR
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
@@ -153,3 +157,20 @@ def test_a_single_gpu_is_one_device_file(write):
                + "scheduler: {type: slurm, controller: n1, partitions: [{name: p, node_groups: [hgx], default: true}]}\n")  # fmt: skip
     gres = lines(render(bp)["gres.conf"], "NodeName=")
     assert [(g["Type"], g["File"]) for g in gres] == [("l4", "/dev/nvidia0")] * 2
+
+
+def test_a_site_run_without_a_scheduler_skips_the_slurm_role_cleanly(tmp_path):
+    # Ansible templates a task's delegate_to before the role's `when: slurm_enabled`: with no
+    # scheduler (no controller) the site playbook must still run (check mode, slurm tag only,
+    # on this machine through a local connection: every slurm task skips, nothing is touched).
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))  # fmt: skip
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT)}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+         "rackform.gpu.site", "--tags", "slurm", "--check"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "failed=0" in done.stdout and "rackform.gpu.slurm" in done.stdout
