@@ -79,7 +79,7 @@ def snooze(
             raise user_error(f"cannot write the snooze in {directory}: {exc}") from None
         # Clearing writes a snooze that ends now, so tags set earlier end with it.
         outcomes = reaper(plan.target_type).snooze(plan, until, reason or "cleared")
-        what = "cleared" if clear else f"snoozed until {store_iso(until)}"
+        what = "cleared" if clear else f"snoozed until {store.iso(until)}"
         typer.echo(f"{plan.source} [{plan.environment}] {plan.name}: {what}")
         for o in outcomes:
             typer.echo(f"  {'ok' if o.ok else 'FAILED'} {o.subject}: {o.detail}")
@@ -87,7 +87,3 @@ def snooze(
     if failed:
         print("rackform: the cluster's tags were not all written", file=sys.stderr)
         raise typer.Exit(EXIT_ACTION_FAILED)
-
-
-def store_iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -19,7 +19,6 @@ XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"  # the last XID error code seen (0: none)
 ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"  # uncorrectable (double-bit) ECC errors
 ROW_REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"  # pending row remaps (not in the role's
 # default counters: the rule is inert until it is added to dcgm_exporter_counters)
-POWER = "DCGM_FI_DEV_POWER_USAGE"  # watts drawn
 # A job's progress: the unix time of its last completed step, per node, carrying the scrape
 # labels. The smoke job writes it (validators/heartbeat.py); a user's job exports the same gauge.
 HEARTBEAT = "rackform_job_heartbeat_timestamp_seconds"

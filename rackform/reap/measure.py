@@ -28,18 +28,10 @@ class Key:
     environment: str
     purpose: str
 
-    def selector(self) -> str:
-        return ",".join(
-            L.one_of(label, [value])
-            for label, value in (
-                (L.CLUSTER, self.cluster),
-                (L.ENVIRONMENT, self.environment),
-                (L.PURPOSE, self.purpose),
-            )
-        )
 
-
-def _batch_selector(keys: list[Key]) -> str:
+def selector(keys: list[Key]) -> str:
+    """Matchers for these clusters: exact for one, alternations for a batch (the regexes match
+    across clusters, so a batch's answers are filtered to exact triples)."""
     return ",".join(
         (
             L.one_of(L.CLUSTER, [k.cluster for k in keys]),
@@ -58,7 +50,7 @@ def measure(
         wanted = set(keys)
         found: dict[Key, dict[tuple[str, str], GpuStats]] = defaultdict(dict)
         heartbeats: dict[tuple[Key, str], float] = {}
-        for s in prom.query(batch(_batch_selector(keys), window), at):
+        for s in prom.query(batch(selector(keys), window), at):
             m, stat = s.labels, s.labels.get(STAT)
             key = Key(m.get(L.CLUSTER, ""), m.get(L.ENVIRONMENT, ""), m.get(L.PURPOSE, ""))
             if key not in wanted:  # the regexes match across clusters; keep exact triples
@@ -87,14 +79,15 @@ def measure(
 
 
 def _locate_gaps(prom: Prometheus, key: Key, w: Window, at: float, short: list[GpuStats]) -> None:
-    """Fill each short GPU's `gaps` from the buckets that hold samples and those that exist."""
+    """Each short (or overlapping) GPU's `gaps`, from the buckets that hold samples and those
+    that exist; an overlapping GPU's shortfall is counted from its empty buckets."""
     every = [t for t, _ in (prom.query_range(f"vector(1){w.subquery}", at) or [({}, [])])[0][1]]
     have: dict[tuple[str, str], set[float]] = {}
-    for metric, points in prom.query_range(presence(key.selector(), w), at):
+    for metric, points in prom.query_range(presence(selector([key]), w), at):
         have[(metric.get(L.NODE, ""), metric.get(L.GPU, ""))] = {t for t, _ in points}
     earlier = {
         (s.labels.get(L.NODE, ""), s.labels.get(L.GPU, "")): int(s.value)
-        for s in prom.query(before(key.selector(), w), at)
+        for s in prom.query(before(selector([key]), w), at)
     }
     for g in short:
         g.before = earlier.get((g.node, g.gpu), 0)

@@ -12,7 +12,6 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 from rackform.blueprint.schema.sections import IdlePolicy
@@ -24,6 +23,7 @@ from rackform.reap.idleness import Window
 from rackform.reap.measure import Key, measure
 from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import Prometheus, TelemetryError
+from rackform.reap.snooze import iso
 from rackform.reap.target import Outcome, Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, protected
 from rackform.targets.runtimes import reaper
@@ -93,10 +93,6 @@ class World:
         return AuditLog(self.state_dir / "audit.jsonl")
 
 
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def run_all(
     decisions: list[Decision], prepared: Sequence[Prepared], world: World, apply: bool
 ) -> None:
@@ -124,14 +120,14 @@ def consider(d: Decision, p: Prepared, world: World) -> None:
         d.read_failed = True
         return
     if snoozed:
-        d.hold("snoozed", f"snoozed until {_iso(snoozed['until'])}: {snoozed.get('reason', '')}")
+        d.hold("snoozed", f"snoozed until {iso(snoozed['until'])}: {snoozed.get('reason', '')}")
         return
     action = d.action
     if action is None:
         return
     earlier = world.audit.acted_since(d.stack, action, now - d.window_min * 60)
     if earlier is not None:
-        d.hold("acted", f"run {earlier.get('run')} already began {action} at {_iso(earlier['ts'])}")
+        d.hold("acted", f"run {earlier.get('run')} already began {action} at {iso(earlier['ts'])}")
         return
     if action == "notify":
         d.step = "act"
@@ -146,7 +142,7 @@ def consider(d: Decision, p: Prepared, world: World) -> None:
         d.hold("protected", f"live tags: {live.detail}")
         return
     if live.snoozed_until is not None and live.snoozed_until > now:
-        d.hold("snoozed", f"snoozed on the cluster until {_iso(live.snoozed_until)}: "
+        d.hold("snoozed", f"snoozed on the cluster until {iso(live.snoozed_until)}: "
                f"{live.snooze_reason}")  # fmt: skip
         return
     if live.off:
@@ -174,11 +170,11 @@ def _grace(d: Decision, p: Prepared, world: World, now: float) -> None:
         )
         return
     due = warned["ts"] + idle.grace_minutes * 60
-    d.grace = {"warned": _iso(warned["ts"]), "acts_after": _iso(due)}
+    d.grace = {"warned": iso(warned["ts"]), "acts_after": iso(due)}
     if now < due:
         d.step = None
         d.reasons.append(
-            f"warned at {_iso(warned['ts'])}; {d.action} after {_iso(due)} if it stays idle"
+            f"warned at {iso(warned['ts'])}; {d.action} after {iso(due)} if it stays idle"
         )
         return
     # The stretch since the warning, measured whole: any activity in it withdraws the warning.
@@ -192,7 +188,7 @@ def _grace(d: Decision, p: Prepared, world: World, now: float) -> None:
     if again.action != d.action:
         d.step = "withdraw"
         d.reasons.append(
-            f"activity since the warning at {_iso(warned['ts'])}: over the last {minutes} min "
+            f"activity since the warning at {iso(warned['ts'])}: over the last {minutes} min "
             f"the cluster is {again.verdict} ({'; '.join(again.reasons[:2])}); warning withdrawn"
         )
         return

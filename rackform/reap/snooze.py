@@ -12,11 +12,17 @@ import fcntl
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 FILE = "snoozes.json"
+
+
+def iso(ts: float) -> str:
+    """A unix time as reap writes and shows it (snoozes, tags, warnings): 2026-11-25T18:00:00Z."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def _path(state_dir: Path) -> Path:

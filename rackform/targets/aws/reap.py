@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from rackform.plan.model import Plan
+from rackform.reap.snooze import iso
 from rackform.reap.target import Live, Outcome
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
@@ -243,7 +244,7 @@ class AwsReaper:
         """Tag every instance (and, for inference, every autoscaling group, not propagated to
         the instances it launches) with rackform:snooze-until / rackform:snooze-reason, so every
         later `live()` on any machine reports it."""
-        value = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until))
+        value = iso(until)
         reason = reason[:TAG_VALUE_MAX]
         try:
             instances, groups = self._read(plan, None)
@@ -324,7 +325,7 @@ def live_state(instances: list[dict], groups: list[dict], action: str | None) ->
     until, reason = None, ""
     if snoozes:
         until, reason, subject = max(snoozes)
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until))
+        stamp = iso(until)
         detail.append(f"{SNOOZE_UNTIL_TAG}={stamp} on {subject}")
     if off_detail:
         detail.append(off_detail)
