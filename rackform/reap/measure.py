@@ -71,17 +71,22 @@ def measure(
                 g.short = max(window.samples - g.samples, 0)
                 g.hb_last = heartbeats.get((key, g.node))
             out[key] = gpus
+        every: list[float] | None = None  # the window's buckets: asked once, if any is short
         for key in keys:
             short = [g for g in out[key] if g.short > GAP_TOLERANCE_SCRAPES or g.overlapping]
             if short:
-                _locate_gaps(prom, key, window, at, short)
+                if every is None:
+                    found_steps = prom.query_range(f"vector(1){window.subquery}", at)
+                    every = [t for t, _ in found_steps[0][1]] if found_steps else []
+                _locate_gaps(prom, key, window, at, short, every)
     return out
 
 
-def _locate_gaps(prom: Prometheus, key: Key, w: Window, at: float, short: list[GpuStats]) -> None:
+def _locate_gaps(
+    prom: Prometheus, key: Key, w: Window, at: float, short: list[GpuStats], every: list[float]
+) -> None:
     """Each short (or overlapping) GPU's `gaps`, from the buckets that hold samples and those
     that exist; an overlapping GPU's shortfall is counted from its empty buckets."""
-    every = [t for t, _ in (prom.query_range(f"vector(1){w.subquery}", at) or [({}, [])])[0][1]]
     have: dict[tuple[str, str], set[float]] = {}
     for metric, points in prom.query_range(presence(selector([key]), w), at):
         have[(metric.get(L.NODE, ""), metric.get(L.GPU, ""))] = {t for t, _ in points}
