@@ -5,7 +5,8 @@ A node an autoscaling group adds long after `up` has no controller to configure 
 the same roles on itself, from an artifact pinned by its sha256: the roles, the validators, the
 Ansible collections the roles use (copied from the controller's pinned `ansible` package), the
 node group's configuration variables and `node_bootstrap.py`, the stdlib-only script that
-installs ansible-core in a virtualenv and runs the site playbook over `localhost`. The artifact
+installs ansible-core in a virtualenv and runs the site playbook over `localhost`, with the
+serving checks it then runs (`serving_checks.py`). The artifact
 is a deterministic tar.gz (sorted, zero times and owners), so the same inputs give the same
 sha256 on any controller and an unchanged cluster never gets a new launch template.
 
@@ -32,6 +33,8 @@ from typing import Any
 from rackform.paths import collection
 
 NODE_SCRIPT = Path(__file__).with_name("node_bootstrap.py")
+# What a serving node's validation checks, run by the node script at the end of its bootstrap.
+SERVING_CHECKS = Path(__file__).with_name("serving_checks.py")
 # The collections the roles call modules from (ansible.posix.mount, community.general.*);
 # rackform.gpu itself (roles, modules, site playbook, validators) is added from the package.
 COLLECTIONS = ("ansible/posix", "community/general")
@@ -85,12 +88,15 @@ def manifest(
     *,
     aws: Mapping[str, Any] | None = None,
     pip_args: tuple[str, ...] = (),
+    expect_gpus: int = 0,
 ) -> dict[str, Any]:
-    """The artifact's `bootstrap.json`: what the node script needs to know."""
+    """The artifact's `bootstrap.json`: what the node script needs to know (`expect_gpus`: the
+    GPUs its serving checks expect)."""
     return {
         "group": group,
         "ssh_user": ssh_user,
         "vars": dict(variables),
+        "expect_gpus": expect_gpus,
         "pip": {"requirements": node_requirements(), "args": list(pip_args)},
         "aws": dict(aws) if aws else None,
     }
@@ -109,7 +115,7 @@ class Artifact:
 def build_artifact(spec: Mapping[str, Any], cache: Path) -> Artifact:
     """The artifact for `spec` (a `manifest`), built once into `cache` and reused."""
     members = [("bootstrap.json", json.dumps(spec, sort_keys=True, indent=1).encode())]
-    files = [("node_bootstrap.py", NODE_SCRIPT)]
+    files = [("node_bootstrap.py", NODE_SCRIPT), ("serving_checks.py", SERVING_CHECKS)]
     files += _files(collection(), "collections/ansible_collections/rackform/gpu")
     for c in COLLECTIONS:
         files += _files(_installed_collection(c), f"collections/ansible_collections/{c}")

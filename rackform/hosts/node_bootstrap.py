@@ -1,11 +1,24 @@
 """Runs on a node at first boot, as root, from the unpacked bootstrap artifact (see
 rackform/hosts/bootstrap.py): installs ansible-core in a virtualenv, runs the site playbook over
-`localhost` with the node group's configuration variables, and reports the outcome.
+`localhost` with the node group's configuration variables, checks the node as a serving node
+(rackform/hosts/serving_checks.py, shipped beside this script) and reports the outcome.
 
 Standard library only, and Python 3.10 (Ubuntu 22.04's): nothing of rackform is installed on
 the node. On AWS it then tags the instance `rackform:configured=<artifact sha256>` (the
 cluster's inventory lists only configured nodes) and completes the autoscaling group's launch
-lifecycle hook, CONTINUE or ABANDON, so a node reports healthy only once configured.
+lifecycle hook, CONTINUE or ABANDON, so a node reports healthy only once configured and checked.
+
+Long runs: while the roles run it sends `RecordLifecycleActionHeartbeat` every `heartbeat_s`
+(the stack sets a fraction of the hook's timeout, rackform/targets/aws/bootstrap.py), so a
+bootstrap longer than the timeout is not abandoned (Auto Scaling user guide, "Amazon EC2 Auto
+Scaling lifecycle hooks": a heartbeat restarts the timeout).
+
+Reboots: Ansible's reboot module refuses a local connection, so the nvidia_driver role, run
+here, writes `REBOOT_REQUEST` and ends the play for this host instead. This script then records
+its progress (`STATE`), installs a systemd unit that runs it again at the next boot, and
+reboots; the run after the boot converges again (every role is idempotent: what was done
+reports ok) and goes on from there. The hook is completed only at the real end, never before
+a reboot; a node that asks for more than `MAX_REBOOTS` reboots is abandoned.
 
     python3 node_bootstrap.py ARTIFACT_DIR
 """
@@ -16,17 +29,28 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 VENV = Path("/opt/rackform/venv")
-STATUS = Path("/var/lib/rackform/bootstrap.json")
+STATUS = Path("/var/lib/rackform/bootstrap.json")  # the outcome, written once at the end
+STATE = Path("/var/lib/rackform/bootstrap-state.json")  # progress across reboots
+# Written by the nvidia_driver role (nvidia_driver_reboot_request_file) under a local
+# connection when the new driver needs a reboot.
+REBOOT_REQUEST = Path("/var/lib/rackform/reboot-requested")
+UNIT = Path("/etc/systemd/system/rackform-bootstrap.service")
 LOG = Path("/var/log/rackform-bootstrap.log")
 IMDS = "http://169.254.169.254/latest"
 # The site playbook of the rackform.gpu collection, by its name in the collection (Ansible finds
 # it through ANSIBLE_COLLECTIONS_PATH, the artifact's collections/).
 SITE = "rackform.gpu.site"
+# A driver install needs one reboot; a role that asks again after this many is looping.
+MAX_REBOOTS = 2
+REBOOT = ["systemctl", "reboot"]
 
 
 def log(line: str) -> None:
@@ -58,8 +82,12 @@ def venv() -> Path:
     return python
 
 
-def inventory(spec: dict) -> dict:
-    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+def inventory(spec: dict, reboot_request: Path = REBOOT_REQUEST) -> dict:
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "nvidia_driver_reboot_request_file": str(reboot_request),
+    }
     return {
         "all": {
             "vars": spec["vars"],
@@ -70,12 +98,12 @@ def inventory(spec: dict) -> dict:
     }
 
 
-def configure(root: Path, spec: dict) -> None:
+def configure(root: Path, spec: dict, reboot_request: Path = REBOOT_REQUEST) -> None:
     python = venv()
     pip = [str(python), "-m", "pip", "install", "-q", *spec["pip"]["args"]]
     run([*pip, *spec["pip"]["requirements"]])
     inv = root / "inventory.json"
-    inv.write_text(json.dumps(inventory(spec)), encoding="utf-8")
+    inv.write_text(json.dumps(inventory(spec, reboot_request)), encoding="utf-8")
     env = {
         "ANSIBLE_COLLECTIONS_PATH": str(root / "collections"),
         "ANSIBLE_NOCOLOR": "True",
@@ -100,49 +128,231 @@ def imds(path: str) -> str:
     return urllib.request.urlopen(req, timeout=5).read().decode()
 
 
-def report_to_aws(aws: dict, sha: str, ok: bool) -> None:
-    """Tag the instance as configured (only when it is) and complete the launch hook, through
-    boto3 in the virtualenv with the instance profile's credentials."""
-    program = (
-        "import boto3, sys\n"
-        "region, iid, asg, hook, sha, ok = sys.argv[1:7]\n"
-        "if ok == '1':\n"
-        "    boto3.client('ec2', region_name=region).create_tags(Resources=[iid],"
-        " Tags=[{'Key': 'rackform:configured', 'Value': sha}])\n"
-        "if hook:\n"
-        "    boto3.client('autoscaling', region_name=region).complete_lifecycle_action("
-        "LifecycleHookName=hook, AutoScalingGroupName=asg, InstanceId=iid,"
-        " LifecycleActionResult='CONTINUE' if ok == '1' else 'ABANDON')\n"
+# The AWS calls a joining node makes, through boto3 in the virtualenv with the instance
+# profile's credentials (rackform/targets/aws/bootstrap.py's node_policy allows each).
+AWS_PROGRAM = """\
+import boto3, sys
+action, region, iid, asg, hook, sha = sys.argv[1:7]
+if action == 'tag':
+    boto3.client('ec2', region_name=region).create_tags(
+        Resources=[iid], Tags=[{'Key': 'rackform:configured', 'Value': sha}])
+elif action == 'heartbeat':
+    boto3.client('autoscaling', region_name=region).record_lifecycle_action_heartbeat(
+        LifecycleHookName=hook, AutoScalingGroupName=asg, InstanceId=iid)
+else:
+    boto3.client('autoscaling', region_name=region).complete_lifecycle_action(
+        LifecycleHookName=hook, AutoScalingGroupName=asg, InstanceId=iid,
+        LifecycleActionResult=action)
+"""
+
+
+def aws_caller(aws: dict, sha: str, instance_id: Callable[[], str] = lambda: imds("instance-id")):
+    """`call(action)` for action tag | heartbeat | CONTINUE | ABANDON."""
+    iid: list[str] = []
+
+    def call(action: str) -> None:
+        if not iid:
+            iid.append(instance_id())
+        argv = [action, aws["region"], iid[0], aws.get("asg", ""), aws.get("hook", ""), sha]
+        run([str(VENV / "bin" / "python"), "-c", AWS_PROGRAM, *argv])
+
+    return call
+
+
+class Heartbeat:
+    """Calls `send` every `interval_s` seconds while the block runs (the first call one
+    interval after the start); a failed call is logged and the next one still comes."""
+
+    def __init__(self, send: Callable[[], None] | None, interval_s: float):
+        self.send, self.interval_s = send, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.send()  # type: ignore[misc]
+            except Exception as exc:  # one failed heartbeat must not end the bootstrap
+                log(f"lifecycle heartbeat failed: {exc}")
+
+    def __enter__(self) -> Heartbeat:
+        if self.send is not None and self.interval_s > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def resume_unit(root: Path, python: str = sys.executable) -> str:
+    """The systemd unit that runs this script again at the next boot (cloud-init runs user
+    data once per instance, so nothing else would)."""
+    return (
+        "[Unit]\n"
+        "Description=rackform node bootstrap, resumed after the reboot it asked for\n"
+        "Wants=network-online.target\n"
+        "After=network-online.target\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        f"ExecStart={python} {root / 'node_bootstrap.py'} {root}\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
     )
-    iid = imds("instance-id")
-    argv = [aws["region"], iid, aws.get("asg", ""), aws.get("hook", ""), sha, "1" if ok else "0"]
-    run([str(VENV / "bin" / "python"), "-c", program, *argv])
+
+
+@dataclass(frozen=True)
+class Paths:
+    status: Path = STATUS
+    state: Path = STATE
+    reboot_request: Path = REBOOT_REQUEST
+    unit: Path = UNIT
+
+
+class Bootstrap:
+    """The node's bootstrap as a small state machine over `Paths.state`: `configuring` ->
+    (`rebooting` -> `configuring`)* -> `done`. What touches the machine is injected, so a test
+    drives it with recording stand-ins: `roles()` (the site playbook), `checks()` (the
+    serving checks), `system(argv)` (systemctl: enable the resume unit, reboot) and `aws(action)`
+    (the AWS calls; None off AWS)."""
+
+    def __init__(
+        self,
+        root: Path,
+        spec: dict,
+        *,
+        paths: Paths = Paths(),
+        roles: Callable[[], None] | None = None,
+        checks: Callable[[], list[dict]] | None = None,
+        system: Callable[[list[str]], None] = run,
+        aws: Callable[[str], None] | None = None,
+    ):
+        self.root, self.spec, self.paths, self.system, self.aws = root, spec, paths, system, aws
+        self.sha = root.name
+        self.roles = roles or (lambda: configure(root, spec, paths.reboot_request))
+        self.checks = checks or self._serving_checks
+        self.heartbeat_s = float((spec.get("aws") or {}).get("heartbeat_s") or 0)
+
+    def _serving_checks(self) -> list[dict]:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import serving_checks  # shipped beside this script
+
+        v = self.spec["vars"]
+        return serving_checks.serving_checks(
+            int(self.spec.get("expect_gpus") or 0),
+            str(v.get("nvidia_driver_branch", "")),
+            str(v.get("nvme_raid_mount", "")),
+        )
+
+    def state(self) -> dict:
+        try:
+            state = json.loads(self.paths.state.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = {}
+        if state.get("artifact") != self.sha:  # another artifact's progress is not ours
+            state = {"artifact": self.sha, "phase": "configuring", "reboots": 0}
+            state["started"] = time.time()
+        return state
+
+    def save(self, state: dict) -> None:
+        self.paths.state.parent.mkdir(parents=True, exist_ok=True)
+        self.paths.state.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+
+    def beat(self) -> None:
+        if self.aws is not None and self.heartbeat_s:
+            self.aws("heartbeat")
+
+    def run(self) -> int:
+        """0: configured and checked (or done before); 1: failed (the hook is abandoned);
+        2: rebooting (the unit runs this again after the boot)."""
+        state = self.state()
+        if state["phase"] == "done":
+            log(f"bootstrap of {self.sha[:12]} already finished; nothing to do")
+            return 0 if state.get("ok") else 1
+        if state["phase"] == "rebooting":
+            log(f"resumed after reboot {state['reboots']}")
+            state["phase"] = "configuring"
+            self.save(state)
+            self._quiet(self.beat)  # the reboot took part of the hook's timeout
+        self.save(state)
+        send = (lambda: self.aws("heartbeat")) if self.aws is not None else None
+        error, checks = "", []
+        with Heartbeat(send, self.heartbeat_s):
+            try:
+                self.roles()
+            except (OSError, subprocess.CalledProcessError) as exc:
+                error = f"configuration failed: {exc} (the log above says where)"
+            if not error and self.paths.reboot_request.exists():
+                if state["reboots"] >= MAX_REBOOTS:
+                    error = f"the roles asked for a reboot again after {MAX_REBOOTS} reboots"
+                else:
+                    return self._reboot(state)
+            if not error:
+                checks = self.checks()
+                bad = [c["name"] for c in checks if c["status"] == "fail"]
+                error = f"serving checks failed: {', '.join(bad)}" if bad else ""
+        return self._finish(state, error, checks)
+
+    def _reboot(self, state: dict) -> int:
+        state["reboots"] += 1
+        state["phase"] = "rebooting"
+        self.save(state)
+        self.paths.reboot_request.unlink()
+        self.paths.unit.parent.mkdir(parents=True, exist_ok=True)
+        self.paths.unit.write_text(resume_unit(self.root), encoding="utf-8")
+        self.system(["systemctl", "daemon-reload"])
+        self.system(["systemctl", "enable", self.paths.unit.name])
+        self._quiet(self.beat)
+        log(f"rebooting for the roles (reboot {state['reboots']} of at most {MAX_REBOOTS})")
+        self.system(REBOOT)
+        return 2
+
+    def _finish(self, state: dict, error: str, checks: list[dict]) -> int:
+        if not error and self.aws is not None:
+            # Tagged only when configured and checked: the cluster's inventory is the tagged
+            # nodes, so a node that could not tag itself would serve unseen; it is abandoned.
+            try:
+                self.aws("tag")
+            except (OSError, subprocess.CalledProcessError) as exc:
+                error = f"could not tag the instance as configured: {exc}"
+        ok = not error
+        if error:
+            log(error)
+        status = {
+            "artifact": self.sha,
+            "configured": ok,
+            "error": error,
+            "checks": checks,
+            "reboots": state["reboots"],
+            "seconds": round(time.time() - state.get("started", time.time()), 1),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        self.paths.status.parent.mkdir(parents=True, exist_ok=True)
+        self.paths.status.write_text(json.dumps(status, indent=1) + "\n", encoding="utf-8")
+        log(f"{'configured' if ok else 'NOT configured'} in {status['seconds']} s")
+        if self.paths.unit.exists():
+            self._quiet(lambda: self.system(["systemctl", "disable", self.paths.unit.name]))
+            self.paths.unit.unlink()
+        self.save({**state, "phase": "done", "ok": ok})
+        if self.aws is not None and self.spec["aws"].get("hook"):
+            # Only now, at the real end: never before a reboot.
+            self._quiet(lambda: self.aws("CONTINUE" if ok else "ABANDON"))
+        return 0 if ok else 1
+
+    @staticmethod
+    def _quiet(call: Callable[[], None]) -> None:
+        try:
+            call()
+        except (OSError, subprocess.CalledProcessError) as exc:
+            log(f"{exc}")
 
 
 def main(root: Path) -> int:
     LOG.parent.mkdir(parents=True, exist_ok=True)
-    STATUS.parent.mkdir(parents=True, exist_ok=True)
     spec = json.loads((root / "bootstrap.json").read_text(encoding="utf-8"))
-    sha = root.name
-    start = time.monotonic()
-    ok, error = True, ""
-    try:
-        configure(root, spec)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        ok, error = False, str(exc)
-        log(f"configuration failed: {exc} (the log above says where)")
-    status = {
-        "artifact": sha,
-        "configured": ok,
-        "error": error,
-        "seconds": round(time.monotonic() - start, 1),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    STATUS.write_text(json.dumps(status, indent=1) + "\n", encoding="utf-8")
-    log(f"{'configured' if ok else 'NOT configured'} in {status['seconds']} s")
-    if spec.get("aws"):
-        report_to_aws(spec["aws"], sha, ok)
-    return 0 if ok else 1
+    aws = aws_caller(spec["aws"], root.name) if spec.get("aws") else None
+    return Bootstrap(root, spec, aws=aws).run()
 
 
 if __name__ == "__main__":

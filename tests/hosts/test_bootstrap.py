@@ -164,3 +164,28 @@ def test_the_node_ansible_core_is_rackforms_pin_within_the_pinned_ansible_packag
         Requirement(r) for r in metadata.requires("ansible") if r.startswith("ansible-core")
     )
     assert NODE_ANSIBLE_CORE in wanted.specifier
+
+
+def test_a_joining_node_may_heartbeat_and_complete_only_its_groups_hook(tmp_path):
+    recs = plan(tmp_path, AWS_INFERENCE)
+    (join,) = [r for r in of_type(recs, "iam/rolePolicy:RolePolicy") if r.name.endswith("-join")]
+    statements = {s["Sid"]: s for s in json.loads(join.inputs["policy"])["Statement"]}
+    hook = statements["CompleteItsLaunchHook"]
+    assert sorted(hook["Action"]) == [
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+    ]
+    assert all(r.endswith(":autoScalingGroupName/t-serve-default-serve") for r in hook["Resource"])
+
+
+def test_the_artifact_tells_the_node_its_heartbeat_and_gpus_and_ships_its_checks(tmp_path):
+    from rackform.targets.aws.bootstrap import HEARTBEAT_S, group_artifact
+
+    p = _plan(tmp_path, AWS_INFERENCE)
+    (group,) = p.node_groups
+    artifact = group_artifact(p, group, "llm-serve-a-default-serve")
+    with tarfile.open(artifact.path) as tar:
+        assert {"node_bootstrap.py", "serving_checks.py"} <= set(tar.getnames())
+        shipped = json.loads(tar.extractfile("bootstrap.json").read())
+    assert shipped["aws"]["heartbeat_s"] == HEARTBEAT_S
+    assert shipped["expect_gpus"] == group.gpus_per_node == 4  # g6e.12xlarge: 4 x L40S

@@ -23,9 +23,16 @@ from rackform.plan.model import NodeGroupPlan, Plan, thaw
 from rackform.targets.aws.tags import aws_tags
 
 HOOK = "rackform-configure"
-# How long a joining node may take to configure itself before the hook abandons it (the
-# driver, EFA and the smoke environment: tens of minutes on a GPU instance).
+# How long a joining node may go without a sign of progress before the hook abandons it.
 HOOK_TIMEOUT_S = 3600
+# How often a configuring node sends RecordLifecycleActionHeartbeat, which "extends the timeout
+# by the length of time defined using the PutLifecycleHook API call" (Auto Scaling API
+# reference, RecordLifecycleActionHeartbeat): a bootstrap longer than HOOK_TIMEOUT_S (the
+# driver, EFA and the smoke environment, a reboot, a slow mirror) is not abandoned while it
+# runs. A sixth of the timeout: five heartbeats may fail before it expires. A hook waits at
+# most 48 hours or 100 times its heartbeat timeout, whichever is smaller (Auto Scaling API
+# reference, LifecycleHook, GlobalTimeout), so a stuck bootstrap still ends.
+HEARTBEAT_S = HOOK_TIMEOUT_S // 6
 
 
 def group_artifact(plan: Plan, group: NodeGroupPlan, asg_name: str) -> Artifact:
@@ -33,7 +40,13 @@ def group_artifact(plan: Plan, group: NodeGroupPlan, asg_name: str) -> Artifact:
         configure_vars(thaw(plan.group_vars)),
         group_name(group.name),
         plan.ssh_user,
-        aws={"region": plan.target.region, "asg": asg_name, "hook": HOOK},
+        aws={
+            "region": plan.target.region,
+            "asg": asg_name,
+            "hook": HOOK,
+            "heartbeat_s": HEARTBEAT_S,
+        },
+        expect_gpus=group.gpus_per_node,
     )
     return build_artifact(spec, cache_dir() / "artifacts")
 
@@ -109,8 +122,8 @@ class ArtifactBucket(pulumi.ComponentResource):
 
 
 def node_policy(partition: str, region: str, asg_names: list[str]) -> str:
-    """What a joining node may do on its own behalf: tag itself once configured, and complete
-    its group's launch hook. Tagging is limited to the instance making the call
+    """What a joining node may do on its own behalf: tag itself once configured, and send
+    heartbeats for and complete its group's launch hook. Tagging is limited to the instance making the call
     (`ec2:SourceInstanceARN`, EC2 user guide, "IAM roles for Amazon EC2": condition keys)."""
     groups = [
         f"arn:{partition}:autoscaling:{region}:*:autoScalingGroup:*:autoScalingGroupName/{n}"
@@ -133,7 +146,10 @@ def node_policy(partition: str, region: str, asg_names: list[str]) -> str:
                 {
                     "Sid": "CompleteItsLaunchHook",
                     "Effect": "Allow",
-                    "Action": "autoscaling:CompleteLifecycleAction",
+                    "Action": [
+                        "autoscaling:CompleteLifecycleAction",
+                        "autoscaling:RecordLifecycleActionHeartbeat",
+                    ],
                     "Resource": groups,
                 },
             ],
