@@ -15,8 +15,13 @@ state keeps every resource and the evidence of what failed. With the report it o
 (rackform/gitops/evidence.py), the only evidence `rackform promote` accepts.
 
 The work itself is injected: by default Configure calls `rackform.hosts.runner.configure` (the
-Ansible roles) and Validate `rackform.validation.cluster.validate_cluster` (the smoke_train
-role: host checks and the smoke job on every node).
+Ansible roles) and Validate `rackform.validation.cluster.validate_cluster`: on a training
+cluster the smoke_train role (host checks and the smoke job on every node); on an inference
+cluster only the serving checks (`rackform/hosts/serving_checks.py`: GPU count, driver branch,
+ECC, row remaps, the model mount; read-only), never a training job, DCGM diagnostics or a
+storage write on nodes that serve. Nodes that join an autoscaling group have run the same
+checks themselves before taking traffic, so the membership changes that rerun Validate on such
+a cluster (the inventory is a live lookup) cost a few seconds of reads per node.
 Contract, both keyword-only and JSON in, JSON out:
 
     configure(*, inventory: dict, group_vars: dict, access: dict | None) -> dict

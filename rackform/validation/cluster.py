@@ -1,20 +1,35 @@
-"""The work of the Pulumi validate stage: run the `smoke_train` role (host checks and the smoke
-job on every node at once) and gather the nodes' reports into one.
+"""The work of the Pulumi validate stage, by the cluster's purpose.
 
-The same role is what `rackform configure` converges; here it always runs anew
-(`smoke_train_force`) so a validation measures the cluster as it is now, never an old report.
+Training: run the `smoke_train` role (host checks and the smoke job on every node at once) and
+gather the nodes' reports into one. The same role is what `rackform configure` converges; here
+it always runs anew (`smoke_train_force`) so a validation measures the cluster as it is now,
+never an old report.
+
+Inference: serving nodes never run the training smoke job, DCGM diagnostics or a storage write
+test from `up` (they would take the GPUs and disks of a fleet that serves traffic, and on an
+autoscaled fleet every membership change reruns this stage). A serving node's validation is
+`rackform/hosts/serving_checks.py`: the GPU count, the driver branch, uncorrectable ECC errors,
+pending or failed row remaps and the model mount, read-only and in seconds. A node that joins
+an autoscaling group runs these itself before it completes its launch hook (it never takes
+traffic otherwise: rackform/hosts/node_bootstrap.py); this stage runs the same script over
+every current serving node (Ansible's `script` module: nothing is installed or written on the
+node) and merges the reports as for training.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from rackform.hosts import serving_checks
 from rackform.hosts.runner import access_files, run
-from rackform.plan.inventory import inventory_hosts
+from rackform.plan.inventory import group_name, inventory_hosts
 
 
 def _host_of(report_path: Path) -> str:
@@ -62,6 +77,14 @@ def validate_cluster(
     """The contract of rackform/stack/stages.py: JSON in, the cluster's report out.
     `validation` (strict, thresholds) is judged by the stage; `options` are `ansible_run.run`'s."""
     options.setdefault("out", lambda line: print(line, file=sys.stderr))
+    if group_vars.get("rackform_purpose") == "inference":
+        return validate_serving(
+            inventory=inventory,
+            group_vars=group_vars,
+            validation=validation,
+            access=access,
+            **options,
+        )
     extra = {**options.pop("extravars", {}), "smoke_train_force": True}
     with (
         access_files(access) as files,
@@ -76,5 +99,82 @@ def validate_cluster(
             **files,
             **options,
         )
+        reports = read_reports(Path(d))
+    return merge_reports(inventory_hosts(inventory), reports, result.rc)
+
+
+def serving_playbook(report_dir: Path) -> list[dict[str, Any]]:
+    """The read-only play a serving cluster's validation runs: the serving checks on each node
+    (the script copied to Ansible's temporary directory and run there), its report kept on the
+    controller as `<report_dir>/serving/<host>.json`."""
+    script = Path(serving_checks.__file__).resolve()
+    args = (
+        "--expect-gpus {{ rackform_serving_gpus | default(0) | int }}"
+        " --driver-branch {{ nvidia_driver_branch | default('') | quote }}"
+        " --mount {{ nvme_raid_mount | default('') | quote }}"
+    )
+    return [
+        {
+            "name": "Validate the serving nodes (read-only: no job, no diagnostics, no writes)",
+            "hosts": "gpu_nodes",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "Run the serving checks",
+                    "ansible.builtin.script": {
+                        "cmd": f"{script} {args}",
+                        "executable": "{{ ansible_python_interpreter | default('python3') }}",
+                    },
+                    "register": "_rackform_serving",
+                    "changed_when": False,
+                    # 1 is a failed check, which the report says; anything else is an error.
+                    "failed_when": "_rackform_serving.rc not in [0, 1]",
+                },
+                {
+                    "name": "Keep the node's report",
+                    "ansible.builtin.copy": {
+                        "content": "{{ _rackform_serving.stdout | from_json | to_json }}",
+                        "dest": f"{report_dir}/serving/{{{{ inventory_hostname }}}}.json",
+                        "mode": "0600",
+                    },
+                    "delegate_to": "localhost",
+                    "become": False,
+                },
+            ],
+        }
+    ]
+
+
+def with_expected_gpus(inventory: dict[str, Any], validation: dict[str, Any]) -> dict[str, Any]:
+    """The inventory with each node group's GPUs per node (`rackform_serving_gpus`), what the
+    serving checks expect on its nodes."""
+    inv = copy.deepcopy(inventory)
+    groups = inv["all"]["children"]["gpu_nodes"]["children"]
+    for name, group in (validation.get("expected", {}).get("groups") or {}).items():
+        if group_name(name) in groups:
+            gvars = groups[group_name(name)].setdefault("vars", {})
+            gvars["rackform_serving_gpus"] = group["gpus_per_node"]
+    return inv
+
+
+def validate_serving(
+    *,
+    inventory: dict[str, Any],
+    group_vars: dict[str, Any],
+    validation: dict[str, Any],
+    access: dict[str, str] | None = None,
+    **options,
+) -> dict[str, Any]:
+    """An inference cluster's validation: the serving checks on every node, merged."""
+    options.pop("extravars", None)  # smoke_train's; this play runs no role
+    with (
+        access_files(access) as files,
+        tempfile.TemporaryDirectory(prefix="rackform-validate-") as d,
+    ):
+        (Path(d) / "serving").mkdir()
+        book = Path(d) / "serving.yml"
+        book.write_text(yaml.safe_dump(serving_playbook(Path(d))), encoding="utf-8")
+        inv = with_expected_gpus(inventory, validation)
+        result = run(inv, group_vars, playbook=book, **files, **options)
         reports = read_reports(Path(d))
     return merge_reports(inventory_hosts(inventory), reports, result.rc)

@@ -39,6 +39,10 @@ class AwsRuntime(TargetRuntime):
         "Connect to an instance using EC2 Instance Connect Endpoint"). Each node's instance id
         comes with the stack's outputs (`rackform_instance_id`)."""
         return {
+            # The image's login user (ubuntu) is not root: the roles act as root through sudo,
+            # which Ubuntu's cloud images give cloud-init's default user without a password
+            # (/etc/cloud/cloud.cfg, system_info.default_user: sudo ALL=(ALL) NOPASSWD:ALL).
+            "ansible_become": True,
             # The instances the stack just launched boot first: the roles wait for their SSH.
             "rackform_wait_for_nodes_s": 600,
             "rackform_ssh_proxy": (
