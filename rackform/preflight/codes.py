@@ -60,6 +60,7 @@ CODES: dict[str, Code] = {
     "utilization-gap": Code(
         "warning", "expected GPU utilization below the 85% target, with what the gap costs"
     ),
+    "aws-default-quota": Code("warning", "a region's stacks over the default VPC/EIP/NAT quota"),
     "utilization-ownership": Code(
         "warning", "owned hardware expected to run below break-even, or on-demand cloud run busy"
     ),

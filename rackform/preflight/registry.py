@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rackform.preflight import checkpoint, memory, power, rightsizing, utilization
+from rackform.preflight import checkpoint, memory, power, quotas, rightsizing, utilization
 from rackform.preflight.base import Rule
 from rackform.preflight.codes import CODES
 
@@ -12,6 +12,7 @@ RULES: tuple[Rule, ...] = (
     *checkpoint.RULES,
     *power.RULES,
     *utilization.RULES,
+    *quotas.RULES,
 )
 
 

@@ -1,0 +1,121 @@
+"""AWS's default quotas over a repository's stacks: every rackform AWS stack makes its own VPC,
+Elastic IP and NAT gateway (rackform/targets/aws/network.py), and an account starts with 5 of
+each per Region (NAT gateways: per Availability Zone); the figures and how many one stack uses
+are data (rackform/catalog/quotas.yaml, each with its source).
+
+Which stacks: every environment (the base blueprint included) of every blueprint in the
+directory of the file being checked, which is how a repository keeps them (`blueprints/`):
+each is a stack `<name>-<env>` that `up` may create. So `rackform plan` or `validate` of any
+one of them, or of several at once, counts the same set, and one `up` warns about the others
+before it creates its own. Files there that are not valid blueprints (or not blueprints at
+all) are not counted; their own validation says what is wrong with them. This is the one rule
+that reads beyond its plan: the blueprint files beside it, read-only, once per state of the
+directory.
+
+The defaults are adjustable and per account: an account whose quota is raised, or whose other
+stacks live elsewhere, waives the finding with its reason; one that already holds VPCs of its
+own has less room than this counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from rackform.blueprint.loader import Effective, load_all
+from rackform.blueprint.problems import BlueprintError
+from rackform.catalog.quotas import Quota, load_quotas
+from rackform.plan.compile import stack_name
+from rackform.preflight.base import Context, Finding, Rule
+
+
+@dataclass(frozen=True)
+class AwsStack:
+    """One AWS stack a repository declares: where it is and what it is for."""
+
+    name: str
+    region: str
+    zone: str
+    purpose: str
+
+    def place(self, quota: Quota) -> str:
+        return self.zone if quota.scope == "zone" else self.region
+
+
+def aws_stack(effective: Effective) -> AwsStack | None:
+    target = effective.blueprint.target
+    if target.type != "aws":
+        return None
+    return AwsStack(
+        stack_name(effective), target.region, target.availability_zone, effective.blueprint.purpose
+    )
+
+
+def _blueprint_files(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, mtime, size) of each YAML file: what the stacks are read from, and the key that
+    says when to read them again."""
+    files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+
+
+@lru_cache(maxsize=64)
+def _stacks(directory: Path, files: tuple[tuple[str, int, int], ...]) -> tuple[AwsStack, ...]:
+    out: list[AwsStack] = []
+    for name, _, _ in files:
+        try:
+            effectives = load_all(directory / name)
+        except (BlueprintError, OSError):
+            continue  # not a blueprint, or not a valid one: its own validation says so
+        out += [s for s in map(aws_stack, effectives) if s is not None]
+    return tuple(out)
+
+
+def repository_stacks(directory: Path) -> tuple[AwsStack, ...]:
+    """Every AWS stack the blueprints in `directory` declare (each environment one stack)."""
+    try:
+        files = _blueprint_files(directory)
+    except OSError:
+        return ()
+    return _stacks(directory, files)
+
+
+class DefaultQuotas(Rule):
+    """The AWS stacks declared beside this blueprint, in its region (or zone), need more of a
+    resource than AWS's default quota allows."""
+
+    code = "aws-default-quota"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        own = aws_stack(ctx.plan.effective)
+        if own is None:
+            return
+        directory = ctx.plan.effective.path.parent
+        stacks = {s.name: s for s in repository_stacks(directory)}
+        stacks[own.name] = own  # as checked now, whatever the file on disk says
+        for quota in load_quotas():
+            if not quota.used_by(own.purpose):
+                continue
+            here = sorted(
+                (s for s in stacks.values() if s.place(quota) == own.place(quota)),
+                key=lambda s: s.name,
+            )
+            need = sum(quota.used_by(s.purpose) for s in here)
+            default = int(quota.default.value)
+            if need <= default:
+                continue
+            field = "availability_zone" if quota.scope == "zone" else "region"
+            yield self.finding(
+                ("target", field),
+                f"the {len(here)} AWS stacks the blueprints in {directory.name or directory}/ "
+                f"declare in {own.place(quota)} ({', '.join(s.name for s in here)}) need {need} "
+                f"of AWS's {quota.name}, whose default quota is {default} "
+                f"({quota.default.source.url}); `up` of the stack past it fails",
+                "raise the account's quota in Service Quotas before `up`, or put some of these "
+                f"stacks in another {field.replace('_', ' ')}; where the quota is raised, waive "
+                f"{self.code} with the reason",
+            )
+
+
+RULES: tuple[Rule, ...] = (DefaultQuotas(),)
