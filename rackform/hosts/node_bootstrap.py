@@ -352,7 +352,9 @@ def main(root: Path) -> int:
     LOG.parent.mkdir(parents=True, exist_ok=True)
     spec = json.loads((root / "bootstrap.json").read_text(encoding="utf-8"))
     aws = aws_caller(spec["aws"], root.name) if spec.get("aws") else None
-    return Bootstrap(root, spec, aws=aws).run()
+    code = Bootstrap(root, spec, aws=aws).run()
+    # Rebooting is no failure of the user-data script or the unit: the next boot goes on.
+    return 0 if code == 2 else code
 
 
 if __name__ == "__main__":

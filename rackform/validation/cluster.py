@@ -75,31 +75,32 @@ def validate_cluster(
     **options,
 ) -> dict[str, Any]:
     """The contract of rackform/stack/stages.py: JSON in, the cluster's report out.
-    `validation` (strict, thresholds) is judged by the stage; `options` are `ansible_run.run`'s."""
+    `validation` (strict, thresholds) is judged by the stage; `options` are `ansible_run.run`'s.
+    Training: the smoke_train role; inference: the serving checks (`serving_playbook`)."""
     options.setdefault("out", lambda line: print(line, file=sys.stderr))
-    if group_vars.get("rackform_purpose") == "inference":
-        return validate_serving(
-            inventory=inventory,
-            group_vars=group_vars,
-            validation=validation,
-            access=access,
-            **options,
-        )
     extra = {**options.pop("extravars", {}), "smoke_train_force": True}
     with (
         access_files(access) as files,
         tempfile.TemporaryDirectory(prefix="rackform-validate-") as d,
     ):
-        result = run(
-            inventory,
-            group_vars,
-            roles=("smoke_train",),
-            report_dir=Path(d),
-            extravars=extra,
-            **files,
-            **options,
-        )
-        reports = read_reports(Path(d))
+        reports_at = Path(d)
+        if group_vars.get("rackform_purpose") == "inference":
+            (reports_at / "serving").mkdir()
+            book = reports_at / "serving.yml"
+            book.write_text(yaml.safe_dump(serving_playbook(reports_at)), encoding="utf-8")
+            inv = with_expected_gpus(inventory, validation)
+            result = run(inv, group_vars, playbook=book, **files, **options)
+        else:
+            result = run(
+                inventory,
+                group_vars,
+                roles=("smoke_train",),
+                report_dir=reports_at,
+                extravars=extra,
+                **files,
+                **options,
+            )
+        reports = read_reports(reports_at)
     return merge_reports(inventory_hosts(inventory), reports, result.rc)
 
 
@@ -155,26 +156,3 @@ def with_expected_gpus(inventory: dict[str, Any], validation: dict[str, Any]) ->
             gvars = groups[group_name(name)].setdefault("vars", {})
             gvars["rackform_serving_gpus"] = group["gpus_per_node"]
     return inv
-
-
-def validate_serving(
-    *,
-    inventory: dict[str, Any],
-    group_vars: dict[str, Any],
-    validation: dict[str, Any],
-    access: dict[str, str] | None = None,
-    **options,
-) -> dict[str, Any]:
-    """An inference cluster's validation: the serving checks on every node, merged."""
-    options.pop("extravars", None)  # smoke_train's; this play runs no role
-    with (
-        access_files(access) as files,
-        tempfile.TemporaryDirectory(prefix="rackform-validate-") as d,
-    ):
-        (Path(d) / "serving").mkdir()
-        book = Path(d) / "serving.yml"
-        book.write_text(yaml.safe_dump(serving_playbook(Path(d))), encoding="utf-8")
-        inv = with_expected_gpus(inventory, validation)
-        result = run(inv, group_vars, playbook=book, **files, **options)
-        reports = read_reports(Path(d))
-    return merge_reports(inventory_hosts(inventory), reports, result.rc)
