@@ -9,10 +9,9 @@ import pytest
 from preflight_bp import Unreadable, aws, load
 
 from rackform.blueprint.loader import load_effective
-from rackform.engine import compile_effective
+from rackform.engine import compile_effective, prepare_all
 from rackform.preflight.codes import CODES
 from rackform.preflight.registry import RULES, codes, missing_rules
-from rackform.engine import prepare_all
 from rackform.preflight.report import findings, run
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "blueprints").glob("*.yaml"))

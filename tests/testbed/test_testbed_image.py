@@ -128,7 +128,7 @@ def test_a_cached_build_is_built_once_per_recipe_and_older_ones_go(monkeypatch, 
     assert first == tmp_path / "apt-k1" and seconds is not None
     assert image.cached_build("apt", "k1", build) == (first, None)
     image.cached_build("base", "k1", build)  # another kind is left alone
-    second, _ = image.cached_build("apt", "k2", build)
+    assert image.cached_build("apt", "k2", build)[0] == tmp_path / "apt-k2"
     assert built == ["apt-k1", "base-k1", "apt-k2"]
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
         "apt-k2",
