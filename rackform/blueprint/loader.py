@@ -173,17 +173,16 @@ def _effective(name: str, doc: Located, env: str) -> Effective:
     if env != DEFAULT_ENV:
         known = environments(doc)
         if env not in known:
-            loc = doc.locate(("environments",), key=True)
             valid = [DEFAULT_ENV, *(k for k in known if k != DEFAULT_ENV)]
             raise BlueprintError(
                 [
-                    Problem(
+                    _at(
                         name,
-                        loc.line,
-                        loc.col,
-                        "environments",
+                        doc,
+                        ("environments",),
                         f"unknown environment {env!r} (valid: {', '.join(valid)})",
                         closest(env, valid),
+                        key=True,
                     )
                 ]
             )
@@ -192,53 +191,47 @@ def _effective(name: str, doc: Located, env: str) -> Effective:
         if override is None:
             override = {}
         if not isinstance(override, dict):
-            loc = doc.locate(env_path)
             raise BlueprintError(
                 [
-                    Problem(
+                    _at(
                         name,
-                        loc.line,
-                        loc.col,
-                        dotted(env_path),
+                        doc,
+                        env_path,
                         "an environment override must be a mapping of fields",
                         "write e.g. dev: {node_groups: [{name: gpu, count: 1}]}",
                     )
                 ]
             )
         if "environments" in override:
-            loc = doc.locate((*env_path, "environments"), key=True)
             problems.append(
-                Problem(
+                _at(
                     name,
-                    loc.line,
-                    loc.col,
-                    dotted((*env_path, "environments")),
+                    doc,
+                    (*env_path, "environments"),
                     "an environment cannot declare environments",
+                    key=True,
                 )
             )
         for fixed in changed_fixed_fields(doc.data, override):
-            loc = doc.locate((*env_path, *fixed))
             problems.append(
-                Problem(
+                _at(
                     name,
-                    loc.line,
-                    loc.col,
-                    dotted((*env_path, *fixed)),
+                    doc,
+                    (*env_path, *fixed),
                     f"an environment may not change {dotted(fixed)}",
                     "declare a separate blueprint for a different kind of cluster",
                 )
             )
             override = _without(override, fixed)  # report it, and validate the rest
         if "promotion" in override:
-            loc = doc.locate((*env_path, "promotion"), key=True)
             problems.append(
-                Problem(
+                _at(
                     name,
-                    loc.line,
-                    loc.col,
-                    dotted((*env_path, "promotion")),
+                    doc,
+                    (*env_path, "promotion"),
                     "promotion is declared once, in the base blueprint",
                     f"move it to the top level: promotion: {{{env}: {{from: ...}}}}",
+                    key=True,
                 )
             )
         # Promotion is about the file's environments, not one environment's cluster.
@@ -268,6 +261,11 @@ def _effective(name: str, doc: Located, env: str) -> Effective:
         raise BlueprintError([dataclasses.replace(p, env=label) for p in problems])
     path = FsPath(name).expanduser().resolve()
     return Effective(name, env, bp, digest_of(bp), path, doc, origin)
+
+
+def _at(name: str, doc: Located, path: Path, message: str, fix: str = "", *, key=False) -> Problem:
+    """A problem about the field at `path` of the file itself (not of an effective blueprint)."""
+    return located(name, doc, {}, path, message, fix, key)
 
 
 def _without(tree: dict, path: Path) -> dict:

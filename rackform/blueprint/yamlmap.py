@@ -13,6 +13,8 @@ exponentially; a plain document is bounded by its own size).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,24 +102,24 @@ class _Composer(yaml.SafeLoader):
             self.aliases[_slot(parent, index)] = _loc(self.peek_event().start_mark)
         return super().compose_node(parent, index)
 
-    def _deeper(self) -> None:
+    @contextmanager
+    def _level(self) -> Iterator[None]:
+        """One level deeper while a collection is composed, refused past MAX_DEPTH."""
         if self.depth >= MAX_DEPTH:
             raise _too_deep(_loc(self.peek_event().start_mark))
         self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def compose_sequence_node(self, anchor: str | None) -> yaml.Node:
-        self._deeper()
-        try:
+        with self._level():
             return super().compose_sequence_node(anchor)
-        finally:
-            self.depth -= 1
 
     def compose_mapping_node(self, anchor: str | None) -> yaml.Node:
-        self._deeper()
-        try:
+        with self._level():
             return super().compose_mapping_node(anchor)
-        finally:
-            self.depth -= 1
 
 
 def _slot(parent: yaml.Node, index: Any) -> tuple[int, int]:

@@ -1,22 +1,29 @@
 """Effective blueprint -> Plan. Pure: the same effective blueprint always compiles to the same
 plan, and nothing here touches a cloud, a host or a disk. The target's compiler compiles its
-node groups and what the target derives, its runtime says how Ansible and the stack reach it
-(the engine hands both over, `rackform.engine.compile_effective`); everything else here is the
-same for every target."""
+node groups, what the target derives and its price; its runtime says how Ansible and the stack
+reach it (the engine hands both over, `rackform.engine.compile_effective`); everything else here
+is the same for every target.
+
+One pass, in data-path order: the basis (the blueprint's sections, the target's node groups and
+racks), then each fact derived from it, once (sizing, expectations per node group, cost, the
+inventory and the roles' variables), then the plan, complete and frozen."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import MappingProxyType
 
 from rackform.blueprint.loader import Effective
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import project_root, shown_in_config
-from rackform.plan.inventory import group_vars, inventory
-from rackform.plan.model import Plan, frozen
+from rackform.plan.cost import estimate
+from rackform.plan.inventory import access_vars, build_inventory, group_vars
+from rackform.plan.model import Basis, Plan, cluster_expectations, frozen
 from rackform.plan.scheduler import compile_scheduler
-from rackform.plan.thresholds import GroupError, for_group
+from rackform.plan.sizing import Sizing, size
+from rackform.plan.thresholds import for_group
 from rackform.targets.runtime import TargetRuntime
 from rackform.targets.target import Target
 
@@ -58,8 +65,30 @@ def compile_plan(effective: Effective, target: Target, project: Path | None = No
     """`target`: the blueprint's target, as the engine put it together. `project`: the Pulumi
     project the stack runs in; by default the one holding the blueprint (see
     `rackform.paths.project_root`)."""
+    basis = compile_basis(effective, target, project or project_root(effective.path.parent))
+    runtime = target.runtime
+    sizing = sizing_of(basis)
+    expectations = {g.name: for_group(basis, g.name) for g in basis.node_groups}
+    # The target adds its own: how SSH reaches its nodes, what its machine image preinstalled.
+    inv = build_inventory(basis, {**access_vars(basis), **runtime.inventory_vars(basis)})
+    variables = {
+        **group_vars(basis, cluster_expectations(expectations)),
+        **runtime.role_vars(basis),
+    }
+    return Plan(
+        **{f.name: getattr(basis, f.name) for f in dataclasses.fields(Basis)},
+        sizing=sizing,
+        cost=estimate(basis, target.compiler.cost(basis), sizing),
+        group_expectations=MappingProxyType(expectations),
+        inventory=frozen(inv),
+        group_vars=frozen(variables),
+    )
+
+
+def compile_basis(effective: Effective, target: Target, project: Path | None) -> Basis:
+    """What every derived fact is computed from: the blueprint's sections and what the
+    target's compiler makes of its node groups and racks."""
     bp = effective.blueprint
-    project = project or project_root(effective.path.parent)
     compiler, runtime = target.compiler, target.runtime
     catalog = load_catalog()
     groups = tuple(compiler.compile_group(bp, g, catalog) for g in bp.node_groups)
@@ -73,7 +102,7 @@ def compile_plan(effective: Effective, target: Target, project: Path | None = No
         ("rackform:protect", "true" if bp.lifecycle.protect else "false"),
         ("rackform:digest", effective.digest),
     )
-    plan = Plan(
+    return Basis(
         effective=effective,
         name=bp.name,
         environment=effective.environment,
@@ -91,30 +120,27 @@ def compile_plan(effective: Effective, target: Target, project: Path | None = No
         workload=bp.workload,
         validation=bp.validation,
         lifecycle=bp.lifecycle,
+        waivers=frozen({w.code: w.reason for w in bp.waivers}),
         tags=tags,
         ssh_user=runtime.ssh_user(bp.target),
         fabrics=target.schema.fabrics,
         nodes_listed=compiler.nodes_listed,
         owned=compiler.owned,
         on_demand=compiler.on_demand(bp.target),
-        expectations=None,
         scheduler=compile_scheduler(bp.scheduler, groups, bp.storage.checkpoint.mount),
-        inventory=frozen({}),
-        group_vars=frozen({}),
         stack_config=frozen(stack_config(effective, runtime, project)),
         project=project,
         figures=load_preflight_figures(),
         catalog=catalog,
     )
-    # What follows reads the plan itself: the cluster-wide smoke run's expectations, then the
-    # inventory and the roles' variables (which carry those expectations).
-    try:
-        expectations = for_group(plan, None, nodes=plan.nodes)
-    except GroupError:
-        expectations = None  # several node groups: one job across them has no single set
-    plan = dataclasses.replace(plan, expectations=expectations)
-    # The target adds its own: how SSH reaches its nodes, what its machine image preinstalled.
-    inv = inventory(plan)
-    inv["all"]["vars"].update(runtime.inventory_vars(plan))
-    variables = {**group_vars(plan), **runtime.role_vars(plan)}
-    return dataclasses.replace(plan, inventory=frozen(inv), group_vars=frozen(variables))
+
+
+def sizing_of(basis: Basis) -> Sizing:
+    return size(
+        basis.workload,
+        training=basis.training,
+        gpus=basis.gpus,
+        gpu_nodes=basis.gpu_nodes,
+        arrays=[g.array for g in basis.writing_groups],
+        f=basis.figures.memory,
+    )

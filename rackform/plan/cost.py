@@ -8,33 +8,33 @@
   of GPU time, stretched by utilization; shown at the shared-cloud and target utilization and
   at the blueprint's expected one.
 
-Everything comes from the compiled plan (its GPUs' catalog figures and the preflight figures it
-carries); a part that cannot be priced is None with a note saying what is missing.
+Compile prices the plan once (`Plan.cost`): `estimate` reads the plan's basis (its GPUs'
+catalog figures and the preflight figures it carries), the target's price of its capacity and
+the workload's sizing; a part that cannot be priced is None with a note saying what is missing.
 """
 
 from __future__ import annotations
 
-from rackform.plan.model import Plan
-from rackform.plan.pricing import UNPRICED, Cost, Gap, Line, Run, RunAt, src
-from rackform.plan.sizing import checkpoint_gb, training_flops
-from rackform.targets.compilers import compiler
+from rackform.plan.model import Basis
+from rackform.plan.pricing import UNPRICED, Cost, Gap, Line, Run, RunAt, TargetCost, src
+from rackform.plan.sizing import Sizing, training_flops
 
 
-def _storage(plan: Plan) -> Line | None:
+def _storage(plan: Basis, sizing: Sizing) -> Line | None:
     w, f = plan.workload, plan.figures
-    if w is None or w.method == "serve":
+    if w is None or sizing.checkpoint_gb is None:
         return None
     price = f.cost.storage_usd_per_gb_month
-    size = checkpoint_gb(w, f.memory) * w.checkpoints_retained
+    size = sizing.checkpoint_gb * w.checkpoints_retained
     month = size * price.value
     item = (
-        f"{w.checkpoints_retained} checkpoints x {size / w.checkpoints_retained:,.0f} GB "
+        f"{w.checkpoints_retained} checkpoints x {sizing.checkpoint_gb:,.0f} GB "
         f"({w.checkpoint_contents}) in object storage at ${price.value:g}/GB-month"
     )
     return Line(item, month / f.cost.hours_per_month.value, month, src(price))
 
 
-def _run(plan: Plan, usd_per_hour: float | None) -> Run | None:
+def _run(plan: Basis, usd_per_hour: float | None) -> Run | None:
     w, c = plan.workload, plan.figures.cost
     groups = [g for _, g in plan.gpu_groups]
     if plan.purpose != "training" or w is None or not groups:
@@ -62,7 +62,7 @@ def _run(plan: Plan, usd_per_hour: float | None) -> Run | None:
     return Run(w.tokens_b, flops, gpus, peak / 1e15, c.mfu_fraction.value * 100, at, src(*srcs))
 
 
-def _gap(plan: Plan, usd_per_month: float | None, run: Run | None) -> Gap | None:
+def _gap(plan: Basis, usd_per_month: float | None, run: Run | None) -> Gap | None:
     w = plan.workload
     if w is None or w.expected_utilization_pct is None:
         return None
@@ -78,10 +78,10 @@ def _gap(plan: Plan, usd_per_month: float | None, run: Run | None) -> Gap | None
     return Gap(expected, target, month, run_usd)
 
 
-def estimate(plan: Plan) -> Cost:
-    capacity = compiler(plan.target_type).cost(plan)
+def estimate(plan: Basis, capacity: TargetCost, sizing: Sizing) -> Cost:
+    """`capacity`: the target's price of the plan's capacity (its compiler's `cost`)."""
     notes = list(capacity.notes)
-    storage = _storage(plan)
+    storage = _storage(plan, sizing)
     # A total with a part missing would read as the whole cost: leave it out instead.
     priced = bool(capacity.lines) and not any(n.startswith(UNPRICED) for n in notes)
     compute = sum(line.usd_per_hour for line in capacity.lines) if priced else None

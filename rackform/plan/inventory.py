@@ -8,7 +8,7 @@ from typing import Any
 
 from rackform.catalog.raid import role_table
 from rackform.plan.expectations import Expectations
-from rackform.plan.model import Plan, thaw
+from rackform.plan.model import Basis, Plan, thaw
 from rackform.plan.scheduler import slurm_vars
 
 # (name, address, port) of a node that exists, or (name, address, port, instance id) of one a
@@ -30,10 +30,18 @@ def group_name(node_group: str) -> str:
     return "ng_" + node_group.replace("-", "_")
 
 
-def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> dict[str, Any]:
-    """The YAML inventory: every node in `gpu_nodes`, each node group its own child group.
-    `hosts` maps node-group name -> nodes; bare-metal and colocation hosts come from the plan,
-    AWS nodes only once the stack has created them (an empty group until then)."""
+def access_vars(plan: Basis) -> dict[str, Any]:
+    """How Ansible reaches every node, before the target adds its own (e.g. an SSH tunnel)."""
+    return {"ansible_user": plan.ssh_user, "ansible_python_interpreter": "/usr/bin/python3"}
+
+
+def build_inventory(
+    plan: Basis, variables: Mapping[str, Any], hosts: Mapping[str, Sequence[Node]] | None = None
+) -> dict[str, Any]:
+    """The YAML inventory: every node in `gpu_nodes`, each node group its own child group, and
+    `variables` for all of them. `hosts` maps node-group name -> nodes; bare-metal and
+    colocation hosts come from the plan, AWS nodes only once the stack has created them (an
+    empty group until then)."""
     children: dict[str, Any] = {}
     for g in plan.node_groups:
         nodes = list((hosts or {}).get(g.name, [])) or [
@@ -52,21 +60,13 @@ def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> 
                 entry["nvme_raid_devices"] = list(host.nvme)
             entries[name] = entry
         children[group_name(g.name)] = {"hosts": entries}
-    return {
-        "all": {
-            "vars": _inventory_vars(plan),
-            "children": {"gpu_nodes": {"children": children}},
-        }
-    }
+    return {"all": {"vars": dict(variables), "children": {"gpu_nodes": {"children": children}}}}
 
 
-def _inventory_vars(plan: Plan) -> dict[str, Any]:
-    """The compiled inventory's variables (the target's included, e.g. the SSH tunnel), or the
-    base ones while compile is still building it."""
-    compiled = plan.inventory.get("all") if plan.inventory else None
-    if compiled:
-        return thaw(compiled["vars"])
-    return {"ansible_user": plan.ssh_user, "ansible_python_interpreter": "/usr/bin/python3"}
+def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> dict[str, Any]:
+    """The compiled plan's inventory (its variables, the target's included), with `hosts` in
+    place of the plan's own where given."""
+    return build_inventory(plan, thaw(plan.inventory["all"]["vars"]), hosts)
 
 
 def with_nodes(plan: Plan, nodes: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, Any]:
@@ -81,8 +81,9 @@ def inventory_hosts(inv: Mapping[str, Any]) -> list[str]:
     return sorted(h for g in groups.values() for h in (g.get("hosts") or {}))
 
 
-def group_vars(plan: Plan) -> dict[str, Any]:
-    """Role variables for every node, named `<role>_<var>` (see each role's argument_specs)."""
+def group_vars(plan: Basis, expectations: Expectations | None) -> dict[str, Any]:
+    """Role variables for every node, named `<role>_<var>` (see each role's argument_specs);
+    `expectations`: the cluster-wide smoke run's (`Plan.expectations`)."""
     gpus = [g.gpu for g in plan.node_groups if g.gpu and g.gpus_per_node]
     net, ckpt, sw = plan.network, plan.checkpoint, plan.software
     return {
@@ -116,7 +117,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "smoke_train_checkpoint_dir": ckpt.mount,
         # The job's rendezvous uses the first node's address on the fabric's first interface.
         "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
-        **_smoke_expectations(plan.expectations),
+        **_smoke_expectations(expectations),
         **slurm_vars(plan.scheduler, net.interfaces[0] if net.interfaces else ""),
     }
 

@@ -1,6 +1,11 @@
 """The compiled plan: one frozen value per effective blueprint that carries every derived fact
-once. Pulumi components, cost, thresholds, the inventory and the roles' variables read it; none
-of them consults the catalog or computes a fact again. Nothing here does I/O."""
+once. Pulumi components, preflight, the inventory and the roles' variables read it; none of
+them consults the catalog or computes a fact again. Nothing here does I/O.
+
+A `Plan` is its `Basis` (the blueprint's sections and what the target's compiler made of its
+node groups) plus what compile derives from that basis: the workload's sizing, the cost, each
+node group's expectations, the inventory and the roles' variables. Compile builds the basis,
+derives from it, and makes the plan once, complete; nothing is filled in later."""
 
 from __future__ import annotations
 
@@ -21,8 +26,10 @@ from rackform.blueprint.schema.sections import (
 )
 from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
-from rackform.catalog.raid import RaidLevel
+from rackform.plan.arrays import ArrayPlan
 from rackform.plan.expectations import Expectations
+from rackform.plan.pricing import Cost
+from rackform.plan.sizing import Sizing, usable_gb
 from rackform.plan.slurm import SchedulerPlan
 
 
@@ -51,22 +58,6 @@ class HostPlan:
     port: int
     rack: str | None
     nvme: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ArrayPlan:
-    """One node's checkpoint array as the plan knows it."""
-
-    level: RaidLevel
-    drives: int | None  # drives on one node, where known (instance store; listed drives)
-    write_gbps: float | None  # one node's array, declared or estimated; None where unknown
-    write_source: str  # where write_gbps came from, or why there is none
-    declared: bool  # write_gbps is the blueprint's own claim (not a catalog estimate)
-    capacity_gb: float | None  # one node's array, where the drives' size is known
-
-    @property
-    def data_drives(self) -> int | None:
-        return None if self.drives is None else self.level.data_drives(self.drives)
 
 
 @dataclass(frozen=True)
@@ -118,8 +109,9 @@ class RackPlan:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """One cluster in one environment, compiled."""
+class Basis:
+    """One cluster in one environment as compile first makes it: what every derived fact of
+    the plan is computed from."""
 
     effective: Effective = field(repr=False, compare=False)
     name: str
@@ -138,16 +130,14 @@ class Plan:
     workload: WorkloadSpec | None
     validation: ValidationSpec
     lifecycle: LifecycleSpec
+    waivers: Mapping[str, str]  # finding code -> the blueprint's reason for accepting it
     tags: tuple[tuple[str, str], ...]
     ssh_user: str
     fabrics: tuple[str, ...]  # the network fabrics the target offers
     nodes_listed: bool  # the blueprint lists the nodes (else the stack's outputs name them)
     owned: bool  # the target's hardware is bought outright (bare metal, colocation)
     on_demand: bool  # capacity rented by the hour with no commitment
-    expectations: Expectations | None  # the cluster-wide smoke run; None with several groups
     scheduler: SchedulerPlan | None  # None: no scheduler on the cluster
-    inventory: Mapping[str, Any]  # Ansible inventory (AWS groups empty until the nodes exist)
-    group_vars: Mapping[str, Any]  # the roles' variables
     stack_config: Mapping[str, str]  # what `Pulumi.<stack>.yaml` holds
     project: Path | None = field(compare=False)  # the Pulumi project (Pulumi.yaml), if any
     figures: PreflightFigures = field(repr=False, compare=False)
@@ -162,12 +152,21 @@ class Plan:
         return self.target.type
 
     @property
+    def training(self) -> bool:
+        return self.purpose == "training"
+
+    @property
     def nodes(self) -> int:
         return sum(g.count for g in self.node_groups)
 
     @property
     def gpus(self) -> int:
         return sum(g.gpus for g in self.node_groups)
+
+    @property
+    def gpu_nodes(self) -> int:
+        """Nodes with GPUs."""
+        return sum(g.count for _, g in self.gpu_groups)
 
     @property
     def tag_map(self) -> dict[str, str]:
@@ -177,3 +176,38 @@ class Plan:
     def gpu_groups(self) -> tuple[tuple[int, NodeGroupPlan], ...]:
         """(index in node_groups, group) for every group with GPUs and nodes."""
         return tuple((i, g) for i, g in enumerate(self.node_groups) if g.has_gpus)
+
+    @property
+    def writing_groups(self) -> tuple[NodeGroupPlan, ...]:
+        """The groups whose nodes write checkpoints: those with GPUs (the testbed's CPU-only
+        nodes where there are none); a parked group (count: 0) writes nothing."""
+        return tuple(g for _, g in self.gpu_groups) or tuple(
+            g for g in self.node_groups if g.count > 0
+        )
+
+    def usable_gb(self, gpu: GpuModel) -> float:
+        """One GPU's memory less the catalog's reserve."""
+        return usable_gb(gpu, self.figures.memory)
+
+
+@dataclass(frozen=True)
+class Plan(Basis):
+    """One cluster in one environment, compiled: its basis and every fact derived from it."""
+
+    sizing: Sizing
+    cost: Cost
+    group_expectations: Mapping[str, Expectations]  # each node group's smoke run, by name
+    inventory: Mapping[str, Any]  # Ansible inventory (AWS groups empty until the nodes exist)
+    group_vars: Mapping[str, Any]  # the roles' variables
+
+    @property
+    def expectations(self) -> Expectations | None:
+        """The cluster-wide smoke run's: its one node group's; None with several groups (one
+        job across different groups has no single set)."""
+        return cluster_expectations(self.group_expectations)
+
+
+def cluster_expectations(by_group: Mapping[str, Expectations]) -> Expectations | None:
+    """A cluster's one smoke run: its node group's expectations, when it has one group."""
+    each = tuple(by_group.values())
+    return each[0] if len(each) == 1 else None

@@ -1,7 +1,8 @@
-"""How big a job is: model shape, GPU memory, serving memory and checkpoint size.
+"""How big a job is: model shape, GPU memory, serving memory, checkpoint size and time.
 
-Pure arithmetic over the workload and the catalog's figures; the rules and the cost report
-read their numbers from here, so a finding and a cost line can never disagree.
+Pure arithmetic over the workload and the catalog's figures. Compile computes it once per plan
+(`size`, kept as `Plan.sizing`); the rules and the cost report read that value, so a finding
+and a cost line can never disagree.
 
 Approximations (each figure comes from `catalog/preflight.yaml` with its source):
 - Shape from size: a dense decoder has about 12 x layers x hidden^2 parameters (Kaplan et al.),
@@ -23,7 +24,9 @@ import math
 from dataclasses import dataclass
 
 from rackform.blueprint.schema.sections import WorkloadSpec
+from rackform.catalog import GpuModel
 from rackform.catalog.preflight import MemoryFigures
+from rackform.plan.arrays import ArrayPlan, slowest
 
 GB = 1e9
 FULL_STATE = ("pretrain", "full")  # methods that train (and checkpoint) every weight
@@ -41,6 +44,11 @@ def shape(params_b: float, f: MemoryFigures) -> Shape:
     k, ratio = f.params_per_layer_per_hidden_sq.value, f.hidden_per_layer.value
     layers = max(1, round((params / (k * ratio * ratio)) ** (1 / 3)))
     return Shape(layers, max(1, round(math.sqrt(params / (k * layers)))))
+
+
+def usable_gb(gpu: GpuModel, f: MemoryFigures) -> float:
+    """One GPU's memory less the reserve (CUDA context, NCCL buffers, fragmentation)."""
+    return gpu.memory_gb.value * (1 - f.reserve_fraction.value)
 
 
 def adapter_params(w: WorkloadSpec, f: MemoryFigures) -> float:
@@ -143,3 +151,54 @@ def training_flops(w: WorkloadSpec, flops_per_param_token: float) -> float | Non
     if w.tokens_b is None:
         return None
     return flops_per_param_token * w.model_params_b * GB * w.tokens_b * GB
+
+
+@dataclass(frozen=True)
+class CheckpointTime:
+    """One synchronous checkpoint of the workload, written to the slowest node's array."""
+
+    size_gb: float
+    writers: int  # nodes writing at once
+    node_gbps: float  # one node's array
+    source: str  # where node_gbps came from
+
+    @property
+    def seconds(self) -> float:
+        return self.size_gb / (self.node_gbps * self.writers)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What the plan's workload needs of its cluster: None where the blueprint gives nothing to
+    size (no workload, or a fact of the other purpose)."""
+
+    memory: TrainingMemory | None  # a training job on GPUs
+    serving: ServingMemory | None  # an inference workload: one replica per node
+    checkpoint_gb: float | None  # one checkpoint (None: nothing is checkpointed)
+    array: ArrayPlan | None  # the slowest writing node's array; None: some speed is unknown
+    checkpoint: CheckpointTime | None  # a training checkpoint at that array's speed
+
+
+def size(
+    w: WorkloadSpec | None,
+    *,
+    training: bool,
+    gpus: int,
+    gpu_nodes: int,
+    arrays: list[ArrayPlan],
+    f: MemoryFigures,
+) -> Sizing:
+    """`gpus` and `gpu_nodes`: the cluster's GPUs and the nodes that hold them; `arrays`: the
+    arrays of the nodes that write checkpoints."""
+    array = slowest(arrays)
+    if w is None:
+        return Sizing(None, None, None, array, None)
+    if not training:
+        return Sizing(None, serving_memory(w, f), None, array, None)
+    memory = training_memory(w, gpus, f) if gpus else None
+    size_gb = checkpoint_gb(w, f)
+    time = None
+    if array is not None:
+        writers = checkpoint_writers(w, gpu_nodes)
+        time = CheckpointTime(size_gb, writers, array.write_gbps, array.write_source)
+    return Sizing(memory, None, size_gb, array, time)

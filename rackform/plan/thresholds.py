@@ -13,7 +13,7 @@ from __future__ import annotations
 from rackform.blueprint.schema.sections import RDMA_FABRICS
 from rackform.catalog import Figure, GpuModel
 from rackform.plan.expectations import Expectations, Threshold
-from rackform.plan.model import NodeGroupPlan, Plan
+from rackform.plan.model import Basis, NodeGroupPlan
 
 # rackform's own factors: (value, why).
 DEFAULTS = {
@@ -76,7 +76,7 @@ class GroupError(ValueError):
     """The node group asked for is not in the cluster (a user mistake)."""
 
 
-def pick_group(plan: Plan, name: str | None) -> NodeGroupPlan:
+def pick_group(plan: Basis, name: str | None) -> NodeGroupPlan:
     names = [g.name for g in plan.node_groups]
     if name is None:
         if len(plan.node_groups) == 1:
@@ -88,7 +88,7 @@ def pick_group(plan: Plan, name: str | None) -> NodeGroupPlan:
     raise GroupError(f"no node group {name!r}; the cluster has {', '.join(names)}")
 
 
-def for_group(plan: Plan, group: str | None = None, nodes: int | None = None) -> Expectations:
+def for_group(plan: Basis, group: str | None = None, nodes: int | None = None) -> Expectations:
     """Expectations for a smoke run across `nodes` nodes of one node group; by default all of
     them, the group's count in the plan's environment (what the blueprint declares)."""
     g = pick_group(plan, group)

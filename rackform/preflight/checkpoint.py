@@ -5,50 +5,29 @@ size = weights, plus optimizer state unless `workload.checkpoint_contents: weigh
 QLoRA save only their adapters). time = size / write speed, where the speed is one node's array
 (`storage.checkpoint.write_gbps`, or on AWS the catalog's instance-store drives x GB/s per
 drive for the RAID level) times the nodes writing at once (every node writes its own shard
-under `sharding: fsdp`; one rank writes under `ddp`). overhead = time / interval.
+under `sharding: fsdp`; one rank writes under `ddp`). overhead = time / interval. Compile
+computes size and time once (`rackform.plan.sizing`, kept as `Plan.sizing`); the rules compare.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from rackform.plan.sizing import checkpoint_gb, checkpoint_writers
-from rackform.preflight.base import Context, Finding, Rule, gb
-
-
-@dataclass(frozen=True)
-class CheckpointTime:
-    size_gb: float
-    writers: int
-    node_gbps: float
-    source: str  # where node_gbps came from
-
-    @property
-    def seconds(self) -> float:
-        return self.size_gb / (self.node_gbps * self.writers)
-
-    def describe(self) -> str:
-        parallel = (
-            f", {self.writers} nodes writing their shards at once" if self.writers > 1 else ""
-        )
-        return (
-            f"a {gb(self.size_gb)} checkpoint at {self.node_gbps:g} GB/s per node "
-            f"({self.source}{parallel}) takes {self.seconds:.1f} s"
-        )
+from rackform.plan.model import Plan
+from rackform.plan.sizing import CheckpointTime
+from rackform.preflight.base import Finding, Rule, gb
 
 
-def checkpoint_time(ctx: Context) -> CheckpointTime | None:
-    w = ctx.blueprint.workload
-    if not ctx.training or w is None or ctx.array is None:
-        return None
-    size = checkpoint_gb(w, ctx.figures.memory)
-    writers = checkpoint_writers(w, ctx.nodes)
-    return CheckpointTime(size, writers, ctx.array.write_gbps, ctx.array.write_source)
+def describe(t: CheckpointTime) -> str:
+    parallel = f", {t.writers} nodes writing their shards at once" if t.writers > 1 else ""
+    return (
+        f"a {gb(t.size_gb)} checkpoint at {t.node_gbps:g} GB/s per node "
+        f"({t.source}{parallel}) takes {t.seconds:.1f} s"
+    )
 
 
-def _speed_path(ctx: Context) -> tuple[str, ...]:
-    if ctx.blueprint.storage.checkpoint.write_gbps is not None:
+def _speed_path(plan: Plan) -> tuple[str, ...]:
+    if plan.checkpoint.write_gbps is not None:
         return ("storage", "checkpoint", "write_gbps")
     return ("storage", "checkpoint")
 
@@ -56,11 +35,11 @@ def _speed_path(ctx: Context) -> tuple[str, ...]:
 class CheckpointOverhead(Rule):
     code = "checkpoint-overhead"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        t, w = checkpoint_time(ctx), ctx.blueprint.workload
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        t, w = plan.sizing.checkpoint, plan.workload
         if t is None or w is None or w.checkpoint_interval_min is None:
             return
-        limit = ctx.figures.checkpoint.max_overhead_fraction.value
+        limit = plan.figures.checkpoint.max_overhead_fraction.value
         overhead = t.seconds / (w.checkpoint_interval_min * 60)
         if overhead <= limit:
             return
@@ -71,7 +50,7 @@ class CheckpointOverhead(Rule):
         fixes.append("write to faster storage (local NVMe RAID0) or checkpoint asynchronously")
         yield self.finding(
             ("workload", "checkpoint_interval_min"),
-            f"{t.describe()} every {w.checkpoint_interval_min:g} min: {overhead:.1%} of "
+            f"{describe(t)} every {w.checkpoint_interval_min:g} min: {overhead:.1%} of "
             f"training time spent checkpointing (limit {limit:.0%})",
             "; ".join(fixes),
         )
@@ -80,18 +59,18 @@ class CheckpointOverhead(Rule):
 class CheckpointSlow(Rule):
     code = "checkpoint-slow"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        t = checkpoint_time(ctx)
-        limit = ctx.figures.checkpoint.max_seconds.value
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        t = plan.sizing.checkpoint
+        limit = plan.figures.checkpoint.max_seconds.value
         if t is None or t.seconds <= limit:
             return
         fixes = ["use faster storage (more NVMe drives in RAID0)"]
-        if ctx.blueprint.workload.sharding == "ddp" and ctx.nodes > 1:
+        if plan.workload.sharding == "ddp" and plan.gpu_nodes > 1:
             fixes.append("shard the checkpoint over the nodes (workload.sharding: fsdp)")
         fixes.append("or checkpoint asynchronously and waive with the reason")
         yield self.finding(
-            _speed_path(ctx),
-            f"{t.describe()} (rule of thumb: {limit:g} s or less); the GPUs wait that long "
+            _speed_path(plan),
+            f"{describe(t)} (rule of thumb: {limit:g} s or less); the GPUs wait that long "
             "every checkpoint unless it is asynchronous",
             "; ".join(fixes),
         )
@@ -100,10 +79,10 @@ class CheckpointSlow(Rule):
 class CheckpointThroughputUnknown(Rule):
     code = "checkpoint-throughput-unknown"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        w = ctx.blueprint.workload
-        parked = not any(g.count for g in ctx.plan.node_groups)  # no node writes anything
-        if not ctx.training or w is None or ctx.array is not None or parked:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        checkpoints = plan.sizing.checkpoint_gb is not None  # a training workload
+        # Every group parked (count: 0): no node writes anything.
+        if not checkpoints or plan.sizing.array is not None or not plan.writing_groups:
             return
         yield self.finding(
             ("storage", "checkpoint"),
@@ -116,8 +95,8 @@ class CheckpointThroughputUnknown(Rule):
 class CheckpointCapacity(Rule):
     code = "checkpoint-capacity"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        t, w, arr = checkpoint_time(ctx), ctx.blueprint.workload, ctx.array
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        t, w, arr = plan.sizing.checkpoint, plan.workload, plan.sizing.array
         if t is None or w is None or arr is None or arr.capacity_gb is None:
             return
         per_node = t.size_gb / t.writers * w.checkpoints_retained
@@ -134,9 +113,9 @@ class CheckpointCapacity(Rule):
 class CheckpointRaidDrives(Rule):
     code = "checkpoint-raid-drives"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        level = ctx.blueprint.storage.checkpoint.raid_level
-        for g in ctx.plan.node_groups:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        level = plan.checkpoint.raid_level
+        for g in plan.node_groups:
             need = int(g.array.level.min_devices.value)
             n = g.array.drives
             if n is None or n >= need or g.count == 0:

@@ -1,10 +1,10 @@
 """Memory sizing rules: does the job fit the cluster's GPUs, and is the cluster far too big?
 
-The arithmetic is in `sizing`: full fine-tuning and pre-training in bf16 with AdamW hold
-2 + 2 + 12 bytes per parameter plus activations; LoRA holds a bf16 frozen base (QLoRA a 4-bit
-one) plus adapters with their own gradients and optimizer state. Under `sharding: fsdp` the
-states are spread over every GPU; under `ddp` each GPU holds them whole (divided only by
-tensor parallelism).
+The arithmetic is in `rackform.plan.sizing`, computed once by compile (`Plan.sizing`): full
+fine-tuning and pre-training in bf16 with AdamW hold 2 + 2 + 12 bytes per parameter plus
+activations; LoRA holds a bf16 frozen base (QLoRA a 4-bit one) plus adapters with their own
+gradients and optimizer state. Under `sharding: fsdp` the states are spread over every GPU;
+under `ddp` each GPU holds them whole (divided only by tensor parallelism).
 """
 
 from __future__ import annotations
@@ -12,19 +12,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from rackform.preflight.base import Context, Finding, Rule, gb, group_path
+from rackform.plan.model import Plan
+from rackform.preflight.base import Finding, Rule, gb, group_path
 
 
 class MemoryDoesNotFit(Rule):
     code = "memory-does-not-fit"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        m, w = ctx.memory, ctx.blueprint.workload
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        m, w = plan.sizing.memory, plan.workload
         if m is None or w is None:
             return
-        reserve = ctx.figures.memory.reserve_fraction.value
-        for i, g, model in sorted(ctx.gpu_groups, key=lambda t: ctx.usable_gb(t[2])):
-            usable = ctx.usable_gb(model)
+        reserve = plan.figures.memory.reserve_fraction.value
+        for i, g in sorted(plan.gpu_groups, key=lambda t: plan.usable_gb(t[1].gpu)):
+            model = g.gpu
+            usable = plan.usable_gb(model)
             if m.per_gpu_gb <= usable:
                 continue
             spread = (
@@ -33,23 +35,23 @@ class MemoryDoesNotFit(Rule):
                 else f"{gb(m.states_gb)} of weights, gradients and optimizer state"
             )
             yield self.finding(
-                group_path(ctx, i),
+                group_path(plan, i),
                 f"{w.method} of a {w.model_params_b:g}B model needs {gb(m.per_gpu_gb)} per GPU "
                 f"({spread}, plus {gb(m.activations_gb / m.tensor_parallel)} of activations) "
                 f"but each {model.key} leaves {gb(usable)} of its {gb(model.memory_gb.value)} "
                 f"({reserve:.0%} reserved)",
-                "; ".join(self._fixes(ctx, g.gpus_per_node, usable)),
+                "; ".join(self._fixes(plan, g.gpus_per_node, usable)),
             )
             return  # the smallest GPU is the one that matters
 
     @staticmethod
-    def _fixes(ctx: Context, gpus_per_node: int, usable: float) -> list[str]:
-        m, w = ctx.memory, ctx.blueprint.workload
+    def _fixes(plan: Plan, gpus_per_node: int, usable: float) -> list[str]:
+        m, w = plan.sizing.memory, plan.workload
         assert m is not None and w is not None
         acts = m.activations_gb / m.tensor_parallel
         out = []
-        if w.sharding == "ddp" and m.states_gb / max(ctx.gpus, 1) + acts <= usable:
-            out.append(f"set workload.sharding: fsdp to spread the state over all {ctx.gpus} GPUs")
+        if w.sharding == "ddp" and m.states_gb / max(plan.gpus, 1) + acts <= usable:
+            out.append(f"set workload.sharding: fsdp to spread the state over all {plan.gpus} GPUs")
         if not w.activation_checkpointing:
             out.append("set workload.activation_checkpointing: true")
         if w.sharding == "fsdp" and usable > acts:
@@ -68,23 +70,25 @@ class MemoryDoesNotFit(Rule):
 class MemoryOversized(Rule):
     code = "memory-oversized"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        m, w = ctx.memory, ctx.blueprint.workload
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        m, w = plan.sizing.memory, plan.workload
         if m is None or w is None or w.method == "pretrain":
             return  # pre-training buys GPUs for compute, not memory
-        below = ctx.figures.memory.oversized_below_fraction.value
-        for i, _, model in ctx.gpu_groups:
+        below = plan.figures.memory.oversized_below_fraction.value
+        for i, g in plan.gpu_groups:
+            model = g.gpu
             share = m.replica_gb / model.memory_gb.value
             if share >= below:
                 continue
+            cap = model.memory_gb.value
             smaller = sorted(
-                (g for g in ctx.catalog.gpus.values() if g.memory_gb.value < model.memory_gb.value),
-                key=lambda g: g.memory_gb.value,
+                (c for c in plan.catalog.gpus.values() if c.memory_gb.value < cap),
+                key=lambda c: c.memory_gb.value,
             )
-            fits = [g for g in smaller if ctx.usable_gb(g) >= m.replica_gb]
+            fits = [c for c in smaller if plan.usable_gb(c) >= m.replica_gb]
             hint = f" (e.g. {fits[0].key}, {gb(fits[0].memory_gb.value)})" if fits else ""
             yield self.finding(
-                group_path(ctx, i),
+                group_path(plan, i),
                 f"one whole replica of this {w.method} job needs {gb(m.replica_gb)}, "
                 f"{share:.0%} of one {model.key}'s {gb(model.memory_gb.value)} "
                 f"(below {below:.0%}): the cluster's GPUs are oversized for it",
@@ -96,20 +100,20 @@ class MemoryOversized(Rule):
 class NodesUnused(Rule):
     code = "nodes-unused"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        w = ctx.blueprint.workload
-        if not ctx.training or w is None or w.global_batch is None or not ctx.gpu_groups:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        w = plan.workload
+        if not plan.training or w is None or w.global_batch is None or not plan.gpu_groups:
             return
         tp = w.tensor_parallel
-        ranks = ctx.gpus // tp
+        ranks = plan.gpus // tp
         usable_ranks = w.global_batch // w.micro_batch
         if ranks <= usable_ranks:
             return
-        i, g, _ = ctx.gpu_groups[0]
+        i, g = plan.gpu_groups[0]
         need_nodes = math.ceil(usable_ranks * tp / max(g.gpus_per_node, 1))
         yield self.finding(
             ("node_groups", i, "count"),
-            f"{ctx.gpus} GPUs at tensor_parallel {tp} make {ranks} data-parallel ranks, but "
+            f"{plan.gpus} GPUs at tensor_parallel {tp} make {ranks} data-parallel ranks, but "
             f"global_batch {w.global_batch} / micro_batch {w.micro_batch} gives work to "
             f"{usable_ranks}: {(ranks - usable_ranks) * tp} GPUs would sit idle",
             f"use {max(need_nodes, 1)} node(s), or raise workload.global_batch",

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rackform.preflight.base import Context, Finding, Rule
+from rackform.plan.model import Plan
+from rackform.preflight.base import Finding, Rule
 
 
 class RackPowerHeadroom(Rule):
     code = "rack-power-headroom"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        factor = ctx.figures.power.server_power_factor.value
-        warn = ctx.figures.power.rack_warn_fraction.value
-        for k, rack in enumerate(ctx.plan.racks):
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        factor = plan.figures.power.server_power_factor.value
+        warn = plan.figures.power.rack_warn_fraction.value
+        for k, rack in enumerate(plan.racks):
             gpu_kw = rack.gpu_kw
             server_kw = gpu_kw * factor
             share = server_kw / rack.power_kw

@@ -1,15 +1,15 @@
-"""Run every rule over one compiled plan, apply its blueprint's waivers, locate the findings in
-the file (through the effective blueprint's own record of where each value came from: the file
-is neither read nor merged again) and price the cluster."""
+"""Run every rule over one compiled plan, apply its waivers, and locate the findings in the file
+(through the effective blueprint's own record of where each value came from: the file is
+neither read nor merged again). The report carries the cost the plan was priced at."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from rackform.blueprint.problems import dotted
-from rackform.plan.cost import Cost, estimate
 from rackform.plan.model import Plan
-from rackform.preflight.base import Context, Finding
+from rackform.plan.pricing import Cost
+from rackform.preflight.base import Finding
 from rackform.preflight.registry import RULES
 
 
@@ -67,22 +67,17 @@ class Report:
         }
 
 
-def findings(plan: Plan, ctx: Context | None = None) -> list[Finding]:
-    """Every rule's findings, with the blueprint's waivers applied."""
-    ctx = ctx or Context(plan)
-    waived = {w.code: w.reason for w in plan.effective.blueprint.waivers}
-    out = []
-    for rule in RULES:
-        for f in rule.check(ctx):
-            out.append(replace(f, waived=waived.get(f.code)))
-    return out
+def findings(plan: Plan) -> list[Finding]:
+    """Every rule's findings, with the plan's waivers applied."""
+    return [replace(f, waived=plan.waivers.get(f.code)) for rule in RULES for f in rule.check(plan)]
 
 
 def run(plan: Plan) -> Report:
-    """Findings located in the blueprint file, and the cost."""
+    """Findings located in the blueprint file (the only use preflight makes of the effective
+    blueprint), and the plan's cost."""
     eff = plan.effective
     located = []
     for f in findings(plan):
         loc = eff.locate(f.path)
         located.append(LocatedFinding(eff.source, loc.line, loc.col, eff.env_label, f))
-    return Report(tuple(located), estimate(plan))
+    return Report(tuple(located), plan.cost)

@@ -12,26 +12,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from rackform.blueprint.schema.sections import RDMA_FABRICS as RDMA
-from rackform.plan.sizing import GB, adapter_params
-from rackform.preflight.base import (
-    Context,
-    Finding,
-    Rule,
-    gb,
-    group_path,
-)
+from rackform.blueprint.schema.sections import WorkloadSpec
+from rackform.blueprint.yamlmap import Path
+from rackform.plan.model import Plan
+from rackform.plan.sizing import GB, ServingMemory, adapter_params
+from rackform.preflight.base import Finding, Rule, gb, group_path
 
 
 class FabricUnused(Rule):
     code = "fabric-unused"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        fabric, w = ctx.blueprint.network.fabric, ctx.blueprint.workload
-        if not ctx.training or fabric not in RDMA or not ctx.gpu_groups:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        fabric, w = plan.network.fabric, plan.workload
+        if not plan.training or fabric not in RDMA or not plan.gpu_groups:
             return
-        if ctx.nodes == 1:
+        if plan.gpu_nodes == 1:
             yield self.finding(
                 ("network", "fabric"),
                 f"a single-node cluster with fabric {fabric}: NCCL stays on the node's "
@@ -40,18 +38,16 @@ class FabricUnused(Rule):
                 "or waive with the reason",
             )
             return
-        m = ctx.memory
+        m, f = plan.sizing.memory, plan.figures.memory
         if w is None or m is None or w.method not in ("lora", "qlora"):
             return
-        smallest = min(ctx.usable_gb(model) for _, _, model in ctx.gpu_groups)
+        smallest = min(plan.usable_gb(g.gpu) for _, g in plan.gpu_groups)
         if m.replica_gb > smallest:
             return  # the frozen base has to be sharded across nodes: the fabric earns its keep
-        grads = (
-            adapter_params(w, ctx.figures.memory) * ctx.figures.memory.grads_bytes_per_param.value
-        )
+        grads = adapter_params(w, f) * f.grads_bytes_per_param.value
         yield self.finding(
             ("network", "fabric"),
-            f"{w.method} fits one GPU ({gb(m.replica_gb)}), so {ctx.nodes} nodes only "
+            f"{w.method} fits one GPU ({gb(m.replica_gb)}), so {plan.gpu_nodes} nodes only "
             f"all-reduce {gb(grads / GB)} of adapter gradients per step: the {fabric} "
             "fabric is paid for and barely used",
             "set network.fabric: ethernet, or waive with the reason",
@@ -61,25 +57,25 @@ class FabricUnused(Rule):
 class FabricMissing(Rule):
     code = "fabric-missing"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        w = ctx.blueprint.workload
-        if not ctx.training or w is None or w.method not in ("pretrain", "full"):
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        w = plan.workload
+        if not plan.training or w is None or w.method not in ("pretrain", "full"):
             return
-        if ctx.nodes <= 1 or ctx.blueprint.network.fabric in RDMA:
+        if plan.gpu_nodes <= 1 or plan.network.fabric in RDMA:
             return
-        grads = w.model_params_b * ctx.figures.memory.grads_bytes_per_param.value
+        grads = w.model_params_b * plan.figures.memory.grads_bytes_per_param.value
         # A ring all-reduce sends and receives about twice the gradients per step.
-        gbps = ctx.blueprint.network.gbps_per_node
+        gbps = plan.network.gbps_per_node
         step = ""
         if gbps:
             step = f" (about {2 * grads / (gbps / 8):.1f} s per step at {gbps:g} Gb/s)"
-        rdma = [f for f in ctx.plan.fabrics if f in RDMA]  # what this target offers
+        rdma = [f for f in plan.fabrics if f in RDMA]  # what this target offers
         fix = f"set network.fabric: {' or '.join(rdma)}"
         if "efa" in rdma:
             fix += " with an EFA instance type"
         yield self.finding(
             ("network", "fabric"),
-            f"{w.method} of a {w.model_params_b:g}B model across {ctx.nodes} nodes over "
+            f"{w.method} of a {w.model_params_b:g}B model across {plan.gpu_nodes} nodes over "
             f"ethernet: every step all-reduces {gb(grads)} of bf16 gradients between nodes "
             f"over TCP{step}, and the GPUs wait on it",
             f"{fix}; or fit the job on one node (e.g. method: lora)",
@@ -89,11 +85,11 @@ class FabricMissing(Rule):
 class TensorParallelAcrossNodes(Rule):
     code = "tensor-parallel-across-nodes"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        w = ctx.blueprint.workload
-        if w is None or w.tensor_parallel == 1 or not ctx.gpu_groups:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        w = plan.workload
+        if w is None or w.tensor_parallel == 1 or not plan.gpu_groups:
             return
-        per_node = min(g.gpus_per_node for _, g, _ in ctx.gpu_groups)
+        per_node = min(g.gpus_per_node for _, g in plan.gpu_groups)
         if w.tensor_parallel > per_node:
             yield self.finding(
                 ("workload", "tensor_parallel"),
@@ -108,9 +104,9 @@ class TensorParallelAcrossNodes(Rule):
 class InferenceTrainingFabric(Rule):
     code = "inference-training-fabric"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        fabric = ctx.blueprint.network.fabric
-        if ctx.training or fabric not in RDMA:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        fabric = plan.network.fabric
+        if plan.training or fabric not in RDMA:
             return
         yield self.finding(
             ("network", "fabric"),
@@ -123,50 +119,58 @@ class InferenceTrainingFabric(Rule):
 class InferenceTrainingGpu(Rule):
     code = "inference-training-gpu"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        s = ctx.serving
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        s, catalog = plan.sizing.serving, plan.catalog
         if s is None:
             return
         # The biggest node of inference-class (no NVSwitch) GPUs the catalog knows.
         nodes = [
-            (it.gpu_count * ctx.usable_gb(ctx.catalog.gpus[it.gpu]), it)
-            for it in ctx.catalog.instances.values()
-            if not ctx.catalog.gpus[it.gpu].nvswitch
+            (it.gpu_count * plan.usable_gb(catalog.gpus[it.gpu]), it)
+            for it in catalog.instances.values()
+            if not catalog.gpus[it.gpu].nvswitch
         ]
         if not nodes:
             return
         cap, it = max(nodes, key=lambda t: t[0])
         if s.total_gb > cap:
             return  # nothing smaller holds it: the NVSwitch node is the right size
-        for i, _, model in ctx.gpu_groups:
-            if model.nvswitch:
+        for i, g in plan.gpu_groups:
+            if g.gpu.nvswitch:
                 yield self.finding(
-                    group_path(ctx, i),
-                    f"serving needs {gb(s.total_gb)} but runs on {model.key}, a training-class "
+                    group_path(plan, i),
+                    f"serving needs {gb(s.total_gb)} but runs on {g.gpu.key}, a training-class "
                     f"GPU with NVSwitch; {it.gpu_count} x {it.gpu} ({it.key}, {gb(cap)} "
                     "usable) holds it",
                     f"use inference-class GPUs (e.g. {it.gpu}), or waive with the reason",
                 )
 
 
-def _node_capacity(ctx: Context) -> Iterable[tuple[int, str, float]]:
-    for i, g, model in ctx.gpu_groups:
-        yield i, f"{g.gpus_per_node} x {model.key}", g.gpus_per_node * ctx.usable_gb(model)
+class Node(NamedTuple):
+    path: Path  # the field that chose the node group's GPUs
+    what: str  # e.g. "8 x L40S"
+    usable_gb: float  # the node's GPU memory less the reserve
+
+
+def _serving_nodes(plan: Plan) -> Iterable[tuple[ServingMemory, WorkloadSpec, Node]]:
+    """What one replica needs, the workload, and each GPU node group of an inference plan."""
+    s, w = plan.sizing.serving, plan.workload
+    if s is None or w is None:
+        return
+    for i, g in plan.gpu_groups:
+        usable = g.gpus_per_node * plan.usable_gb(g.gpu)
+        yield s, w, Node(group_path(plan, i), f"{g.gpus_per_node} x {g.gpu.key}", usable)
 
 
 class InferenceNodeTooSmall(Rule):
     code = "inference-node-too-small"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        s, w = ctx.serving, ctx.blueprint.workload
-        if s is None or w is None:
-            return
-        for i, node, cap in _node_capacity(ctx):
-            if s.weights_gb > cap:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        for s, w, node in _serving_nodes(plan):
+            if s.weights_gb > node.usable_gb:
                 yield self.finding(
-                    group_path(ctx, i),
+                    node.path,
                     f"a {w.model_params_b:g}B model has {gb(s.weights_gb)} of bf16 weights but "
-                    f"a node of {node} holds {gb(cap)} usable",
+                    f"a node of {node.what} holds {gb(node.usable_gb)} usable",
                     "choose a node type with more GPU memory, or serve a quantized model",
                 )
 
@@ -174,17 +178,15 @@ class InferenceNodeTooSmall(Rule):
 class InferenceKvCacheTight(Rule):
     code = "inference-kv-cache-tight"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        s, w = ctx.serving, ctx.blueprint.workload
-        if s is None or w is None:
-            return
-        for i, node, cap in _node_capacity(ctx):
-            if s.weights_gb <= cap < s.total_gb:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        for s, w, node in _serving_nodes(plan):
+            if s.weights_gb <= node.usable_gb < s.total_gb:
                 yield self.finding(
-                    group_path(ctx, i),
+                    node.path,
                     f"{gb(s.weights_gb)} of weights plus {gb(s.kv_cache_gb)} of KV cache for "
                     f"{w.micro_batch} x {w.seq_len}-token sequence(s) (estimated without "
-                    f"grouped-query attention) exceed the {gb(cap)} a node of {node} holds",
+                    f"grouped-query attention) exceed the {gb(node.usable_gb)} a node of "
+                    f"{node.what} holds",
                     "choose a larger node type or lower seq_len; a GQA model needs several "
                     "times less KV cache, so waive it for one with the reason",
                 )

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rackform.plan.cost import estimate
-from rackform.preflight.base import Context, Finding, Rule
+from rackform.plan.model import Plan
+from rackform.preflight.base import Finding, Rule
 
 PATH = ("workload", "expected_utilization_pct")
 
@@ -25,15 +25,11 @@ def _usd(v: float) -> str:
 class UtilizationGap(Rule):
     code = "utilization-gap"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        w = ctx.blueprint.workload
-        if w is None or w.expected_utilization_pct is None or not ctx.gpu_groups:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        gap = plan.cost.utilization  # priced once, with the plan
+        if gap is None or not plan.gpu_groups or gap.expected_pct >= gap.target_pct:
             return
-        target = ctx.figures.utilization.target_fraction.value * 100
-        if w.expected_utilization_pct >= target:
-            return
-        gap = estimate(ctx.plan).utilization
-        assert gap is not None
+        target = gap.target_pct
         money = ""
         if gap.usd_per_month is not None:
             money = f": about {_usd(gap.usd_per_month)}/month of GPUs paid for and idle"
@@ -41,7 +37,7 @@ class UtilizationGap(Rule):
             money += f", and the run costs {_usd(gap.run_usd)} more than at {target:g}%"
         yield self.finding(
             PATH,
-            f"expected GPU utilization {w.expected_utilization_pct:g}% is below the "
+            f"expected GPU utilization {gap.expected_pct:g}% is below the "
             f"{target:g}% target{money}",
             "find the idle time (input pipeline, checkpoint stalls, failed-node restarts, "
             "queueing) before buying; or waive with the reason",
@@ -51,24 +47,24 @@ class UtilizationGap(Rule):
 class UtilizationOwnership(Rule):
     code = "utilization-ownership"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        w, t = ctx.blueprint.workload, ctx.blueprint.target
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        w = plan.workload
         if w is None or w.expected_utilization_pct is None:
             return
-        breakeven = ctx.figures.utilization.owned_breakeven_fraction.value * 100
+        breakeven = plan.figures.utilization.owned_breakeven_fraction.value * 100
         u = w.expected_utilization_pct
-        if ctx.plan.owned and u < breakeven:
+        if plan.owned and u < breakeven:
             yield self.finding(
                 PATH,
-                f"owned GPUs ({t.type}) expected at {u:g}% utilization: dedicated hardware "
+                f"owned GPUs ({plan.target_type}) expected at {u:g}% utilization: dedicated hardware "
                 f"pays off above about {breakeven:g}% sustained",
                 "share the cluster with more work, or rent cloud capacity for this load",
             )
-        elif ctx.plan.on_demand and u >= breakeven:
+        elif plan.on_demand and u >= breakeven:
             cheaper = [
                 f"{it.key} capacity blocks at ${it.capacity_block_usd_hr.value:g}/h vs "
                 f"${it.on_demand_usd_hr.value:g}/h on-demand"
-                for it in (g.instance for g in ctx.plan.node_groups)
+                for it in (g.instance for g in plan.node_groups)
                 if it is not None and it.capacity_block_usd_hr is not None
             ]
             hint = f" (catalog: {'; '.join(dict.fromkeys(cheaper))})" if cheaper else ""

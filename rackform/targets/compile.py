@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.catalog import Catalog
-from rackform.plan.model import NodeGroupPlan, Plan, RackPlan
+from rackform.plan.model import Basis, NodeGroupPlan, RackPlan
 from rackform.plan.pricing import TargetCost
 
 
@@ -33,5 +33,7 @@ class TargetCompiler:
         """(what the target derives for its component, the racks with their planned power)."""
         return None, ()
 
-    def cost(self, plan: Plan) -> TargetCost:
+    def cost(self, plan: Basis) -> TargetCost:
+        """The price of the plan's capacity, by line (compile adds checkpoint storage and a
+        training run's cost, which every target shares)."""
         raise NotImplementedError

@@ -8,7 +8,6 @@ reach it at 10.0.2.2, so a converge fetches nothing from outside the machine.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import shutil
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from email.utils import formatdate
 from pathlib import Path
 
-from rackform.testbed.image import MIRROR, PACKAGES, SUITE, _check_tools, _run, cache_dir
+from rackform.testbed.image import MIRROR, PACKAGES, SUITE, _check_tools, _run, cached_build
 
 # What the roles install on a Debian 12 host without GPUs (the testbed's), and what their
 # modules need there: python3-apt (the apt module, check mode included) and python3-packaging
@@ -51,17 +50,7 @@ def repo_key() -> str:
 def ensure_repo(log: Callable[[str], None] = print) -> Path:
     """The repository's directory (built first if this recipe has none): the .deb files, a
     `Packages` index and a `Release` file."""
-    root = cache_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"apt-{repo_key()}"
-    with open(root / ".lock-apt", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (final / "done").exists():
-            _build(final, log)
-            for old in root.glob("apt-*"):
-                if old != final:
-                    shutil.rmtree(old, ignore_errors=True)
-    return final
+    return cached_build("apt", repo_key(), lambda final: _build(final, log))[0]
 
 
 def _build(final: Path, log: Callable[[str], None]) -> None:

@@ -146,30 +146,29 @@ class ImageError(RuntimeError):
     """The base image could not be built (missing tool, debootstrap failure, not root)."""
 
 
-def ensure_base_image(log: Callable[[str], None] = print) -> BaseImage:
-    """Return the cached base image for the current recipe, building it first if needed.
-    Concurrent callers wait on a lock instead of building twice."""
+def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> tuple[Path, float | None]:
+    """`<cache>/<kind>-<key>`, built by `build` first unless a finished one is there (`build`
+    writes its `done` marker last); building drops the builds of older recipes (a VM still
+    running on one keeps its open file). Concurrent callers wait on the kind's lock instead of
+    building twice. Also returns the seconds spent building now (None: it came from the cache)."""
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"base-{recipe_key()}"
-    with open(root / ".lock", "w") as lock:
+    final = root / f"{kind}-{key}"
+    with open(root / f".lock-{kind}", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (final / "done").exists():
-            start = time.monotonic()
-            _build(final, log)
-            _prune(root, keep=final)
-            return _image(final, time.monotonic() - start)
-    return _image(final, None)
+        if (final / "done").exists():
+            return final, None
+        start = time.monotonic()
+        build(final)
+        for old in root.glob(f"{kind}-*"):
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
+        return final, time.monotonic() - start
 
 
-def _prune(root: Path, keep: Path) -> None:
-    """Drop images of older recipes (a VM still running on one keeps its open file)."""
-    for old in root.glob("base-*"):
-        if old != keep:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def _image(d: Path, built_s: float | None) -> BaseImage:
+def ensure_base_image(log: Callable[[str], None] = print) -> BaseImage:
+    """Return the cached base image for the current recipe, building it first if needed."""
+    d, built_s = cached_build("base", recipe_key(), lambda final: _build(final, log))
     return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", built_s)
 
 

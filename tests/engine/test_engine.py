@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, FULL_ON_ETHERNET, ROOT, rackform
@@ -24,6 +25,8 @@ from rackform.engine import (
     prepare_many,
     require_clear,
 )
+from rackform.plan import sizing
+from rackform.targets.compilers import COMPILERS
 
 BLOCKED = FULL_ON_ETHERNET
 ENVS = "environments:\n  dev: {}\n  prod: {}\n"
@@ -119,6 +122,46 @@ def test_a_file_is_read_once_and_each_environment_merged_once(write, monkeypatch
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 0, result.output
     assert len(reads) == 1
+
+
+def _count_calls(monkeypatch, calls: Counter) -> None:
+    """Count every call of each target's price and of the sizing arithmetic, wherever a module
+    imported the function (a second computation behind another name counts too)."""
+    for kind in {type(c) for c in COMPILERS.values()}:
+        real = kind.cost
+        monkeypatch.setattr(
+            kind, "cost", lambda self, plan, real=real: calls.update(["cost"]) or real(self, plan)
+        )
+    for name in ("training_memory", "serving_memory", "checkpoint_gb"):
+        real = getattr(sizing, name)
+
+        def counted(*args, real=real, name=name):
+            calls.update([name])
+            return real(*args)
+
+        for module in [m for n, m in sys.modules.items() if n.startswith("rackform")]:
+            if getattr(module, name, None) is real:
+                monkeypatch.setattr(module, name, counted)
+
+
+@pytest.mark.parametrize(
+    "example", sorted((ROOT / "blueprints").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_prepare_prices_and_sizes_each_environment_once(example, monkeypatch):
+    # Compile derives the cost and the workload's sizing once into the plan; preflight's rules
+    # and report read them there (the utilization-gap rule of aws-training.yaml once priced the
+    # cluster a second time, and each checkpoint rule sized the checkpoint again).
+    calls: Counter = Counter()
+    _count_calls(monkeypatch, calls)
+    prepared = prepare_all(example)
+    training = [p for p in prepared if p.plan.training and p.plan.workload]
+    serving = [p for p in prepared if not p.plan.training and p.plan.workload]
+    assert calls["cost"] == len(prepared)
+    assert calls["training_memory"] == len(training)
+    assert calls["checkpoint_gb"] == len(training)
+    assert calls["serving_memory"] == len(serving)
+    for p in prepared:
+        assert p.report.cost is p.plan.cost
 
 
 def test_default_is_the_base_blueprint_everywhere(write):

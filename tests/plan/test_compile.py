@@ -14,7 +14,6 @@ from rackform.catalog.raid import role_table
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
 from rackform.plan.thresholds import for_group
-from rackform.preflight.base import Context
 
 
 def plan_of(path, env=None):
@@ -27,8 +26,8 @@ def test_the_aws_array_is_computed_once_and_read_everywhere(write):
     assert (g.array.drives, g.array.data_drives) == (8, 8)
     assert g.array.write_gbps == pytest.approx(28.0)
     assert g.array.capacity_gb == pytest.approx(8 * 3840)
-    # Preflight's array is the plan's (the slowest group's), not a second computation.
-    assert Context(plan).array is g.array
+    # The plan's slowest array, which preflight reads, is the group's, not a second computation.
+    assert plan.sizing.array is g.array
     # The thresholds read the same figure.
     assert for_group(plan).checkpoint_write_gbps.value == pytest.approx(0.25 * 28.0)
     # And the role gets the catalog's RAID table, the one the array was sized with.

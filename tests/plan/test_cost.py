@@ -11,7 +11,7 @@ from rackform.blueprint.loader import load_effective
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.engine import compile_effective
-from rackform.plan.cost import estimate, render
+from rackform.plan.cost import render
 
 ROOT = Path(__file__).resolve().parents[2]
 CAT = load_catalog()
@@ -22,7 +22,7 @@ S3 = FIG.cost.storage_usd_per_gb_month.value
 
 
 def cost_of(path: Path | str, env: str | None = None):
-    return estimate(compile_effective(load_effective(ROOT / "blueprints" / path, env)))
+    return compile_effective(load_effective(ROOT / "blueprints" / path, env)).cost
 
 
 def market(text: str, line: str) -> str:
@@ -132,7 +132,7 @@ def test_a_region_the_catalog_does_not_price_gets_no_total(write):
     text = AWS_TRAINING.replace("region: us-east-1", "region: us-west-2").replace(
         "availability_zone: us-east-1a", "availability_zone: us-west-2a"
     )
-    c = estimate(compile_effective(load_effective(write(text))))
+    c = compile_effective(load_effective(write(text))).cost
     assert c.usd_per_hour is None and c.usd_per_month is None and c.compute == ()
     assert any(
         "no price for p5.48xlarge in us-west-2 (it prices us-east-1)" in n for n in c.notes
@@ -162,7 +162,7 @@ def test_a_parked_group_costs_nothing_and_finds_nothing_about_checkpoints(write)
         "workload: {model_params_b: 70, method: full, checkpoint_interval_min: 5}\n"
     )
     plan = compile_effective(load_effective(write(text)))
-    c = estimate(plan)
+    c = plan.cost
     assert [ln.usd_per_hour for ln in c.compute] == [0]
     assert c.usd_per_hour == pytest.approx(c.storage.usd_per_hour)  # kept checkpoints only
     from rackform.preflight.report import run

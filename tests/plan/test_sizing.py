@@ -12,7 +12,6 @@ from rackform.catalog.preflight import load_preflight_figures
 from rackform.engine import compile_effective
 from rackform.plan import sizing
 from rackform.plan.arrays import array_plan
-from rackform.preflight.base import Context
 
 F = load_preflight_figures().memory
 USABLE_24 = 24 * (1 - F.reserve_fraction.value)
@@ -124,4 +123,4 @@ def test_the_slowest_groups_array_decides(write):
     text = text.replace("node_groups:\n  - name: gpu", "node_groups:\n  - name: gpu", 1)
     plan = compile_effective(load_effective(write(text)))
     assert [g.array.write_gbps for g in plan.node_groups] == pytest.approx([28.0, 1.0])
-    assert Context(plan).array.write_gbps == pytest.approx(1.0)
+    assert plan.sizing.array.write_gbps == pytest.approx(1.0)

@@ -145,6 +145,12 @@ def test_groups(write):
     with pytest.raises(GroupError, match="no node group 'big'; the cluster has hgx, small"):
         for_group(spec, "big")
     assert for_group(spec, "small").gpu_model == "L4"
+    # The plan carries each group's expectations, and no cluster-wide set for one job across
+    # different groups: the roles get no thresholds then.
+    by_group = spec.group_expectations
+    assert {n: e.gpu_model for n, e in by_group.items()} == {"hgx": "H100-SXM", "small": "L4"}
+    assert by_group["small"] == for_group(spec, "small") and by_group["hgx"].nodes == 2
+    assert spec.expectations is None and spec.group_vars["smoke_train_job_args"] == ()
 
 
 def test_without_blueprint_expects_nothing_but_learning():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,19 @@ def load(tmp_path: Path, data: dict, name: str = "bp.yaml") -> Plan:
     return compile_effective(load_effective(path))
 
 
+class Unreadable:
+    """An effective blueprint no rule may read: every attribute is an error."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"a preflight rule read the blueprint (.{name})")
+
+
 def found(tmp_path: Path, data: dict) -> dict[str, Finding]:
-    """The findings of a blueprint by code (each rule reports a code at most once here)."""
+    """The findings of a blueprint by code (each rule reports a code at most once here). The
+    rules get the plan without its blueprint: what they compare must come with the plan."""
     out: dict[str, Finding] = {}
-    for f in findings(load(tmp_path, data)):
+    blind = dataclasses.replace(load(tmp_path, data), effective=Unreadable())
+    for f in findings(blind):
         assert f.code not in out, f"{f.code} reported twice"
         out[f.code] = f
     return out

@@ -5,9 +5,6 @@ from __future__ import annotations
 import pytest
 from preflight_bp import aws, bare, found, load
 
-from rackform.preflight.base import Context
-from rackform.preflight.checkpoint import checkpoint_time
-
 W70 = {
     "model_params_b": 70,
     "method": "full",
@@ -22,7 +19,7 @@ def storage(gbps: float) -> dict:
 
 def test_70b_weights_at_1_gbps_every_30_min_is_an_error(tmp_path):
     data = bare(workload=W70, storage=storage(1))
-    t = checkpoint_time(Context(load(tmp_path, data)))
+    t = load(tmp_path, data).sizing.checkpoint
     assert t.size_gb == 140
     assert t.seconds == pytest.approx(140)
     assert t.seconds / 1800 == pytest.approx(0.078, abs=0.001)
@@ -37,7 +34,7 @@ def test_70b_weights_at_1_gbps_every_30_min_is_an_error(tmp_path):
 
 def test_70b_weights_at_20_gbps_passes(tmp_path):
     data = bare(workload=W70, storage=storage(20))
-    t = checkpoint_time(Context(load(tmp_path, data)))
+    t = load(tmp_path, data).sizing.checkpoint
     assert t.seconds == pytest.approx(7)
     assert t.seconds / 1800 == pytest.approx(0.004, abs=0.0005)  # about 0.4%
     out = found(tmp_path, data)
@@ -53,11 +50,11 @@ def test_full_state_suggests_weights_only(tmp_path):
 
 def test_fsdp_nodes_write_their_shards_in_parallel(tmp_path):
     w = {"model_params_b": 70, "method": "full", "checkpoint_interval_min": 30}
-    t = checkpoint_time(Context(load(tmp_path, aws(count=4, workload=w))))
+    t = load(tmp_path, aws(count=4, workload=w)).sizing.checkpoint
     # p5.48xlarge: 8 instance-store drives x 3.5 GB/s in RAID0, four nodes at once.
     assert (t.size_gb, t.node_gbps, t.writers) == (980, 28, 4)
     assert t.seconds == pytest.approx(980 / 112)
-    ddp = checkpoint_time(Context(load(tmp_path, aws(count=4, workload={**w, "sharding": "ddp"}))))
+    ddp = load(tmp_path, aws(count=4, workload={**w, "sharding": "ddp"})).sizing.checkpoint
     assert ddp.writers == 1 and ddp.seconds == pytest.approx(35)
 
 

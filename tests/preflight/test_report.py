@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from preflight_bp import aws, load
+import dataclasses
+from pathlib import Path
+
+import pytest
+from preflight_bp import Unreadable, aws, load
 
 from rackform.blueprint.loader import load_effective
-from rackform.engine import compile_effective
+from rackform.engine import compile_effective, prepare_all
 from rackform.preflight.codes import CODES
 from rackform.preflight.registry import RULES, codes, missing_rules
-from rackform.preflight.report import run
+from rackform.preflight.report import findings, run
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "blueprints").glob("*.yaml"))
 
 FULL_4_NODES_ETHERNET = aws(
     "g6e.48xlarge", count=4, fabric="ethernet", workload={"model_params_b": 13, "method": "full"}
@@ -24,6 +30,15 @@ def test_every_rule_has_a_unique_code_level_and_summary():
     # there has its rule and every rule's code is there.
     assert codes() == {c: v.level for c, v in CODES.items()}
     assert missing_rules() == []
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_the_rules_read_the_plan_and_never_the_blueprint(example):
+    # The blueprint only locates findings in the file (report.run); every fact a rule compares
+    # comes with the plan. Each example in each environment finds the same without it.
+    for p in prepare_all(example):
+        blind = dataclasses.replace(p.plan, effective=Unreadable())
+        assert findings(blind) == [lf.finding for lf in p.report.findings]
 
 
 def test_an_error_blocks_until_waived_and_the_reason_shows(tmp_path):

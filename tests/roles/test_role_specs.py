@@ -19,7 +19,7 @@ from rackform.blueprint.loader import load_effective
 from rackform.blueprint.schema.sections import FABRICS
 from rackform.engine import compile_effective
 from rackform.hosts.runner import ROLES
-from rackform.plan.inventory import group_vars
+from rackform.plan.model import thaw
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
@@ -180,7 +180,7 @@ def _validator(spec: dict) -> ArgumentSpecValidator:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_compiled_group_vars_are_accepted_by_the_roles(example):
-    variables = group_vars(compile_effective(load_effective(example)))
+    variables = thaw(compile_effective(load_effective(example)).group_vars)
     role_vars = {k: v for k, v in variables.items() if not k.startswith("rackform_")}
     for role in ROLES:
         spec = options(role)

@@ -15,7 +15,7 @@ from gpu_collection import ROLES_DIR
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
-from rackform.plan.inventory import group_vars
+from rackform.plan.model import thaw
 from rackform.validation.argv import host_argv, job_argv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def role_lines(variables: dict) -> tuple[list[str], list[str]]:
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_the_roles_lines_are_the_builders(example):
     plan = compile_effective(load_effective(example))
-    variables = group_vars(plan)
+    variables = thaw(plan.group_vars)
     job, host = role_lines(variables)
     exp = plan.expectations
     if exp is None:  # several node groups: no expectations, only the run's own arguments
@@ -63,7 +63,7 @@ def test_the_roles_lines_are_the_builders(example):
 
 def test_model_arguments_follow_the_expectations():
     plan = compile_effective(load_effective(EXAMPLES[0]))
-    variables = {**group_vars(plan), "smoke_train_model_args": ["--preset", "tiny"]}
+    variables = {**thaw(plan.group_vars), "smoke_train_model_args": ["--preset", "tiny"]}
     job, _ = role_lines(variables)
     assert job[-2:] == ["--preset", "tiny"]
     assert job[:-2] == job_argv(

@@ -111,3 +111,26 @@ def test_the_local_repository_index_is_what_apt_reads(tmp_path):
     release = (repo / "Release").read_text()
     assert hashlib.sha256((repo / "Packages").read_bytes()).hexdigest() in release
     assert sources_line(8080) == "deb [trusted=yes] http://10.0.2.2:8080/ ./\n"
+
+
+def test_a_cached_build_is_built_once_per_recipe_and_older_ones_go(monkeypatch, tmp_path):
+    # The base image and the package repository share this: build once, reuse while the
+    # recipe's key holds, drop the builds of older recipes when a new one is made.
+    monkeypatch.setenv("RACKFORM_TESTBED_CACHE", str(tmp_path))
+    built = []
+
+    def build(final: Path) -> None:
+        built.append(final.name)
+        final.mkdir()
+        (final / "done").write_text("")
+
+    first, seconds = image.cached_build("apt", "k1", build)
+    assert first == tmp_path / "apt-k1" and seconds is not None
+    assert image.cached_build("apt", "k1", build) == (first, None)
+    image.cached_build("base", "k1", build)  # another kind is left alone
+    assert image.cached_build("apt", "k2", build)[0] == tmp_path / "apt-k2"
+    assert built == ["apt-k1", "base-k1", "apt-k2"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "apt-k2",
+        "base-k1",
+    ]

@@ -8,7 +8,8 @@ import pytest
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
-from rackform.plan.inventory import group_vars, inventory
+from rackform.plan.inventory import inventory
+from rackform.plan.model import thaw
 from rackform.testbed import lifecycle
 
 
@@ -43,7 +44,7 @@ def test_the_blueprint_is_valid_and_compiles_to_the_vms(tmp_path):
         "nvme_raid_devices": ["RFTB01N0", "RFTB01N1", "RFTB01N2", "RFTB01N3"],
     }
     assert hosts["node2"]["ansible_port"] == 40002
-    v = group_vars(spec)
+    v = thaw(spec.group_vars)
     assert v["nccl_rdma_interfaces"] == ["priv0"] and v["smoke_train_interface"] == "priv0"
     # VMs have no GPU: the GPU roles skip them, saying why, instead of failing.
     assert v["nvidia_driver_require_gpu"] is False and v["dcgm_require_gpu"] is False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -41,6 +42,18 @@ class RuleViolations(ValueError):
 def check(violations: list[Violation]) -> None:
     if violations:
         raise RuleViolations(violations)
+
+
+def repeated(keys: Iterable[Hashable]) -> list[int]:
+    """The position of every key that an earlier one already had: where a list that must hold
+    each name (or code) once names one again."""
+    seen: set[Hashable] = set()
+    out = []
+    for i, key in enumerate(keys):
+        if key in seen:
+            out.append(i)
+        seen.add(key)
+    return out
 
 
 def closest(word: str, choices: list[str]) -> str:

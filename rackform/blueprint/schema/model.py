@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, ValidationError, model_validator
 
 from rackform.blueprint.schema import sections
-from rackform.blueprint.schema.base import Strict, Violation, check
+from rackform.blueprint.schema.base import Strict, Violation, check, repeated
 from rackform.blueprint.schema.scheduler import SlurmScheduler, scheduler_rules
 from rackform.blueprint.schema.sections import (
     FABRICS,
@@ -195,19 +195,14 @@ class Blueprint(Strict):
         return out
 
     def _unique_names(self) -> list[Violation]:
-        out: list[Violation] = []
-        seen: set[str] = set()
-        for i, g in enumerate(self.node_groups):
-            if g.name in seen:
-                out.append(
-                    Violation(
-                        ("node_groups", i, "name"),
-                        f"node group {g.name!r} is declared twice",
-                        "merge the groups or rename one",
-                    )
-                )
-            seen.add(g.name)
-        return out
+        return [
+            Violation(
+                ("node_groups", i, "name"),
+                f"node group {self.node_groups[i].name!r} is declared twice",
+                "merge the groups or rename one",
+            )
+            for i in repeated(g.name for g in self.node_groups)
+        ]
 
     def _fabric_rules(self) -> list[Violation]:
         return fabric_rule(self.network.fabric, self.target.type)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from rackform.blueprint.schema.base import RuleViolations, Strict, Violation, closest
+from rackform.blueprint.schema.base import RuleViolations, Strict, Violation, closest, repeated
 from rackform.preflight.codes import CODES
 
 
@@ -52,16 +52,11 @@ class Waiver(Strict):
 
 
 def duplicate_waivers(waivers: tuple[Waiver, ...]) -> list[Violation]:
-    seen: set[str] = set()
-    out = []
-    for i, w in enumerate(waivers):
-        if w.code in seen:
-            out.append(
-                Violation(
-                    ("waivers", i, "code"),
-                    f"{w.code!r} is waived twice",
-                    "keep one waiver per code",
-                )
-            )
-        seen.add(w.code)
-    return out
+    return [
+        Violation(
+            ("waivers", i, "code"),
+            f"{waivers[i].code!r} is waived twice",
+            "keep one waiver per code",
+        )
+        for i in repeated(w.code for w in waivers)
+    ]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.catalog import Catalog
 from rackform.plan.arrays import array_plan
-from rackform.plan.model import NodeGroupPlan, Plan
+from rackform.plan.model import Basis, NodeGroupPlan
 from rackform.plan.pricing import TargetCost
 from rackform.targets.aws import cost
 from rackform.targets.aws.images import IMAGES, Image
@@ -127,7 +127,7 @@ class AwsCompiler(TargetCompiler):
             (),
         )
 
-    def cost(self, plan: Plan) -> TargetCost:
+    def cost(self, plan: Basis) -> TargetCost:
         return cost.cost(plan)
 
 

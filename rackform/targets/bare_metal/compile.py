@@ -4,7 +4,7 @@ servers."""
 
 from __future__ import annotations
 
-from rackform.plan.model import Plan
+from rackform.plan.model import Basis
 from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
 from rackform.targets.onprem import compile as onprem
 
@@ -12,7 +12,7 @@ from rackform.targets.onprem import compile as onprem
 class BareMetalCompiler(onprem.OnPremCompiler):
     type = "bare_metal"
 
-    def cost(self, plan: Plan) -> TargetCost:
+    def cost(self, plan: Basis) -> TargetCost:
         t, notes = plan.target, []
         lines = onprem.hardware(plan, t.capex_usd_per_gpu, t.amortize_months, notes)
         if t.power_usd_per_kwh is None:

@@ -3,7 +3,7 @@ the price of the committed kW plus the hardware amortized."""
 
 from __future__ import annotations
 
-from rackform.plan.model import Plan, RackPlan
+from rackform.plan.model import Basis, RackPlan
 from rackform.plan.pricing import UNPRICED, Line, TargetCost
 from rackform.targets.colocation import schema
 from rackform.targets.onprem import compile as onprem
@@ -16,7 +16,7 @@ class ColocationCompiler(onprem.OnPremCompiler):
         draw = schema.rack_gpu_kw(bp.target.racks, bp.node_groups, catalog)
         return None, tuple(RackPlan(r.name, r.power_kw, draw[r.name]) for r in bp.target.racks)
 
-    def cost(self, plan: Plan) -> TargetCost:
+    def cost(self, plan: Basis) -> TargetCost:
         t, notes = plan.target, []
         hours = plan.figures.cost.hours_per_month.value
         lines = []

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from rackform.blueprint.schema.base import Strict, Violation, check, closest
+from rackform.blueprint.schema.base import Strict, Violation, check, closest, repeated
 from rackform.catalog import Catalog
 from rackform.targets.onprem.schema import OnPremSchema, OnPremTarget, OwnedHardware
 from rackform.targets.schema import Cluster
@@ -32,19 +32,16 @@ class ColocationTarget(OnPremTarget, OwnedHardware):
 
     @model_validator(mode="after")
     def _unique_racks(self) -> ColocationTarget:
-        seen: set[str] = set()
-        out = []
-        for i, r in enumerate(self.racks):
-            if r.name in seen:
-                out.append(
-                    Violation(
-                        ("racks", i, "name"),
-                        f"rack {r.name!r} is listed twice",
-                        "give every rack a unique name",
-                    )
+        check(
+            [
+                Violation(
+                    ("racks", i, "name"),
+                    f"rack {self.racks[i].name!r} is listed twice",
+                    "give every rack a unique name",
                 )
-            seen.add(r.name)
-        check(out)
+                for i in repeated(r.name for r in self.racks)
+            ]
+        )
         return self
 
 

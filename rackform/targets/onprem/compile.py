@@ -6,7 +6,7 @@ from __future__ import annotations
 from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.catalog import Catalog
 from rackform.plan.arrays import array_plan
-from rackform.plan.model import HostPlan, NodeGroupPlan, Plan
+from rackform.plan.model import Basis, HostPlan, NodeGroupPlan
 from rackform.plan.pricing import UNPRICED, Line
 from rackform.targets.compile import TargetCompiler
 
@@ -37,7 +37,7 @@ def compile_group(bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGrou
     )
 
 
-def hardware(plan: Plan, capex: float | None, months: int, notes: list[str]) -> list[Line]:
+def hardware(plan: Basis, capex: float | None, months: int, notes: list[str]) -> list[Line]:
     """Hardware amortized over `months`, or a note that it cannot be priced."""
     hours = plan.figures.cost.hours_per_month.value
     if capex is None:
