@@ -140,6 +140,7 @@ class Basis:
     scheduler: SchedulerPlan | None  # None: no scheduler on the cluster
     stack_config: Mapping[str, str]  # what `Pulumi.<stack>.yaml` holds
     project: Path | None = field(compare=False)  # the Pulumi project (Pulumi.yaml), if any
+    directory: Path = field(compare=False)  # the blueprint file's directory (its siblings' stacks)
     figures: PreflightFigures = field(repr=False, compare=False)
     catalog: Catalog = field(repr=False, compare=False)  # for right-sizing across the catalog
 

@@ -28,7 +28,8 @@ from rackform.blueprint.loader import Effective, load_all
 from rackform.blueprint.problems import BlueprintError
 from rackform.catalog.quotas import Quota, load_quotas
 from rackform.plan.compile import stack_name
-from rackform.preflight.base import Context, Finding, Rule
+from rackform.plan.model import Plan
+from rackform.preflight.base import Finding, Rule
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,11 @@ class DefaultQuotas(Rule):
 
     code = "aws-default-quota"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        own = aws_stack(ctx.plan.effective)
-        if own is None:
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        if plan.target_type != "aws":
             return
-        directory = ctx.plan.effective.path.parent
+        own = AwsStack(plan.stack, plan.target.region, plan.target.availability_zone, plan.purpose)
+        directory = plan.directory
         stacks = {s.name: s for s in repository_stacks(directory)}
         stacks[own.name] = own  # as checked now, whatever the file on disk says
         for quota in load_quotas():

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rackform.plan.model import Plan
+from rackform.plan.model import Basis, Plan
 from rackform.reap.target import Reaper
 
 if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every command
@@ -39,11 +39,11 @@ class TargetRuntime:
         """The user Ansible logs in as."""
         raise NotImplementedError
 
-    def inventory_vars(self, plan: Plan) -> Mapping[str, Any]:
+    def inventory_vars(self, plan: Basis) -> Mapping[str, Any]:
         """Inventory variables for every node (e.g. how the controller's SSH reaches them)."""
         return {}
 
-    def role_vars(self, plan: Plan) -> Mapping[str, Any]:
+    def role_vars(self, plan: Basis) -> Mapping[str, Any]:
         """Role variables the target adds (e.g. what the machine image preinstalled)."""
         return {}
 

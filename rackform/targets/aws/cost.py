@@ -5,11 +5,11 @@ priced from another region."""
 
 from __future__ import annotations
 
-from rackform.plan.model import Plan
+from rackform.plan.model import Basis
 from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
 
 
-def cost(plan: Plan) -> TargetCost:
+def cost(plan: Basis) -> TargetCost:
     t, c = plan.target, plan.figures.cost
     hours = c.hours_per_month.value
     lines, notes, lo, hi = [], [], 0.0, 0.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rackform.plan.model import Plan
+from rackform.plan.model import Basis, Plan
 from rackform.stack.errors import ProgramError
 from rackform.targets.aws.images import IMAGES
 from rackform.targets.aws.reap import AwsReaper
@@ -19,7 +19,7 @@ class AwsRuntime(TargetRuntime):
     def ssh_user(self, target) -> str:
         return IMAGES[target.ami.image].ssh_user
 
-    def role_vars(self, plan: Plan) -> Mapping[str, object]:
+    def role_vars(self, plan: Basis) -> Mapping[str, object]:
         """On an image that preinstalled the driver and mounts the instance store itself (the
         DLAMI), the roles adopt the driver (refusing a second branch) and use or replace its
         array, as the blueprint says."""
@@ -32,7 +32,7 @@ class AwsRuntime(TargetRuntime):
             "nvme_raid_preexisting_action": plan.target.ami.instance_store,
         }
 
-    def inventory_vars(self, plan: Plan) -> Mapping[str, object]:
+    def inventory_vars(self, plan: Basis) -> Mapping[str, object]:
         """The nodes have no public address and no inbound port from the internet: the
         controller's SSH goes through the stack's EC2 Instance Connect Endpoint, tunnelled by
         the AWS CLI (`aws ec2-instance-connect open-tunnel`, AWS CLI v2; EC2 user guide,
