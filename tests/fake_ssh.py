@@ -3,7 +3,9 @@
 No host answers SSH in the test environment, so the tests put this script first on PATH. It
 appends its argv to $FAKE_SSH_LOG and then behaves like a reachable host by running the remote
 command (`sh -s` with the probe on stdin) on this machine, or like an unreachable one (exit 255
-with ssh's message) when $FAKE_SSH_FAIL is set.
+with ssh's message) when $FAKE_SSH_FAIL is set. As sshd does, the remote words are joined with
+spaces and handed to a shell (`sh -c`), so an argument the caller quoted for the remote shell
+arrives as the one word it was, and one it forgot to quote is split as it would be there.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ args = sys.argv[1:]
 i = 0
 while i < len(args) and args[i].startswith("-"):
     i += 2  # every option the provider passes takes a value (-o X, -p N)
-remote = args[i + 1:]  # after user@host
-sys.exit(subprocess.run(remote).returncode)
+remote = " ".join(args[i + 1:])  # after user@host, as sshd gets it
+sys.exit(subprocess.run(["sh", "-c", remote]).returncode)
 """
 
 

@@ -16,7 +16,11 @@ from rackform.scheduler.remote import RemoteError, Runner
 TIMEOUT_S = 120
 # $1: the reason; $2...: the nodes. Per node one line `node|result|state after|message`.
 SCRIPT = r"""reason=$1; shift
-state() { sinfo --noheader --Node --nodes="$1" --format=%T 2>/dev/null | head -n 1; }
+state() {
+  s=$(sinfo --noheader --Node --nodes="$1" --format=%T 2>&1) || { echo "$s" | tail -n 1; return 1; }
+  echo "$s" | head -n 1
+}
+flat() { echo "$1" | tr '\n|' '  '; }
 update() {
   out=$(scontrol update nodename="$1" state=drain reason="$2" 2>&1) && return 0
   case $out in *[Pp]ermission*) ;; *) return 1 ;; esac
@@ -24,13 +28,13 @@ update() {
   out=$(sudo -n scontrol update nodename="$1" state=drain reason="$2" 2>&1)
 }
 for n in "$@"; do
-  before=$(state "$n")
+  if ! before=$(state "$n"); then printf '%s|unread||%s\n' "$n" "$(flat "$before")"; continue; fi
   case $before in
     '') printf '%s|missing||\n' "$n"; continue ;;
     *drain*) printf '%s|already|%s|\n' "$n" "$before"; continue ;;
   esac
   if update "$n" "$reason"; then result=drained; else result=failed; fi
-  printf '%s|%s|%s|%s\n' "$n" "$result" "$(state "$n")" "$(echo "$out" | tr '\n|' '  ')"
+  printf '%s|%s|%s|%s\n' "$n" "$result" "$(state "$n")" "$(flat "$out")"
 done
 """
 NODE_STATES = "exec sinfo --noheader --Node --format='%N|%T'\n"
@@ -38,6 +42,8 @@ NODE_STATES = "exec sinfo --noheader --Node --format='%N|%T'\n"
 
 def _outcome(node: str, result: str, state: str, message: str) -> Outcome:
     state = state.rstrip("*~#!%$@^-")  # sinfo's suffixes: not responding, powered down, ...
+    if result == "unread":
+        return Outcome(node, False, f"cannot read its state in Slurm: {message.strip()}")
     if result == "missing":
         return Outcome(node, False, "not a node of the controller's Slurm (sinfo knows none)")
     if result == "failed":

@@ -56,6 +56,6 @@ def _one(name: str, expr: str) -> list[str]:
 def expand(expr: str) -> list[str]:
     """Every node name the expression names, in its order; '' and '(null)' name none."""
     expr = expr.strip()
-    if expr in ("", "(null)", "None", "Unknown"):
+    if expr in ("", "(null)", "None", "None assigned", "Unknown"):
         return []
     return [n for part in _split(expr) for n in _one(part, expr)]
