@@ -27,6 +27,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fake_ssh
 import pytest
 from loopback import free_port
 
@@ -91,6 +92,10 @@ class LocalSlurm:
     jobcomp: Path
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     started_s: float = 0.0  # how long the cluster took to answer with every node idle
+
+    @property
+    def user(self) -> str:
+        return getpass.getuser()
 
     @property
     def runner(self) -> Local:
@@ -228,6 +233,48 @@ def start(root: Path) -> LocalSlurm:
         raise
     slurm.started_s = time.monotonic() - t0
     return slurm
+
+
+def blueprint(action: str = "drain", grace: int = 0, protect: bool = False) -> str:
+    """A bare-metal blueprint whose hosts are this Slurm's nodes (`slurm-a-0` its controller),
+    with the partitions slurm.conf has; reached over SSH on addresses nothing answers on, so
+    only fake_ssh (`ssh_env`) reaches them, by running the command here."""
+    hosts = "\n".join(
+        f"      - {{name: {n}, address: 10.77.7.{i + 1}}}" for i, n in enumerate(NODES)
+    )
+    return f"""name: slurm-a
+purpose: training
+owner: ops@example.com
+target: {{type: bare_metal, ssh_port: 2222, capex_usd_per_gpu: 30000, amortize_months: 36}}
+node_groups:
+  - name: gpu
+    gpu: H100-SXM
+    gpus_per_node: {GPUS_PER_NODE}
+    hosts:
+{hosts}
+network: {{fabric: ethernet}}
+scheduler:
+  type: slurm
+  controller: {NODES[0]}
+  partitions:
+    - {{name: {PARTITIONS[0]}, node_groups: [gpu], default: true, priority_tier: 10}}
+    - {{name: {PARTITIONS[1]}, node_groups: [gpu], priority_tier: 1, preemptible: true}}
+lifecycle:
+  protect: {str(protect).lower()}
+  idle: {{gpu_util_below_pct: 10, for_minutes: 60, action: {action}, grace_minutes: {grace}}}
+"""
+
+
+def ssh_env(slurm: LocalSlurm, tmp: Path, fail: bool = False) -> dict[str, str]:
+    """The environment for a `rackform` subprocess whose ssh (tests/fake_ssh.py, first on PATH)
+    runs the controller's commands on this machine, against this Slurm; each ssh argv is
+    logged to tmp/ssh.log. `fail`: every host unreachable."""
+    fake_ssh.install(tmp / "bin")
+    env = {**slurm.env, "PATH": f"{tmp / 'bin'}{os.pathsep}{slurm.env['PATH']}"}
+    env["FAKE_SSH_LOG"] = str(tmp / "ssh.log")
+    if fail:
+        env["FAKE_SSH_FAIL"] = "1"
+    return env
 
 
 _SHARED: list[LocalSlurm] = []

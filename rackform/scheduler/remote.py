@@ -23,7 +23,8 @@ SSH_FAILED = 255
 
 
 class RemoteError(Exception):
-    """The script could not be run at all (no ssh client, no answer, timed out): one line."""
+    """No answer from the host: the script could not be run (no ssh client, the host not
+    reached, timed out), or (subclasses) what ran there failed or answered garbage. One line."""
 
 
 @dataclass(frozen=True)

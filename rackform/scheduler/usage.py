@@ -47,6 +47,7 @@ class JobUsage:
             "nodes": j.nodes,
             "gpus": self.gpus,
             "gpus_from": self.gpus_from,
+            "seconds": round(self.hours * 3600),
             "hours": round(self.hours, 4),
             "gpu_hours": round(self.gpu_hours, 4),
             "usd": None if self.usd is None else round(self.usd, 2),
