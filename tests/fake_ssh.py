@@ -10,6 +10,7 @@ arrives as the one word it was, and one it forgot to quote is split as it would 
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from pathlib import Path
@@ -37,3 +38,14 @@ def install(bin_dir: Path) -> Path:
     exe.write_text(f"#!{sys.executable}\n{SCRIPT}", encoding="utf-8")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return exe
+
+
+def environ(tmp: Path, base: dict[str, str], fail: bool = False) -> dict[str, str]:
+    """`base` with this fake first on PATH (installed under tmp/bin), its argv log at
+    tmp/ssh.log, and with `fail` every host unreachable."""
+    install(tmp / "bin")
+    env = {**base, "PATH": f"{tmp / 'bin'}{os.pathsep}{base['PATH']}"}
+    env["FAKE_SSH_LOG"] = str(tmp / "ssh.log")
+    if fail:
+        env["FAKE_SSH_FAIL"] = "1"
+    return env

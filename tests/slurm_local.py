@@ -269,12 +269,7 @@ def ssh_env(slurm: LocalSlurm, tmp: Path, fail: bool = False) -> dict[str, str]:
     """The environment for a `rackform` subprocess whose ssh (tests/fake_ssh.py, first on PATH)
     runs the controller's commands on this machine, against this Slurm; each ssh argv is
     logged to tmp/ssh.log. `fail`: every host unreachable."""
-    fake_ssh.install(tmp / "bin")
-    env = {**slurm.env, "PATH": f"{tmp / 'bin'}{os.pathsep}{slurm.env['PATH']}"}
-    env["FAKE_SSH_LOG"] = str(tmp / "ssh.log")
-    if fail:
-        env["FAKE_SSH_FAIL"] = "1"
-    return env
+    return fake_ssh.environ(tmp, slurm.env, fail)
 
 
 _SHARED: list[LocalSlurm] = []

@@ -19,9 +19,8 @@ NASTY = ["rackform reap: llm-a/prod idle", "it's", "$(touch /tmp/pwned)", "a;b",
 
 @pytest.fixture
 def ssh_on_path(tmp_path, monkeypatch):
-    fake_ssh.install(tmp_path / "bin")
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SSH_LOG", str(tmp_path / "ssh.log"))
+    for key, value in fake_ssh.environ(tmp_path, dict(os.environ)).items():
+        monkeypatch.setenv(key, value)
     return tmp_path / "ssh.log"
 
 
