@@ -105,7 +105,10 @@ class LocalSlurm:
         return done
 
     def sbatch(self, *args: str) -> str:
-        return self.run("sbatch", "--parsable", *args).stdout.strip().split(";")[0]
+        """Submit a job whose working directory (and so its slurm-<id>.out) is this Slurm's
+        own, never the directory the tests run in."""
+        chdir = f"--chdir={self.root / 'log'}"
+        return self.run("sbatch", "--parsable", chdir, *args).stdout.strip().split(";")[0]
 
     def state(self, job: str) -> str:
         return self.run(
