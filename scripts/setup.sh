@@ -28,6 +28,10 @@ if ((want_test)); then
   # rackform reap's notify action is tested against a real Alertmanager on loopback (the tests
   # start their own on free ports with a temp data dir, never the packaged service).
   apt_pkgs+=(prometheus-alertmanager)
+  # The Slurm operator tests (reap's busy check, drain, job records) run Debian's slurmctld and
+  # two slurmd on loopback in the foreground (tests/slurm_local.py); the package's services are
+  # not started where there is no init system, and the tests never use them.
+  apt_pkgs+=(slurm-wlm)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do

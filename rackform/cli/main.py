@@ -14,6 +14,7 @@ from rackform.cli import (  # noqa: F401
     diff_cmd,
     drift_cmd,
     init_cmd,
+    jobs_cmd,
     plan_cmd,
     promote_cmd,
     reap_cmd,

@@ -7,8 +7,8 @@ it says exactly what --apply would do. Exit status, for cron:
   2  bad input, nothing done
   3  Prometheus could not answer, nothing decided or done
   4  an action or warning failed on some cluster or host (see the JSON and the audit log)
-  5  some cluster could not be decided: `unknown` (missing metrics, a read of live tags, a BMC
-     or EC2 failed) or `locked` by another run; the others were handled
+  5  some cluster could not be decided: `unknown` (missing metrics, a read of live tags, a BMC,
+     EC2 or the Slurm queue failed) or `locked` by another run; the others were handled
 The JSON's `exit` says which and why."""
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def reap(
 ) -> None:
     """Find idle GPU clusters from DCGM utilization in Prometheus and say what their idle
     policy would do. Missing data is unknown, never idle; protected, young, busy, locked or
-    already-reaped clusters are never touched. Dry run unless --apply."""
+    already-reaped clusters are never touched, nor one whose Slurm queue holds a job. Dry run
+    unless --apply."""
     try:
         prom = Prometheus(prometheus, timeout, ca)
     except TelemetryError as exc:

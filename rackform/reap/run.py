@@ -1,9 +1,10 @@
 """One reap run: measure every cluster in one batch, decide each with the pure rules, then pass
 every safety rule that needs the world, the same way for a dry run and for --apply (so the dry
 run says exactly what --apply would do): a snooze, the per-cluster lock, the audit log's record
-of what an earlier run began, the target's live state (protect tags, power, launch times), and
-the grace period: warn first, act on a later run only if the cluster stayed idle all the time
-since the warning (measured again over that whole stretch)."""
+of what an earlier run began, the target's live state (protect tags, power, launch times), the
+scheduler's queue (a running or pending job keeps the cluster, whatever its GPUs say), and the
+grace period: warn first, act on a later run only if the cluster stayed idle all the time since
+the warning (measured again over that whole stretch)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import Prometheus, TelemetryError
 from rackform.reap.snooze import iso
 from rackform.reap.target import Outcome, Reaper
-from rackform.reap.verdict import REPORT_ONLY, Decision, decide, protected
+from rackform.reap.verdict import REPORT_ONLY, Decision, decide, expected_nodes, protected
+from rackform.scheduler import queue
+from rackform.scheduler.remote import RemoteError
 from rackform.targets.runtimes import reaper
 
 # A warning older than this (the reaper stopped running for a while) is stale: warn again rather
@@ -33,6 +36,8 @@ from rackform.targets.runtimes import reaper
 WARNING_MAX_AGE_S = 24 * 3600
 # Actions that leave the cluster's exporters down: their alerts are silenced for this long.
 SILENCE_S = 7 * 24 * 3600
+# Jobs named one a line in a report (the JSON's `jobs` has every one).
+MAX_JOBS_NAMED = 10
 
 
 def usd_per_gpu_hour(p: Prepared) -> float | None:
@@ -85,6 +90,7 @@ class World:
     notifier: Notifier
     prom: Prometheus
     reapers: Callable[[str], Reaper] = reaper
+    queue: Callable[[Plan], list[queue.Job]] = queue.of_cluster
     now: Callable[[], float] = time.time
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -124,35 +130,86 @@ def consider(d: Decision, p: Prepared, world: World) -> None:
         return
     action = d.action
     if action is None:
+        scheduled(d, p, world)  # reported only, but a queued job still says busy
         return
     earlier = world.audit.acted_since(d.stack, action, now - d.window_min * 60)
     if earlier is not None:
         d.hold("acted", f"run {earlier.get('run')} already began {action} at {iso(earlier['ts'])}")
         return
+    if action != "notify" and not _live(d, p, world, now):
+        return
+    # After the live state: a cluster already powered off is `off`, not a queue nobody answers.
+    if scheduled(d, p, world):
+        return
     if action == "notify":
         d.step = "act"
         return
+    _grace(d, p, world, now)
+
+
+def _live(d: Decision, p: Prepared, world: World, now: float) -> bool:
+    """The target's live state; False where it holds the cluster."""
     reaper = world.reapers(d.target)
-    live = reaper.live(p.plan, action)
+    live = reaper.live(p.plan, d.action)
     if live.error:
         d.hold("unknown", live.error)
         d.read_failed = True
-        return
+        return False
     if live.protected:
         d.hold("protected", f"live tags: {live.detail}")
-        return
+        return False
     if live.snoozed_until is not None and live.snoozed_until > now:
         d.hold("snoozed", f"snoozed on the cluster until {iso(live.snoozed_until)}: "
                f"{live.snooze_reason}")  # fmt: skip
-        return
+        return False
     if live.off:
         d.hold("off", f"already off: {live.detail}")
-        return
+        return False
     if live.started is not None and live.started > now - d.window_min * 60:
         d.hold("young", f"nodes started {int((now - live.started) // 60)} min ago, inside the "
                f"{d.window_min}m window")  # fmt: skip
-        return
-    _grace(d, p, world, now)
+        return False
+    return True
+
+
+def scheduled(d: Decision, p: Prepared, world: World) -> bool:
+    """Where the blueprint declares a scheduler, its queue, read once on the controller: a
+    running or pending job (or one in any state but an end state) keeps a cluster the metrics
+    call idle or stalled `busy`, and withdraws a standing warning; a queue that cannot be read
+    is `unknown`, never empty. True where it holds the cluster.
+
+    Every job of the controller's queue counts, on whichever nodes: the controller is one of
+    the blueprint's hosts, and reaping the cluster (power-off) takes slurmctld, and with it
+    every job it schedules, down too. Jobs on nodes the blueprint does not list are named so."""
+    if p.plan.scheduler is None or d.verdict not in ("idle", "stalled"):
+        return False
+    try:
+        jobs = queue.active(world.queue(p.plan))
+    except RemoteError as exc:
+        d.hold("unknown", f"cannot read the Slurm queue: {exc}; an unread queue is not empty")
+        d.read_failed = True
+        return True
+    if not jobs:
+        d.reasons.append("Slurm: no job running or pending")
+        return False
+    listed = expected_nodes(p.plan)
+    running = sum(j.nodes != "" for j in jobs)
+    why = (
+        f"Slurm: {len(jobs)} jobs in the queue ({running} holding nodes, "
+        f"{len(jobs) - running} waiting): a cluster with jobs is never idle, whatever its "
+        f"GPUs say (measured {d.verdict})"
+    )
+    d.jobs = [j.as_dict() for j in jobs]
+    warned = world.audit.warning(d.stack, d.action) if d.action else None
+    if warned is not None:
+        d.verdict, d.step = "busy", "withdraw"
+        d.reasons.append(f"{why}; the warning of {iso(warned['ts'])} is withdrawn")
+    else:
+        d.hold("busy", why)
+    d.reasons += [j.describe(listed) for j in jobs[:MAX_JOBS_NAMED]]
+    if len(jobs) > MAX_JOBS_NAMED:
+        d.reasons.append(f"... and {len(jobs) - MAX_JOBS_NAMED} more (the JSON names them all)")
+    return True
 
 
 def _grace(d: Decision, p: Prepared, world: World, now: float) -> None:

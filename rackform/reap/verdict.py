@@ -59,7 +59,8 @@ class Decision:
     # With an action: "warn" (notify now, act after the grace period) or "act" (carry it out).
     step: str | None = None
     grace: dict = field(default_factory=dict)  # the warning this run found: when, acts after
-    read_failed: bool = False  # a read of the world (live tags, BMC, EC2) failed
+    read_failed: bool = False  # a read of the world (live tags, BMC, EC2, Slurm) failed
+    jobs: list[dict] = field(default_factory=list)  # the scheduler's jobs that keep it busy
 
     @property
     def idle_usd(self) -> float | None:

@@ -3,17 +3,20 @@ through each host's BMC (Redfish), or drain. Hosts are acted on in parallel (at 
 PARALLEL at once); one host's failure (a BMC that refuses the credentials, or does not answer,
 or a host that does not reach Off in time) is that host's outcome; the others go on.
 
-Before acting, and in a dry run alike, `live` reads every host's PowerState: a cluster whose
-hosts are all Off already is left alone ("already off"), so a second reaper never acts twice.
-Owned hosts carry no live tags, so the blueprint's lifecycle.protect and `rackform snooze` (the
-reaper's state directory) are the only holds.
+Where the blueprint declares a scheduler, drain goes through it (rackform.scheduler.drain:
+`scontrol update state=drain` on the controller, running jobs finish, Slurm decides); without
+one, each host gets rackform's drain mark and its validation work is stopped.
+
+Before acting, and in a dry run alike, `live` reads every host's PowerState (power-off) or,
+for a drain through Slurm, every node's Slurm state: a cluster whose hosts are all Off, or whose
+nodes are all drained, already is left alone ("already off"), so a second reaper never acts
+twice. Owned hosts carry no live tags, so the blueprint's lifecycle.protect and `rackform
+snooze` (the reaper's state directory) are the only holds.
 """
 
 from __future__ import annotations
 
 import shlex
-import shutil
-import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +24,8 @@ from typing import Any
 
 from rackform.plan.model import Plan
 from rackform.reap.target import Live, Outcome
+from rackform.scheduler import drain as slurm_drain
+from rackform.scheduler.remote import RemoteError, Runner, controller, ssh_to
 from rackform.targets.onprem.redfish import BmcError, Redfish
 
 DRAIN_TIMEOUT_S = 60
@@ -41,10 +46,13 @@ echo drained
 
 
 class OnPremReaper:
-    def __init__(self, poll_s: float = 2.0):
+    def __init__(self, poll_s: float = 2.0, controller: Callable[[Plan], Runner] = controller):
         self.poll_s = poll_s
+        self.controller = controller  # where Slurm's commands run: the controller, over SSH
 
     def live(self, plan: Plan, action: str | None = None) -> Live:
+        if action == "drain" and plan.scheduler is not None:
+            return self._slurm_live(plan)
         if action != "power-off":
             return Live(detail="no live tags on owned hosts: lifecycle.protect decides")
         states: dict[str, str] = {}
@@ -77,8 +85,32 @@ class OnPremReaper:
             return _parallel(off, _bmcs(plan))
         if action == "drain":
             why = f"{plan.name}/{plan.environment}"
-            return _parallel(lambda h: _drain(plan.ssh_user, h, why), _hosts(plan))
+            if plan.scheduler is not None:
+                return self._slurm_drain(plan, f"rackform reap: {why} idle")
+            return _parallel(lambda h: _drain(plan, h, why), _hosts(plan))
         raise ValueError(f"{action} is not an on-prem idle action")
+
+    def _slurm_live(self, plan: Plan) -> Live:
+        """Every node of the blueprint drained (or draining) in Slurm already: nothing to do."""
+        assert plan.scheduler is not None
+        nodes = [n.name for n in plan.scheduler.nodes]
+        try:
+            states = slurm_drain.node_states(self.controller(plan))
+        except RemoteError as exc:
+            return Live(error=f"cannot read Slurm's node states: {exc}")
+        left = [n for n in nodes if "drain" not in states.get(n, "")]
+        if left:
+            return Live(off=False, detail=f"{len(left)} of {len(nodes)} nodes not drained")
+        return Live(off=True, detail=f"every node drained in Slurm ({len(nodes)})")
+
+    def _slurm_drain(self, plan: Plan, reason: str) -> list[Outcome]:
+        assert plan.scheduler is not None
+        nodes = [n.name for n in plan.scheduler.nodes]
+        try:
+            run = self.controller(plan)
+        except RemoteError as exc:
+            return [Outcome(n, False, str(exc)) for n in nodes]
+        return slurm_drain.drain(run, nodes, reason)
 
     def snooze(self, plan: Plan, until: float, reason: str) -> list[Outcome]:
         return []  # owned hosts carry no tags: the reaper's state directory holds the snooze
@@ -113,25 +145,11 @@ def _parallel(fn: Callable[[Any], Outcome], items: list) -> list[Outcome]:
         return list(pool.map(fn, items))
 
 
-def _drain(user: str, host, why: str) -> Outcome:
-    ssh = shutil.which("ssh")
-    if ssh is None:
-        return Outcome(host.name, False, "no `ssh` client on PATH; install openssh-client")
-    cmd = [
-        ssh,
-        "-o", "BatchMode=yes",
-        "-o", "ConnectTimeout=15",
-        "-p", str(host.port),
-        f"{user}@{host.address}",
-        "sh", "-s", "--", shlex.quote(why),
-    ]  # fmt: skip
+def _drain(plan: Plan, host, why: str) -> Outcome:
     try:
-        done = subprocess.run(
-            cmd, input=DRAIN_SCRIPT, capture_output=True, text=True, timeout=DRAIN_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        return Outcome(host.name, False, f"drain did not finish in {DRAIN_TIMEOUT_S} s")
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or [f"ssh exited {done.returncode}"])[-1]
-        return Outcome(host.name, False, f"drain failed: {why}")
+        done = ssh_to(plan, host)(DRAIN_SCRIPT, (why,), DRAIN_TIMEOUT_S)
+    except RemoteError as exc:
+        return Outcome(host.name, False, f"drain failed: {exc}")
+    if done.rc != 0:
+        return Outcome(host.name, False, f"drain failed: {done.why()}")
     return Outcome(host.name, True, f"drained ({DRAIN_MARK})")

@@ -1,0 +1,125 @@
+"""Where a host's commands run: a shell script on the host over SSH (in production), or on this
+machine (the tests, with a local Slurm). One seam, so every caller (the queue read, the drain,
+the job records) is tested on the real commands and only the hop differs.
+
+A script goes to `sh -s` on stdin with its arguments after `--`: nothing of the caller's
+values is ever parsed as shell code, on either side (over SSH each argument is quoted once for
+the remote login shell, which is what makes it one word again there)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from rackform.plan.model import HostPlan, Plan
+
+CONNECT_TIMEOUT_S = 15
+# ssh's own exit status when it could not connect or log in (the script's are below 255).
+SSH_FAILED = 255
+
+
+class RemoteError(Exception):
+    """No answer from the host: the script could not be run (no ssh client, the host not
+    reached, timed out), or (subclasses) what ran there failed or answered garbage. One line."""
+
+
+@dataclass(frozen=True)
+class Done:
+    rc: int
+    stdout: str
+    stderr: str
+
+    def why(self) -> str:
+        """The last line of stderr (or stdout), else the exit status: what a report shows."""
+        lines = self.stderr.strip().splitlines() or self.stdout.strip().splitlines()
+        return lines[-1].strip() if lines else f"exited {self.rc}"
+
+
+class Runner(Protocol):
+    where: str  # for messages: `root@10.0.0.1:22`, `this machine`
+
+    def __call__(self, script: str, args: Sequence[str] = (), timeout: float = 60) -> Done:
+        """Run `script` with `args` as $1...; RemoteError when it could not run at all."""
+        ...
+
+
+def _run(argv: list[str], script: str, timeout: float, where: str, env=None) -> Done:
+    try:
+        done = subprocess.run(
+            argv, input=script, capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired:
+        raise RemoteError(f"{where} did not finish in {timeout:g} s") from None
+    except OSError as exc:
+        raise RemoteError(f"cannot run {argv[0]}: {exc.strerror}") from None
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+@dataclass(frozen=True)
+class Ssh:
+    """A host reached as `user@address:port` with keys or an agent (BatchMode: never a password
+    prompt that would hang a cron job)."""
+
+    user: str
+    address: str
+    port: int = 22
+
+    @property
+    def where(self) -> str:
+        return f"{self.user}@{self.address}:{self.port}"
+
+    def argv(self, args: Sequence[str] = ()) -> list[str]:
+        return [
+            "ssh",
+            "-o", "BatchMode=yes",
+            "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+            "-p", str(self.port),
+            f"{self.user}@{self.address}",
+            "sh", "-s", "--", *(shlex.quote(a) for a in args),
+        ]  # fmt: skip
+
+    def __call__(self, script: str, args: Sequence[str] = (), timeout: float = 60) -> Done:
+        ssh = shutil.which("ssh")
+        if ssh is None:
+            raise RemoteError("no `ssh` client on PATH; install openssh-client")
+        done = _run([ssh, *self.argv(args)[1:]], script, timeout, self.where)
+        if done.rc == SSH_FAILED:
+            raise RemoteError(f"{self.where} is not reachable over SSH: {done.why()}")
+        return done
+
+
+@dataclass(frozen=True)
+class Local:
+    """This machine, with its own environment (e.g. SLURM_CONF for a local Slurm)."""
+
+    env: Mapping[str, str] | None = None
+    where: str = "this machine"
+
+    def __call__(self, script: str, args: Sequence[str] = (), timeout: float = 60) -> Done:
+        env = None if self.env is None else dict(self.env)
+        return _run(["sh", "-s", "--", *args], script, timeout, self.where, env)
+
+
+def host(plan: Plan, name: str) -> HostPlan | None:
+    """A listed host of the plan by name (every node group, with or without GPUs)."""
+    return next((h for g in plan.node_groups for h in g.hosts if h.name == name), None)
+
+
+def ssh_to(plan: Plan, h: HostPlan) -> Ssh:
+    return Ssh(plan.ssh_user, h.address, h.port)
+
+
+def controller(plan: Plan) -> Runner:
+    """The scheduler's controller host, over SSH as the plan's user."""
+    if plan.scheduler is None:
+        raise RemoteError(f"cluster {plan.name} declares no scheduler")
+    h = host(plan, plan.scheduler.controller)
+    if h is None:
+        raise RemoteError(
+            f"the scheduler's controller {plan.scheduler.controller!r} is not a listed host"
+        )
+    return ssh_to(plan, h)
