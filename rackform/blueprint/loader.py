@@ -43,6 +43,9 @@ class Effective:
     path: FsPath = field(compare=False)  # the same file, absolute
     doc: Located = field(repr=False, compare=False)
     origin: dict[Path, Path] = field(repr=False, compare=False)  # effective path -> file path
+    # The environment this one takes the blueprint from by promotion (the base blueprint's
+    # `promotion:` rule for it, validated with the base), or None.
+    promoted_from: str | None = None
 
     @property
     def env_label(self) -> str:
@@ -142,8 +145,18 @@ def environments(doc: Located) -> list[str]:
 
 
 def load_effective(path: str | FsPath, env: str | None = None) -> Effective:
-    """The validated blueprint of one environment (None or "default": the base blueprint)."""
-    return _effective(str(path), read(path), environment_name(env))
+    """The validated blueprint of one environment (None or "default": the base blueprint).
+    An environment's needs the base valid too: its promotion rule is the base's."""
+    name, doc, env = str(path), read(path), environment_name(env)
+    if env == DEFAULT_ENV:
+        return _effective(name, doc, env)
+    return _promoted(_effective(name, doc, env), _effective(name, doc, DEFAULT_ENV))
+
+
+def _promoted(effective: Effective, base: Effective) -> Effective:
+    """`effective` with the promotion rule the base blueprint declares for its environment."""
+    rule = base.blueprint.promotion.get(effective.environment)
+    return dataclasses.replace(effective, promoted_from=rule.source if rule else None)
 
 
 def load_all(path: str | FsPath) -> list[Effective]:
@@ -153,9 +166,13 @@ def load_all(path: str | FsPath) -> list[Effective]:
     doc = read(path)
     results, problems = [], []
     seen: set[Problem] = set()
+    base: Effective | None = None
     for env in [DEFAULT_ENV, *(e for e in environments(doc) if e != DEFAULT_ENV)]:
         try:
-            results.append(_effective(name, doc, env))
+            effective = _effective(name, doc, env)
+            if env == DEFAULT_ENV:
+                base = effective
+            results.append(effective if base is None else _promoted(effective, base))
         except BlueprintError as exc:
             for p in exc.problems:
                 # A mistake in the base shows in every environment: report it once.

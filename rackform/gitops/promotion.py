@@ -48,11 +48,8 @@ class Rule:
 
 
 def rule_for(plan: Plan) -> Rule | None:
-    """The promotion rule of `plan`'s environment, read from the base blueprint (validated
-    through the engine, so a wrong environment name is a located BlueprintError)."""
-    base = plan if plan.environment == "default" else prepare(plan.effective.path).plan
-    rule = base.effective.blueprint.promotion.get(plan.environment)
-    return None if rule is None else Rule(plan.environment, rule.source)
+    """The promotion rule of `plan`'s environment (the base blueprint's, validated with it)."""
+    return None if plan.promoted_from is None else Rule(plan.environment, plan.promoted_from)
 
 
 def records_root(blueprint: Path, project: Path | None) -> Path:

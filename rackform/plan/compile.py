@@ -129,6 +129,7 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
         on_demand=compiler.on_demand(bp.target),
         scheduler=compile_scheduler(bp.scheduler, groups, bp.storage.checkpoint.mount),
         directory=effective.path.parent,
+        promoted_from=effective.promoted_from,
         stack_config=frozen(stack_config(effective, runtime, project)),
         project=project,
         figures=load_preflight_figures(),

@@ -138,6 +138,7 @@ class Basis:
     owned: bool  # the target's hardware is bought outright (bare metal, colocation)
     on_demand: bool  # capacity rented by the hour with no commitment
     scheduler: SchedulerPlan | None  # None: no scheduler on the cluster
+    promoted_from: str | None  # the environment this one takes the blueprint from by promotion
     stack_config: Mapping[str, str]  # what `Pulumi.<stack>.yaml` holds
     project: Path | None = field(compare=False)  # the Pulumi project (Pulumi.yaml), if any
     directory: Path = field(compare=False)  # the blueprint file's directory (its siblings' stacks)

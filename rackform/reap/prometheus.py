@@ -13,12 +13,13 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+
+from rackform.noanswer import no_answer
 
 
 class TelemetryError(Exception):
@@ -105,17 +106,10 @@ class Prometheus:
             raise TelemetryError(
                 f"Prometheus at {self.url} answered HTTP {exc.code}: {_error_of(exc.read())}"
             ) from None
-        except TimeoutError:
+        except OSError as exc:  # a URLError, or a timeout while reading the answer
             raise TelemetryError(
-                f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s"
+                no_answer(f"Prometheus at {self.url}", exc, self.timeout_s)
             ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            why = getattr(exc, "reason", exc)
-            if isinstance(why, TimeoutError | socket.timeout):
-                raise TelemetryError(
-                    f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s"
-                ) from None
-            raise TelemetryError(f"Prometheus at {self.url} is unreachable: {why}") from None
 
 
 def _error_of(raw: bytes) -> str:

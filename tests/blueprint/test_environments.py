@@ -89,3 +89,29 @@ def test_an_override_of_a_name_the_base_lacks_says_which_it_meant(write):
     extra = "{name: big, instance_type: p5.48xlarge, count: 1}"
     path = write(AWS_TRAINING + f"environments:\n  dev: {{node_groups: [{extra}]}}\n", "ok.yaml")
     assert [g.name for g in load_effective(path, "dev").blueprint.node_groups] == ["gpu", "big"]
+
+
+def test_an_environment_carries_the_base_blueprints_promotion_rule(write):
+    """The promotion rule is the base's, validated with it, and reaches every environment's plan
+    the same way whether one environment is loaded or all of them."""
+    from rackform.blueprint.loader import load_all
+    from rackform.engine import prepare
+
+    path = write(
+        AWS_TRAINING
+        + "environments:\n  staging-eu: {}\n  prod-eu: {}\n"
+        + "promotion:\n  prod-eu: {from: staging-eu}\n"
+    )
+    one = {
+        env: load_effective(path, env).promoted_from for env in ("default", "staging-eu", "prod-eu")
+    }
+    every = {e.environment: e.promoted_from for e in load_all(path)}
+    assert one == every == {"default": None, "staging-eu": None, "prod-eu": "staging-eu"}
+    assert prepare(path, "prod-eu").plan.promoted_from == "staging-eu"
+
+
+def test_an_environment_of_a_base_with_a_wrong_promotion_rule_is_refused(write):
+    path = write(AWS_TRAINING + "environments:\n  prod: {}\npromotion:\n  prod: {from: stagin}\n")
+    with pytest.raises(BlueprintError) as exc:
+        load_effective(path, "prod")
+    assert "prod cannot be promoted from 'stagin'" in str(exc.value)

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from rackform.noanswer import no_answer
 from rackform.targets.onprem.host_spec import Bmc
 
 
@@ -71,17 +72,8 @@ class Redfish:
                     f"BMC {self.root} refused the credentials (HTTP {exc.code})"
                 ) from None
             raise BmcError(f"BMC {self.root} answered HTTP {exc.code} to {method} {path}") from None
-        except TimeoutError:
-            raise BmcError(
-                f"BMC {self.root} did not answer within {self.bmc.timeout_s:g} s"
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            why = getattr(exc, "reason", exc)
-            if isinstance(why, TimeoutError):
-                raise BmcError(
-                    f"BMC {self.root} did not answer within {self.bmc.timeout_s:g} s"
-                ) from None
-            raise BmcError(f"BMC {self.root} is unreachable: {why}") from None
+        except OSError as exc:  # a URLError, or a timeout while reading the answer
+            raise BmcError(no_answer(f"BMC {self.root}", exc, self.bmc.timeout_s)) from None
         if not raw.strip():
             return {}
         try:
