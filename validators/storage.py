@@ -298,6 +298,15 @@ def _fio(directory: str, total_bytes: int, jobs: int, timeout_s: float) -> Ceili
     return Ceiling(bw / 1e9, method)
 
 
+def fsync_dir(path: str) -> None:
+    """A directory's entries (files created or renamed into it) on disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _remove(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
