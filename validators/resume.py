@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from validators.storage import fsync_dir
 
 PROGRESS = "progress.json"
+EXIT_STOPPED = 128 + 15  # stopped on SIGTERM, its checkpoint written
 _STEP = re.compile(r"^step-(\d{8})$")
 
 

@@ -74,3 +74,25 @@ def rendezvous(
     if not port:
         port = str(20000 + _int(env, "SLURM_JOB_ID") % 20000)
     return addr, port
+
+
+def record(env: Mapping[str, str] | None = None, run: Callable[[list[str]], str] = _run) -> dict:
+    """This job's record as slurmctld has it now (`scontrol --oneliner show job`: JobState,
+    PreemptTime, ...); empty outside Slurm or when scontrol cannot say."""
+    env = os.environ if env is None else env
+    job = env.get("SLURM_JOB_ID")
+    if not job:
+        return {}
+    try:
+        out = run(["scontrol", "--oneliner", "show", "job", job])
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(w.split("=", 1) for w in out.split() if "=" in w)
+
+
+def preempted_in_grace(rec: Mapping[str, str]) -> bool:
+    """Whether Slurm is preempting the job and has given it GraceTime: still RUNNING, with a
+    PreemptTime. Slurm requeues such a job when the grace time ends, and only if it is still
+    running then: a job whose tasks all end first ends FAILED and is never requeued (Slurm
+    22.05 on the testbed), so a job that saved its checkpoint must wait to be stopped."""
+    return rec.get("JobState") == "RUNNING" and rec.get("PreemptTime", "None") not in ("None", "")

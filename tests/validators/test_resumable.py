@@ -8,7 +8,6 @@ a checkpoint at once and training goes on."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 from loopback import free_port
 from smoke_helpers import ROOT, env
 
-from validators.resumable import EXIT_STOPPED
+from validators.resume import EXIT_STOPPED
 
 pytestmark = pytest.mark.slow
 
@@ -135,3 +134,30 @@ def test_without_a_checkpoint_directory_it_says_so(tmp_path):
     assert proc.returncode == 2
     assert "pass --checkpoint-dir or set RACKFORM_CHECKPOINT_DIR" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def catches(pid: int, sig: signal.Signals) -> bool:
+    """Whether the process has a handler for `sig` yet (the SigCgt mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+def test_a_signal_while_torch_is_still_importing_is_acted_on_at_the_first_step(tmp_path):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    procs = start(ck, "--checkpoint-every", "100")
+    deadline = time.monotonic() + 60
+    while not all(catches(p.pid, signal.SIGUSR1) for p in procs):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.005)
+    # torch is not loaded yet: the signal comes while the job starts.
+    assert not any("libtorch" in Path(f"/proc/{p.pid}/maps").read_text() for p in procs)
+    for p in procs:
+        p.send_signal(signal.SIGUSR1)
+    assert finish(procs) == [0, 0]
+    doc = json.loads((ck / "report.json").read_text())
+    assert [(c["why"], c["step"]) for c in doc["checkpoints"]] == [
+        ("SIGUSR1", 1), ("every 100 steps", 100),
+    ]  # fmt: skip

@@ -39,7 +39,9 @@ def test_the_rendezvous_is_the_first_nodes_address_on_the_fabric():
         calls.append(argv)
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             return "hgx-01\nhgx-02\nhgx-03\nhgx-04\n"
-        return "NodeName=hgx-01 Arch=x86_64 CoresPerSocket=56 NodeAddr=10.9.0.1 NodeHostName=hgx-01\n"
+        return (
+            "NodeName=hgx-01 Arch=x86_64 CoresPerSocket=56 NodeAddr=10.9.0.1 NodeHostName=hgx-01\n"
+        )
 
     assert slurm_env.rendezvous(TASK, scontrol) == ("10.9.0.1", str(20000 + 812))
     assert calls == [["scontrol", "show", "hostnames", "hgx-[01-04]"],
@@ -48,3 +50,24 @@ def test_the_rendezvous_is_the_first_nodes_address_on_the_fabric():
     given = {**TASK, "MASTER_ADDR": "10.0.0.9", "MASTER_PORT": "29400"}
     assert slurm_env.rendezvous(given, scontrol) == ("10.0.0.9", "29400")
     assert slurm_env.rendezvous({}, scontrol) == ("127.0.0.1", "29500")
+
+
+def test_a_job_preempted_with_a_grace_time_is_told_apart_from_one_already_requeued():
+    # `scontrol --oneliner show job` during the grace time of a preemption, on the testbed.
+    grace = ("JobId=7 JobName=wrap JobState=RUNNING Reason=None Restarts=0"
+             " PreemptEligibleTime=2026-11-25T15:15:03 PreemptTime=2026-11-25T15:15:11")  # fmt: skip
+    rec = slurm_env.record({"SLURM_JOB_ID": "7"}, lambda argv: grace)
+    assert rec["JobState"] == "RUNNING" and slurm_env.preempted_in_grace(rec)
+    for other in ("JobState=RUNNING PreemptTime=None", "JobState=REQUEUED PreemptTime=None",
+                  "JobState=COMPLETING PreemptTime=2026-11-25T15:15:11"):  # fmt: skip
+        assert not slurm_env.preempted_in_grace(
+            slurm_env.record({"SLURM_JOB_ID": "7"}, lambda a, o=other: o)
+        )
+    assert slurm_env.record({}) == {}  # outside Slurm
+
+
+def test_scontrol_failing_is_no_record():
+    def fails(argv):
+        raise FileNotFoundError("scontrol")
+
+    assert slurm_env.record({"SLURM_JOB_ID": "7"}, fails) == {}
