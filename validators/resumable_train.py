@@ -5,6 +5,7 @@ steps and when a signal asks, resumed from the newest checkpoint every node hold
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 from datetime import timedelta
@@ -199,7 +200,7 @@ class Job:
         metrics: dict = {}
         if done:
             res = TrainResult(losses=self.progress["losses"])
-            res.nan_step = next((i for i, v in enumerate(res.losses) if v != v), None)
+            res.nan_step = next((i for i, v in enumerate(res.losses) if math.isnan(v)), None)
             checks += training_checks(
                 a, metrics, res, a.model, params_for_flops(self.model), self.device, self.world
             )

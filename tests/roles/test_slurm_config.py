@@ -146,7 +146,7 @@ def test_the_spot_agent_watches_the_metadata_service_for_its_own_node(example):
     unit = example["rackform-spot-agent.service"]
     start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     assert start.split("=", 1)[1].split() == [
-        "/usr/bin/python3", "/usr/local/sbin/rackform-spot-agent", "--node", "hgx-01",
+        "/usr/bin/python3", "/usr/local/lib/rackform_spot_agent.py", "--node", "hgx-01",
         "--imds", "http://169.254.169.254", "--interval-s", "5", "--requeue-after-s", "60",
     ]  # fmt: skip
     assert "Restart=always" in unit and "After=network-online.target slurmd.service" in unit

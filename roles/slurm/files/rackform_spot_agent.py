@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """rackform's spot interruption agent for a Slurm node on EC2 Spot capacity (the slurm role
 installs it as the rackform-spot-agent service when `slurm_spot_agent` is true).
 
@@ -139,7 +138,9 @@ def act(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="rackform-spot-agent", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="rackform-spot-agent", description=__doc__.split("\n\n", maxsplit=1)[0]
+    )
     p.add_argument("--node", required=True, help="This node's name in Slurm.")
     p.add_argument("--imds", default="http://169.254.169.254", help="The metadata service.")
     p.add_argument("--interval-s", type=float, default=5.0, help="Seconds between checks.")
