@@ -25,7 +25,6 @@ and the agent looks every second and requeues 2 s after its checkpoint signal.""
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -154,6 +153,14 @@ def test_the_vms_form_a_slurm_cluster_that_runs_a_two_node_job(cluster, phases):
     record = job_record(bed, rows[0][1])
     assert record["JobState"] == "COMPLETED" and record["NodeList"] == "node[1-2]", record
 
+    # smoke_train's second converge is the configure e2e's (tests/e2e/test_configure_vms.py).
+    with phases("slurm: converge the slurm role again (changes nothing)"):
+        again = cli("configure", *cluster.converge, "--role", "slurm")
+    assert again.returncode == 0, shown(again)
+    assert {h: row["changed"] for h, row in summary(again.stdout).items()} == {
+        "node1": 0, "node2": 0,
+    }, shown(again)  # fmt: skip
+
 
 def job_record(bed: lifecycle.Testbed, job: str, state: str = "") -> dict[str, str]:
     """The job's last line in the job completion log (with `state`, its last in that state)."""
@@ -224,21 +231,9 @@ def test_a_preempted_then_spot_interrupted_job_resumes_from_its_checkpoints(clus
     ck = f"{MOUNT}/slurm/{job}"
     state = f"squeue --noheader --jobs={job} --format=%T"
 
-    # While the job starts (importing torch takes most of a minute under TCG), the slurm role
-    # converges again: it changes nothing, and leaves the running job alone.
-    with (
-        phases("slurm: converge the slurm role again while a job starts (changes nothing)"),
-        ThreadPoolExecutor(max_workers=1) as pool,
-    ):
-        again = pool.submit(cli, "configure", *cluster.converge, "--role", "slurm")
-        waits = {"first checkpoint": until(bed, f"ls {ck} | grep -q step-", "the first checkpoint")}
-        again = again.result()
-    assert again.returncode == 0, shown(again)
-    assert {h: row["changed"] for h, row in summary(again.stdout).items()} == {
-        "node1": 0, "node2": 0,
-    }, shown(again)  # fmt: skip
-
+    waits = {}
     with phases("slurm: a low-priority job preempted by a high-priority one, requeued, resumed"):
+        waits["first checkpoint"] = until(bed, f"ls {ck} | grep -q step-", "the first checkpoint")
         high = sh(bed, "node1", "sbatch --parsable --partition=main --nodes=2 --exclusive"
                   " --wrap 'srun true'").strip()  # fmt: skip
         waits["high job's end"] = until(
