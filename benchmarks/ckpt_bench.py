@@ -163,7 +163,7 @@ def stock_save(state: dict, path: str) -> tuple[int, float]:
         w = dcp.FileSystemWriter(path, thread_count=1, sync_files=True)
         t0 = time.perf_counter()
         dcp.save(state, storage_writer=w)
-        checkpoint._fsync_dir(path)
+        storage.fsync_dir(path)
         took = time.perf_counter() - t0
         return sum(e.stat().st_size for e in os.scandir(path)), took
     finally:

@@ -25,24 +25,10 @@ _FIELDS = ("d_model", "layers", "heads", "seq_len", "batch", "vocab")
 LR = {"tiny": 3e-3, "small": 1e-3, "default": 6e-4}
 
 
-def build() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="validators.smoke", description=__doc__)
-    a = p.add_argument
-    a("--report", help="Write the JSON report here (rank 0).")
-    a("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    a(
-        "--no-table",
-        action="store_true",
-        help="Do not print the table (the launcher prints its own).",
-    )
-    a(
-        "--verdict-in-report",
-        action="store_true",
-        help="Every rank that reaches the end exits 0, whatever the checks found: the verdict "
-        "is the report's, and torchrun's exit status says only whether every rank got there "
-        "(validators.launch passes this).",
-    )
+def add_training(p: argparse.ArgumentParser) -> None:
+    """The model and training options, shared by every job that trains the model."""
     g = p.add_argument_group("model and training")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     g.add_argument(
         "--preset", choices=PRESETS, help="Model size (default: tiny on CPU, default on GPU)."
     )
@@ -56,6 +42,45 @@ def build() -> argparse.ArgumentParser:
     )
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--compile", action="store_true", help="torch.compile the model.")
+
+
+def on_gpu(args: argparse.Namespace) -> bool:
+    return args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+
+
+def resolve_training(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Fill in what `add_training`'s options leave to the device: the preset (tiny on CPU,
+    default on GPU), its learning rate, and `args.model` (the GPTConfig); a bad shape or step
+    count is an argparse error."""
+    if args.preset is None:
+        args.preset = AUTO["preset"][on_gpu(args)]
+    if args.lr is None:
+        args.lr = LR[args.preset]
+    try:
+        args.model = config(args.preset, **{k: getattr(args, k) for k in _FIELDS})
+    except ValueError as exc:
+        p.error(str(exc))
+    if args.steps < 2:
+        p.error("--steps must be at least 2 (the loss is compared between start and end)")
+
+
+def build() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="validators.smoke", description=__doc__)
+    a = p.add_argument
+    a("--report", help="Write the JSON report here (rank 0).")
+    a(
+        "--no-table",
+        action="store_true",
+        help="Do not print the table (the launcher prints its own).",
+    )
+    a(
+        "--verdict-in-report",
+        action="store_true",
+        help="Every rank that reaches the end exits 0, whatever the checks found: the verdict "
+        "is the report's, and torchrun's exit status says only whether every rank got there "
+        "(validators.launch passes this).",
+    )
+    add_training(p)
     g = p.add_argument_group("measurements")
     g.add_argument("--allreduce-min-mb", type=float)
     g.add_argument("--allreduce-max-mb", type=float)
@@ -124,18 +149,11 @@ def build() -> argparse.ArgumentParser:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = build()
     args = p.parse_args(argv)
-    on_gpu = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    for name, (cpu, gpu) in AUTO.items():
+    gpu = on_gpu(args)
+    for name, (cpu, gpu_value) in AUTO.items():
         if getattr(args, name) is None:
-            setattr(args, name, gpu if on_gpu else cpu)
-    if args.lr is None:
-        args.lr = LR[args.preset]
-    try:
-        args.model = config(args.preset, **{k: getattr(args, k) for k in _FIELDS})
-    except ValueError as exc:
-        p.error(str(exc))
-    if args.steps < 2:
-        p.error("--steps must be at least 2 (the loss is compared between start and end)")
+            setattr(args, name, gpu_value if gpu else cpu)
+    resolve_training(p, args)
     if not 0 < args.loss_drop < 1:
         p.error("--loss-drop must be between 0 and 1")
     if args.allreduce_min_mb > args.allreduce_max_mb:

@@ -218,17 +218,12 @@ def _no_crc32():
         torch.serialization.set_crc32_options(old)
 
 
-def _fsync_dir(path: str) -> None:
-    """The new files' directory entries (DCP renames .metadata into place) on disk too."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _save(state, path, group, threads, res: Result, heartbeat) -> str | None:
-    # The staging blocks are made (and their pages faulted in) before the clock starts.
+def save(state, path: str, group, threads: int = 1, timed: Result | None = None) -> str | None:
+    """Save `state` to the directory `path` with the job's writer (`threads` files per rank),
+    DCP across `group`: every file and the directory are on disk when it returns. None, or why
+    it failed (the same on every rank). With `timed`, the write's seconds and how its files went
+    to disk are recorded there; the clock starts once the staging blocks are made (their pages
+    faulted in) and every rank of the group is ready."""
     blocks = storage.Blocks(storage.BLOCK, threads * (storage.DEPTH + 1))
     try:
         try:
@@ -240,18 +235,35 @@ def _save(state, path, group, threads, res: Result, heartbeat) -> str | None:
         try:
             with _no_crc32():
                 dcp.save(state, storage_writer=w, process_group=group)
-            _fsync_dir(path)
+            storage.fsync_dir(path)  # DCP renames .metadata into place
         # DCP raises the same CheckpointException (a BaseException) on every rank.
         except (Exception, CheckpointException) as exc:
             hint = space_hint(path)
             return f"write failed: {_cause(exc)}" + (f" ({hint})" if hint else "")
         dist.barrier(group=group)
-        res.write_s = time.perf_counter() - t0
-        res.writer = w.fs.describe(threads)
+        if timed is not None:
+            timed.write_s = time.perf_counter() - t0
+            timed.writer = w.fs.describe(threads)
     finally:
         blocks.close()
-    heartbeat()
     return None
+
+
+def load(state, path: str, group) -> str | None:
+    """Load the checkpoint at `path` into `state`, in place (DCP across `group`); None, or why
+    it failed."""
+    try:
+        dcp.load(state, storage_reader=dcp.FileSystemReader(path), process_group=group)
+    except (Exception, CheckpointException) as exc:
+        return f"read failed: {_cause(exc)}"
+    return None
+
+
+def _save(state, path, group, threads, res: Result, heartbeat) -> str | None:
+    err = save(state, path, group, threads, timed=res)
+    if err is None:
+        heartbeat()
+    return err
 
 
 def _load_and_compare(state, path, group, leader, res: Result, heartbeat) -> str | None:
@@ -271,10 +283,9 @@ def _load_and_compare(state, path, group, leader, res: Result, heartbeat) -> str
     target = _flipped(state)
     dist.barrier(group=group)
     t0 = time.perf_counter()
-    try:
-        dcp.load(target, storage_reader=dcp.FileSystemReader(path), process_group=group)
-    except (Exception, CheckpointException) as exc:
-        return f"read failed: {_cause(exc)}"
+    err = load(target, path, group)
+    if err:
+        return err
     dist.barrier(group=group)
     res.read_s = time.perf_counter() - t0
     heartbeat()

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from validators import report
+from validators import report, slurm_env
 from validators.deps import numpy_missing
 from validators.report import Check, failed, not_run
 
@@ -178,10 +178,11 @@ def compose(
     timeout_s: float,
     launch_s: dict[str, float] | None = None,
     not_started: str | None = None,
+    slurm: dict | None = None,
 ) -> dict:
     """One report from the host checks, the job's (possibly partial) report, how the
-    torchrun process ended (or `not_started`: why it never ran) and, in `launch_s`, where
-    this node's time went."""
+    torchrun process ended (or `not_started`: why it never ran), in `launch_s` where this
+    node's time went, and in `slurm` the Slurm job it ran in, with what Slurm allocated."""
     checks: list[Check] = []
     if host is not None:
         checks += report.checks_of(host)
@@ -213,6 +214,8 @@ def compose(
         extra["host"] = host["host"]
     if launch_s:
         extra["launch_s"] = launch_s
+    if slurm:
+        extra["slurm"] = slurm
     return report.make(checks, complete=complete, **extra)
 
 
@@ -324,6 +327,7 @@ def run(
 ) -> dict:
     """Host checks (unless host_args is None), then the job; the merged report."""
     launch_s: dict[str, float] = {}
+    slurm = slurm_env.facts()  # under sbatch/srun: the job and what Slurm allocated it
     with tempfile.TemporaryDirectory(prefix="rackform-smoke-") as tmp:
         host = None
         start = time.time()
@@ -346,7 +350,7 @@ def run(
         missing = numpy_missing()
         if missing:  # the job would die in its first collective; say why instead
             print(f"smoke: {missing}", file=out or sys.stderr, flush=True)
-            return compose(host, None, None, timeout_s, launch_s, not_started=missing)
+            return compose(host, None, None, timeout_s, launch_s, missing, slurm)
         jp = os.path.join(tmp, "job.json")
         start = time.time()
         proc = stream(torchrun_cmd(nproc, torchrun_args or [], job_args, jp), timeout_s, out)
@@ -356,7 +360,7 @@ def run(
         if isinstance(began, int | float):
             # torchrun and its workers importing torch, the rendezvous and the process group
             launch_s["until_job_started"] = round(began - start, 3)
-        return compose(host, job, proc, timeout_s, launch_s)
+        return compose(host, job, proc, timeout_s, launch_s, slurm=slurm)
 
 
 def main(argv: list[str] | None = None) -> int:

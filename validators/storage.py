@@ -118,15 +118,8 @@ class DirectFile(io.RawIOBase):
     def _open(self, path: str, exclusive: bool) -> bool:
         """Open for O_DIRECT where the filesystem takes it; whether it did."""
         flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-        direct = getattr(os, "O_DIRECT", 0)
-        try:
-            self._fd = os.open(path, flags | direct, 0o644)
-            return bool(direct)
-        except OSError as exc:
-            if exc.errno != errno.EINVAL or not direct:
-                raise
-        self._fd = os.open(path, flags, 0o644)
-        return False
+        self._fd, direct = open_direct(path, flags, 0o644)
+        return direct
 
     # ---------------------------------------------------------------- writer threads
 
@@ -298,6 +291,31 @@ def _fio(directory: str, total_bytes: int, jobs: int, timeout_s: float) -> Ceili
     return Ceiling(bw / 1e9, method)
 
 
+def open_direct(path: str, flags: int, mode: int) -> tuple[int, bool]:
+    """`os.open` with O_DIRECT where the filesystem takes it, else without: (fd, whether
+    O_DIRECT took). A filesystem that refuses O_DIRECT (tmpfs: EINVAL) may have created the
+    file first, so an exclusive create removes it before trying again."""
+    direct = getattr(os, "O_DIRECT", 0)
+    if direct:
+        try:
+            return os.open(path, flags | direct, mode), True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            if flags & os.O_EXCL:
+                _remove(path)
+    return os.open(path, flags, mode), False
+
+
+def fsync_dir(path: str) -> None:
+    """A directory's entries (files created or renamed into it) on disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _remove(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -305,16 +323,11 @@ def _remove(path: str) -> None:
 
 def _python(directory: str, total_bytes: int, block: int = 8 << 20) -> Ceiling:
     path = os.path.join(directory, f".rackform-ceiling-{os.getpid()}")
-    direct = getattr(os, "O_DIRECT", 0)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     method = f"python, 1 writer, {block >> 20} MiB blocks, O_DIRECT"
     try:
-        try:
-            fd = os.open(path, flags | direct, 0o600)
-        except OSError as exc:
-            if exc.errno != 22 or not direct:  # EINVAL: the filesystem refuses O_DIRECT
-                raise
-            fd = os.open(path, flags, 0o600)
+        fd, direct = open_direct(path, flags, 0o600)
+        if not direct:
             method = (
                 f"python, 1 writer, {block >> 20} MiB blocks, buffered + fsync (no O_DIRECT here)"
             )

@@ -72,10 +72,15 @@ def train(
     heartbeat,
     check_every: int = 10,
     grad_clip: float = 0.0,
+    start: int = 0,
+    stop=None,
 ) -> TrainResult:
-    """Run `steps` steps (fewer if the loss goes NaN). The first `warmup` steps are not timed
-    (allocator, autotuning, compilation). The learning rate ramps up over the warm-up, and the
-    gradient norm is clipped to `grad_clip` when it is above 0."""
+    """Run steps `start` to `steps - 1` (fewer if the loss goes NaN). The first `warmup` steps
+    run are not timed (allocator, autotuning, compilation). The learning rate ramps up over
+    steps 0 to `warmup`, and the gradient norm is clipped to `grad_clip` when it is above 0.
+    `stop(step)`, called on every rank after each step, ends the run after that step when it
+    returns true; every rank must answer alike (it decides collectively). A run resumed at
+    `start` sees the batches and learning rates an uninterrupted one would have."""
     rank = dist.get_rank()
     amp = (
         torch.autocast("cuda", dtype=torch.bfloat16)
@@ -85,8 +90,8 @@ def train(
     res = TrainResult()
     losses: list[torch.Tensor] = []
     t0 = None
-    for step in range(steps):
-        if step == warmup:
+    for step in range(start, steps):
+        if step == start + warmup:
             _sync(device)
             t0 = time.perf_counter()
         for g in opt.param_groups:
@@ -109,7 +114,11 @@ def train(
             dist.all_reduce(bad, op=dist.ReduceOp.MAX)
             if bad.item():
                 break
+        if stop is not None and stop(step):
+            break
     _sync(device)
+    if not losses:  # nothing left to run (resumed at or past the last step)
+        return res
     if t0 is not None:
         res.timed_steps = len(losses) - warmup
         res.timed_s = time.perf_counter() - t0

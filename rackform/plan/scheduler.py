@@ -107,4 +107,22 @@ def slurm_vars(s: SchedulerPlan | None, interface: str) -> dict[str, Any]:
         # slurmd's address for the controller and the other nodes: on the fabric's first
         # interface, as the smoke job's rendezvous (empty: the default IPv4 address).
         "slurm_interface": interface,
+        # The smoke job runs through Slurm (one job over every node, submitted from the
+        # controller, the nodes' GPUs as GRES) where one job can ask every node for the same.
+        **smoke_vars(s),
+    }
+
+
+def smoke_vars(s: SchedulerPlan) -> dict[str, Any]:
+    """The smoke_train role's Slurm variables. One job asks every node for the same GRES, so
+    it needs every node to have the same GPUs (`gpu:h100_sxm:8`, or none); a cluster whose
+    node groups differ runs the smoke job without Slurm, each node with its own GPUs."""
+    kinds = {(n.gpu_type, n.gpus) for n in s.nodes}
+    if len(kinds) != 1:
+        return {"smoke_train_slurm": False}
+    gpu_type, gpus = kinds.pop()
+    return {
+        "smoke_train_slurm": True,
+        "smoke_train_slurm_submit_host": s.controller,
+        "smoke_train_slurm_gres": f"gpu:{gpu_type}:{gpus}" if gpus and gpu_type else "",
     }

@@ -63,7 +63,51 @@ def merge_reports(expected_hosts: list[str], reports: dict[str, dict], rc: int) 
             "detail": f"no report from {', '.join(missing)} (ansible exit {rc})" if missing else "",
         }
     )
-    return {"ansible_rc": rc, "nodes": reports, "checks": checks}
+    out: dict[str, Any] = {"ansible_rc": rc, "nodes": reports, "checks": checks}
+    gang = slurm_allocation(expected_hosts, reports)
+    if gang is not None:
+        checks.append(gang[0])
+        out["slurm"] = gang[1]
+    return out
+
+
+def slurm_allocation(
+    expected_hosts: list[str], reports: dict[str, dict]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Where the smoke job ran through Slurm (a node's report names its job: validators.launch
+    writes `slurm`), the `slurm_allocation` check and the job: every node's part ran in one
+    job, allocated every node at once. None where no report names a job."""
+    jobs = {h: r["slurm"] for h, r in sorted(reports.items()) if isinstance(r.get("slurm"), dict)}
+    if not jobs:
+        return None
+    ids = sorted({str(j.get("job_id")) for j in jobs.values()})
+    first = next(iter(jobs.values()))
+    job = {k: first.get(k) for k in ("job_id", "partition", "nodelist", "nodes", "gpus_per_node")}
+    outside = sorted(h for h in expected_hosts if h in reports and h not in jobs)
+    if len(ids) > 1:
+        why = "the nodes ran in different Slurm jobs: " + ", ".join(
+            f"{h} in {j.get('job_id')}" for h, j in jobs.items()
+        )
+    elif outside:
+        why = f"{', '.join(outside)} ran outside Slurm job {ids[0]}"
+    elif first.get("nodes") != len(expected_hosts):
+        why = f"Slurm job {ids[0]} was allocated {first.get('nodes')} nodes, not the cluster's"
+    else:
+        why = ""
+    detail = (
+        f"Slurm job {job['job_id']} in {job['partition'] or '?'}: {job['nodelist']}, "
+        f"{job['gpus_per_node']} GPUs per node"
+    )
+    check = {
+        "name": "slurm_allocation",
+        "status": "fail" if why else "pass",
+        "measured": first.get("nodes"),
+        "expected": len(expected_hosts),
+        "unit": "nodes",
+        "op": "==",
+        "detail": f"{why}; {detail}" if why else f"every node at once: {detail}",
+    }
+    return check, job
 
 
 def validate_cluster(

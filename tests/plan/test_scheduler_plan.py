@@ -36,6 +36,12 @@ def test_the_example_compiles_to_racks_partitions_and_gpus():
     assert v["slurm_enabled"] is True and v["slurm_interface"] == "ib0"
     assert v["slurm_partitions"][0]["max_time_min"] == 4320
     assert v["slurm_partitions"][1]["max_time_min"] == 0  # unlimited
+    # The smoke job: one Slurm job from the controller, every node's eight H100s as GRES.
+    assert {k: x for k, x in v.items() if k.startswith("smoke_train_slurm")} == {
+        "smoke_train_slurm": True,
+        "smoke_train_slurm_submit_host": "hgx-01",
+        "smoke_train_slurm_gres": "gpu:h100_sxm:8",
+    }
 
 
 def test_a_cpu_group_has_no_gpus_and_unracked_hosts_share_one_switch(write):
@@ -52,6 +58,8 @@ def test_a_cpu_group_has_no_gpus_and_unracked_hosts_share_one_switch(write):
     }
     assert s.switches == (Switch("cluster", ("n1", "n2", "c1")),)  # no racks: no root either
     assert plan.group_vars["slurm_nodes"][2] == {"name": "c1", "gpus": 0, "gpu_type": ""}
+    # One job cannot ask a CPU host and the GPU hosts for the same GRES: no smoke job through Slurm.
+    assert plan.group_vars["smoke_train_slurm"] is False
 
 
 def test_without_a_scheduler_the_role_is_off_and_gets_nothing_else(write):
@@ -60,6 +68,7 @@ def test_without_a_scheduler_the_role_is_off_and_gets_nothing_else(write):
     assert {k: v for k, v in plan.group_vars.items() if k.startswith("slurm")} == {
         "slurm_enabled": False
     }
+    assert not any(k.startswith("smoke_train_slurm") for k in plan.group_vars)
 
 
 def test_gres_types_are_slurm_names():

@@ -51,7 +51,7 @@ def render(blueprint: Path, host: str | None = None) -> dict[str, str]:
     }
     templar = Templar(loader=loader, variables=v)
     out = {}
-    for name in (*FILES, "slurmd.default"):
+    for name in (*FILES, "slurmd.default", "rackform-spot-agent.service"):
         text = (ROLE / "templates" / f"{name}.j2").read_text(encoding="utf-8")
         out[name] = templar.template(trust_as_template(text))
     return out
@@ -132,6 +132,24 @@ def test_jobs_get_a_checkpoint_directory_on_the_mount(example):
         "export RACKFORM_CHECKPOINT_DIR=/mnt/checkpoints/slurm/$SLURM_JOB_ID"
         in example["task_prolog.sh"]
     )
+
+
+def test_finished_jobs_are_recorded_and_a_requeued_job_waits_out_its_credentials(example):
+    conf = example["slurm.conf"]
+    # One line per finished job (jobcomp/filetxt), the records per-job telemetry reads.
+    assert "\nJobCompType=jobcomp/filetxt\nJobCompLoc=/var/log/slurm/jobcomp.log\n" in conf
+    # Slurm's own default, written out: it is also how long a requeued job waits to restart.
+    assert "\nAuthInfo=cred_expire=120\n" in conf
+
+
+def test_the_spot_agent_watches_the_metadata_service_for_its_own_node(example):
+    unit = example["rackform-spot-agent.service"]
+    start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    assert start.split("=", 1)[1].split() == [
+        "/usr/bin/python3", "/usr/local/lib/rackform_spot_agent.py", "--node", "hgx-01",
+        "--imds", "http://169.254.169.254", "--interval-s", "5", "--requeue-after-s", "60",
+    ]  # fmt: skip
+    assert "Restart=always" in unit and "After=network-online.target slurmd.service" in unit
 
 
 def test_a_host_without_gpus_has_no_gres_and_every_node_gets_the_same_files(write):

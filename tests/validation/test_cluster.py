@@ -36,3 +36,30 @@ def test_no_nodes_proves_nothing():
 
 def test_the_stage_resolves_to_this_function():
     assert resolve(VALIDATE_WORK, "validate") is validate_cluster
+
+
+def slurm(job_id="812", nodes=2, node="n1"):
+    return {"job_id": job_id, "partition": "main", "nodelist": "n[1-2]", "nodes": nodes,
+            "node": node, "gpus_per_node": 8, "job_name": "s", "restart_count": 0}  # fmt: skip
+
+
+def test_a_smoke_job_through_slurm_proves_one_job_held_every_node():
+    reports = {n: {**report("pass"), "slurm": slurm(node=n)} for n in ("n1", "n2")}
+    merged = merge_reports(["n1", "n2"], reports, 0)
+    gang = next(c for c in merged["checks"] if c["name"] == "slurm_allocation")
+    assert (gang["status"], gang["measured"], gang["expected"]) == ("pass", 2, 2)
+    assert gang["detail"] == "every node at once: Slurm job 812 in main: n[1-2], 8 GPUs per node"
+    assert merged["slurm"] == {"job_id": "812", "partition": "main", "nodelist": "n[1-2]",
+                               "nodes": 2, "gpus_per_node": 8}  # fmt: skip
+    # Without Slurm there is no such check.
+    assert "slurm" not in merge_reports(["n1"], {"n1": report("pass")}, 0)
+
+
+def test_nodes_in_different_jobs_or_outside_slurm_fail_the_allocation():
+    split = {"n1": {**report("pass"), "slurm": slurm("812")},
+             "n2": {**report("pass"), "slurm": slurm("813", node="n2")}}  # fmt: skip
+    gang = merge_reports(["n1", "n2"], split, 0)["checks"][-1]
+    assert gang["status"] == "fail" and "n1 in 812, n2 in 813" in gang["detail"]
+    half = {"n1": {**report("pass"), "slurm": slurm()}, "n2": report("pass")}
+    gang = merge_reports(["n1", "n2"], half, 0)["checks"][-1]
+    assert gang["status"] == "fail" and gang["detail"].startswith("n2 ran outside Slurm job 812")

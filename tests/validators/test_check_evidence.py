@@ -26,6 +26,7 @@ from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
 from validators.model import config
 from validators.report import FAIL, NOT_RUN, PASS, Check
+from validators.resumable_train import steps_check
 from validators.train import TrainResult
 from validators.train_checks import replicas_verdict, training_checks
 
@@ -251,6 +252,10 @@ CASES: list[tuple[str, str, str, Callable]] = [
      lambda: ckpt("checkpoint_read", [rank(read=100.0)])),
     ("checkpoint_read", "the round trip failed", NOT_RUN,
      lambda: ckpt("checkpoint_read", [rank(error="read failed")])),
+    # the resumable job
+    ("steps_completed", "the loss went NaN half-way", FAIL, lambda: steps_check(12, 20, "diverged")),
+    ("steps_completed", "stopped on SIGTERM, its checkpoint written", NOT_RUN,
+     lambda: steps_check(12, 20, "SIGTERM")),
     # the job: NCCL
     ("nccl_version", "older than declared", FAIL, lambda: comm_checks.nccl_version_check("2.18.1", "2.21.5")),
     ("nccl_version", "torch reports no NCCL", FAIL, lambda: comm_checks.nccl_version_check(None, "2.21.5")),

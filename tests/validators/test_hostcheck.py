@@ -8,6 +8,7 @@ the O_DIRECT writer run for real against a temporary directory."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -210,6 +211,30 @@ def test_python_direct_write(tmp_path):
     assert c.error is None and c.gbps > 0
     assert "O_DIRECT" in c.method or "buffered" in c.method
     assert list(tmp_path.iterdir()) == []  # the probe file is gone
+
+
+def test_a_filesystem_that_makes_the_file_then_refuses_o_direct(tmp_path, monkeypatch):
+    # tmpfs before Linux 6.6 (the testbed's Debian 12 kernel) creates the file, then answers
+    # EINVAL to O_DIRECT; the retry without it must not find its own file in the way (it did:
+    # "[Errno 17] File exists" on the testbed). This machine's kernel takes O_DIRECT on tmpfs,
+    # so that open is played here.
+    real_open = os.open
+
+    def old_tmpfs(path, flags, *args):
+        if flags & os.O_DIRECT:
+            os.close(real_open(path, flags & ~os.O_DIRECT, *args))
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(storage.os, "open", old_tmpfs)
+    c = storage.measure(str(tmp_path), 4, use_fio=False)
+    assert c.error is None and c.gbps > 0, c
+    assert "buffered + fsync (no O_DIRECT here)" in c.method
+    f = storage.DirectFile(str(tmp_path / "f"), storage.Blocks(1 << 20), exclusive=True)
+    f.write(b"x" * 100)
+    f.close()
+    assert f.direct is False and (tmp_path / "f").read_bytes() == b"x" * 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]  # the probe file is gone
 
 
 @pytest.mark.skipif(

@@ -308,3 +308,11 @@ def test_a_sigterm_alone_is_still_named():
     assert launch.root_cause(only.splitlines()).startswith(
         "rank 0 on localhost failed: exit code -15"
     )
+
+
+def test_a_job_run_by_slurm_names_its_job_and_allocation():
+    slurm = {"job_id": "812", "nodelist": "node[1-2]", "nodes": 2, "node": "node1",
+             "gpus_per_node": 0, "partition": "main", "job_name": "s", "restart_count": 0}  # fmt: skip
+    doc = launch.compose(None, _done([]), launch.Proc(0, [], False), 900, slurm=slurm)
+    assert doc["slurm"] == slurm
+    assert "slurm" not in launch.compose(None, _done([]), launch.Proc(0, [], False), 900)

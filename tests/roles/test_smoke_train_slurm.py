@@ -1,0 +1,138 @@
+"""smoke_train's Slurm branch without a cluster: the sbatch line the role renders for a compiled
+blueprint (one job over every node, whole nodes, the GPUs as GRES, never requeued), the shell
+that watches the job on the submitting host until it has ended, and how the job's last record
+is read. Slurm is not installed on this machine: a recording scontrol stands in for it on PATH
+(the e2e, tests/e2e/test_slurm_vms.py, runs the branch against the testbed's real cluster)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from gpu_collection import ROLES_DIR
+
+from rackform.blueprint.loader import load_effective
+from rackform.engine import compile_effective
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROLES_DIR / "smoke_train"
+OWN = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
+HOSTS = ["hgx-01", "hgx-02", "hgx-03", "hgx-04"]
+RUN = "0123456789abcdef" * 3
+
+
+def render(name: str, variables: dict) -> object:
+    """One of the role's private vars, as Ansible renders it for the first host."""
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
+    env = {
+        **{k: v for k, v in defaults.items() if "{{" not in str(v)},
+        **{k: trust_as_template(v) if isinstance(v, str) else v for k, v in OWN.items()},
+        **variables,
+        "ansible_play_hosts_all": HOSTS,
+        "inventory_hostname": HOSTS[0],
+        "_smoke_train_run_id": RUN,
+    }
+    expr = "{{ " + name + " }}"
+    return Templar(loader=DataLoader(), variables=env).template(trust_as_template(expr))
+
+
+def example_vars() -> dict:
+    plan = compile_effective(load_effective(ROOT / "blueprints" / "baremetal-slurm.yaml"))
+    return dict(plan.group_vars)
+
+
+def test_one_job_asks_for_every_node_whole_with_its_gpus():
+    argv = [str(a) for a in render("_smoke_train_sbatch", example_vars())]
+    assert argv[:2] == ["sbatch", "--parsable"]
+    opts = dict(a.split("=", 1) for a in argv[2:-2] if "=" in a)
+    assert (
+        opts
+        == {
+            "--job-name": f"rackform-smoke-{RUN[:12]}",
+            "--nodes": "4",
+            "--nodelist": "hgx-01,hgx-02,hgx-03,hgx-04",
+            "--ntasks-per-node": "1",
+            "--mem": "0",
+            "--time": "17",  # the role's deadline: 900 s + 120 s, in minutes, rounded up
+            "--chdir": "/opt/rackform/smoke",
+            "--output": f"/opt/rackform/smoke/reports/{RUN[:12]}-slurm-%j.out",
+            "--gres": "gpu:h100_sxm:8",
+        }
+    )
+    assert "--exclusive" in argv and "--no-requeue" in argv
+    assert argv[-2] == "--wrap"
+    assert shlex.split(argv[-1]) == [
+        "exec", "srun", "--whole", "--label", "--kill-on-bad-exit=0",
+        "/bin/sh", f"/opt/rackform/smoke/job-{RUN[:12]}.sh",
+    ]  # fmt: skip
+
+
+def test_a_partition_and_no_gpus_are_asked_as_given():
+    variables = {
+        **example_vars(),
+        "smoke_train_slurm_gres": "",
+        "smoke_train_slurm_partition": "batch",
+    }
+    argv = [str(a) for a in render("_smoke_train_sbatch", variables)]
+    assert "--partition=batch" in argv and not any(a.startswith("--gres") for a in argv)
+
+
+def scontrol(tmp_path: Path, states: list[str]) -> Path:
+    """A scontrol that answers `show job` with each state in turn (the last one after),
+    logging its calls."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (tmp_path / "states").write_text("\n".join(states) + "\n")
+    script = f"""#!/bin/sh
+echo "$*" >> {tmp_path}/calls
+s=$(head -n1 {tmp_path}/states)
+[ $(wc -l < {tmp_path}/states) -gt 1 ] && sed -i 1d {tmp_path}/states
+[ "$s" = gone ] && {{ echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; }}
+echo "JobId=7 JobName=rackform-smoke JobState=$s Reason=None ExitCode=0:0 NodeList=hgx-[01-04] BatchHost=hgx-01"
+"""
+    (bindir / "scontrol").write_text(script)
+    (bindir / "scontrol").chmod(0o755)
+    return bindir
+
+
+def watch(tmp_path: Path, bindir: Path) -> str:
+    end = tmp_path / "job.slurm"
+    subprocess.run(
+        ["/bin/sh", "-c", OWN["_smoke_train_slurm_watch"], "watch", str(end), "7"],
+        env={"PATH": f"{bindir}:/usr/bin:/bin"},
+        check=True,
+        timeout=60,
+    )
+    return end.read_text()
+
+
+def test_the_watcher_writes_the_jobs_last_record_once_it_has_ended(tmp_path):
+    bindir = scontrol(tmp_path, ["PENDING", "RUNNING", "COMPLETING", "COMPLETED"])
+    assert " JobState=COMPLETED " in watch(tmp_path, bindir)
+    assert (tmp_path / "calls").read_text().splitlines() == ["--oneliner show job 7"] * 4
+
+
+def test_a_job_slurm_no_longer_knows_ends_the_watch_with_what_scontrol_said(tmp_path):
+    bindir = scontrol(tmp_path, ["RUNNING", "gone"])
+    assert "Invalid job id specified" in watch(tmp_path, bindir)
+
+
+def test_the_record_is_read_from_the_watchers_file_or_from_the_cancellation():
+    line = (
+        "JobId=7 JobName=rackform-smoke JobState=FAILED Reason=NonZeroExitCode"
+        " ExitCode=1:0 NodeList=node[1-2] BatchHost=node1"
+    )
+    ended = {"stdout": line}
+    rec = render("_smoke_train_slurm_record", {"_smoke_train_slurm_ended": ended,
+                                               "_smoke_train_slurm_late": {"skipped": True}})  # fmt: skip
+    assert (rec["JobState"], rec["Reason"], rec["ExitCode"], rec["BatchHost"]) == (
+        "FAILED", "NonZeroExitCode", "1:0", "node1",
+    )  # fmt: skip
+    late = {"stdout": "JobId=7 JobState=PENDING Reason=Resources", "changed": True}
+    rec = render("_smoke_train_slurm_record", {"_smoke_train_slurm_ended": {"stdout": ""},
+                                               "_smoke_train_slurm_late": late})  # fmt: skip
+    assert (rec["JobState"], rec["Reason"]) == ("PENDING", "Resources")

@@ -1,0 +1,163 @@
+"""The resumable training job on CPU: two gloo ranks started as srun starts them (Slurm's task
+variables, the rendezvous on loopback), stopped the way Slurm stops a preempted or requeued job
+(SIGCONT and SIGTERM) after its first checkpoint, then started again in the same checkpoint
+directory, as the requeued job is. It resumes from the step it saved on SIGTERM and ends with
+exactly the losses of a run that was never interrupted. SIGUSR1 (the spot agent's signal) writes
+a checkpoint at once and training goes on."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from loopback import free_port
+from smoke_helpers import ROOT, env
+
+from validators.resume import EXIT_STOPPED
+
+pytestmark = pytest.mark.slow
+
+ARGS = ("--steps", "120", "--checkpoint-every", "10", "--batch", "2", "--seq-len", "16")
+
+
+def start(ck: Path, *args: str) -> list[subprocess.Popen]:
+    """Two ranks of one Slurm job step on this node (what srun gives each task)."""
+    port = str(free_port())
+    procs = []
+    for rank in (0, 1):
+        task = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_NUM_NODES": "1",
+                "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2", "SLURM_LOCALID": str(rank),
+                "SLURM_STEP_NUM_NODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                "RACKFORM_CHECKPOINT_DIR": str(ck), "OMP_NUM_THREADS": "1"}  # fmt: skip
+        e = {k: v for k, v in env().items() if k not in ("RANK", "WORLD_SIZE")}
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "validators.resumable", *ARGS, *args],
+                env={**e, **task},
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    return procs
+
+
+def finish(procs: list[subprocess.Popen], timeout: float = 120) -> list[int]:
+    outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    codes = [p.returncode for p in procs]
+    assert all(c in (0, EXIT_STOPPED) for c in codes), "\n".join(outs)
+    return codes
+
+
+def signal_after_checkpoint(procs, ck: Path, *signals: signal.Signals) -> None:
+    """Once the first checkpoint is in place, the signals to both ranks while they are held
+    still, so both get them before their next step, as Slurm signals every task at once."""
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith("step-") for p in ck.iterdir()):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    for p in procs:
+        p.send_signal(signal.SIGSTOP)
+    for sig in (*signals, signal.SIGCONT):
+        for p in procs:
+            p.send_signal(sig)
+
+
+def losses(ck: Path, step: int) -> list[float]:
+    return json.loads((ck / f"step-{step:08d}" / "progress.json").read_text())["losses"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    ck = tmp_path_factory.mktemp("uninterrupted")
+    assert finish(start(ck, "--checkpoint-every", "120")) == [0, 0]
+    return ck
+
+
+def test_a_job_stopped_by_sigterm_resumes_where_it_saved_and_ends_as_if_never_stopped(
+    tmp_path, uninterrupted
+):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    procs = start(ck)
+    signal_after_checkpoint(procs, ck, signal.SIGTERM)
+    assert finish(procs) == [EXIT_STOPPED, EXIT_STOPPED]
+    stopped = json.loads((ck / "report.json").read_text())
+    saved = stopped["checkpoints"][-1]
+    assert saved["why"] == "SIGTERM" and 10 <= saved["step"] < 120, stopped["checkpoints"]
+    assert stopped["runs"][-1]["ended"] == "SIGTERM" and not stopped["complete"]
+    assert (ck / f"step-{saved['step']:08d}").is_dir()
+
+    assert finish(start(ck)) == [0, 0]  # requeued: the same directory, the same job id
+    doc = json.loads((ck / "report.json").read_text())
+    assert doc["ok"] and doc["complete"] and doc["step"] == 120
+    assert doc["resume"]["from_step"] == saved["step"]
+    assert doc["resume"]["checkpoint_why"] == "SIGTERM"
+    assert [(r["from_step"], r["to_step"], r["ended"]) for r in doc["runs"]] == [
+        (0, saved["step"], "SIGTERM"),
+        (saved["step"], 120, "completed"),
+    ]
+    checks = {c["name"]: c["status"] for c in doc["checks"]}
+    assert checks == {"loss_drop": "pass", "mfu": "not-run", "steps_completed": "pass",
+                      "replicas_in_sync": "pass"}  # fmt: skip
+    # The same weights, optimizer state, batches and learning rates: the same losses, bit for bit.
+    assert losses(ck, 120) == losses(uninterrupted, 120)
+    assert doc["job"]["slurm"]["job_id"] == "4242"
+    assert sorted(p.name for p in ck.glob("step-*")) == ["step-00000110", "step-00000120"]
+
+
+def test_sigusr1_writes_a_checkpoint_at_once_and_training_goes_on(tmp_path):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    procs = start(ck, "--checkpoint-every", "50")
+    signal_after_checkpoint(procs, ck, signal.SIGUSR1)
+    assert finish(procs) == [0, 0]
+    doc = json.loads((ck / "report.json").read_text())
+    whys = [(c["why"], c["step"]) for c in doc["checkpoints"]]
+    asked = [step for why, step in whys if why == "SIGUSR1"]
+    assert len(asked) == 1 and 50 <= asked[0] < 100, whys
+    assert whys[-1] == ("every 50 steps", 100) and doc["complete"] and doc["step"] == 120
+
+
+def test_without_a_checkpoint_directory_it_says_so(tmp_path):
+    e = {k: v for k, v in env().items() if k != "RACKFORM_CHECKPOINT_DIR"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "validators.resumable", "--steps", "4"],
+        env=e, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "pass --checkpoint-dir or set RACKFORM_CHECKPOINT_DIR" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def catches(pid: int, sig: signal.Signals) -> bool:
+    """Whether the process has a handler for `sig` yet (the SigCgt mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+def test_a_signal_while_torch_is_still_importing_is_acted_on_at_the_first_step(tmp_path):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    procs = start(ck, "--checkpoint-every", "100")
+    deadline = time.monotonic() + 60
+    while not all(catches(p.pid, signal.SIGUSR1) for p in procs):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.005)
+    # torch is not loaded yet: the signal comes while the job starts.
+    assert not any("libtorch" in Path(f"/proc/{p.pid}/maps").read_text() for p in procs)
+    for p in procs:
+        p.send_signal(signal.SIGUSR1)
+    assert finish(procs) == [0, 0]
+    doc = json.loads((ck / "report.json").read_text())
+    assert [(c["why"], c["step"]) for c in doc["checkpoints"]] == [
+        ("SIGUSR1", 1), ("every 100 steps", 100),
+    ]  # fmt: skip

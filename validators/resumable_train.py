@@ -1,0 +1,302 @@
+"""The resumable job's training (validators/resumable.py starts it, with its signal flags
+already set): the smoke job's model and training loop, checkpointed every `--checkpoint-every`
+steps and when a signal asks, resumed from the newest checkpoint every node holds."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from validators import checkpoint, report, slurm_env
+from validators.args import add_training, on_gpu, resolve_training
+from validators.model import GPT, params_for_flops
+from validators.resume import EXIT_STOPPED, Signals, Store, common_step
+from validators.train import Faults, TrainResult, train
+from validators.train_checks import replicas_check, training_checks
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="validators.resumable",
+        description="A training job that checkpoints every K steps and on SIGTERM / SIGUSR1,"
+        " and resumes from its newest checkpoint (see validators/resumable.py).",
+    )
+    add_training(p)
+    p.add_argument(
+        "--checkpoint-dir",
+        default=os.environ.get("RACKFORM_CHECKPOINT_DIR"),
+        help="This job's checkpoints (default $RACKFORM_CHECKPOINT_DIR).",
+    )
+    p.add_argument("--checkpoint-every", type=int, default=20, help="Steps between checkpoints.")
+    p.add_argument("--keep", type=int, default=2, help="Checkpoints kept.")
+    p.add_argument("--report", help="The JSON report (default: report.json there).")
+    p.add_argument("--loss-drop", type=float, default=0.2, help="Loss must fall by this fraction.")
+    p.add_argument("--collective-timeout-s", type=float, default=300.0)
+    args = p.parse_args(argv)
+    resolve_training(p, args)
+    if not args.checkpoint_dir:
+        p.error("no checkpoint directory: pass --checkpoint-dir or set RACKFORM_CHECKPOINT_DIR")
+    if args.checkpoint_every < 1:
+        p.error("--checkpoint-every must be at least 1")
+    args.report = args.report or os.path.join(args.checkpoint_dir, "report.json")
+    # The tiny models are not worth a compiler; these keep the smoke job's meaning.
+    args.peak_tflops = args.mfu_min = None
+    return args
+
+
+class Job:
+    """The training state and the record of the whole training, across runs."""
+
+    def __init__(self, args, signals: Signals, device, local_rank: int, local_world: int):
+        self.args, self.signals, self.device = args, signals, device
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.leader, self.local_world = local_rank == 0, local_world
+        self._asked = [0.0, 0.0, 0.0]  # what the last stop_here decided: due, signalled, stop
+        timeout = timedelta(seconds=args.collective_timeout_s)
+        # Object collectives over gloo; checkpoints within each node, by its own ranks.
+        self.cpu = (
+            dist.new_group(backend="gloo", timeout=timeout) if device.type == "cuda" else None
+        )
+        self.node, _groups = dist.new_subgroups(
+            group_size=local_world, backend="gloo", timeout=timeout
+        )
+        self.store = Store(args.checkpoint_dir, args.keep)
+        torch.manual_seed(args.seed)  # the same initial weights on every rank
+        self.model = GPT(args.model).to(device)
+        self.net = DDP(self.model, device_ids=[local_rank] if device.type == "cuda" else None)
+        self.opt = torch.optim.AdamW(
+            self.model.parameters(), lr=args.lr, weight_decay=0.0, fused=device.type == "cuda"
+        )
+        self.step = 0
+        self.progress: dict = {"losses": [], "checkpoints": [], "runs": []}
+        self.run: dict = {}
+        self.resumed: dict = {"from_step": 0}
+
+    def _agree(self, error: str | None) -> str | None:
+        errs: list = [None] * self.world
+        dist.all_gather_object(errs, error, group=self.cpu)
+        return next((e for e in errs if e), None)
+
+    def _state(self) -> dict:
+        model_sd, optim_sd = get_state_dict(self.model, self.opt)
+        return {"model": model_sd, "optim": optim_sd}
+
+    def resume(self) -> None:
+        """Load the newest checkpoint every node holds; the weights, optimizer state, step and
+        the record of the runs before continue from there."""
+        here: list = [None] * self.world
+        dist.all_gather_object(here, self.store.steps(), group=self.cpu)
+        step = common_step(here)
+        if step:
+            state = self._state()
+            err = checkpoint.load(state, self.store.path(step), self.node)
+            err = self._agree(err and f"{os.uname().nodename}: {err}")
+            if err:
+                raise SystemExit(f"resumable: cannot resume from {self.store.path(step)}: {err}")
+            set_state_dict(
+                self.model,
+                self.opt,
+                model_state_dict=state["model"],
+                optim_state_dict=state["optim"],
+            )
+            self.progress = self.store.progress(step)
+            for run in self.progress["runs"]:  # a run that never wrote its end was killed
+                if run["ended"] == "running":
+                    run["ended"] = "killed (steps after its last checkpoint were lost)"
+            last = self.progress["checkpoints"][-1]
+            self.resumed = {
+                "from_step": step,
+                "checkpoint": self.store.path(step),
+                "checkpoint_time": last["time"],
+                "checkpoint_why": last["why"],
+                "age_s": round(time.time() - last["time"], 3),
+            }
+        self.step = step
+        self.run = {
+            "from_step": step,
+            "to_step": step,
+            "ended": "running",
+            "started": time.time(),
+            "slurm_restart_count": (slurm_env.facts() or {}).get("restart_count"),
+        }
+        self.progress["runs"].append(self.run)
+
+    def stop_here(self, step: int) -> bool:
+        """After each step: whether to stop for a checkpoint, decided by all ranks at once
+        (one is due, or a signal reached any rank)."""
+        due = (step + 1) % self.args.checkpoint_every == 0
+        flags = torch.tensor(
+            [float(due), float(self.signals.save), float(self.signals.stop)], device=self.device
+        )
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        self._asked = flags.tolist()
+        return any(self._asked)
+
+    def save(self, why: str) -> None:
+        """A checkpoint of the steps done so far, on every node; a failed one ends the job
+        (training on without checkpoints would lose what resuming is for)."""
+        err = None
+        if self.leader:
+            try:
+                self.store.begin(self.step)
+            except OSError as exc:
+                err = f"cannot create {self.store.staging(self.step)}: {exc}"
+        err = self._agree(err)
+        if err is None:
+            err = checkpoint.save(self._state(), self.store.staging(self.step), self.node)
+            err = self._agree(err and f"{os.uname().nodename}: {err}")
+        if err:
+            raise SystemExit(f"resumable: checkpoint after step {self.step} failed: {err}")
+        self.progress["checkpoints"].append({"step": self.step, "why": why, "time": time.time()})
+        self.run["to_step"] = self.step
+        if self.leader:
+            self.store.publish(self.step, self.progress)
+        dist.barrier(group=self.cpu)
+
+    def train(self) -> None:
+        """Train to the last step, checkpointing on the way; returns early after the
+        checkpoint SIGTERM asked for, or when the loss went NaN."""
+        a = self.args
+        warmup = a.warmup if a.warmup is not None else max(1, min(10, a.steps // 5))
+        while self.step < a.steps:
+            self._asked = [0.0, 0.0, 0.0]
+            res = train(
+                self.net, self.opt, a.model, self.device, a.steps, warmup, a.seed, a.lr,
+                Faults(), lambda _s: None, grad_clip=a.grad_clip, start=self.step,
+                stop=self.stop_here,
+            )  # fmt: skip
+            self.progress["losses"] += res.losses
+            self.step += len(res.losses)
+            if res.nan_step is not None:
+                self.run.update(ended="diverged", stopped=time.time())
+                return
+            due, signalled, stop = self._asked
+            if stop or self.step >= a.steps:  # recorded before the checkpoint that keeps it
+                self.run.update(ended="SIGTERM" if stop else "completed", stopped=time.time())
+            if signalled:
+                why = self.signals.why()
+                self.signals.save = False
+            else:
+                why = f"every {a.checkpoint_every} steps"
+            if due or signalled:
+                self.save(why)
+            if stop:
+                return
+        if self.run["ended"] == "running":  # resumed at the last step: nothing left to run
+            self.run.update(ended="completed", stopped=time.time())
+
+    def report(self) -> dict:
+        a = self.args
+        done = self.run["ended"] != "SIGTERM"
+        checks: list[report.Check] = []
+        metrics: dict = {}
+        if done:
+            res = TrainResult(losses=self.progress["losses"])
+            res.nan_step = next((i for i, v in enumerate(res.losses) if math.isnan(v)), None)
+            checks += training_checks(
+                a, metrics, res, a.model, params_for_flops(self.model), self.device, self.world
+            )
+            checks.append(steps_check(self.step, a.steps, self.run["ended"]))
+            checks.append(replicas_check(self.model, self.cpu, self.world))
+        else:
+            checks.append(steps_check(self.step, a.steps, self.run["ended"]))
+            metrics["losses"] = self.progress["losses"]
+        return report.make(
+            checks,
+            complete=done,
+            job={
+                "world_size": self.world,
+                "nodes": self.world // self.local_world,
+                "backend": dist.get_backend(),
+                "device": self.device.type,
+                "torch": torch.__version__,
+                "slurm": slurm_env.facts(),
+            },
+            resume=self.resumed,
+            step=self.step,
+            steps=a.steps,
+            runs=self.progress["runs"],
+            checkpoints=self.progress["checkpoints"],
+            metrics=metrics,
+        )
+
+
+def steps_check(step: int, steps: int, ended: str) -> report.Check:
+    """Every step ran: passes at the last step. A run stopped on SIGTERM (its checkpoint
+    written, the requeued job to go on) has not finished yet: not run, never a pass."""
+    if ended == "SIGTERM":
+        return report.not_run(
+            "steps_completed",
+            f"stopped by SIGTERM after step {step} with its checkpoint written; the requeued"
+            " job resumes there",
+            measured=step,
+            expected=steps,
+            unit="steps",
+        )
+    detail = "" if step == steps else f"the run {ended} after step {step}"
+    return report.compare("steps_completed", step, steps, "steps", "==", detail=detail)
+
+
+def run(signals: Signals, argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    rank, world, local_rank, local_world = slurm_env.ranks()
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = slurm_env.rendezvous()
+    use_cuda = on_gpu(args)
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(
+        "nccl" if use_cuda else "gloo",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=args.collective_timeout_s),
+        device_id=device if use_cuda else None,
+    )
+    try:
+        job = Job(args, signals, device, local_rank, local_world)
+        job.resume()
+        print(f"resumable: rank {rank}/{world}: from step {job.step} of {args.steps}", flush=True)
+        job.train()
+        doc = job.report()
+        if job.leader:
+            tmp = f"{args.report}.tmp{os.getpid()}"
+            with open(tmp, "w") as fh:
+                fh.write(report.dumps(doc))
+            os.replace(tmp, args.report)
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        print(report.table(doc), flush=True)
+    if job.run["ended"] == "SIGTERM":
+        wait_for_requeue(signals, rank)
+        return EXIT_STOPPED
+    return report.exit_code(doc)
+
+
+def wait_for_requeue(signals: Signals, rank: int, poll_s: float = 5.0) -> None:
+    """Preempted with a grace time, the job stays until Slurm ends the grace time (then it
+    requeues the job, and signals it again: SIGCONT, SIGTERM, SIGKILL after KillWait): ended
+    earlier it would count as failed and never run again. Anything else (a requeue, a
+    cancellation, the time limit) has already decided the job's fate: return at once."""
+    terms = signals.seen.count("SIGTERM")
+    said = False
+    while slurm_env.preempted_in_grace(slurm_env.record()):
+        if not said and rank == 0:
+            print(
+                "resumable: preempted; the checkpoint is written, waiting for Slurm to requeue"
+                " the job at the end of its grace time",
+                flush=True,
+            )
+            said = True
+        for _tick in range(int(poll_s * 10)):
+            if signals.seen.count("SIGTERM") > terms:  # the grace time is over
+                return
+            time.sleep(0.1)
