@@ -25,8 +25,29 @@ pytestmark = pytest.mark.slow
 ARGS = ("--steps", "120", "--checkpoint-every", "10", "--batch", "2", "--seq-len", "16")
 
 
-def start(ck: Path, *args: str) -> list[subprocess.Popen]:
-    """Two ranks of one Slurm job step on this node (what srun gives each task)."""
+# The job's own module, run as `python -m` runs it, behind a gate: its `import torch` waits until
+# the file named first on the command line exists. Only the timing is the test's; torch, the
+# job and its signal handling are the real ones.
+GATED = """
+import runpy, sys, time
+from pathlib import Path
+gate = Path(sys.argv.pop(1))
+
+class Gate:
+    def find_spec(self, name, path=None, target=None):
+        while name == "torch" and not gate.exists():
+            time.sleep(0.01)
+        return None
+
+sys.meta_path.insert(0, Gate())
+sys.argv[0] = "validators.resumable"
+runpy.run_module("validators.resumable", run_name="__main__", alter_sys=True)
+"""
+
+
+def start(ck: Path, *args: str, gate: Path | None = None) -> list[subprocess.Popen]:
+    """Two ranks of one Slurm job step on this node (what srun gives each task); with `gate`,
+    their `import torch` waits until that file exists."""
     port = str(free_port())
     procs = []
     for rank in (0, 1):
@@ -37,7 +58,12 @@ def start(ck: Path, *args: str) -> list[subprocess.Popen]:
         e = {k: v for k, v in env().items() if k not in ("RANK", "WORLD_SIZE")}
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "validators.resumable", *ARGS, *args],
+                [
+                    sys.executable,
+                    *(["-c", GATED, str(gate)] if gate else ["-m", "validators.resumable"]),
+                    *ARGS,
+                    *args,
+                ],
                 env={**e, **task},
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
@@ -147,15 +173,17 @@ def catches(pid: int, sig: signal.Signals) -> bool:
 def test_a_signal_while_torch_is_still_importing_is_acted_on_at_the_first_step(tmp_path):
     ck = tmp_path / "ck"
     ck.mkdir()
-    procs = start(ck, "--checkpoint-every", "100")
+    gate = tmp_path / "torch-may-load"
+    procs = start(ck, "--checkpoint-every", "100", gate=gate)
     deadline = time.monotonic() + 60
     while not all(catches(p.pid, signal.SIGUSR1) for p in procs):
         assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
         time.sleep(0.005)
-    # torch is not loaded yet: the signal comes while the job starts.
+    # torch is not loaded yet (its import waits at the gate): the signal comes while the job starts.
     assert not any("libtorch" in Path(f"/proc/{p.pid}/maps").read_text() for p in procs)
     for p in procs:
         p.send_signal(signal.SIGUSR1)
+    gate.touch()
     assert finish(procs) == [0, 0]
     doc = json.loads((ck / "report.json").read_text())
     assert [(c["why"], c["step"]) for c in doc["checkpoints"]] == [
