@@ -35,6 +35,15 @@ class Switch:
 
 
 @dataclass(frozen=True)
+class ControllerInstance:
+    """The Slurm controller a stack creates for the cluster (AWS): an instance of its own that
+    runs slurmctld and is no node (no slurmd, in no partition)."""
+
+    name: str  # its inventory name, the stack's instance name (rackform/targets/aws/names.py)
+    instance_type: str
+
+
+@dataclass(frozen=True)
 class SchedulerPlan:
     type: str
     controller: str
@@ -44,3 +53,10 @@ class SchedulerPlan:
     preempt_mode: str  # what a preempted job's fate is: requeue
     grace_s: int  # seconds between SIGTERM and SIGKILL for a preempted job
     checkpoint_dir: str  # the jobs' checkpoint path: the nodes' checkpoint mount
+    # Where slurmctld runs: one of the nodes (bare metal, colocation: `controller` is a host of
+    # the blueprint, and it runs slurmd too), or an instance the stack creates (AWS: no node).
+    instance: ControllerInstance | None = None
+
+    @property
+    def controller_is_node(self) -> bool:
+        return self.instance is None
