@@ -83,7 +83,12 @@ AWS_SLURM = """
 name: llm-train-a
 purpose: training
 owner: team@example.com
-target: {type: aws, region: us-east-1, availability_zone: us-east-1a, market: MARKET}
+target:
+  type: aws
+  region: us-east-1
+  availability_zone: us-east-1a
+  market: MARKET
+  ami: {image: ubuntu-24.04}
 node_groups:
   - {name: gpu-a, instance_type: p5.48xlarge, count: 2}
   - {name: gpu-a-1, instance_type: p5.48xlarge, count: 1}

@@ -20,6 +20,9 @@ HOST_TARGETS = ("bare_metal", "colocation")
 # The targets whose stack creates the nodes, and so a controller instance of its own
 # (`<stack>-slurmctld`, rackform/targets/aws/controller.py) beside them.
 INSTANCE_TARGETS = ("aws",)
+# The AWS images whose Slurm the slurm role supports (roles/slurm/vars/main.yml: 22.05 or
+# newer; Ubuntu 22.04 ships 21.08).
+SLURM_IMAGES = ("ubuntu-24.04", "dlami-ubuntu-24.04")
 # The controller instance's default type: 2 vCPUs and 8 GiB. slurmctld keeps the cluster's
 # nodes, partitions and jobs in memory and writes its state to the root volume; a cluster of
 # tens of nodes and a few thousand jobs fits in a fraction of that.
@@ -136,9 +139,20 @@ def scheduler_rules(bp: Any) -> list[Violation]:
 
 def _controller_instance(bp: Any) -> list[Violation]:
     """The stack creates the controller: no host of the blueprint is one, and its type is a
-    small instance without GPUs (the catalog lists GPU types only, each one too dear for it)."""
+    small instance without GPUs (the catalog lists GPU types only, each one too dear for it).
+    The nodes run slurmd from their image's packages, which must be Slurm 22.05 or newer."""
     s = bp.scheduler
     out = []
+    image = bp.target.ami.image
+    if image not in SLURM_IMAGES:
+        out.append(
+            Violation(
+                ("target", "ami", "image"),
+                f"Slurm needs Ubuntu 24.04 on the nodes (Slurm 23.11); {image} ships Slurm "
+                "21.08, which cannot confine jobs under cgroup v2",
+                "set target.ami.image: ubuntu-24.04 (or dlami-ubuntu-24.04)",
+            )
+        )
     if s.controller is not None:
         out.append(
             Violation(

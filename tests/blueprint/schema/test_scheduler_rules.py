@@ -56,6 +56,7 @@ AWS_SLURM = (
         "network:",
         "  - name: gpu-b\n    instance_type: g6e.12xlarge\n    count: 1\nnetwork:",
     )
+    .replace("  ssh_cidrs:", "  ami: {image: ubuntu-24.04}\n  ssh_cidrs:")
     + """
 scheduler:
   type: slurm
@@ -174,3 +175,21 @@ def test_each_mistake_is_one_located_line(write, old, new, path, needle, fix):
 def test_preemption_mode_is_requeue(write):
     got = problems(write, BARE_METAL + SLURM.replace("mode: requeue", "mode: cancel"))
     assert list(got) == ["scheduler.preemption.mode"]
+
+
+def test_aws_slurm_needs_an_image_whose_slurm_the_role_supports(write):
+    text = AWS_SLURM.replace("ami: {image: ubuntu-24.04}", "ami: {image: dlami-ubuntu-22.04}")
+    (p,) = problems(write, text).values()
+    assert p.path == "target.ami.image"
+    assert "Slurm 21.08" in p.message and "ubuntu-24.04" in p.fix
+    assert (
+        p.line
+        == textwrap.dedent(text)
+        .lstrip("\n")
+        .splitlines()
+        .index("  ami: {image: dlami-ubuntu-22.04}")
+        + 1
+    )
+    # The default image (22.04) is refused too, located at the target it belongs to.
+    (p,) = problems(write, AWS_SLURM.replace("  ami: {image: ubuntu-24.04}\n", "")).values()
+    assert p.path == "target.ami.image" and p.line is not None
