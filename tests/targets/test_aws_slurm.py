@@ -12,6 +12,7 @@ from planhelp import AWS_SLURM, AWS_TRAINING, of_type, one, plan, variant, write
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
+from rackform.gitops.diff import compare_resources
 from rackform.plan.inventory import SLURM_CONTROLLER_GROUP, inventory_hosts
 from rackform.stack import offline
 from rackform.stack.replacement import steps
@@ -192,3 +193,21 @@ def test_the_spot_agent_follows_the_market(tmp_path, market):
 def test_aws_training_without_slurm_is_unchanged(tmp_path):
     recs = plan(tmp_path, AWS_TRAINING)
     assert not any("slurm" in r.name for r in recs)
+
+
+def test_a_new_zone_replaces_the_controller_too_and_diff_names_it(tmp_path):
+    def res(recs):
+        return {
+            r.urn: {"type": r.type, "custom": r.custom, "inputs": r.inputs, "options": r.options}
+            for r in recs
+        }
+
+    before = res(records(tmp_path))
+    after = res(records(tmp_path, variant(AWS_SLURM, **{"target.availability_zone": "us-east-1b"})))
+    found = {r["urn"].rsplit("::", 1)[1]: r for r in compare_resources(before, after)}
+    assert found[CONTROLLER]["op"] == "replace"
+    assert found[CONTROLLER]["reason"].startswith("subnetId: llm-train-a-dev-nodes replaced")
+    assert found[CONTROLLER]["nodes"] == "replaces"
+    assert found[CONTROLLER]["what"] == "Slurm's controller and its queue"
+    node = found["llm-train-a-dev-gpu-a-0"]
+    assert node["nodes"] == "replaces" and "what" not in node

@@ -26,6 +26,7 @@ from rackform.plan.model import Plan
 from rackform.plan.slurm import ControllerInstance
 from rackform.targets.aws.image_pin import ImagePin
 from rackform.targets.aws.images import IMAGES
+from rackform.targets.aws.names import CONTROLLER_TAG
 from rackform.targets.aws.nodes import SSH_PORT
 from rackform.targets.aws.tags import aws_tags
 
@@ -34,8 +35,6 @@ IMAGE = IMAGES["ubuntu-24.04"]
 # AWS"); slurmctld's state (StateSaveLocation) and logs live on it.
 ROOT_DEVICE = "/dev/sda1"
 ROOT_GB = 30
-# What the instance is, beside the cluster's tags: people and the reaper's audit find it by it.
-ROLE_TAG = ("rackform:slurm", "controller")
 
 
 class SlurmController(pulumi.ComponentResource):
@@ -72,7 +71,7 @@ class SlurmController(pulumi.ComponentResource):
         # Pinned at the first `up`, as the nodes' image is: a newer Ubuntu 24.04 never replaces
         # the running controller (rackform/targets/aws/image_pin.py).
         ami = ImagePin(f"{name}-image", IMAGE.key, lookup, opts=child).image_id
-        tags = {**aws_tags(plan, spec.name), ROLE_TAG[0]: ROLE_TAG[1]}
+        tags = {**aws_tags(plan, spec.name), CONTROLLER_TAG[0]: CONTROLLER_TAG[1]}
         self.instance = aws.ec2.Instance(
             spec.name,
             ami=ami,
