@@ -122,9 +122,9 @@ def controller(plan: Plan) -> Runner:
         # Endpoint; commands that read the queue do not open that tunnel yet, and an unread
         # queue is never read as empty (reap holds the cluster as unknown).
         raise RemoteError(
-            f"Slurm's controller {plan.scheduler.controller} is an instance the stack created: "
-            "this command does not reach it yet; run squeue there through the stack's "
-            "EC2 Instance Connect Endpoint"
+            f"Slurm's controller {plan.scheduler.controller} is an instance the stack created, "
+            "which this command does not reach yet; use Slurm there through the stack's EC2 "
+            "Instance Connect Endpoint"
         )
     h = host(plan, plan.scheduler.controller)
     if h is None:
