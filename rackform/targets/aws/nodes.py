@@ -184,12 +184,12 @@ class AwsNodeGroup(pulumi.ComponentResource):
         version = self.launch_template.latest_version.apply(str)
         template = {"id": self.launch_template.id, "version": version}
         if training:
-            self._instances(name, plan, group, template)
+            self._instances(plan, group, template)
         else:
             self._autoscaling_group(name, plan, group, template, subnet, artifact_sha)
         self.register_outputs({"launch_template_id": self.launch_template.id, "nodes": self.nodes})
 
-    def _instances(self, name, plan, group, template) -> None:
+    def _instances(self, plan, group, template) -> None:
         # Pulumi replaces create-before-delete by default: 4 nodes would need 8 at once, which a
         # placement group or reservation sized to the cluster cannot hold. delete-first takes
         # the old node down first (Pulumi docs, resource option `deleteBeforeReplace`).
