@@ -250,11 +250,7 @@ def run_playbook(
         cmdline.append("--check")
     if diff:
         cmdline.append("--diff")
-    children = inv["all"]["children"]
-    nodes = sum(len(g["hosts"]) for g in children["gpu_nodes"]["children"].values())
-    # Slurm's controller instance (AWS; rackform.plan.inventory.SLURM_CONTROLLER_GROUP) runs
-    # the slurm role with the nodes, in the same play.
-    nodes += len((children.get("slurm_controller") or {}).get("hosts") or {})
+    nodes = sum(len(g["hosts"]) for g in inv["all"]["children"]["gpu_nodes"]["children"].values())
     progress = _Progress(out)
     start = time.monotonic()
     runner = ansible_runner.run(
