@@ -19,7 +19,7 @@ from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Prepared, prepare_all
 from rackform.gitops.gitrev import Change, changes, show
 from rackform.plan.model import Plan
-from rackform.targets.aws.names import CONTROLLER_TAG
+from rackform.plan.slurm import CONTROLLER_TAG
 
 # Resources that are running nodes: deleting or replacing one (or an update that rolls a
 # group's instances) is shown red, with the reason (rackform/stack/replacement.py).

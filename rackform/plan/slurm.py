@@ -34,6 +34,11 @@ class Switch:
     switches: tuple[str, ...] = ()
 
 
+# The tag on a controller instance a stack creates (the cluster's tags say whose it is): people,
+# and `rackform diff` when a change would replace it, tell it from the nodes by it.
+CONTROLLER_TAG = ("rackform:slurm", "controller")
+
+
 @dataclass(frozen=True)
 class ControllerInstance:
     """The Slurm controller a stack creates for the cluster (AWS): an instance of its own that

@@ -5,32 +5,26 @@ one. The rules that need the rest of the blueprint (purpose, target, hosts, node
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Strict, Violation, closest
 from rackform.blueprint.schema.sections import Name
-from rackform.catalog import load_catalog
-from rackform.targets.aws.names import CONTROLLER_SUFFIX
 
 # The targets whose hosts exist before the stack runs, so the controller is one of them.
 HOST_TARGETS = ("bare_metal", "colocation")
 # The targets whose stack creates the nodes, and so a controller instance of its own
-# (`<stack>-slurmctld`, rackform/targets/aws/controller.py) beside them.
+# (`<stack>-slurmctld`, rackform/targets/aws/controller.py) beside them; their schema checks it.
 INSTANCE_TARGETS = ("aws",)
-# The AWS images whose Slurm the slurm role supports (roles/slurm/vars/main.yml: 22.05 or
-# newer; Ubuntu 22.04 ships 21.08).
-SLURM_IMAGES = ("ubuntu-24.04", "dlami-ubuntu-24.04")
 # The controller instance's default type: 2 vCPUs and 8 GiB. slurmctld keeps the cluster's
 # nodes, partitions and jobs in memory and writes its state to the root volume; a cluster of
 # tens of nodes and a few thousand jobs fits in a fraction of that.
 CONTROLLER_TYPE = "m7i.large"
-# An EC2 instance type's name: family, generation and capabilities, a period, then the size
-# (m7i.large, c7i.xlarge, m7i-flex.large, u-6tb1.metal; EC2 Instance Types guide, "Amazon EC2
-# instance type naming conventions"). Whether EC2 sells it in the blueprint's zone is only known
-# to EC2: `pulumi up` says so when it does not.
+# An EC2 instance type's name (rackform/targets/aws/scheduler.py checks it): family, generation
+# and capabilities, a period, then the size (m7i.large, c7i.xlarge, m7i-flex.large,
+# u-6tb1.metal; EC2 Instance Types guide, "Amazon EC2 instance type naming conventions").
+# Whether EC2 sells it in the blueprint's zone is only known to EC2: `pulumi up` says so.
 INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+(-[a-z0-9]+)*$"
 
 
@@ -98,7 +92,7 @@ class SlurmScheduler(Strict):
         str | None,
         Field(
             description=f"aws only: the EC2 instance type of the controller instance the stack creates (slurmctld only, no GPUs, in no partition); default {CONTROLLER_TYPE}.",
-            # Checked by `_controller_instance`, which says what is wrong; editors check it too.
+            # Checked by the AWS target's rules, which say what is wrong; editors check it too.
             json_schema_extra={"pattern": INSTANCE_TYPE_PATTERN},
         ),
     ] = None
@@ -125,7 +119,9 @@ def scheduler_rules(bp: Any) -> list[Violation]:
             )
         ]
     if bp.target.type in INSTANCE_TARGETS:
-        return _controller_instance(bp) + _partitions(bp)
+        # The target's schema checks its own controller instance (rackform/targets/aws/
+        # scheduler.py): no `controller` host, the instance type, the nodes' image.
+        return _partitions(bp)
     if bp.target.type not in HOST_TARGETS:
         return [
             Violation(
@@ -135,53 +131,6 @@ def scheduler_rules(bp: Any) -> list[Violation]:
             )
         ]
     return _controller(bp) + _partitions(bp)
-
-
-def _controller_instance(bp: Any) -> list[Violation]:
-    """The stack creates the controller: no host of the blueprint is one, and its type is a
-    small instance without GPUs (the catalog lists GPU types only, each one too dear for it).
-    The nodes run slurmd from their image's packages, which must be Slurm 22.05 or newer."""
-    s = bp.scheduler
-    out = []
-    image = bp.target.ami.image
-    if image not in SLURM_IMAGES:
-        out.append(
-            Violation(
-                ("target", "ami", "image"),
-                f"Slurm needs Ubuntu 24.04 on the nodes (Slurm 23.11); {image} ships Slurm "
-                "21.08, which cannot confine jobs under cgroup v2",
-                "set target.ami.image: ubuntu-24.04 (or dlami-ubuntu-24.04)",
-            )
-        )
-    if s.controller is not None:
-        out.append(
-            Violation(
-                ("scheduler", "controller"),
-                f"on {bp.target.type} the controller is not a host: the stack creates its own "
-                f"instance, {bp.name}-<environment>-{CONTROLLER_SUFFIX}, which runs slurmctld only",
-                "remove controller (controller_instance_type sizes that instance, default "
-                f"{CONTROLLER_TYPE})",
-            )
-        )
-    t = s.controller_instance_type
-    if t is not None and not re.fullmatch(INSTANCE_TYPE_PATTERN, t):
-        out.append(
-            Violation(
-                ("scheduler", "controller_instance_type"),
-                f"{t!r} is not an EC2 instance type name (family and generation, a period, a size)",
-                f"use a name such as {CONTROLLER_TYPE} or c7i.xlarge",
-            )
-        )
-    elif t is not None and t in load_catalog().instances:
-        out.append(
-            Violation(
-                ("scheduler", "controller_instance_type"),
-                f"{t} is a GPU instance type; the controller runs slurmctld only and uses no GPU",
-                f"use a small general-purpose type such as {CONTROLLER_TYPE}, or remove "
-                "controller_instance_type",
-            )
-        )
-    return out
 
 
 def _controller(bp: Any) -> list[Violation]:

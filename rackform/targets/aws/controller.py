@@ -23,10 +23,9 @@ import pulumi
 import pulumi_aws as aws
 
 from rackform.plan.model import Plan
-from rackform.plan.slurm import ControllerInstance
+from rackform.plan.slurm import CONTROLLER_TAG, ControllerInstance
 from rackform.targets.aws.image_pin import ImagePin
 from rackform.targets.aws.images import IMAGES
-from rackform.targets.aws.names import CONTROLLER_TAG
 from rackform.targets.aws.nodes import SSH_PORT
 from rackform.targets.aws.tags import aws_tags
 

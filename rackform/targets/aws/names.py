@@ -10,9 +10,6 @@ can never share a name with a node, whatever the node groups are called."""
 from __future__ import annotations
 
 CONTROLLER_SUFFIX = "slurmctld"
-# The tag that says an instance is the controller (the cluster's tags say whose it is): people,
-# and `rackform diff` when it would be replaced, tell it from the nodes by it.
-CONTROLLER_TAG = ("rackform:slurm", "controller")
 
 
 def node_name(stack: str, group: str, index: int) -> str:
