@@ -30,9 +30,8 @@ from rackform.targets.aws.nodes import SSH_PORT
 from rackform.targets.aws.tags import aws_tags
 
 IMAGE = IMAGES["ubuntu-24.04"]
-# Canonical's Ubuntu images boot from /dev/sda1 with an 8 GiB root ("Find Ubuntu images on
-# AWS"); slurmctld's state (StateSaveLocation) and logs live on it.
-ROOT_DEVICE = "/dev/sda1"
+# Canonical's Ubuntu images come with an 8 GiB root ("Find Ubuntu images on AWS"); slurmctld's
+# state (StateSaveLocation) and logs live on it, so it gets more.
 ROOT_GB = 30
 
 
