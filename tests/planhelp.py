@@ -146,3 +146,24 @@ def aws_class(type_token: str):
 def taggable(type_token: str) -> bool:
     """Whether the AWS resource takes tags, as its own SDK class says."""
     return "tags" in inspect.signature(aws_class(type_token)._internal_init).parameters
+
+
+# A spot training cluster with Slurm: hyphens in the cluster's and the node groups' names (the
+# nodes' names are made of them), the stack's own controller instance.
+AWS_SLURM: dict[str, Any] = {
+    **AWS_TRAINING,
+    "name": "llm-train-a",
+    "target": {**AWS_TRAINING["target"], "market": "spot", "ami": {"image": "ubuntu-24.04"}},
+    "node_groups": [
+        {"name": "gpu-a", "instance_type": "p5.48xlarge", "count": 2},
+        {"name": "gpu-a-1", "instance_type": "p5.48xlarge", "count": 1},
+    ],
+    "scheduler": {
+        "type": "slurm",
+        "partitions": [
+            {"name": "batch", "node_groups": ["gpu-a"], "default": True, "priority_tier": 5},
+            {"name": "spare", "node_groups": ["gpu-a", "gpu-a-1"], "preemptible": True},
+        ],
+    },
+    "environments": {"dev": {}},
+}

@@ -19,6 +19,7 @@ from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Prepared, prepare_all
 from rackform.gitops.gitrev import Change, changes, show
 from rackform.plan.model import Plan
+from rackform.plan.slurm import CONTROLLER_TAG
 
 # Resources that are running nodes: deleting or replacing one (or an update that rolls a
 # group's instances) is shown red, with the reason (rackform/stack/replacement.py).
@@ -145,6 +146,11 @@ def compare_resources(old: dict, new: dict) -> list[dict[str, Any]]:
         nodes = _touches_nodes(rtype, step)
         if nodes:
             entry["nodes"] = nodes
+            # Slurm's controller instance (AWS) is no node, but replacing it takes the queue
+            # it holds (its state is on its root volume): red too, named for what it is.
+            tags = ((new.get(urn) or old[urn])["inputs"].get("tags")) or {}
+            if isinstance(tags, dict) and tags.get(CONTROLLER_TAG[0]) == CONTROLLER_TAG[1]:
+                entry["what"] = "Slurm's controller and its queue"
         out.append(entry)
     return out
 

@@ -79,7 +79,8 @@ def _env_details(e: EnvDiff) -> list[str]:
         out += [f"| `{f['field']}` | {_short(f['old'])} | {_short(f['new'])} |" for f in e.fields]
         out.append("")
     for r in e.resources:
-        red = f" {RED} **{r['nodes']} running nodes**" if r.get("nodes") else ""
+        what = r.get("what", "running nodes")
+        red = f" {RED} **{r['nodes']} {what}**" if r.get("nodes") else ""
         out.append(f"- `{SIGN[r['op']]}` `{r['urn']}`{red}{_why(r)}")
         for p in r["properties"]:
             out.append(f"  - `{p['property']}`: {_short(p['old'])} → {_short(p['new'])}")

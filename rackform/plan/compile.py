@@ -92,6 +92,7 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
     compiler, runtime = target.compiler, target.runtime
     catalog = load_catalog()
     groups = tuple(compiler.compile_group(bp, g, catalog) for g in bp.node_groups)
+    stack = stack_name(effective)
     target_plan, racks = compiler.compile_target(bp, groups, catalog)
     tags = (
         ("rackform:cluster", bp.name),
@@ -106,7 +107,7 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
         effective=effective,
         name=bp.name,
         environment=effective.environment,
-        stack=stack_name(effective),
+        stack=stack,
         digest=effective.digest,
         purpose=bp.purpose,
         owner=bp.owner,
@@ -127,7 +128,13 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
         nodes_listed=compiler.nodes_listed,
         owned=compiler.owned,
         on_demand=compiler.on_demand(bp.target),
-        scheduler=compile_scheduler(bp.scheduler, groups, bp.storage.checkpoint.mount),
+        scheduler=compile_scheduler(
+            bp.scheduler,
+            groups,
+            bp.storage.checkpoint.mount,
+            names={g.name: compiler.node_names(stack, g) for g in groups},
+            instance=compiler.slurm_controller(bp, stack),
+        ),
         directory=effective.path.parent,
         promoted_from=effective.promoted_from,
         stack_config=frozen(stack_config(effective, runtime, project)),

@@ -35,13 +35,24 @@ def access_vars(plan: Basis) -> dict[str, Any]:
     return {"ansible_user": plan.ssh_user, "ansible_python_interpreter": "/usr/bin/python3"}
 
 
+# The inventory group of Slurm's controller where it is no node (AWS: an instance the stack
+# creates, `Plan.scheduler.instance`); empty otherwise (on bare metal and colocation the
+# controller is one of the nodes). site.yml runs the slurm role over it and gpu_nodes together,
+# and nothing else: it is never in gpu_nodes, so no GPU role, smoke job or validation counts it.
+SLURM_CONTROLLER_GROUP = "slurm_controller"
+
+
 def build_inventory(
-    plan: Basis, variables: Mapping[str, Any], hosts: Mapping[str, Sequence[Node]] | None = None
+    plan: Basis,
+    variables: Mapping[str, Any],
+    hosts: Mapping[str, Sequence[Node]] | None = None,
+    controller: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The YAML inventory: every node in `gpu_nodes`, each node group its own child group, and
     `variables` for all of them. `hosts` maps node-group name -> nodes; bare-metal and
     colocation hosts come from the plan, AWS nodes only once the stack has created them (an
-    empty group until then)."""
+    empty group until then). `controller`: Slurm's controller instance the stack created
+    ([name, address, port, instance id]), the one host of `slurm_controller`."""
     children: dict[str, Any] = {}
     for g in plan.node_groups:
         nodes = list((hosts or {}).get(g.name, [])) or [
@@ -60,23 +71,47 @@ def build_inventory(
                 entry["nvme_raid_devices"] = list(host.nvme)
             entries[name] = entry
         children[group_name(g.name)] = {"hosts": entries}
-    return {"all": {"vars": dict(variables), "children": {"gpu_nodes": {"children": children}}}}
+    ctl: dict[str, Any] = {}
+    if controller:
+        name, address, port, *instance = controller
+        ctl[name] = {"ansible_host": address, "ansible_port": port}
+        if instance:
+            ctl[name]["rackform_instance_id"] = instance[0]
+    return {
+        "all": {
+            "vars": dict(variables),
+            "children": {
+                "gpu_nodes": {"children": children},
+                SLURM_CONTROLLER_GROUP: {"hosts": ctl},
+            },
+        }
+    }
 
 
-def inventory(plan: Plan, hosts: Mapping[str, Sequence[Node]] | None = None) -> dict[str, Any]:
+def inventory(
+    plan: Plan,
+    hosts: Mapping[str, Sequence[Node]] | None = None,
+    controller: Sequence[Any] | None = None,
+) -> dict[str, Any]:
     """The compiled plan's inventory (its variables, the target's included), with `hosts` in
     place of the plan's own where given."""
-    return build_inventory(plan, thaw(plan.inventory["all"]["vars"]), hosts)
+    return build_inventory(plan, thaw(plan.inventory["all"]["vars"]), hosts, controller)
 
 
-def with_nodes(plan: Plan, nodes: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, Any]:
+def with_nodes(
+    plan: Plan,
+    nodes: Mapping[str, Sequence[Sequence[Any]]],
+    controller: Sequence[Any] | None = None,
+) -> dict[str, Any]:
     """The plan's inventory with the nodes a stack created ({group: [[name, address, port]]});
-    a group the stack names no node of keeps the plan's hosts."""
-    return inventory(plan, {g: [tuple(n) for n in ns] for g, ns in nodes.items()})
+    a group the stack names no node of keeps the plan's hosts. `controller`: Slurm's controller
+    instance the stack created ([name, address, port, instance id]), if it made one."""
+    return inventory(plan, {g: [tuple(n) for n in ns] for g, ns in nodes.items()}, controller)
 
 
 def inventory_hosts(inv: Mapping[str, Any]) -> list[str]:
-    """Every host name of an inventory, sorted."""
+    """Every node's host name of an inventory, sorted: the nodes of `gpu_nodes`, never Slurm's
+    controller instance (`slurm_controller`), which is no node."""
     groups = inv["all"]["children"]["gpu_nodes"]["children"]
     return sorted(h for g in groups.values() for h in (g.get("hosts") or {}))
 

@@ -6,12 +6,18 @@ blueprint's `scheduler:` section and the compiled node groups."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rackform.blueprint.schema.scheduler import SlurmScheduler
 from rackform.plan.model import NodeGroupPlan
-from rackform.plan.slurm import PartitionPlan, SchedulerPlan, SlurmNode, Switch
+from rackform.plan.slurm import (
+    ControllerInstance,
+    PartitionPlan,
+    SchedulerPlan,
+    SlurmNode,
+    Switch,
+)
 
 # Hosts listed in no rack share one leaf switch: the blueprint says nothing that would split them.
 UNRACKED_SWITCH = "cluster"
@@ -24,21 +30,30 @@ def gres_type(gpu_key: str) -> str:
 
 
 def compile_scheduler(
-    spec: SlurmScheduler | None, groups: Sequence[NodeGroupPlan], checkpoint_dir: str
+    spec: SlurmScheduler | None,
+    groups: Sequence[NodeGroupPlan],
+    checkpoint_dir: str,
+    names: Mapping[str, Sequence[str]] | None = None,
+    instance: ControllerInstance | None = None,
 ) -> SchedulerPlan | None:
+    """`names`: each node group's node names as the inventory will hold them (default: its
+    listed hosts'; the AWS compiler names the instances its stack will create). `instance`: the
+    controller a stack creates (AWS), else the controller is the blueprint's host."""
     if spec is None:
         return None
+    members = {
+        g.name: tuple((names or {}).get(g.name, tuple(h.name for h in g.hosts))) for g in groups
+    }
     nodes = tuple(
         SlurmNode(
-            h.name,
+            n,
             g.name,
             g.gpus_per_node if g.has_gpus else 0,
             gres_type(g.gpu_key) if g.has_gpus and g.gpu_key else None,
         )
         for g in groups
-        for h in g.hosts
+        for n in members[g.name]
     )
-    members = {g.name: tuple(h.name for h in g.hosts) for g in groups}
     partitions = tuple(
         PartitionPlan(
             p.name,
@@ -52,23 +67,29 @@ def compile_scheduler(
     )
     return SchedulerPlan(
         type=spec.type,
-        controller=spec.controller or "",
+        controller=instance.name if instance else spec.controller or "",
         nodes=nodes,
         partitions=partitions,
-        switches=switches(groups),
+        switches=switches(groups, members),
         preempt_mode=spec.preemption.mode,
         grace_s=spec.preemption.grace_s,
         checkpoint_dir=checkpoint_dir,
+        instance=instance,
     )
 
 
-def switches(groups: Sequence[NodeGroupPlan]) -> tuple[Switch, ...]:
-    """One leaf switch per rack (hosts in none share one), and a root above several leaves, so
-    Slurm packs a job onto as few racks as it can."""
+def switches(
+    groups: Sequence[NodeGroupPlan], members: Mapping[str, Sequence[str]]
+) -> tuple[Switch, ...]:
+    """One leaf switch per rack (hosts in none share one, as do a stack's instances, which
+    share a cluster placement group), and a root above several leaves, so Slurm packs a job onto
+    as few racks as it can."""
+    racks = {h.name: h.rack for g in groups for h in g.hosts}
     leaves: dict[str, list[str]] = {}
     for g in groups:
-        for h in g.hosts:
-            leaves.setdefault(f"rack-{h.rack}" if h.rack else UNRACKED_SWITCH, []).append(h.name)
+        for n in members[g.name]:
+            rack = racks.get(n)
+            leaves.setdefault(f"rack-{rack}" if rack else UNRACKED_SWITCH, []).append(n)
     out = tuple(Switch(name, tuple(nodes)) for name, nodes in leaves.items())
     if len(out) > 1:
         out += (Switch(ROOT_SWITCH, switches=tuple(s.name for s in out)),)
@@ -83,6 +104,8 @@ def slurm_vars(s: SchedulerPlan | None, interface: str) -> dict[str, Any]:
     return {
         "slurm_enabled": True,
         "slurm_controller": s.controller,
+        # False: the controller is an instance of its own (AWS), which runs slurmctld only.
+        "slurm_controller_is_node": s.controller_is_node,
         "slurm_nodes": [
             {"name": n.name, "gpus": n.gpus, "gpu_type": n.gpu_type or ""} for n in s.nodes
         ],

@@ -34,6 +34,20 @@ class Switch:
     switches: tuple[str, ...] = ()
 
 
+# The tag on a controller instance a stack creates (the cluster's tags say whose it is): people,
+# and `rackform diff` when a change would replace it, tell it from the nodes by it.
+CONTROLLER_TAG = ("rackform:slurm", "controller")
+
+
+@dataclass(frozen=True)
+class ControllerInstance:
+    """The Slurm controller a stack creates for the cluster (AWS): an instance of its own that
+    runs slurmctld and is no node (no slurmd, in no partition)."""
+
+    name: str  # its inventory name, the stack's instance name (rackform/targets/aws/names.py)
+    instance_type: str
+
+
 @dataclass(frozen=True)
 class SchedulerPlan:
     type: str
@@ -44,3 +58,10 @@ class SchedulerPlan:
     preempt_mode: str  # what a preempted job's fate is: requeue
     grace_s: int  # seconds between SIGTERM and SIGKILL for a preempted job
     checkpoint_dir: str  # the jobs' checkpoint path: the nodes' checkpoint mount
+    # Where slurmctld runs: one of the nodes (bare metal, colocation: `controller` is a host of
+    # the blueprint, and it runs slurmd too), or an instance the stack creates (AWS: no node).
+    instance: ControllerInstance | None = None
+
+    @property
+    def controller_is_node(self) -> bool:
+        return self.instance is None

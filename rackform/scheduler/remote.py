@@ -117,6 +117,15 @@ def controller(plan: Plan) -> Runner:
     """The scheduler's controller host, over SSH as the plan's user."""
     if plan.scheduler is None:
         raise RemoteError(f"cluster {plan.name} declares no scheduler")
+    if not plan.scheduler.controller_is_node:
+        # Its address is in the stack's outputs, reached through the stack's Instance Connect
+        # Endpoint; commands that read the queue do not open that tunnel yet, and an unread
+        # queue is never read as empty (reap holds the cluster as unknown).
+        raise RemoteError(
+            f"Slurm's controller {plan.scheduler.controller} is an instance the stack created, "
+            "which this command does not reach yet; use Slurm there through the stack's EC2 "
+            "Instance Connect Endpoint"
+        )
     h = host(plan, plan.scheduler.controller)
     if h is None:
         raise RemoteError(

@@ -78,7 +78,12 @@ class Cluster(pulumi.ComponentResource):
         # thresholds, the digest), so editing those reruns nothing on live nodes.
         installs = configure_vars(variables)
         roles = roles_hash(collection())
-        inv = self.target.nodes.apply(lambda nodes: with_nodes(plan, nodes))
+        # Slurm's controller where the stack creates one (AWS): a host of the inventory's
+        # slurm_controller group, never of gpu_nodes.
+        self.slurm_controller = getattr(self.target, "slurm_controller", None)
+        inv = pulumi.Output.all(self.target.nodes, self.slurm_controller).apply(
+            lambda got: with_nodes(plan, got[0], got[1])
+        )
         # How the controller's SSH reaches nodes the stack created (its key, their host key);
         # None where the user's own SSH setup reaches them (bare metal, colocation).
         access = getattr(self.target, "access", None)

@@ -45,6 +45,8 @@ def build(plan: Plan, **providers) -> Cluster:
     pulumi.export("digest", plan.digest)
     pulumi.export("tags", plan.tag_map)
     pulumi.export("nodes", cluster.target.nodes)
+    if cluster.slurm_controller is not None:
+        pulumi.export("slurm_controller", cluster.slurm_controller)
     pulumi.export("configured", cluster.configure.content_hash)
     pulumi.export("validation", cluster.validate.report)
     pulumi.export("validation_passed", cluster.validate.passed)

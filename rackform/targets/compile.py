@@ -11,6 +11,7 @@ from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.catalog import Catalog
 from rackform.plan.model import Basis, NodeGroupPlan, RackPlan
 from rackform.plan.pricing import TargetCost
+from rackform.plan.slurm import ControllerInstance
 
 
 class TargetCompiler:
@@ -26,6 +27,15 @@ class TargetCompiler:
 
     def compile_group(self, bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
         raise NotImplementedError
+
+    def node_names(self, stack: str, group: NodeGroupPlan) -> tuple[str, ...]:
+        """The group's nodes by the names the inventory will hold: its listed hosts'."""
+        return tuple(h.name for h in group.hosts)
+
+    def slurm_controller(self, bp: Blueprint, stack: str) -> ControllerInstance | None:
+        """The Slurm controller the target's stack creates, where it makes one; None: the
+        blueprint's `scheduler.controller` host is the controller."""
+        return None
 
     def compile_target(
         self, bp: Blueprint, groups: tuple[NodeGroupPlan, ...], catalog: Catalog

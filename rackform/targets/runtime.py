@@ -63,7 +63,9 @@ class TargetRuntime:
         providers: Mapping[str, Any],
     ) -> pulumi.ComponentResource:
         """The Pulumi component that creates (or registers) the nodes: a ComponentResource with
-        `nodes` ({node group: [[name, address, port], ...]}) and `node_resources`."""
+        `nodes` ({node group: [[name, address, port], ...]}) and `node_resources`, and where
+        the stack creates Slurm's controller (AWS), `slurm_controller` ([name, address, port,
+        instance id]; not a node, so not in `nodes`)."""
         raise NotImplementedError
 
     def replace_rules(self) -> ReplaceRules:

@@ -24,6 +24,9 @@ class Cluster(Protocol):
     """What a target's rules read of a validated blueprint."""
 
     @property
+    def name(self) -> str: ...
+
+    @property
     def purpose(self) -> str: ...
 
     @property
@@ -43,6 +46,9 @@ class Cluster(Protocol):
 
     @property
     def lifecycle(self) -> LifecycleSpec: ...
+
+    @property
+    def scheduler(self) -> Any: ...  # SlurmScheduler | None
 
 
 class TargetSchema:

@@ -10,7 +10,8 @@ from blueprint_helpers import BARE_METAL, SLURM_MIXED
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.plan.scheduler import gres_type
-from rackform.plan.slurm import Switch
+from rackform.plan.slurm import ControllerInstance, Switch
+from rackform.targets.aws.names import node_name
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,3 +75,87 @@ def test_without_a_scheduler_the_role_is_off_and_gets_nothing_else(write):
 def test_gres_types_are_slurm_names():
     assert gres_type("H100-SXM") == "h100_sxm"
     assert gres_type("A100-SXM-80GB") == "a100_sxm_80gb"
+
+
+# An AWS training cluster with hyphens in every name Slurm's node names are made of: the
+# blueprint (llm-train-a), the environment's stack (llm-train-a-dev) and the node groups.
+AWS_SLURM = """
+name: llm-train-a
+purpose: training
+owner: team@example.com
+target:
+  type: aws
+  region: us-east-1
+  availability_zone: us-east-1a
+  market: MARKET
+  ami: {image: ubuntu-24.04}
+node_groups:
+  - {name: gpu-a, instance_type: p5.48xlarge, count: 2}
+  - {name: gpu-a-1, instance_type: p5.48xlarge, count: 1}
+network: {fabric: efa}
+workload: {model_params_b: 7, method: full, checkpoint_interval_min: 30}
+scheduler:
+  type: slurm
+  partitions:
+    - {name: batch, node_groups: [gpu-a], default: true, priority_tier: 5}
+    - {name: spare, node_groups: [gpu-a, gpu-a-1], priority_tier: 1, preemptible: true}
+environments:
+  dev: {}
+"""
+
+
+def aws_plan(write, market: str = "on-demand", extra: str = ""):
+    text = AWS_SLURM.replace("MARKET", market).replace("  type: slurm\n", "  type: slurm\n" + extra)
+    return compile_effective(load_effective(write(text), "dev"))
+
+
+def test_aws_nodes_are_named_as_the_stack_names_its_instances(write):
+    plan = aws_plan(write)
+    s = plan.scheduler
+    assert plan.stack == "llm-train-a-dev"
+    # `{stack}-{group}-{i}`: group gpu-a's second node and group gpu-a-1's first differ.
+    assert [n.name for n in s.nodes] == [
+        "llm-train-a-dev-gpu-a-0",
+        "llm-train-a-dev-gpu-a-1",
+        "llm-train-a-dev-gpu-a-1-0",
+    ]
+    assert [n.name for n in s.nodes] == [
+        node_name(plan.stack, g.name, i) for g in plan.node_groups for i in range(g.count)
+    ]
+    assert {p.name: p.nodes for p in s.partitions} == {
+        "batch": ("llm-train-a-dev-gpu-a-0", "llm-train-a-dev-gpu-a-1"),
+        "spare": (
+            "llm-train-a-dev-gpu-a-0",
+            "llm-train-a-dev-gpu-a-1",
+            "llm-train-a-dev-gpu-a-1-0",
+        ),
+    }
+    # One cluster placement group: one leaf switch, no root.
+    assert s.switches == (Switch("cluster", tuple(n.name for n in s.nodes)),)
+
+
+def test_the_aws_controller_is_an_instance_of_its_own_and_no_node(write):
+    plan = aws_plan(write)
+    s = plan.scheduler
+    assert s.controller == "llm-train-a-dev-slurmctld"
+    assert s.controller_is_node is False
+    assert s.instance == ControllerInstance("llm-train-a-dev-slurmctld", "m7i.large")
+    assert s.controller not in [n.name for n in s.nodes]
+    assert all(s.controller not in p.nodes for p in s.partitions)
+    assert all(s.controller not in w.nodes for w in s.switches)
+    v = plan.group_vars
+    assert (v["slurm_controller"], v["slurm_controller_is_node"]) == (s.controller, False)
+    assert s.controller not in [n["name"] for n in v["slurm_nodes"]]
+    # The smoke job is submitted on the controller, which the inventory holds (not a GPU node).
+    assert v["smoke_train_slurm_submit_host"] == s.controller
+    typed = aws_plan(write, extra="  controller_instance_type: c7i.xlarge\n").scheduler
+    assert typed.instance == ControllerInstance("llm-train-a-dev-slurmctld", "c7i.xlarge")
+
+
+def test_the_spot_agent_runs_on_aws_spot_capacity_only(write):
+    assert aws_plan(write, "spot").group_vars["slurm_spot_agent"] is True
+    assert aws_plan(write, "on-demand").group_vars["slurm_spot_agent"] is False
+    bare = compile_effective(load_effective(ROOT / "blueprints" / "baremetal-slurm.yaml"))
+    assert "slurm_spot_agent" not in bare.group_vars  # the role's default: off
+    assert bare.group_vars["slurm_controller_is_node"] is True
+    assert bare.scheduler.controller_is_node and bare.scheduler.instance is None

@@ -148,14 +148,24 @@ def test_handlers_skip_in_check_mode(role):
 
 
 def test_site_playbook_runs_every_role_once_tagged_with_its_name():
-    wait, play = load(SITE)
-    # First every node answers SSH (a node just launched boots first), whatever roles are asked.
+    wait, *plays = load(SITE)
+    # First every host answers SSH (a node just launched boots first), whatever roles are asked:
+    # the nodes and Slurm's controller instance (AWS), the groups rackform.plan.inventory makes.
     (task,) = wait["tasks"]
     assert task["ansible.builtin.wait_for_connection"] and task["tags"] == ["always"]
-    assert wait["hosts"] == "gpu_nodes" and wait["gather_facts"] is False
-    assert [r["role"] for r in play["roles"]] == [f"rackform.gpu.{r}" for r in ROLES]
-    assert all(r["tags"] == [r["role"].removeprefix("rackform.gpu.")] for r in play["roles"])
-    assert play["hosts"] == "gpu_nodes"  # the group rackform.plan.inventory puts every node in
+    assert wait["hosts"] == "gpu_nodes:slurm_controller" and wait["gather_facts"] is False
+    roles = [r for p in plays for r in p["roles"]]
+    assert [r["role"] for r in roles] == [f"rackform.gpu.{r}" for r in ROLES]
+    assert all(r["tags"] == [r["role"].removeprefix("rackform.gpu.")] for r in roles)
+    # Every role runs on the nodes (the group every node is in); slurm on the controller too.
+    hosts = {r["role"].removeprefix("rackform.gpu."): p["hosts"] for p in plays for r in p["roles"]}
+    assert hosts == {
+        r: "gpu_nodes:slurm_controller" if r == "slurm" else "gpu_nodes" for r in ROLES
+    }
+    # The first play over the nodes gathers the facts the later ones read; the slurm play
+    # gathers only a host no earlier play saw (the controller).
+    assert plays[0]["gather_facts"] is True and plays[0]["hosts"] == "gpu_nodes"
+    assert all(p["gather_facts"] is False and p["force_handlers"] is True for p in plays[1:])
 
 
 def test_site_playbook_passes_ansibles_syntax_check(tmp_path):

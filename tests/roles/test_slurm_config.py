@@ -28,9 +28,11 @@ HW = {"CPUs": "224", "Boards": "1", "SocketsPerBoard": "2", "CoresPerSocket": "5
       "ThreadsPerCore": "2", "RealMemory": "2063000"}  # fmt: skip
 
 
-def render(blueprint: Path, host: str | None = None) -> dict[str, str]:
-    """Each file as the role writes it on `host` (default the controller)."""
-    variables = compile_effective(load_effective(blueprint)).group_vars
+def templar(blueprint: Path, host: str | None = None, env: str | None = None) -> Templar:
+    """Ansible's templar with the role's variables on `host` (default the controller), and each
+    host's facts as tasks/facts.yml sets them: a node's address, host name and `slurmd -C`
+    hardware; a controller that is no node (AWS) its address and host name only."""
+    variables = compile_effective(load_effective(blueprint, env)).group_vars
     loader = DataLoader()
     v = {
         **loader.load_from_file(str(ROLE / "defaults" / "main.yml"), trusted_as_template=True),
@@ -42,19 +44,35 @@ def render(blueprint: Path, host: str | None = None) -> dict[str, str]:
         name: {"_slurm_node": {"address": f"10.9.0.{i}", "hostname": f"{name}.lab", "hardware": HW}}
         for i, name in enumerate(names, 1)
     }
+    controller = [] if v["slurm_controller"] in names else [v["slurm_controller"]]
+    for name in controller:  # as an EC2 instance names itself: ip-<its address>
+        hostvars[name] = {
+            "_slurm_node": {"address": "10.9.9.9", "hostname": "ip-10-9-9-9", "hardware": {}}
+        }
+    play = names + controller
     v |= {
         "hostvars": hostvars,
         "inventory_hostname": host or v["slurm_controller"],
         "ansible_managed": "Ansible managed",
-        "ansible_play_hosts_all": names,
-        "groups": {"all": names, "gpu_nodes": names},
+        "ansible_play_hosts_all": play,
+        "groups": {"all": play, "gpu_nodes": names, "slurm_controller": controller},
     }
-    templar = Templar(loader=loader, variables=v)
+    return Templar(loader=loader, variables=v)
+
+
+def render(blueprint: Path, host: str | None = None, env: str | None = None) -> dict[str, str]:
+    """Each file as the role writes it on `host` (default the controller)."""
+    t = templar(blueprint, host, env)
     out = {}
     for name in (*FILES, "slurmd.default", "rackform-spot-agent.service"):
         text = (ROLE / "templates" / f"{name}.j2").read_text(encoding="utf-8")
-        out[name] = templar.template(trust_as_template(text))
+        out[name] = t.template(trust_as_template(text))
     return out
+
+
+def role_var(t: Templar, name: str):
+    """A role variable as the role evaluates it on the templar's host."""
+    return t.template(trust_as_template("{{ " + name + " }}"))
 
 
 def lines(text: str, prefix: str) -> list[dict[str, str]]:
@@ -192,3 +210,114 @@ def test_a_site_run_without_a_scheduler_skips_the_slurm_role_cleanly(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "failed=0" in done.stdout and "rackform.gpu.slurm" in done.stdout
+
+
+# An AWS training cluster on spot capacity with hyphenated names: the stack's own controller
+# instance (llm-train-a-dev-slurmctld) is no node.
+AWS_SLURM = """
+name: llm-train-a
+purpose: training
+owner: team@example.com
+target:
+  type: aws
+  region: us-east-1
+  availability_zone: us-east-1a
+  market: spot
+  ami: {image: ubuntu-24.04}
+node_groups:
+  - {name: gpu-a, instance_type: p5.48xlarge, count: 2}
+network: {fabric: efa}
+workload: {model_params_b: 7, method: full, checkpoint_interval_min: 30}
+scheduler:
+  type: slurm
+  partitions:
+    - {name: batch, node_groups: [gpu-a], default: true}
+environments:
+  dev: {}
+"""
+CTL = "llm-train-a-dev-slurmctld"
+AWS_NODES = ["llm-train-a-dev-gpu-a-0", "llm-train-a-dev-gpu-a-1"]
+
+
+def test_a_controller_that_is_no_node_is_slurmctld_host_and_in_no_node_line(write):
+    bp = write(AWS_SLURM)
+    on = {h: render(bp, h, "dev") for h in (CTL, *AWS_NODES)}
+    conf = on[CTL]["slurm.conf"]
+    assert "SlurmctldHost=ip-10-9-9-9(10.9.9.9)" in conf
+    assert [n["NodeName"] for n in lines(conf, "NodeName=")] == AWS_NODES
+    assert lines(conf, "PartitionName=")[0]["Nodes"] == ",".join(AWS_NODES)
+    assert CTL not in conf  # in no node line, partition or switch
+    assert CTL not in on[CTL]["topology.conf"]
+    # The same slurm.conf and topology.conf on the controller and on every node.
+    for node in AWS_NODES:
+        assert on[node]["slurm.conf"] == conf
+        assert on[node]["topology.conf"] == on[CTL]["topology.conf"]
+
+
+def test_a_controller_that_is_no_node_gets_slurmctld_only(write):
+    bp = write(AWS_SLURM)
+    ctl, node = templar(bp, CTL, "dev"), templar(bp, AWS_NODES[0], "dev")
+    assert role_var(ctl, "slurm_controller_is_node") is False
+    assert role_var(ctl, "_slurm_packages") == ["munge", "slurm-client", "slurmctld"]
+    assert role_var(node, "_slurm_packages") == ["munge", "slurm-client", "slurmd"]
+    assert role_var(ctl, "_slurm_files") == ["slurm.conf", "topology.conf"]
+    assert role_var(node, "_slurm_files") == [
+        "slurm.conf",
+        "gres.conf",
+        "topology.conf",
+        "cgroup.conf",
+    ]
+    assert (
+        role_var(ctl, "_slurm_is_node") is False and role_var(ctl, "_slurm_is_controller") is True
+    )
+    # Spot capacity: the agent on the nodes, never on the controller (bought on demand).
+    assert role_var(node, "_slurm_spot_agent") is True
+    assert role_var(ctl, "_slurm_spot_agent") is False
+    # The controller and the nodes together are the whole cluster: not a partial (--limit) run.
+    assert role_var(ctl, "_slurm_partial") is False
+    assert sorted(role_var(ctl, "slurm_cluster_hosts")) == sorted([CTL, *AWS_NODES])
+    assert role_var(ctl, "_slurm_known") is True
+
+
+def test_on_bare_metal_the_controller_is_still_a_node(write):
+    t = templar(ROOT / "blueprints" / "baremetal-slurm.yaml")
+    assert role_var(t, "slurm_controller_is_node") is True
+    assert role_var(t, "_slurm_packages") == ["munge", "slurm-client", "slurmd", "slurmctld"]
+    assert role_var(t, "_slurm_files") == [
+        "slurm.conf",
+        "gres.conf",
+        "topology.conf",
+        "cgroup.conf",
+    ]
+    assert role_var(t, "slurm_cluster_hosts") == ["hgx-01", "hgx-02", "hgx-03", "hgx-04"]
+
+
+def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_path):
+    # The inventory rackform builds for an AWS cluster with Slurm: nodes in gpu_nodes, the
+    # stack's controller instance in slurm_controller. Ansible's own --list-hosts says which
+    # hosts each play of the site playbook runs on (nothing is run or contacted).
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps({"all": {"children": {
+        "gpu_nodes": {"children": {"ng_gpu_a": {"hosts": {n: {} for n in AWS_NODES}}}},
+        "slurm_controller": {"hosts": {CTL: {}}}}}}))  # fmt: skip
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT)}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+         "rackform.gpu.site", "--list-hosts"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    plays: dict[str, set[str]] = {}
+    current = ""
+    for line in done.stdout.splitlines():
+        if line.strip().startswith("play #"):
+            current = line.split(": ", 1)[1].split("\t")[0].strip()
+            plays[current] = set()
+        elif current and line.startswith("      ") and line.strip():
+            plays[current].add(line.strip())
+    assert plays == {
+        "Wait for every node to answer": {CTL, *AWS_NODES},
+        "Converge the GPU nodes": set(AWS_NODES),
+        "Run Slurm on the nodes and its controller": {CTL, *AWS_NODES},
+        "Validate the GPU nodes with the smoke job": set(AWS_NODES),
+    }

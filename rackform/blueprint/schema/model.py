@@ -121,7 +121,7 @@ class Blueprint(Strict):
     scheduler: Annotated[
         SlurmScheduler | None,
         Field(
-            description="A job scheduler on the nodes (training clusters on bare metal or colocation): Slurm with partitions, priority tiers and preemption by requeue."
+            description="A job scheduler on the nodes (training clusters): Slurm with partitions, priority tiers and preemption by requeue."
         ),
     ] = None
     waivers: Annotated[

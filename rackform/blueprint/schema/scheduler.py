@@ -12,9 +12,20 @@ from pydantic import Field
 from rackform.blueprint.schema.base import Strict, Violation, closest
 from rackform.blueprint.schema.sections import Name
 
-# The targets whose hosts exist before the stack runs, so the controller is one of them. AWS
-# would need a controller instance of its own, which the stack does not create yet.
+# The targets whose hosts exist before the stack runs, so the controller is one of them.
 HOST_TARGETS = ("bare_metal", "colocation")
+# The targets whose stack creates the nodes, and so a controller instance of its own
+# (`<stack>-slurmctld`, rackform/targets/aws/controller.py) beside them; their schema checks it.
+INSTANCE_TARGETS = ("aws",)
+# The controller instance's default type: 2 vCPUs and 8 GiB. slurmctld keeps the cluster's
+# nodes, partitions and jobs in memory and writes its state to the root volume; a cluster of
+# tens of nodes and a few thousand jobs fits in a fraction of that.
+CONTROLLER_TYPE = "m7i.large"
+# An EC2 instance type's name (rackform/targets/aws/scheduler.py checks it): family, generation
+# and capabilities, a period, then the size (m7i.large, c7i.xlarge, m7i-flex.large,
+# u-6tb1.metal; EC2 Instance Types guide, "Amazon EC2 instance type naming conventions").
+# Whether EC2 sells it in the blueprint's zone is only known to EC2: `pulumi up` says so.
+INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+(-[a-z0-9]+)*$"
 
 
 class Partition(Strict):
@@ -74,7 +85,15 @@ class SlurmScheduler(Strict):
     controller: Annotated[
         str | None,
         Field(
-            description="The host that runs slurmctld, by its name in node_groups[].hosts (bare metal, colocation); it runs slurmd too.",
+            description="The host that runs slurmctld, by its name in node_groups[].hosts (bare metal, colocation); it runs slurmd too. Not on aws: the stack creates a controller instance, <stack>-slurmctld.",
+        ),
+    ] = None
+    controller_instance_type: Annotated[
+        str | None,
+        Field(
+            description=f"aws only: the EC2 instance type of the controller instance the stack creates (slurmctld only, no GPUs, in no partition); default {CONTROLLER_TYPE}.",
+            # Checked by the AWS target's rules, which say what is wrong; editors check it too.
+            json_schema_extra={"pattern": INSTANCE_TYPE_PATTERN},
         ),
     ] = None
     partitions: Annotated[
@@ -99,18 +118,31 @@ def scheduler_rules(bp: Any) -> list[Violation]:
                 "remove scheduler, or declare it in a training blueprint",
             )
         ]
+    if bp.target.type in INSTANCE_TARGETS:
+        # The target's schema checks its own controller instance (rackform/targets/aws/
+        # scheduler.py): no `controller` host, the instance type, the nodes' image.
+        return _partitions(bp)
     if bp.target.type not in HOST_TARGETS:
         return [
             Violation(
                 ("scheduler",),
-                f"Slurm on {bp.target.type} needs a controller instance, which rackform does not create yet",
-                "remove scheduler, or use a bare_metal or colocation target",
+                f"Slurm on {bp.target.type} needs a controller, which rackform does not make there",
+                "remove scheduler, or use an aws, bare_metal or colocation target",
             )
         ]
     return _controller(bp) + _partitions(bp)
 
 
 def _controller(bp: Any) -> list[Violation]:
+    if bp.scheduler.controller_instance_type is not None:
+        return [
+            Violation(
+                ("scheduler", "controller_instance_type"),
+                f"on {bp.target.type} the controller is a host of the blueprint: there is no "
+                "instance to size",
+                "remove controller_instance_type",
+            )
+        ]
     hosts = [h.name for g in bp.node_groups for h in g.hosts]
     c = bp.scheduler.controller
     if c is None:
@@ -158,12 +190,14 @@ def _partitions(bp: Any) -> list[Violation]:
                     )
                 )
         known = [n for n in p.node_groups if n in groups]
-        if known == list(p.node_groups) and not any(groups[n].hosts for n in known):
+        if known == list(p.node_groups) and not any(
+            _has_nodes(bp.target.type, groups[n]) for n in known
+        ):
             out.append(
                 Violation(
                     (*at, i, "node_groups"),
                     f"partition {p.name!r} names no nodes",
-                    "list node groups that have hosts: " + ", ".join(groups),
+                    "list node groups that have nodes: " + ", ".join(groups),
                 )
             )
     defaults = [p.name for p in parts if p.default]
@@ -179,6 +213,11 @@ def _partitions(bp: Any) -> list[Violation]:
         )
     # With a partition's node groups wrong, what shares nodes with what is not known yet.
     return out or _preemptible(parts, at)
+
+
+def _has_nodes(target: str, group: Any) -> bool:
+    """A count of instances the stack creates (AWS), or listed hosts (bare metal, colocation)."""
+    return bool(group.count) if target in INSTANCE_TARGETS else bool(group.hosts)
 
 
 def _preemptible(parts: tuple[Partition, ...], at: tuple) -> list[Violation]:

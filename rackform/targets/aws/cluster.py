@@ -1,7 +1,8 @@
 """A cluster on AWS: network (with the controller's Instance Connect Endpoint), the stack's key
 material, node identity (IAM role and instance profile), the machine image, a cluster placement
-group for training, the bootstrap artifacts of groups that configure themselves, and one
-AwsNodeGroup per node group."""
+group for training, the bootstrap artifacts of groups that configure themselves, one
+AwsNodeGroup per node group, and Slurm's controller instance where the blueprint has a
+scheduler."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rackform.hosts.bootstrap import user_data
 from rackform.plan.model import Plan
 from rackform.targets.aws.access import NodeKeys, access
 from rackform.targets.aws.bootstrap import ArtifactBucket, group_artifact, node_policy
+from rackform.targets.aws.controller import SlurmController
 from rackform.targets.aws.image_pin import ImagePin
 from rackform.targets.aws.network import AwsNetwork
 from rackform.targets.aws.nodes import AwsNodeGroup, asg_name
@@ -41,7 +43,8 @@ def assume_role_policy() -> str:
 class AwsCluster(pulumi.ComponentResource):
     """Everything a cluster needs on AWS."""
 
-    nodes: pulumi.Output  # {node group: [[name, address, port], ...]}
+    nodes: pulumi.Output  # {node group: [[name, address, port, instance id], ...]}
+    slurm_controller: pulumi.Output | None  # Slurm's controller, [name, address, port, instance id]
     node_resources: list[pulumi.Resource]
 
     def __init__(self, name: str, plan: Plan, opts: pulumi.ResourceOptions | None = None):
@@ -148,9 +151,30 @@ class AwsCluster(pulumi.ComponentResource):
         self.nodes = pulumi.Output.all(*[g.nodes for g in self.groups]).apply(
             lambda lists: dict(zip(names, lists, strict=True))
         )
+        # Slurm's controller, where the blueprint declares a scheduler: no node (not in
+        # `nodes`, so nothing that reads the GPU nodes sees it), but configured with them.
+        self.slurm_controller: pulumi.Output | None = None
+        instance = plan.scheduler.instance if plan.scheduler else None
+        if instance is not None:
+            data = pulumi.Output.all(
+                self.keys.client_public_key, self.keys.host_private_key, self.keys.host_public_key
+            ).apply(lambda k: self._user_data(plan, *k))
+            ctl = SlurmController(
+                f"{name}-slurm",
+                plan,
+                instance,
+                subnet=self.network.subnet,
+                security_group=self.network.security_group,
+                instance_profile=profile,
+                user_data=data,
+                opts=child,
+            )
+            self.slurm_controller = ctl.node
+            self.node_resources.append(ctl.instance)
         self.register_outputs(
             {
                 "nodes": self.nodes,
+                **({"slurm_controller": self.slurm_controller} if self.slurm_controller else {}),
                 "vpc_id": self.network.vpc.id,
                 "instance_connect_endpoint": self.network.endpoint.id,
             }

@@ -8,12 +8,15 @@ import ipaddress
 from dataclasses import dataclass
 
 from rackform.blueprint.schema.model import Blueprint, NodeGroup
+from rackform.blueprint.schema.scheduler import CONTROLLER_TYPE
 from rackform.catalog import Catalog
 from rackform.plan.arrays import array_plan
 from rackform.plan.model import Basis, NodeGroupPlan
 from rackform.plan.pricing import TargetCost
+from rackform.plan.slurm import ControllerInstance
 from rackform.targets.aws import cost
 from rackform.targets.aws.images import IMAGES, Image
+from rackform.targets.aws.names import controller_name, node_names
 from rackform.targets.compile import TargetCompiler
 
 # Markets whose capacity already has a place: a capacity block or an On-Demand Capacity
@@ -108,6 +111,19 @@ class AwsCompiler(TargetCompiler):
             max_count=group.max_count,
             efa_interfaces=efa,
             array=array,
+        )
+
+    def node_names(self, stack: str, group: NodeGroupPlan) -> tuple[str, ...]:
+        """One instance per training node, named as the stack names it (`nodes.py`)."""
+        return node_names(stack, group.name, group.count)
+
+    def slurm_controller(self, bp: Blueprint, stack: str) -> ControllerInstance | None:
+        """A small instance of its own (`controller.py`): the nodes are the stack's, so none
+        of them exists to be named the controller before `up`."""
+        if bp.scheduler is None:
+            return None
+        return ControllerInstance(
+            controller_name(stack), bp.scheduler.controller_instance_type or CONTROLLER_TYPE
         )
 
     def compile_target(self, bp, groups, catalog):

@@ -11,6 +11,7 @@ import pulumi_aws as aws
 
 from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.targets.aws.bootstrap import HOOK, HOOK_TIMEOUT_S
+from rackform.targets.aws.names import node_names
 from rackform.targets.aws.tags import LAUNCH_TAGGED, asg_tags, aws_tags
 
 SSH_PORT = 22
@@ -183,28 +184,30 @@ class AwsNodeGroup(pulumi.ComponentResource):
         version = self.launch_template.latest_version.apply(str)
         template = {"id": self.launch_template.id, "version": version}
         if training:
-            self._instances(name, plan, group, template)
+            self._instances(plan, group, template)
         else:
             self._autoscaling_group(name, plan, group, template, subnet, artifact_sha)
         self.register_outputs({"launch_template_id": self.launch_template.id, "nodes": self.nodes})
 
-    def _instances(self, name, plan, group, template) -> None:
+    def _instances(self, plan, group, template) -> None:
         # Pulumi replaces create-before-delete by default: 4 nodes would need 8 at once, which a
         # placement group or reservation sized to the cluster cannot hold. delete-first takes
         # the old node down first (Pulumi docs, resource option `deleteBeforeReplace`).
         first = plan.target_plan.rollout == "delete-first"
+        # The names the plan gave Slurm's nodes (rackform/targets/aws/names.py), and the
+        # inventory's host names through the `nodes` output.
+        names = node_names(plan.stack, group.name, group.count)
         instances = [
             aws.ec2.Instance(
-                f"{name}-{i}",
+                n,
                 launch_template=template,
                 # The cluster's tags, owner and idle policy included: updated in place.
-                tags=aws_tags(plan, f"{name}-{i}"),
+                tags=aws_tags(plan, n),
                 opts=pulumi.ResourceOptions(parent=self, delete_before_replace=first),
             )
-            for i in range(group.count)
+            for n in names
         ]
         self.resources = list(instances)
-        names = [f"{name}-{i}" for i in range(group.count)]
         self.nodes = pulumi.Output.all(
             *[pulumi.Output.all(x.private_ip, x.id) for x in instances]
         ).apply(

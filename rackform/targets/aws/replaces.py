@@ -56,8 +56,11 @@ REPLACED_BY: dict[str, dict[str, str]] = {
     "aws:ec2/instance:Instance": {
         # "Updating Launch Template specification will force new instance"
         # (terraform-provider-aws PR #10807, website/docs/r/instance.html.markdown): a new
-        # template version is a new instance. instance_type alone would update in place
-        # (stop, modify, start); rackform never sets it on the instance, only on the template.
+        # template version is a new instance. instance_type alone updates in place (stop,
+        # modify, start): the GPU nodes take it from the template, Slurm's controller instance
+        # (rackform/targets/aws/controller.py) sets it directly, and a new one resizes it in
+        # place. So do its user_data (user_data_replace_on_change defaults to false),
+        # vpc_security_group_ids, iam_instance_profile and metadata_options.
         "launchTemplate": TF + "ec2/ec2_instance.go: launch_template ForceNew (PR #10807)",
         "ami": TF + "ec2/ec2_instance.go: ami ForceNew",
         "availabilityZone": TF + "ec2/ec2_instance.go: availability_zone ForceNew",
@@ -65,6 +68,8 @@ REPLACED_BY: dict[str, dict[str, str]] = {
         "subnetId": TF + "ec2/ec2_instance.go: subnet_id ForceNew",
         "keyName": TF + "ec2/ec2_instance.go: key_name ForceNew",
         "ebsBlockDevices": TF + "ec2/ec2_instance.go: ebs_block_device ForceNew",
+        "associatePublicIpAddress": TF
+        + "ec2/ec2_instance.go: associate_public_ip_address ForceNew",
     },
     "aws:autoscaling/group:Group": {"name": TF + "autoscaling/group.go: name ForceNew"},
     "aws:ec2/vpcEndpoint:VpcEndpoint": {

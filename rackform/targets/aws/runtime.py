@@ -22,15 +22,22 @@ class AwsRuntime(TargetRuntime):
     def role_vars(self, plan: Basis) -> Mapping[str, object]:
         """On an image that preinstalled the driver and mounts the instance store itself (the
         DLAMI), the roles adopt the driver (refusing a second branch) and use or replace its
-        array, as the blueprint says."""
+        array, as the blueprint says. On spot capacity, Slurm's nodes watch for their
+        interruption notice (`slurm_spot_agent`)."""
         image = plan.target_plan.image
-        if not image.preinstalled:
-            return {}
-        return {
-            "nvidia_driver_adopt_preinstalled": True,
-            "nvme_raid_preexisting_mount": image.instance_store_mount,
-            "nvme_raid_preexisting_action": plan.target.ami.instance_store,
-        }
+        out: dict[str, object] = {}
+        if plan.scheduler is not None:
+            # EC2 reclaims a spot instance with a two-minute notice in the instance metadata
+            # (EC2 user guide, "Spot Instance interruption notices"): the agent drains the node
+            # and has its job checkpoint and requeue. Off elsewhere, where no notice comes.
+            out["slurm_spot_agent"] = plan.target.market == "spot"
+        if image.preinstalled:
+            out |= {
+                "nvidia_driver_adopt_preinstalled": True,
+                "nvme_raid_preexisting_mount": image.instance_store_mount,
+                "nvme_raid_preexisting_action": plan.target.ami.instance_store,
+            }
+        return out
 
     def inventory_vars(self, plan: Basis) -> Mapping[str, object]:
         """The nodes have no public address and no inbound port from the internet: the

@@ -17,6 +17,7 @@ from rackform.targets.aws import idle
 from rackform.targets.aws.exposure import public_share
 from rackform.targets.aws.groups import AwsGroupFields, group_rules
 from rackform.targets.aws.images import DEFAULT_IMAGE, IMAGES
+from rackform.targets.aws.scheduler import scheduler_rules
 from rackform.targets.schema import Cluster, TargetSchema
 
 # The nodes' subnet is the VPC's first half and the NAT gateway's public subnet a /28 at its
@@ -215,6 +216,7 @@ def region_rules(region: object, catalog: Catalog) -> list[Violation]:
 def rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
     """The AWS rules that need the whole blueprint or the catalog."""
     out = region_rules(bp.target.region, catalog)
+    out += scheduler_rules(bp, catalog)
     out += group_rules(bp.purpose, list(enumerate(bp.node_groups)), catalog)
     if bp.network.fabric == "efa":
         for i, g in enumerate(bp.node_groups):

@@ -47,10 +47,98 @@ def test_an_inference_cluster_has_no_scheduler(write):
     assert p.line == lines.index("  type: slurm") + 1  # where the section starts
 
 
-def test_aws_is_refused_until_the_stack_makes_a_controller(write):
-    text = AWS_TRAINING + SLURM.replace("node_groups: [hgx]", "node_groups: [gpu]")
-    (p,) = problems(write, text.replace("  controller: n1\n", "")).values()
-    assert "controller instance" in p.message and "bare_metal" in p.fix
+# AWS_TRAINING with hyphenated names, the blueprint's and its node groups', and the stack's
+# own controller (no `controller:`).
+AWS_SLURM = (
+    AWS_TRAINING.replace("name: t-cluster", "name: llm-train-a")
+    .replace("  - name: gpu\n", "  - name: gpu-a\n")
+    .replace(
+        "network:",
+        "  - name: gpu-b\n    instance_type: g6e.12xlarge\n    count: 1\nnetwork:",
+    )
+    .replace("  ssh_cidrs:", "  ami: {image: ubuntu-24.04}\n  ssh_cidrs:")
+    + """
+scheduler:
+  type: slurm
+  partitions:
+    - {name: batch, node_groups: [gpu-a, gpu-b], default: true}
+"""
+)
+
+
+def test_aws_training_takes_slurm_with_a_controller_of_its_own(write):
+    s = load_effective(write(AWS_SLURM)).blueprint.scheduler
+    assert s.controller is None and s.controller_instance_type is None
+    typed = AWS_SLURM.replace(
+        "  type: slurm\n", "  type: slurm\n  controller_instance_type: c7i.xlarge\n"
+    )
+    assert load_effective(write(typed)).blueprint.scheduler.controller_instance_type == "c7i.xlarge"
+
+
+def test_aws_refuses_a_host_as_controller_and_names_the_stacks_instance(write):
+    text = AWS_SLURM.replace("  type: slurm\n", "  type: slurm\n  controller: gpu-a-0\n")
+    (p,) = problems(write, text).values()
+    assert p.path == "scheduler.controller"
+    assert "llm-train-a-<environment>-slurmctld" in p.message and "not a host" in p.message
+    assert "remove controller" in p.fix and "m7i.large" in p.fix
+    assert (
+        p.line == textwrap.dedent(text).lstrip("\n").splitlines().index("  controller: gpu-a-0") + 1
+    )
+
+
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ("p5.48xlarge", "is a GPU instance type"),  # in the catalog: every one has GPUs
+        ("g6e.12xlarge", "is a GPU instance type"),
+        ("m7i", "is not an EC2 instance type name"),  # no size
+        ("M7i.large", "is not an EC2 instance type name"),
+        ("m7i.large; rm -rf /", "is not an EC2 instance type name"),
+        (".large", "is not an EC2 instance type name"),
+    ],
+)
+def test_the_controller_instance_type_is_a_small_ec2_type(write, value, needle):
+    text = AWS_SLURM.replace(
+        "  type: slurm\n", f"  type: slurm\n  controller_instance_type: {value!r}\n"
+    )
+    got = problems(write, text)
+    assert list(got) == ["scheduler.controller_instance_type"]
+    assert needle in got["scheduler.controller_instance_type"].message
+    assert got["scheduler.controller_instance_type"].line is not None
+
+
+@pytest.mark.parametrize("value", ["m7i.large", "c7i.xlarge", "m7i-flex.large", "u-6tb1.metal"])
+def test_ec2_type_names_with_hyphens_pass(write, value):
+    text = AWS_SLURM.replace(
+        "  type: slurm\n", f"  type: slurm\n  controller_instance_type: {value}\n"
+    )
+    assert load_effective(write(text)).blueprint.scheduler.controller_instance_type == value
+
+
+def test_aws_partitions_count_the_stacks_instances(write):
+    (p,) = problems(
+        write,
+        AWS_SLURM.replace("count: 1", "count: 0").replace(
+            "node_groups: [gpu-a, gpu-b]", "node_groups: [gpu-b]"
+        ),
+    ).values()
+    assert p.path == "scheduler.partitions[0].node_groups"
+    assert "names no nodes" in p.message
+
+
+def test_bare_metal_has_no_controller_instance_to_size(write):
+    text = BARE_METAL + SLURM.replace(
+        "  controller: n1\n", "  controller: n1\n  controller_instance_type: m7i.large\n"
+    )
+    (p,) = problems(write, text).values()
+    assert p.path == "scheduler.controller_instance_type"
+    assert "host of the blueprint" in p.message and p.fix == "remove controller_instance_type"
+
+
+def test_aws_inference_keeps_refusing_a_scheduler(write):
+    text = AWS_SLURM.replace("purpose: training", "purpose: inference")
+    got = problems(write, text)
+    assert "training clusters" in got["scheduler"].message
 
 
 @pytest.mark.parametrize(
@@ -87,3 +175,21 @@ def test_each_mistake_is_one_located_line(write, old, new, path, needle, fix):
 def test_preemption_mode_is_requeue(write):
     got = problems(write, BARE_METAL + SLURM.replace("mode: requeue", "mode: cancel"))
     assert list(got) == ["scheduler.preemption.mode"]
+
+
+def test_aws_slurm_needs_an_image_whose_slurm_the_role_supports(write):
+    text = AWS_SLURM.replace("ami: {image: ubuntu-24.04}", "ami: {image: dlami-ubuntu-22.04}")
+    (p,) = problems(write, text).values()
+    assert p.path == "target.ami.image"
+    assert "Slurm 21.08" in p.message and "ubuntu-24.04" in p.fix
+    assert (
+        p.line
+        == textwrap.dedent(text)
+        .lstrip("\n")
+        .splitlines()
+        .index("  ami: {image: dlami-ubuntu-22.04}")
+        + 1
+    )
+    # The default image (22.04) is refused too, located at the target it belongs to.
+    (p,) = problems(write, AWS_SLURM.replace("  ami: {image: ubuntu-24.04}\n", "")).values()
+    assert p.path == "target.ami.image" and p.line is not None
