@@ -80,7 +80,9 @@ def openmetrics(gpus: list[Gpu], now: float) -> str:
             labels += "".join(f',{k}="{v}"' for k, v in g.extra)
             for i in range(g.start_min * 60 // STEP_S, g.end_min * 60 // STEP_S - 1, -1):
                 t = end - i * STEP_S
-                out.append(f"{name}{{{labels}}} {value(g, i):g} {t}")
+                # repr: every digit (`:g` kept six, so a heartbeat's unix time was rounded to
+                # 10,000 s and read as stopped or running depending on the hour of the run).
+                out.append(f"{name}{{{labels}}} {float(value(g, i))!r} {t}")
     out.append("# EOF")
     return "\n".join(out) + "\n"
 
