@@ -35,6 +35,36 @@ class Switch:
 
 
 @dataclass(frozen=True)
+class QosPlan:
+    name: str
+    priority: int
+    max_gpus: int | None  # GrpTRES=gres/gpu: every job of the QOS together
+    max_gpus_per_user: int | None  # MaxTRESPerUser=gres/gpu
+    max_gpus_per_account: int | None  # MaxTRESPerAccount=gres/gpu
+
+
+@dataclass(frozen=True)
+class AccountPlan:
+    name: str
+    share: int  # Slurm Fairshare
+    users: tuple[str, ...]
+    qos: tuple[str, ...]  # the QOS its jobs may use ('normal' included where allowed)
+    default_qos: str
+    max_gpus: int | None  # GrpTRES=gres/gpu on the account's association
+
+
+@dataclass(frozen=True)
+class FairnessPlan:
+    """Slurm's accounting (slurmdbd) with fairshare between accounts and QOS."""
+
+    accounts: tuple[AccountPlan, ...]
+    qos: tuple[QosPlan, ...]
+    half_life_days: int
+    fairshare_weight: int
+    qos_weight: int
+
+
+@dataclass(frozen=True)
 class SchedulerPlan:
     type: str
     controller: str
@@ -44,3 +74,4 @@ class SchedulerPlan:
     preempt_mode: str  # what a preempted job's fate is: requeue
     grace_s: int  # seconds between SIGTERM and SIGKILL for a preempted job
     checkpoint_dir: str  # the jobs' checkpoint path: the nodes' checkpoint mount
+    fairness: FairnessPlan | None = None  # None: no accounting (no slurmdbd)

@@ -39,6 +39,9 @@ ROLE_PACKAGES = (
     "slurmd",
     "slurm-client",
     "slurmctld",
+    # slurm with accounting (a scheduler's fairness): the controller's database and slurmdbd.
+    "mariadb-server",
+    "slurmdbd",
 )
 
 

@@ -5,6 +5,7 @@ what needs one (the daemons, sinfo, srun) is tests/e2e/test_slurm_vms.py."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from rackform.plan.model import thaw
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROLES_DIR / "slurm"
 FILES = ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf", "prolog.sh", "task_prolog.sh")
+DB_PASSWORD = "pw4slurmdbdInTests"
 HW = {"CPUs": "224", "Boards": "1", "SocketsPerBoard": "2", "CoresPerSocket": "56",
       "ThreadsPerCore": "2", "RealMemory": "2063000"}  # fmt: skip
 
@@ -48,10 +50,12 @@ def render(blueprint: Path, host: str | None = None) -> dict[str, str]:
         "ansible_managed": "Ansible managed",
         "ansible_play_hosts_all": names,
         "groups": {"all": names, "gpu_nodes": names},
+        # What tasks/accounting.yml reads from the controller's password file (slurp: base64).
+        "_slurm_db_password": {"content": base64.b64encode(DB_PASSWORD.encode()).decode()},
     }
     templar = Templar(loader=loader, variables=v)
     out = {}
-    for name in (*FILES, "slurmd.default", "rackform-spot-agent.service"):
+    for name in (*FILES, "slurmd.default", "rackform-spot-agent.service", "slurmdbd.conf"):
         text = (ROLE / "templates" / f"{name}.j2").read_text(encoding="utf-8")
         out[name] = templar.template(trust_as_template(text))
     return out
@@ -93,7 +97,8 @@ def test_partitions_carry_tiers_preemption_and_limits(example):
     parts = {p["PartitionName"]: p for p in lines(example["slurm.conf"], "PartitionName=")}
     assert parts["batch"] | {} == {
         "PartitionName": "batch", "Nodes": "hgx-01,hgx-02,hgx-03,hgx-04", "Default": "YES",
-        "PriorityTier": "10", "MaxTime": "4320", "PreemptMode": "OFF", "State": "UP",
+        "PriorityTier": "10", "MaxTime": "4320", "PreemptMode": "OFF",
+        "TRESBillingWeights": "GRES/gpu=1.0", "State": "UP",  # the example has fairness
     }  # fmt: skip
     assert parts["scavenger"]["Default"] == "NO"
     assert parts["scavenger"]["PriorityTier"] == "1"
