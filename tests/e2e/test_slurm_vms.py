@@ -299,3 +299,61 @@ def test_a_preempted_then_spot_interrupted_job_resumes_from_its_checkpoints(clus
     assert loss["status"] == "pass", loss
     # Each time the job stopped and its end, in the job records.
     assert job_record(bed, job, "COMPLETED")["Partition"] == "low"
+
+
+# Fairness, last: a converge adds Slurm's accounting to the running cluster (MariaDB and
+# slurmdbd on node1, the QOS, accounts and users through sacctmgr). The VMs have no GPUs, so no
+# GPU limit (the blueprint refuses one above the cluster's GPUs); those are tested on the local
+# Slurm with accounting (tests/scheduler/test_slurm_accounting.py).
+FAIRNESS = {
+    "qos": [{"name": "urgent", "priority": 100}],
+    "accounts": [
+        {"name": "team-a", "share": 3, "users": ["root"], "qos": ["normal", "urgent"]},
+        {"name": "team_b", "share": 1, "users": ["root"]},
+    ],
+}
+
+
+def test_fairness_adds_slurmdbd_with_the_blueprints_accounts_and_qos(cluster, phases, tmp_path):
+    bed = cluster.bed
+    doc = yaml.safe_load(Path(cluster.converge[0]).read_text())
+    doc["scheduler"]["fairness"] = FAIRNESS
+    bp = tmp_path / Path(cluster.converge[0]).name
+    bp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    converge = [bp, *cluster.converge[1:], "--role", "slurm"]
+    with phases("slurm: fairness added by a converge (MariaDB, slurmdbd, accounts and QOS)"):
+        proc = cli("configure", *converge)
+    assert proc.returncode == 0, shown(proc)
+    # The database password is node1's alone and never shows.
+    password = sh(bed, "node1", "cat /etc/slurm/slurmdbd.db-password").strip()
+    assert len(password) >= 32 and password not in proc.stdout + proc.stderr
+    modes = sh(
+        bed, "node1", "stat -c '%a %U' /etc/slurm/slurmdbd.conf /etc/slurm/slurmdbd.db-password"
+    )
+    assert modes.split("\n")[:2] == ["600 slurm", "600 root"], modes
+    assert (
+        sh(
+            bed, "node2", "ls /etc/slurm/slurmdbd.conf; systemctl is-active slurmdbd", check=False
+        ).split()[-1]
+        != "active"
+    )
+
+    assoc = sh(bed, "node1", "sacctmgr -nP show assoc format=Account,User,Fairshare,QOS,DefaultQOS")
+    rows = {tuple(line.split("|")[:2]): line.split("|")[2:] for line in assoc.splitlines() if line}
+    assert rows[("team-a", "")] == ["3", "normal,urgent", "normal"], assoc
+    assert rows[("team_b", "")][:2] == ["1", "normal"], assoc
+    assert ("team-a", "root") in rows and ("team_b", "root") in rows, assoc
+    # Jobs go under an account, a QOS it may not use is refused, and sacct records them.
+    job = sh(bed, "node1", "sbatch --parsable -A team-a --qos=urgent --wrap true").strip()
+    refused = bed.ssh("node1").run("sbatch -A team_b --qos=urgent --wrap true", check=False)
+    assert refused.returncode != 0 and "Invalid qos" in refused.stderr, refused.stderr
+    until(bed, f"sacct -nX -P -j {job} -o State | grep -qx COMPLETED", "the job in sacct", 120)
+    record = sh(bed, "node1", f"sacct -nX -P -j {job} -o Account,QOS,AllocTRES").strip()
+    assert record.startswith("team-a|urgent|") and "cpu=" in record, record
+
+    with phases("slurm: converge with fairness again (changes nothing)"):
+        again = cli("configure", *converge)
+    assert again.returncode == 0, shown(again)
+    assert {h: row["changed"] for h, row in summary(again.stdout).items()} == {
+        "node1": 0, "node2": 0,
+    }, shown(again)  # fmt: skip
