@@ -39,9 +39,6 @@ ROLE_PACKAGES = (
     "slurmd",
     "slurm-client",
     "slurmctld",
-    # slurm with accounting (a scheduler's fairness): the controller's database and slurmdbd.
-    "mariadb-server",
-    "slurmdbd",
 )
 
 
