@@ -32,6 +32,9 @@ if ((want_test)); then
   # two slurmd on loopback in the foreground (tests/slurm_local.py); the package's services are
   # not started where there is no init system, and the tests never use them.
   apt_pkgs+=(slurm-wlm)
+  # The fairness tests run MariaDB and slurmdbd the same way (tests/slurm_accounting_local.py:
+  # a fresh data directory in a temp dir, loopback ports), never the packaged services.
+  apt_pkgs+=(mariadb-server slurmdbd)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do

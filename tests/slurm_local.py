@@ -22,7 +22,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +39,7 @@ PARTITIONS = ("batch-gpu", "scav-low")  # hyphens, as the blueprint schema allow
 TOOLS = ("slurmctld", "slurmd", "squeue", "sinfo", "scontrol", "sbatch", "scancel")
 
 
-def _conf(root: Path, ctld_port: int, node_ports: list[int]) -> str:
+def _conf(root: Path, ctld_port: int, node_ports: list[int], extra: str = "") -> str:
     user = getpass.getuser()
     nodes = "\n".join(
         f"NodeName={n} NodeAddr=127.0.0.1 NodeHostname=localhost Port={p} CPUs=2 "
@@ -79,7 +79,7 @@ MpiDefault=none
 {nodes}
 PartitionName={PARTITIONS[0]} Nodes={every} Default=YES MaxTime=INFINITE State=UP
 PartitionName={PARTITIONS[1]} Nodes={every} Default=NO MaxTime=INFINITE State=UP
-"""
+{extra}"""
 
 
 @dataclass
@@ -206,7 +206,12 @@ def _members(sessions: set[int]) -> set[int]:
     return out
 
 
-def start(root: Path) -> LocalSlurm:
+def start(
+    root: Path, extra_conf: str = "", before: Callable[[LocalSlurm], None] | None = None
+) -> LocalSlurm:
+    """This Slurm, up with every node idle. `extra_conf`: lines added to slurm.conf; `before`:
+    run once the files are written, before slurmctld starts (tests/slurm_accounting_local.py
+    starts slurmdbd there)."""
     t0 = time.monotonic()
     for d in ("state", "log", "dev", *(f"spool/{n}" for n in NODES)):
         (root / d).mkdir(parents=True, exist_ok=True)
@@ -219,10 +224,12 @@ def start(root: Path) -> LocalSlurm:
         )
     (root / "gres.conf").write_text("\n".join(gres) + "\n")
     conf = root / "slurm.conf"
-    conf.write_text(_conf(root, free_port(), [free_port() for _ in NODES]))
+    conf.write_text(_conf(root, free_port(), [free_port() for _ in NODES], extra_conf))
     env = {**os.environ, "SLURM_CONF": str(conf)}
     slurm = LocalSlurm(root, env, root / "jobcomp.log")
     try:
+        if before is not None:
+            before(slurm)
         slurm.start_controller(clear=True)
         for n in NODES:
             slurm._start(f"slurmd-{n}", ["slurmd", "-D", "-N", n])

@@ -2,8 +2,10 @@
 
 GPU-hours and cost per job and per account from Slurm's job records and the catalog's price of
 the cluster's compute per GPU-hour (the one `rackform reap` prices idle GPU-hours with). The
-records are the controller's jobcomp log, read over SSH as the blueprint's ssh user (the slurm
-role writes them to /var/log/slurm/jobcomp.log), or a copied file: a jobcomp log or
+records are read over SSH as the blueprint's ssh user from the controller: where the blueprint
+declares fairness (Slurm's accounting, slurmdbd), `sacct`'s, whose AllocTRES carries each job's
+GPUs (AccountingStorageTRES=gres/gpu); otherwise the jobcomp log (the slurm role writes it to
+/var/log/slurm/jobcomp.log; --log names another). Or a copied file: a jobcomp log or
 `sacct --parsable2 --noheader --format=JobID,User,Account,Partition,State,Start,End,ElapsedRaw,
 AllocTRES,NodeList` output. Exit status: 0 reported; 2 bad input (a line that is no record,
 named by file and line); 3 the records could not be read from the controller."""
@@ -22,33 +24,50 @@ from rackform.cli.app import app
 from rackform.cli.common import Env, File, prepared, user_error
 from rackform.reap.run import usd_per_gpu_hour
 from rackform.reap.verdict import expected_nodes
-from rackform.scheduler.records import RecordError, parse
+from rackform.scheduler.records import SACCT_FORMAT, RecordError, parse
 from rackform.scheduler.remote import RemoteError, controller
 from rackform.scheduler.usage import Usage, usage
 
 JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
 EXIT_UNREADABLE = 3
 FETCH = 'exec cat -- "$1"\n'
+# Every user's jobs (the ssh user is rarely root), one line per job (steps left out), from
+# $1 (the epoch without --since).
+SACCT = (
+    'exec sacct --parsable2 --noheader --allusers --allocations --starttime="$1" '
+    f"--endtime=now --format={SACCT_FORMAT}\n"
+)
+EPOCH = "1970-01-01T00:00:00"
 
 
-def _fetch(plan, path: str) -> tuple[str, str]:
-    """The controller's job records and where they came from; exit 3 where they cannot be
+def _fetch(plan, path: str | None, since: datetime | None) -> tuple[str, str]:
+    """The controller's job records and where they came from: sacct's where the cluster has
+    accounting and no --log names a file, else the jobcomp log; exit 3 where they cannot be
     read."""
+    accounting = plan.scheduler.fairness is not None
+    if path is None and accounting:
+        script, args, what = SACCT, ((since.isoformat() if since else EPOCH),), "sacct"
+        hint = "slurmdbd on the controller answers sacct (the slurm role's accounting)"
+    else:
+        path = path or JOBCOMP_LOG
+        script, args, what = FETCH, (path,), path
+        hint = (
+            "the slurm role writes them there: JobCompType=jobcomp/filetxt; --log names another "
+            "file, --from-file a copy"
+        )
     try:
         run = controller(plan)
-        done = run(FETCH, (path,), 120)
+        done = run(script, args, 120)
     except RemoteError as exc:
         print(f"rackform: cannot read the job records: {exc}", file=sys.stderr)
         raise typer.Exit(EXIT_UNREADABLE) from None
     if done.rc != 0:
         print(
-            f"rackform: cannot read the job records {path} on {run.where}: {done.why()} (the "
-            "slurm role writes them there: JobCompType=jobcomp/filetxt; --log names another "
-            "file, --from-file a copy)",
+            f"rackform: cannot read the job records {what} on {run.where}: {done.why()} ({hint})",
             file=sys.stderr,
         )
         raise typer.Exit(EXIT_UNREADABLE)
-    return done.stdout, f"{run.where}:{path}"
+    return done.stdout, f"{run.where}:{what}"
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -96,8 +115,13 @@ def jobs(
         ),
     ] = None,
     log: Annotated[
-        str, typer.Option("--log", help="The jobcomp log on the controller (JobCompLoc).")
-    ] = JOBCOMP_LOG,
+        str | None,
+        typer.Option(
+            "--log",
+            help="The jobcomp log on the controller (JobCompLoc); default: sacct where the "
+            f"cluster has accounting (fairness), else {JOBCOMP_LOG}.",
+        ),
+    ] = None,
     since: Annotated[
         str | None,
         typer.Option(
@@ -128,7 +152,7 @@ def jobs(
             "job records from (give --from-file LOG)"
         )
     else:
-        text, source = _fetch(plan, log)
+        text, source = _fetch(plan, log, start)
     try:
         records = list(parse(text, source))
     except RecordError as exc:

@@ -9,11 +9,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rackform.blueprint.schema.fairness import Fairness
 from rackform.blueprint.schema.scheduler import SlurmScheduler
 from rackform.plan.model import NodeGroupPlan
 from rackform.plan.slurm import (
+    AccountPlan,
     ControllerInstance,
+    FairnessPlan,
     PartitionPlan,
+    QosPlan,
     SchedulerPlan,
     SlurmNode,
     Switch,
@@ -75,6 +79,33 @@ def compile_scheduler(
         grace_s=spec.preemption.grace_s,
         checkpoint_dir=checkpoint_dir,
         instance=instance,
+        fairness=compile_fairness(spec.fairness),
+    )
+
+
+def compile_fairness(f: Fairness | None) -> FairnessPlan | None:
+    if f is None:
+        return None
+    declared = [q.name for q in f.qos]
+    return FairnessPlan(
+        accounts=tuple(
+            AccountPlan(
+                a.name,
+                a.share,
+                a.users,
+                a.allowed_qos(declared),
+                a.default(declared),
+                a.max_gpus,
+            )
+            for a in f.accounts
+        ),
+        qos=tuple(
+            QosPlan(q.name, q.priority, q.max_gpus, q.max_gpus_per_user, q.max_gpus_per_account)
+            for q in f.qos
+        ),
+        half_life_days=f.half_life_days,
+        fairshare_weight=f.fairshare_weight,
+        qos_weight=f.qos_weight,
     )
 
 
@@ -127,12 +158,47 @@ def slurm_vars(s: SchedulerPlan | None, interface: str) -> dict[str, Any]:
         "slurm_preempt_mode": s.preempt_mode,
         "slurm_grace_time_s": s.grace_s,
         "slurm_checkpoint_dir": s.checkpoint_dir,
+        **fairness_vars(s.fairness),
         # slurmd's address for the controller and the other nodes: on the fabric's first
         # interface, as the smoke job's rendezvous (empty: the default IPv4 address).
         "slurm_interface": interface,
         # The smoke job runs through Slurm (one job over every node, submitted from the
         # controller, the nodes' GPUs as GRES) where one job can ask every node for the same.
         **smoke_vars(s),
+    }
+
+
+def fairness_vars(f: FairnessPlan | None) -> dict[str, Any]:
+    """Accounting (slurmdbd on the controller), fairshare and QOS; off: no slurmdbd, and
+    slurm.conf as it was before the blueprint had fairness."""
+    if f is None:
+        return {"slurm_accounting": False}
+    return {
+        "slurm_accounting": True,
+        "slurm_qos": [
+            {
+                "name": q.name,
+                "priority": q.priority,
+                "max_gpus": q.max_gpus or 0,
+                "max_gpus_per_user": q.max_gpus_per_user or 0,
+                "max_gpus_per_account": q.max_gpus_per_account or 0,
+            }
+            for q in f.qos
+        ],
+        "slurm_accounts": [
+            {
+                "name": a.name,
+                "share": a.share,
+                "users": list(a.users),
+                "qos": list(a.qos),
+                "default_qos": a.default_qos,
+                "max_gpus": a.max_gpus or 0,
+            }
+            for a in f.accounts
+        ],
+        "slurm_fairshare_weight": f.fairshare_weight,
+        "slurm_qos_weight": f.qos_weight,
+        "slurm_half_life_days": f.half_life_days,
     }
 
 

@@ -49,6 +49,36 @@ class ControllerInstance:
 
 
 @dataclass(frozen=True)
+class QosPlan:
+    name: str
+    priority: int
+    max_gpus: int | None  # GrpTRES=gres/gpu: every job of the QOS together
+    max_gpus_per_user: int | None  # MaxTRESPerUser=gres/gpu
+    max_gpus_per_account: int | None  # MaxTRESPerAccount=gres/gpu
+
+
+@dataclass(frozen=True)
+class AccountPlan:
+    name: str
+    share: int  # Slurm Fairshare
+    users: tuple[str, ...]
+    qos: tuple[str, ...]  # the QOS its jobs may use ('normal' included where allowed)
+    default_qos: str
+    max_gpus: int | None  # GrpTRES=gres/gpu on the account's association
+
+
+@dataclass(frozen=True)
+class FairnessPlan:
+    """Slurm's accounting (slurmdbd) with fairshare between accounts and QOS."""
+
+    accounts: tuple[AccountPlan, ...]
+    qos: tuple[QosPlan, ...]
+    half_life_days: int
+    fairshare_weight: int
+    qos_weight: int
+
+
+@dataclass(frozen=True)
 class SchedulerPlan:
     type: str
     controller: str
@@ -61,6 +91,7 @@ class SchedulerPlan:
     # Where slurmctld runs: one of the nodes (bare metal, colocation: `controller` is a host of
     # the blueprint, and it runs slurmd too), or an instance the stack creates (AWS: no node).
     instance: ControllerInstance | None = None
+    fairness: FairnessPlan | None = None  # None: no accounting (no slurmdbd)
 
     @property
     def controller_is_node(self) -> bool:

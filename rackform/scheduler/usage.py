@@ -4,9 +4,9 @@ records) and the cluster's catalog price per GPU-hour: the seeds' "cost per run"
 A job's GPUs are the `gres/gpu` of its TRES. Slurm writes it there only where it tracks GPUs
 (`AccountingStorageTRES=gres/gpu`, which needs slurmdbd). So: where any record of the input
 names GPUs, GPUs are tracked and a record naming none is a job that used none (0 GPU-hours);
-where none does (the slurm role's cluster, without slurmdbd), each job is charged every GPU of
-its nodes as the blueprint declares them: exact for whole-node jobs, an upper bound where jobs
-share a node, and said so. A job still running is counted to now (sacct's elapsed time so far)
+where none does (the slurm role's cluster without the blueprint's scheduler.fairness, so without
+slurmdbd), each job is charged every GPU of its nodes as the blueprint declares them: exact for
+whole-node jobs, an upper bound where jobs share a node, and said so. A job still running is counted to now (sacct's elapsed time so far)
 and marked running; a job that never started counts 0."""
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ def usage(
     if charged:
         result.notes.append(
             f"{charged} job records name no GPUs (Slurm writes gres/gpu into a job's TRES only "
-            "where it tracks it: AccountingStorageTRES=gres/gpu, with slurmdbd): each is charged "
+            "where it tracks it: AccountingStorageTRES=gres/gpu, with slurmdbd, which the slurm "
+            "role sets up for a blueprint with scheduler.fairness): each is charged "
             "every GPU of its nodes as the blueprint declares them, an upper bound where jobs "
             "share a node"
         )

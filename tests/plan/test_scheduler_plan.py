@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from blueprint_helpers import BARE_METAL, SLURM_MIXED
 
 from rackform.blueprint.loader import load_effective
+from rackform.blueprint.problems import BlueprintError
 from rackform.engine import compile_effective
 from rackform.plan.scheduler import gres_type
 from rackform.plan.slurm import ControllerInstance, Switch
@@ -159,3 +161,29 @@ def test_the_spot_agent_runs_on_aws_spot_capacity_only(write):
     assert "slurm_spot_agent" not in bare.group_vars  # the role's default: off
     assert bare.group_vars["slurm_controller_is_node"] is True
     assert bare.scheduler.controller_is_node and bare.scheduler.instance is None
+
+
+def test_fairness_gpu_limits_on_aws_are_not_held_against_hosts_it_has_none_of(write):
+    """AWS groups list no hosts (their nodes are `count` instances): a GPU limit is not "more
+    than the cluster's 0 GPUs"."""
+    extra = (
+        "  fairness:\n"
+        "    qos: [{name: urgent, max_gpus_per_user: 16}]\n"
+        "    accounts: [{name: llm-pretrain, max_gpus: 24}]\n"
+    )
+    f = aws_plan(write, extra=extra).scheduler.fairness
+    assert [(a.name, a.max_gpus) for a in f.accounts] == [("llm-pretrain", 24)]
+    assert [(q.name, q.max_gpus_per_user) for q in f.qos] == [("urgent", 16)]
+
+
+def test_fairness_mistakes_on_aws_are_located_as_on_bare_metal(write):
+    extra = (
+        "  fairness:\n"
+        "    qos: [{name: urgent}, {name: urgent}]\n"
+        "    accounts: [{name: llm-pretrain, qos: [urgnet]}]\n"
+    )
+    with pytest.raises(BlueprintError) as exc:
+        aws_plan(write, extra=extra)
+    found = {p.path: p.message for p in exc.value.problems}
+    assert found["scheduler.fairness.qos[1].name"] == "QOS 'urgent' is declared twice"
+    assert "urgnet" in found["scheduler.fairness.accounts[0].qos[0]"]

@@ -5,6 +5,7 @@ what needs one (the daemons, sinfo, srun) is tests/e2e/test_slurm_vms.py."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from rackform.plan.model import thaw
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROLES_DIR / "slurm"
 FILES = ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf", "prolog.sh", "task_prolog.sh")
+DB_PASSWORD = "pw4slurmdbdInTests"
 HW = {"CPUs": "224", "Boards": "1", "SocketsPerBoard": "2", "CoresPerSocket": "56",
       "ThreadsPerCore": "2", "RealMemory": "2063000"}  # fmt: skip
 
@@ -56,6 +58,8 @@ def templar(blueprint: Path, host: str | None = None, env: str | None = None) ->
         "ansible_managed": "Ansible managed",
         "ansible_play_hosts_all": play,
         "groups": {"all": play, "gpu_nodes": names, "slurm_controller": controller},
+        # What tasks/accounting.yml reads from the controller's password file (slurp: base64).
+        "_slurm_db_password": {"content": base64.b64encode(DB_PASSWORD.encode()).decode()},
     }
     return Templar(loader=loader, variables=v)
 
@@ -64,7 +68,7 @@ def render(blueprint: Path, host: str | None = None, env: str | None = None) -> 
     """Each file as the role writes it on `host` (default the controller)."""
     t = templar(blueprint, host, env)
     out = {}
-    for name in (*FILES, "slurmd.default", "rackform-spot-agent.service"):
+    for name in (*FILES, "slurmd.default", "rackform-spot-agent.service", "slurmdbd.conf"):
         text = (ROLE / "templates" / f"{name}.j2").read_text(encoding="utf-8")
         out[name] = t.template(trust_as_template(text))
     return out
@@ -111,7 +115,8 @@ def test_partitions_carry_tiers_preemption_and_limits(example):
     parts = {p["PartitionName"]: p for p in lines(example["slurm.conf"], "PartitionName=")}
     assert parts["batch"] | {} == {
         "PartitionName": "batch", "Nodes": "hgx-01,hgx-02,hgx-03,hgx-04", "Default": "YES",
-        "PriorityTier": "10", "MaxTime": "4320", "PreemptMode": "OFF", "State": "UP",
+        "PriorityTier": "10", "MaxTime": "4320", "PreemptMode": "OFF",
+        "TRESBillingWeights": "GRES/gpu=1.0", "State": "UP",  # the example has fairness
     }  # fmt: skip
     assert parts["scavenger"]["Default"] == "NO"
     assert parts["scavenger"]["PriorityTier"] == "1"
@@ -282,7 +287,10 @@ def test_a_controller_that_is_no_node_gets_slurmctld_only(write):
 def test_on_bare_metal_the_controller_is_still_a_node(write):
     t = templar(ROOT / "blueprints" / "baremetal-slurm.yaml")
     assert role_var(t, "slurm_controller_is_node") is True
-    assert role_var(t, "_slurm_packages") == ["munge", "slurm-client", "slurmd", "slurmctld"]
+    # The example declares fairness: its controller keeps Slurm's accounting database too.
+    assert role_var(t, "_slurm_packages") == [
+        "munge", "slurm-client", "slurmd", "slurmctld", "mariadb-server", "slurmdbd",
+    ]  # fmt: skip
     assert role_var(t, "_slurm_files") == [
         "slurm.conf",
         "gres.conf",

@@ -1,7 +1,9 @@
 """The blueprint's `scheduler:` section: Slurm on a training cluster. Partitions name node groups,
 priority tiers order them, and a higher tier preempts (requeues) the jobs of a lower, preemptible
-one. The rules that need the rest of the blueprint (purpose, target, hosts, node groups) are
-`scheduler_rules`, which the Blueprint runs with its other cross-field rules."""
+one. `fairness:` adds Slurm's accounting (slurmdbd): accounts with fairshare shares, QOS with
+priorities and GPU limits. The rules that need the rest of the blueprint (purpose, target, hosts,
+node groups) are `scheduler_rules`, which the Blueprint runs with its other cross-field rules;
+the fairness section's own are in `rackform.blueprint.schema.fairness`."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Strict, Violation, closest
+from rackform.blueprint.schema.fairness import Fairness, fairness_rules
 from rackform.blueprint.schema.sections import Name
 
 # The targets whose hosts exist before the stack runs, so the controller is one of them.
@@ -103,6 +106,12 @@ class SlurmScheduler(Strict):
     preemption: Annotated[
         Preemption, Field(description="How jobs of a lower priority tier are preempted.")
     ] = Preemption()
+    fairness: Annotated[
+        Fairness | None,
+        Field(
+            description="Fairness between accounts and QOS through Slurm's accounting (slurmdbd with MariaDB on the controller); none: no accounting, jobs ordered by partition tier alone.",
+        ),
+    ] = None
 
 
 def scheduler_rules(bp: Any) -> list[Violation]:
@@ -121,7 +130,7 @@ def scheduler_rules(bp: Any) -> list[Violation]:
     if bp.target.type in INSTANCE_TARGETS:
         # The target's schema checks its own controller instance (rackform/targets/aws/
         # scheduler.py): no `controller` host, the instance type, the nodes' image.
-        return _partitions(bp)
+        return _partitions(bp) + fairness_rules(bp)
     if bp.target.type not in HOST_TARGETS:
         return [
             Violation(
@@ -130,7 +139,7 @@ def scheduler_rules(bp: Any) -> list[Violation]:
                 "remove scheduler, or use an aws, bare_metal or colocation target",
             )
         ]
-    return _controller(bp) + _partitions(bp)
+    return _controller(bp) + _partitions(bp) + fairness_rules(bp)
 
 
 def _controller(bp: Any) -> list[Violation]:
