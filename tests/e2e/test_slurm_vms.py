@@ -285,10 +285,13 @@ def test_a_preempted_then_spot_interrupted_job_resumes_from_its_checkpoints(clus
     assert {"step": b, "why": "SIGTERM"} in [
         {k: x[k] for k in ("step", "why")} for x in doc["checkpoints"]
     ]
-    # The spot notice: SIGUSR1, then the requeue's SIGTERM; the run after resumed from a
-    # checkpoint written after the notice, so at most two minutes old when the instance went.
+    # The spot notice: SIGUSR1, then the requeue's SIGTERM (2 s later here); the run after
+    # resumed from a checkpoint written after the notice, so at most two minutes old when the
+    # instance went. SIGUSR1 gets a checkpoint of its own when a step ends between the two; on a
+    # slower machine both are pending at the same step's end and the one checkpoint is SIGTERM's
+    # (the job's signal handling is tested apart, in tests/validators/test_resumable.py).
     after = [x for x in doc["checkpoints"] if x["time"] >= noticed]
-    assert "SIGUSR1" in [x["why"] for x in after], doc["checkpoints"]
+    assert {x["why"] for x in after} & {"SIGUSR1", "SIGTERM"}, doc["checkpoints"]
     resume = doc["resume"]
     assert resume["from_step"] == c and resume["checkpoint_why"] in ("SIGUSR1", "SIGTERM")
     assert noticed <= resume["checkpoint_time"] <= noticed + 120, (noticed, resume)
