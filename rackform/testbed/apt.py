@@ -34,11 +34,15 @@ ROLE_PACKAGES = (
     "ibverbs-utils",
     "perftest",
     "infiniband-diags",
-    # slurm: munge and Slurm's daemons and commands.
+    # slurm: munge and Slurm's daemons and commands; with `scheduler.fairness`, Slurm's
+    # accounting database on the controller (the e2e declares none, so the VMs install neither,
+    # but a blueprint with fairness converges on the testbed without the network).
     "munge",
     "slurmd",
     "slurm-client",
     "slurmctld",
+    "mariadb-server",
+    "slurmdbd",
 )
 
 

@@ -7,9 +7,7 @@ real slurmdbd in tests/scheduler/test_slurm_accounting.py."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from blueprint_helpers import SLURM_MIXED
@@ -146,13 +144,3 @@ def test_the_controller_alone_installs_mariadb_and_slurmdbd():
         "slurmdbd",
     ]
     assert got["hgx-02"] == ["munge", "slurm-client", "slurmd"]
-
-
-def test_the_testbeds_package_repository_carries_slurm_but_not_its_accounting():
-    # The VM e2e runs no fairness (MariaDB under the VMs' emulation costs more than it adds):
-    # the testbed's repository carries what the role installs without it, nothing more.
-    from rackform.testbed.apt import ROLE_PACKAGES
-
-    role_vars = yaml.safe_load(Path(ROLE / "vars" / "main.yml").read_text())
-    assert set(role_vars["_slurm_node_packages"] + ["slurmctld"]) <= set(ROLE_PACKAGES)
-    assert not set(role_vars["_slurm_accounting_packages"]) & set(ROLE_PACKAGES)

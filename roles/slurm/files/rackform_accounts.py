@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Slurm's accounting database brought to what the blueprint declares, with `sacctmgr -i`: the
 cluster, then the QOS (priority, GPU limits), then the accounts (fairshare share, allowed QOS,
 default QOS, GPU limit) and their users (default account: the first account that lists them).
@@ -31,6 +30,7 @@ def sacctmgr_show(*args: str) -> list[list[str]]:
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     if done.returncode:
         raise RuntimeError(f"sacctmgr show {args[0]}: {done.stderr.strip() or done.stdout.strip()}")
@@ -40,7 +40,7 @@ def sacctmgr_show(*args: str) -> list[list[str]]:
 def gpu_limit(tres: str) -> int:
     """The gres/gpu count of a TRES string such as `cpu=4,gres/gpu=2`; 0: none."""
     for item in tres.split(","):
-        key, _, value = item.partition("=")
+        key, _sep, value = item.partition("=")
         if key == GPU and value.lstrip("-").isdigit():
             return max(int(value), 0)
     return 0
@@ -193,7 +193,7 @@ def main(argv: list[str]) -> int:
     if not check:
         for argv_ in todo:
             done = subprocess.run(
-                ["sacctmgr", "-i", *argv_], capture_output=True, text=True, timeout=60
+                ["sacctmgr", "-i", *argv_], capture_output=True, text=True, timeout=60, check=False
             )
             if done.returncode:
                 print(
