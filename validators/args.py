@@ -44,6 +44,13 @@ def add_training(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", action="store_true", help="torch.compile the model.")
 
 
+def add_mfu(g) -> None:
+    """The MFU figures rackform hands every job that trains on GPUs (the GPU model's catalog
+    peak and floor, `rackform/plan/expectations.py`); without a peak, MFU is not run."""
+    g.add_argument("--peak-tflops", type=float, help="Dense BF16 peak per GPU, for MFU.")
+    g.add_argument("--mfu-min", type=float, help="MFU floor, percent.")
+
+
 def on_gpu(args: argparse.Namespace) -> bool:
     return args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
 
@@ -99,8 +106,7 @@ def build() -> argparse.ArgumentParser:
     g.add_argument("--expect-gpu-pattern", help="Regex the device name must match.")
     g.add_argument("--expect-nccl", help="Lowest acceptable NCCL version, e.g. 2.21.5.")
     g.add_argument("--expect-fabric", choices=FABRICS)
-    g.add_argument("--peak-tflops", type=float, help="Dense BF16 peak per GPU, for MFU.")
-    g.add_argument("--mfu-min", type=float, help="MFU floor, percent.")
+    add_mfu(g)
     g.add_argument("--busbw-min", type=float, help="All-reduce bus bandwidth floor, GB/s.")
     g.add_argument("--checkpoint-write-min", type=float, help="Checkpoint write floor, GB/s.")
     g.add_argument("--loss-drop", type=float, default=0.2, help="Loss must fall by this fraction.")

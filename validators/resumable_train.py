@@ -16,7 +16,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from validators import checkpoint, report, slurm_env
-from validators.args import add_training, on_gpu, resolve_training
+from validators.args import add_mfu, add_training, on_gpu, resolve_training
 from validators.model import GPT, params_for_flops
 from validators.resume import EXIT_STOPPED, Signals, Store, common_step
 from validators.train import Faults, TrainResult, train
@@ -40,6 +40,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--report", help="The JSON report (default: report.json there).")
     p.add_argument("--loss-drop", type=float, default=0.2, help="Loss must fall by this fraction.")
     p.add_argument("--collective-timeout-s", type=float, default=300.0)
+    add_mfu(p)
     args = p.parse_args(argv)
     resolve_training(p, args)
     if not args.checkpoint_dir:
@@ -47,8 +48,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if args.checkpoint_every < 1:
         p.error("--checkpoint-every must be at least 1")
     args.report = args.report or os.path.join(args.checkpoint_dir, "report.json")
-    # The tiny models are not worth a compiler; these keep the smoke job's meaning.
-    args.peak_tflops = args.mfu_min = None
+    args.warmup = args.warmup if args.warmup is not None else max(1, min(10, args.steps // 5))
     return args
 
 
@@ -76,6 +76,9 @@ class Job:
             self.model.parameters(), lr=args.lr, weight_decay=0.0, fused=device.type == "cuda"
         )
         self.step = 0
+        # This process's timed steps and seconds, summed over its segments (one per
+        # checkpoint): MFU is over the steps this process ran, never a past run's.
+        self.timed = TrainResult()
         self.progress: dict = {"losses": [], "checkpoints": [], "runs": []}
         self.run: dict = {}
         self.resumed: dict = {"from_step": 0}
@@ -165,16 +168,19 @@ class Job:
         """Train to the last step, checkpointing on the way; returns early after the
         checkpoint SIGTERM asked for, or when the loss went NaN."""
         a = self.args
-        warmup = a.warmup if a.warmup is not None else max(1, min(10, a.steps // 5))
+        untimed = a.warmup  # only this process's first steps warm up; a checkpoint does not
         while self.step < a.steps:
             self._asked = [0.0, 0.0, 0.0]
             res = train(
-                self.net, self.opt, a.model, self.device, a.steps, warmup, a.seed, a.lr,
+                self.net, self.opt, a.model, self.device, a.steps, a.warmup, a.seed, a.lr,
                 Faults(), lambda _s: None, grad_clip=a.grad_clip, start=self.step,
-                stop=self.stop_here,
+                stop=self.stop_here, untimed=untimed,
             )  # fmt: skip
             self.progress["losses"] += res.losses
             self.step += len(res.losses)
+            untimed = max(0, untimed - len(res.losses))
+            self.timed.timed_steps += res.timed_steps
+            self.timed.timed_s += res.timed_s
             if res.nan_step is not None:
                 self.run.update(ended="diverged", stopped=time.time())
                 return
@@ -199,11 +205,11 @@ class Job:
         checks: list[report.Check] = []
         metrics: dict = {}
         if done:
-            res = TrainResult(losses=self.progress["losses"])
-            res.nan_step = next((i for i, v in enumerate(res.losses) if math.isnan(v)), None)
-            checks += training_checks(
-                a, metrics, res, a.model, params_for_flops(self.model), self.device, self.world
-            )
+            ran = self.step - self.run["from_step"]
+            checks += final_checks(
+                a, metrics, self.progress["losses"], self.timed, ran, self.step,
+                params_for_flops(self.model), self.device, self.world,
+            )  # fmt: skip
             checks.append(steps_check(self.step, a.steps, self.run["ended"]))
             checks.append(replicas_check(self.model, self.cpu, self.world))
         else:
@@ -227,6 +233,26 @@ class Job:
             checkpoints=self.progress["checkpoints"],
             metrics=metrics,
         )
+
+
+def final_checks(
+    args, metrics: dict, losses: list[float], timed: TrainResult, ran: int, step: int,
+    n_params: int, device, world: int,
+) -> list[report.Check]:  # fmt: skip
+    """The loss drop over the whole training (every run's losses) and MFU over the steps this
+    process ran (`timed`, summed over its segments). Pure: the device is read for its kind
+    only, so the GPU's branch runs in the CPU tests. A process that ran nothing (resumed at
+    the last step) or only warm-up steps has no step to time: MFU not run, with the reason."""
+    res = TrainResult(losses=list(losses), timed_steps=timed.timed_steps, timed_s=timed.timed_s)
+    res.nan_step = next((i for i, v in enumerate(res.losses) if math.isnan(v)), None)
+    if ran == 0:
+        untimed = f"nothing left to run: resumed at step {step}, the last"
+    else:
+        untimed = (
+            f"this run's {ran} steps (from step {step - ran}) were all warm-up, which is not"
+            f" timed (--warmup {args.warmup})"
+        )
+    return training_checks(args, metrics, res, args.model, n_params, device, world, untimed)
 
 
 def steps_check(step: int, steps: int, ended: str) -> report.Check:

@@ -74,9 +74,11 @@ def train(
     grad_clip: float = 0.0,
     start: int = 0,
     stop=None,
+    untimed: int | None = None,
 ) -> TrainResult:
     """Run steps `start` to `steps - 1` (fewer if the loss goes NaN). The first `warmup` steps
-    run are not timed (allocator, autotuning, compilation). The learning rate ramps up over
+    run are not timed (allocator, autotuning, compilation; `untimed` steps instead where given:
+    a run continued after a checkpoint is warm already). The learning rate ramps up over
     steps 0 to `warmup`, and the gradient norm is clipped to `grad_clip` when it is above 0.
     `stop(step)`, called on every rank after each step, ends the run after that step when it
     returns true; every rank must answer alike (it decides collectively). A run resumed at
@@ -90,8 +92,9 @@ def train(
     res = TrainResult()
     losses: list[torch.Tensor] = []
     t0 = None
+    untimed = warmup if untimed is None else untimed
     for step in range(start, steps):
-        if step == start + warmup:
+        if step == start + untimed:
             _sync(device)
             t0 = time.perf_counter()
         for g in opt.param_groups:
@@ -120,7 +123,7 @@ def train(
     if not losses:  # nothing left to run (resumed at or past the last step)
         return res
     if t0 is not None:
-        res.timed_steps = len(losses) - warmup
+        res.timed_steps = len(losses) - untimed
         res.timed_s = time.perf_counter() - t0
     per_step = torch.stack(losses).float()
     dist.all_reduce(per_step)  # SUM; gloo has no AVG

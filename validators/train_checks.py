@@ -12,7 +12,14 @@ from validators import report
 from validators.report import compare, failed, not_run
 
 
-def training_checks(args, metrics: dict, res, cfg, n_params, device, world) -> list[report.Check]:
+def training_checks(
+    args, metrics: dict, res, cfg, n_params, device, world, untimed: str | None = None
+) -> list[report.Check]:
+    """The loss drop and MFU of a training run. `device` is only read for its kind
+    (`torch.device("cuda")` needs no GPU), so the GPU branches run in the CPU tests. `untimed`
+    says why this run legitimately timed no step (a resumed job with nothing, or only warm-up,
+    left to run): MFU is then not run; without it, no timed step on a GPU is a failure (the
+    run stopped during warm-up)."""
     out = []
     tokens_per_step = cfg.batch * cfg.seq_len * world
     if len(res.losses) < 2:
@@ -63,12 +70,14 @@ def training_checks(args, metrics: dict, res, cfg, n_params, device, world) -> l
         out.append(
             not_run("mfu", "no GPU: MFU is measured against a GPU's dense BF16 peak", unit="%")
         )
-    elif tps is None:
-        out.append(failed("mfu", "no timed steps (the run stopped during warm-up)", unit="%"))
     elif not args.peak_tflops:
         out.append(
             not_run("mfu", "no dense BF16 peak given for this GPU (--peak-tflops)", unit="%")
         )
+    elif tps is None and untimed:
+        out.append(not_run("mfu", untimed, unit="%"))
+    elif tps is None:
+        out.append(failed("mfu", "no timed steps (the run stopped during warm-up)", unit="%"))
     else:
         mfu = 100 * 6 * n_params * tps / (world * args.peak_tflops * 1e12)
         metrics["training"]["mfu_pct"] = mfu

@@ -132,6 +132,11 @@ def test_a_job_stopped_by_sigterm_resumes_where_it_saved_and_ends_as_if_never_st
     checks = {c["name"]: c["status"] for c in doc["checks"]}
     assert checks == {"loss_drop": "pass", "mfu": "not-run", "steps_completed": "pass",
                       "replicas_in_sync": "pass"}  # fmt: skip
+    # Timed over every segment this process ran (a checkpoint every 10 steps), its first 10
+    # steps (the warm-up) aside: what MFU is measured over on a GPU.
+    training = doc["metrics"]["training"]
+    assert training["timed_steps"] == 120 - saved["step"] - 10, training
+    assert training["step_s"] > 0 and training["tokens_per_s"] > 0
     # The same weights, optimizer state, batches and learning rates: the same losses, bit for bit.
     assert losses(ck, 120) == losses(uninterrupted, 120)
     assert doc["job"]["slurm"]["job_id"] == "4242"
