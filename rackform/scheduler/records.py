@@ -32,14 +32,16 @@ JOBCOMP_KEYS = (
 NAME_LIKE = frozenset({"Name", "WorkDir"})
 # Each field is optional (older or newer Slurm may lack one) but in this order; a name-like
 # value is as short as lets the rest of the line parse, so a job named `a JobState=x` still
-# parses as that name.
+# parses as that name. A line cut short inside a key (`... EndTi`) ends in a word with no `=`:
+# `cut` takes it, so the fields before it are still placed (without it the lazy name would
+# swallow them all, and the error would name fields that are there).
 _JOBCOMP = re.compile(
     "^"
     + "".join(
         f"(?:{' ' if i else ''}{k}=(?P<{k}>{'.*?' if k in NAME_LIKE else '[^ ]*'}))?"
         for i, k in enumerate(JOBCOMP_KEYS)
     )
-    + "$"
+    + "(?: (?P<cut>[^ =]+))?$"
 )
 SACCT_FIELDS = (
     "JobID", "User", "Account", "Partition", "State", "Start", "End", "ElapsedRaw", "AllocTRES",
@@ -111,11 +113,14 @@ def _jobcomp(line: str, n: int) -> JobRecord:
     if m is None:
         raise ValueError("not a jobcomp/filetxt record (its fields are not in Slurm's order)")
     f = {k: v for k, v in m.groupdict().items() if v is not None}
+    cut = f.pop("cut", None)
     lacking = [k for k in ("JobId", "JobState", "StartTime", "EndTime") if k not in f]
     if lacking:
         raise ValueError(
             f"no {'=, '.join(lacking)}= (a record cut short, or fields out of Slurm's order)"
         )
+    if cut is not None:
+        raise ValueError(f"a record cut short: it ends in {cut!r}, part of a field")
     start, end = _time(f["StartTime"], "StartTime"), _time(f["EndTime"], "EndTime")
     return JobRecord(
         id=f["JobId"],

@@ -74,6 +74,11 @@ def test_gpus_of_a_tres_string(tres, n):
     [
         ("[2026-11-25T10:00:00] slurmctld started\n", "x.log:2: neither a jobcomp"),
         (JOBCOMP.split(" EndTime")[0], "x.log:2: no EndTime= (a record cut short"),
+        # Cut inside a key: JobState= and StartTime= are there, only EndTime= is missing (the
+        # name's lazy match swallowed them once, and the error named all three).
+        (JOBCOMP.split(" EndTime")[0] + " EndTi", "x.log:2: no EndTime= (a record cut short"),
+        (JOBCOMP.split(" StartTime")[0] + " Sta", "x.log:2: no StartTime=, EndTime= (a record"),
+        (JOBCOMP.split(" Account")[0] + " Acc", "x.log:2: a record cut short: it ends in 'Acc'"),
         (JOBCOMP.replace("EndTime=2026-11-25T12:30:00", "EndTime=25/11/2026"),
          "x.log:2: EndTime '25/11/2026' is not a time"),
         ("44|dave|ops|batch|COMPLETED|2026-11-25T09:00:00\n", "x.log:2: 6 '|'-separated fields"),
