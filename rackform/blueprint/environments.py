@@ -58,6 +58,17 @@ def origin_of(origin: dict[Path, Path], path: Path) -> Path:
     return path
 
 
+def as_written(origin: dict[Path, Path], path: Path) -> Path:
+    """The path of effective `path` as the file has it: under the environment's override
+    where the value came from there (`environments.ENV.` dropped: a problem's `[env ENV]` tag
+    says it), else the base's. Item indexes differ from the effective ones: override items
+    merge into the base's list by name, and a removal shifts the items after it."""
+    raw = origin_of(origin, path)
+    if raw != path and raw[:1] == ("environments",) and len(raw) > 2:
+        return raw[2:]
+    return raw
+
+
 def _mark(value: Any, eff: Path, raw: Path, origin: dict[Path, Path]) -> None:
     origin[eff] = raw
     if isinstance(value, dict):

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from rackform.blueprint.environments import Unmatched, origin_of
+from rackform.blueprint.environments import Unmatched, as_written, origin_of
 from rackform.blueprint.problems import Problem, dotted
 from rackform.blueprint.schema.base import RuleViolations, closest
 from rackform.blueprint.schema.model import Blueprint
@@ -54,9 +54,11 @@ def validation_problems(
 def located(
     name: str, doc: Located, origin: dict, path: Path, message: str, fix: str, key: bool
 ) -> Problem:
-    """A problem about the effective `path`, at the place in the file its value came from."""
+    """A problem about the effective `path`, at the place in the file its value came from and
+    under the path it has there (`as_written`: an override's item `[2]` may be the effective
+    list's `[1]`)."""
     loc = doc.locate(origin_of(origin, path), key=key)
-    return Problem(name, loc.line, loc.col, dotted(path), message, fix)
+    return Problem(name, loc.line, loc.col, dotted(as_written(origin, path)), message, fix)
 
 
 def _strip_tags(loc: Path, data: Any) -> Path:

@@ -19,7 +19,13 @@ from pathlib import Path as FsPath
 
 from pydantic import ValidationError
 
-from rackform.blueprint.environments import Unmatched, changed_fixed_fields, merge, origin_of
+from rackform.blueprint.environments import (
+    Unmatched,
+    as_written,
+    changed_fixed_fields,
+    merge,
+    origin_of,
+)
 from rackform.blueprint.explain import (
     incomplete_additions,
     located,
@@ -64,7 +70,7 @@ class Effective:
             self.source,
             loc.line if loc else None,
             loc.col if loc else None,
-            dotted(path) if path else "",
+            dotted(as_written(self.origin, path)) if path else "",
             message,
             fix,
             env=self.env_label,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES
+from slurm_local import PARTITIONS, blueprint
 
 from rackform.blueprint.loader import load_all, load_effective
 from rackform.blueprint.problems import BlueprintError
@@ -98,6 +99,27 @@ def test_error_in_an_override_points_at_the_override(write):
     assert line.startswith(
         f"{path}:16:38: node_groups[0].count [env dev]: Input should be a valid integer"
     )
+
+
+def test_an_error_in_an_override_list_item_names_its_index_in_the_file(write):
+    # The override's third item (`[2]`, batch-gpu) is the effective list's second: scav-low is
+    # removed and extra appended. The path named must be the file's, beside the right line.
+    text = blueprint().replace(
+        "lifecycle:",
+        "environments:\n  dev:\n    scheduler:\n      partitions:\n"
+        f"        - {{name: {PARTITIONS[1]}, remove: true}}\n"
+        "        - {name: extra, node_groups: [gpu]}\n"
+        f"        - {{name: {PARTITIONS[0]}, priority_tier: high}}\n"
+        "lifecycle:",
+    )
+    path = write(text)
+    lines = text.splitlines()
+    row = next(i for i, t in enumerate(lines, 1) if "priority_tier: high" in t)
+    col = lines[row - 1].index("high") + 1
+    (line,) = problems(path)
+    assert line.startswith(
+        f"{path}:{row}:{col}: scheduler.partitions[2].priority_tier [env dev]: Input should be"
+    ), line
 
 
 @pytest.mark.parametrize(
