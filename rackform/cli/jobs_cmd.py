@@ -32,9 +32,11 @@ JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
 EXIT_UNREADABLE = 3
 FETCH = 'exec cat -- "$1"\n'
 # Every user's jobs (the ssh user is rarely root), one line per job (steps left out), from
-# $1 (the epoch without --since).
+# $1 (the epoch without --since). --duplicates: a job preempted and requeued keeps one record
+# per run under its id, and without it sacct "returns the most recent job with that number"
+# (sacct(1), -D): every run is charged, as tests/scheduler/test_slurm_accounting.py shows.
 SACCT = (
-    'exec sacct --parsable2 --noheader --allusers --allocations --starttime="$1" '
+    'exec sacct --parsable2 --noheader --allusers --allocations --duplicates --starttime="$1" '
     f"--endtime=now --format={SACCT_FORMAT}\n"
 )
 EPOCH = "1970-01-01T00:00:00"
@@ -82,12 +84,14 @@ def _usd(v: float | None) -> str:
 
 def render(u: Usage, head: str) -> list[str]:
     lines = [head]
-    rows = [["job", "user", "account", "partition", "state", "GPUs", "hours", "GPU-hours", "USD"]]
+    rows = [["job", "user", "account", "partition", "state", "runs", "GPUs", "hours", "GPU-hours",
+             "USD"]]  # fmt: skip
     for j in u.jobs:
         r = j.job
         rows.append([
             r.id, r.user, r.account or "(none)", r.partition,
             r.state + (" (to now)" if r.running else ""),
+            f"ran {j.times_run} times" if j.times_run > 1 else "1",
             f"{j.gpus}{'*' if j.gpus_from == 'nodes' else ''}",
             f"{j.hours:.3f}", f"{j.gpu_hours:.3f}", _usd(j.usd),
         ])  # fmt: skip

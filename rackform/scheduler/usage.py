@@ -7,7 +7,11 @@ names GPUs, GPUs are tracked and a record naming none is a job that used none (0
 where none does (the slurm role's cluster without the blueprint's scheduler.fairness, so without
 slurmdbd), each job is charged every GPU of its nodes as the blueprint declares them: exact for
 whole-node jobs, an upper bound where jobs share a node, and said so. A job still running is counted to now (sacct's elapsed time so far)
-and marked running; a job that never started counts 0."""
+and marked running; a job that never started counts 0.
+
+A job preempted and requeued has one record per run, under one job id (sacct shows them all
+with `--duplicates`; the jobcomp log writes one as each run ends): it is one job, charged for
+every run, and says how many times it ran."""
 
 from __future__ import annotations
 
@@ -23,18 +27,21 @@ NO_ACCOUNT = "(none)"
 
 @dataclass(frozen=True)
 class JobUsage:
-    job: JobRecord
-    gpus: int
+    job: JobRecord  # its last run's record (its state, end and nodes)
+    gpus: int  # its last run's
     gpus_from: str  # tres: its record's gres/gpu | none: its TRES names none | nodes: its nodes'
-    hours: float
+    hours: float  # every run's
     usd: float | None
+    gpu_hours: float  # every run's GPUs x hours
+    runs: tuple[JobRecord, ...] = ()  # every run's record, first to last
 
     @property
-    def gpu_hours(self) -> float:
-        return self.gpus * self.hours
+    def times_run(self) -> int:
+        return max(len(self.runs), 1)
 
     def as_dict(self) -> dict:
         j = self.job
+        first = self.runs[0] if self.runs else j
         return {
             "id": j.id,
             "user": j.user,
@@ -42,11 +49,13 @@ class JobUsage:
             "partition": j.partition,
             "state": j.state,
             "running": j.running,
-            "start": j.start.isoformat() if j.start else None,
+            "start": first.start.isoformat() if first.start else None,
             "end": j.end.isoformat() if j.end else None,
             "nodes": j.nodes,
             "gpus": self.gpus,
             "gpus_from": self.gpus_from,
+            "runs": self.times_run,
+            "run_states": [r.state for r in self.runs],
             "seconds": round(self.hours * 3600),
             "hours": round(self.hours, 4),
             "gpu_hours": round(self.gpu_hours, 4),
@@ -107,21 +116,33 @@ def usage(
     as the blueprint declares them."""
     jobs = [r for r in records if since is None or r.end is None or r.end >= since]
     tracked = any(r.gpus is not None for r in jobs)
+    runs: dict[str, list[JobRecord]] = {}  # per job id, in the input's order
+    for r in jobs:
+        runs.setdefault(r.id, []).append(r)
     out: list[JobUsage] = []
     foreign: set[str] = set()
-    for r in jobs:
-        if r.gpus is not None:
-            gpus, source = r.gpus, "tres"
-        elif tracked or not r.nodes:
-            gpus, source = 0, "none"
-        else:
-            gpus, unknown = _node_gpus(r, node_gpus)
-            foreign.update(unknown)
-            source = "nodes"
-        hours = r.seconds(now) / 3600
-        usd = None if usd_per_gpu_hour is None else gpus * hours * usd_per_gpu_hour
-        out.append(JobUsage(r, gpus, source, hours, usd))
+    for records in runs.values():
+        hours = gpu_hours = 0.0
+        for r in records:
+            if r.gpus is not None:
+                gpus, source = r.gpus, "tres"
+            elif tracked or not r.nodes:
+                gpus, source = 0, "none"
+            else:
+                gpus, unknown = _node_gpus(r, node_gpus)
+                foreign.update(unknown)
+                source = "nodes"
+            hours += r.seconds(now) / 3600
+            gpu_hours += gpus * r.seconds(now) / 3600
+        usd = None if usd_per_gpu_hour is None else gpu_hours * usd_per_gpu_hour
+        out.append(JobUsage(records[-1], gpus, source, hours, usd, gpu_hours, tuple(records)))
     result = Usage(out, _accounts(out, usd_per_gpu_hour), usd_per_gpu_hour)
+    again = sum(j.times_run > 1 for j in out)
+    if again:
+        result.notes.append(
+            f"{again} jobs ran more than once (preempted or requeued): each is charged for "
+            "every run"
+        )
     charged = sum(j.gpus_from == "nodes" for j in out)
     if charged:
         result.notes.append(

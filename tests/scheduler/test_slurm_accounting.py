@@ -13,6 +13,7 @@ import getpass
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from blueprint_helpers import ROOT
@@ -199,9 +200,9 @@ def test_a_qos_or_account_outside_the_blueprint_is_refused(accounting_slurm, mad
     assert r.returncode != 0 and message in r.stderr
 
 
-def sacct(slurm, job: str) -> str:
+def sacct(slurm, job: str, *args: str) -> str:
     return slurm.run(
-        "sacct", "--parsable2", "--noheader", f"--format={SACCT_FORMAT}", "-j", job
+        "sacct", "--parsable2", "--noheader", f"--format={SACCT_FORMAT}", "-j", job, *args
     ).stdout
 
 
@@ -250,3 +251,50 @@ def test_rackform_jobs_reads_sacct_on_a_cluster_with_accounting(
     assert not any("upper bound" in n for n in doc["notes"])
     argv = json.loads((tmp_path / "ssh.log").read_text().splitlines()[-1])
     assert "root@10.77.7.1" in argv and EPOCH in argv[-1]  # no --since: every job sacct has
+
+
+def test_a_requeued_job_is_charged_for_both_its_runs(accounting_slurm, made, bp, tmp_path):
+    """Preempted and requeued (`scontrol requeue`, as Slurm requeues a preempted job): Slurm's
+    database keeps a record per run under one job id, sacct shows only the last without
+    --duplicates, and `rackform jobs` charges both runs and says the job ran twice."""
+    slurm = accounting_slurm
+    # The first run waits to be requeued; the second (SLURM_RESTART_COUNT=1) ends at once.
+    job = slurm.sbatch(
+        "-A", "vision", "-N2", "--gres=gpu:1", "--requeue",
+        "--wrap", 'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 120; fi; sleep 1',
+    )  # fmt: skip
+    slurm.wait_state(job, "RUNNING")
+    time.sleep(3)  # a first run of some seconds, so its share of the sum shows
+    slurm.run("scontrol", "requeue", job)
+    # A requeued job may start again only after the credentials' lifetime (BeginTime about two
+    # minutes on); the test moves it to now rather than wait.
+    assert slurm.wait(lambda: slurm.state(job) == "PENDING", 30), slurm.state(job)
+    slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+    runs = lambda: [  # noqa: E731
+        line.split("|")
+        for line in sacct(slurm, job, "--duplicates").splitlines()
+        if line.split("|")[0] == job
+    ]
+    assert slurm.wait(lambda: [r[4] for r in runs()] == ["REQUEUED", "COMPLETED"], 60), (
+        runs(), slurm.log(),
+    )  # fmt: skip
+    elapsed = [int(r[SACCT_FORMAT.split(",").index("ElapsedRaw")]) for r in runs()]
+    assert elapsed[0] >= 3, elapsed
+    # Without --duplicates: the last run only, what `rackform jobs` charged before.
+    assert [line.split("|")[4] for line in sacct(slurm, job).splitlines()[:1]] == ["COMPLETED"]
+
+    r = subprocess.run(
+        [sys.executable, "-m", "rackform", "jobs", str(bp), "--json"],
+        capture_output=True, text=True, cwd=ROOT, env=ssh_env(slurm, tmp_path), timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [got] = [j for j in json.loads(r.stdout)["jobs"] if j["id"] == job]
+    assert (got["runs"], got["run_states"], got["gpus"]) == (2, ["REQUEUED", "COMPLETED"], 2)
+    assert got["seconds"] == sum(elapsed)
+    assert got["gpu_hours"] == round(2 * sum(elapsed) / 3600, 4)
+    text = subprocess.run(
+        [sys.executable, "-m", "rackform", "jobs", str(bp)],
+        capture_output=True, text=True, cwd=ROOT, env=ssh_env(slurm, tmp_path), timeout=120,
+    )  # fmt: skip
+    [row] = [line for line in text.stdout.splitlines() if line.split()[:1] == [job]]
+    assert "ran 2 times" in row, text.stdout

@@ -73,3 +73,27 @@ def test_no_price_gives_gpu_hours_without_usd():
 )
 def test_since_keeps_jobs_that_ended_at_or_after_it_and_running_ones(since, ids):
     assert [j.job.id for j in usage(parse(SACCT, "s"), NODES, PRICE, NOW, since).jobs] == ids
+
+
+# A scavenger job preempted and requeued, as `sacct --duplicates` lists it: one record per run
+# under one job id, the first run's state REQUEUED, the second still running.
+REQUEUED = """\
+45|erin|research|scav-low|REQUEUED|2026-11-25T08:00:00|2026-11-25T09:00:00|3600|billing=8,cpu=8,gres/gpu=8,node=1|hgx-03
+45|erin|research|scav-low|COMPLETED|2026-11-25T09:30:00|2026-11-25T11:30:00|7200|billing=8,cpu=8,gres/gpu=8,node=1|hgx-04
+"""
+
+
+def test_a_requeued_job_is_one_job_charged_for_every_run():
+    u = usage(parse(SACCT + REQUEUED, "s"), NODES, PRICE, NOW)
+    [j] = [j for j in u.jobs if j.job.id == "45"]
+    assert (j.times_run, j.hours, j.gpu_hours, j.usd) == (2, 3.0, 24.0, 48.0)
+    assert (j.job.state, j.job.nodes) == ("COMPLETED", "hgx-04")  # its last run's
+    d = j.as_dict()
+    assert (d["runs"], d["run_states"], d["start"]) == (
+        2, ["REQUEUED", "COMPLETED"], "2026-11-25T08:00:00"
+    )  # fmt: skip
+    assert [(a.account, a.jobs, a.gpu_hours) for a in u.accounts][1] == ("research", 2, 28.0)
+    assert u.gpu_hours == 32.0 + 4.0 + 24.0
+    assert "1 jobs ran more than once (preempted or requeued): each is charged for every run" in (
+        u.notes
+    )
