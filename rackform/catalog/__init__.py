@@ -48,6 +48,9 @@ class GpuModel:
     # Single-node (8 GPU) NCCL all-reduce bus bandwidth that public health checks require;
     # None where no calibrated figure is published.
     allreduce_busbw_gbps_8gpu: Figure | None = None
+    # The smoke job's MFU floor (percent), calibrated from this project's measured runs of its
+    # default preset on this GPU; None where none was measured (still to be measured).
+    smoke_mfu_pct_min: Figure | None = None
 
 
 @dataclass(frozen=True)

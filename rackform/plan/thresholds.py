@@ -22,9 +22,10 @@ DEFAULTS = {
         0.9,
         "multi-node: 0.9 x the single-node figure (NVIDIA AICR recipes, DOMAIN.md)",
     ),
-    # Public anchors: 41.8% (MPT-1B on 8xH100), 37% (GPT-2 124M on A100), 41-48% (Megatron on
-    # H100). A smoke run is short and uncompiled by default, so the floor sits well below them:
-    # it catches a throttled, mis-clocked or PCIe-starved GPU, not a slow recipe.
+    # Where the catalog has no measured floor for the GPU (its smoke_mfu_pct_min). Public
+    # anchors: 41.8% (MPT-1B on 8xH100), 37% (GPT-2 124M on A100), 41-48% (Megatron on H100).
+    # A smoke run is short and uncompiled by default, so the floor sits well below them: it
+    # catches a throttled, mis-clocked or PCIe-starved GPU, not a slow recipe.
     "mfu_pct": (25.0, "rackform default: below the public 37-48% MFU anchors (DOMAIN.md)"),
     # DCP with one file per rank and fsync reaches a fraction of the array's raw sequential
     # write; a quarter leaves room for an estimated array figure.
@@ -110,9 +111,7 @@ def for_group(plan: Basis, group: str | None = None, nodes: int | None = None) -
         if gpu
         else Threshold(None, "no GPU in this node group")
     )
-    mfu = override("mfu_pct") or (
-        Threshold(*DEFAULTS["mfu_pct"]) if gpu else Threshold(None, "no GPU in this node group")
-    )
+    mfu = override("mfu_pct") or _mfu(gpu)
     array = g.array
     ckpt = override("checkpoint_write_gbps") or (
         Threshold(
@@ -156,6 +155,18 @@ def for_group(plan: Basis, group: str | None = None, nodes: int | None = None) -
         dcgm_level=plan.validation.dcgm_diag_level,
         checkpoint_dir=plan.checkpoint.mount,
     )
+
+
+def _mfu(gpu: GpuModel | None) -> Threshold:
+    """The catalog's floor measured on this GPU model, else rackform's default, saying that
+    this GPU's own figure is still to be measured."""
+    if gpu is None:
+        return Threshold(None, "no GPU in this node group")
+    fig = gpu.smoke_mfu_pct_min
+    if fig is not None:
+        return Threshold(fig.value, _cat(fig, f"{gpu.key} smoke_mfu_pct_min"))
+    value, why = DEFAULTS["mfu_pct"]
+    return Threshold(value, f"{why}; {gpu.key}'s own floor is still to be measured")
 
 
 def _busbw(gpu: GpuModel | None, g: NodeGroupPlan, nodes: int, fabric: str) -> Threshold:
