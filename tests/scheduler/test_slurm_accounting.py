@@ -266,18 +266,21 @@ def test_a_requeued_job_is_charged_for_both_its_runs(accounting_slurm, made, bp,
     slurm.wait_state(job, "RUNNING")
     time.sleep(3)  # a first run of some seconds, so its share of the sum shows
     slurm.run("scontrol", "requeue", job)
-    # A requeued job may start again only after the credentials' lifetime (BeginTime about two
-    # minutes on); the test moves it to now rather than wait.
-    assert slurm.wait(lambda: slurm.state(job) == "PENDING", 30), slurm.state(job)
-    slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
     runs = lambda: [  # noqa: E731
         line.split("|")
         for line in sacct(slurm, job, "--duplicates").splitlines()
         if line.split("|")[0] == job
     ]
-    assert slurm.wait(lambda: [r[4] for r in runs()] == ["REQUEUED", "COMPLETED"], 60), (
-        runs(), slurm.log(),
-    )  # fmt: skip
+
+    def second_run_done() -> bool:
+        # A requeued job may start again only after the credentials' lifetime (its BeginTime
+        # about two minutes on): moved to now rather than waited for, again while it pends
+        # (slurmctld may set the BeginTime after the job shows PENDING).
+        if slurm.state(job) == "PENDING":
+            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+        return [r[4] for r in runs()] == ["REQUEUED", "COMPLETED"]
+
+    assert slurm.wait(second_run_done, 150, every=1.0), (runs(), slurm.log())
     elapsed = [int(r[SACCT_FORMAT.split(",").index("ElapsedRaw")]) for r in runs()]
     assert elapsed[0] >= 3, elapsed
     # Without --duplicates: the last run only, what `rackform jobs` charged before.
