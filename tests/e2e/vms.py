@@ -42,12 +42,14 @@ def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> s
 
 
 @contextmanager
-def booted_testbed(d: Path, nodes: int, timed) -> Iterator[lifecycle.Testbed]:
+def booted_testbed(d: Path, nodes: int, timed, baked: bool = False) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
-    timer); down again afterwards, with no QEMU left."""
+    timer); down again afterwards, with no QEMU left. `baked`: from the baked image."""
     try:
         with timed:
-            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d)
+            proc = cli(
+                "testbed", "up", "--nodes", nodes, "--dir", d, *(["--baked"] if baked else [])
+            )
         assert proc.returncode == 0, shown(proc)
         yield lifecycle.Testbed.load(d)
     finally:
