@@ -108,6 +108,41 @@ def image(
         typer.echo(f"packages: {repo}")
 
 
+def _keep_or_restore(dir: Path, state: str, restore: bool) -> None:
+    from rackform.testbed import lifecycle
+    from rackform.testbed.vm import VmError
+
+    try:
+        bed = lifecycle.Testbed.load(dir.resolve())
+        took = (lifecycle.restore if restore else lifecycle.freeze)(bed, state)
+    except (lifecycle.TestbedError, VmError) as exc:
+        _log(f"rackform testbed {'restore' if restore else 'freeze'}: {exc}")
+        raise typer.Exit(2) from None
+    what = "restored to" if restore else "frozen as"
+    typer.echo(
+        f"{', '.join(n.name for n in bed.nodes)} {what} {state!r} and booted in {took:.0f} s"
+    )
+
+
+@testbed_app.command("freeze")
+def freeze(
+    state: Annotated[str, typer.Argument(help="A name for the state (lowercase, digits, '-').")],
+    dir: DirOption = Path(".testbed"),
+) -> None:
+    """Keep the VMs' drives as they are now under a name (after a sync), then boot them again:
+    `restore` brings them back to it."""
+    _keep_or_restore(dir, state, restore=False)
+
+
+@testbed_app.command("restore")
+def restore(
+    state: Annotated[str, typer.Argument(help="A state named by `testbed freeze`.")],
+    dir: DirOption = Path(".testbed"),
+) -> None:
+    """Bring the VMs back to a frozen state and boot them (what they wrote since is lost)."""
+    _keep_or_restore(dir, state, restore=True)
+
+
 @testbed_app.command("down")
 def down(dir: DirOption = Path(".testbed")) -> None:
     """Stop the testbed's VMs and delete their files (the cached base image stays)."""
