@@ -61,7 +61,7 @@ echo "== pytest (two at once): tests/e2e here, the rest into $rest_log (shown af
 (
   t0=$(date +%s)
   rc=0
-  .venv/bin/python -m pytest tests --ignore=tests/e2e -p no:cacheprovider --durations=15 \
+  nice -n 10 .venv/bin/python -m pytest tests --ignore=tests/e2e -p no:cacheprovider --durations=15 \
     >"$rest_log" 2>&1 || rc=$?
   echo "$(($(date +%s) - t0))" >"$rest_time"
   exit "$rc"
