@@ -66,8 +66,9 @@ pip_install() {
 pip_install --upgrade pip
 pip_install -e ".[${extras}]"
 if ((want_test)); then
-  # The end-to-end test's VMs boot from a cached Debian image; build it here, with the other
-  # things the tests need, rather than inside the test's time budget (a no-op once cached).
-  .venv/bin/rackform testbed image
+  # The end-to-end test's VMs boot from cached Debian images (the base image, and the baked
+  # one with the roles' packages installed natively); build them here, with the package
+  # repository the tests serve, rather than inside the test's time budget (a no-op once cached).
+  .venv/bin/rackform testbed image --baked
 fi
 echo "setup: ready (.venv, extras: ${extras})"

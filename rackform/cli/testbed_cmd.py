@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated
 
@@ -32,6 +33,13 @@ def up(
     dir: DirOption = Path(".testbed"),
     memory_mb: Annotated[int, typer.Option("--memory-mb", help="Memory per VM.", min=512)] = 2048,
     cpus: Annotated[int, typer.Option("--cpus", help="vCPUs per VM.", min=1, max=16)] = 1,
+    baked: Annotated[
+        bool,
+        typer.Option(
+            "--baked",
+            help="Boot from the baked image: the roles' Debian packages already installed.",
+        ),
+    ] = False,
 ) -> None:
     """Boot N VMs (building the cached base image first if needed), wait for SSH, and write
     a bare-metal blueprint for them."""
@@ -42,7 +50,7 @@ def up(
     from rackform.testbed.vm import VmError
 
     try:
-        bed = testbed_up(dir, nodes, memory_mb=memory_mb, cpus=cpus, log=_log)
+        bed = testbed_up(dir, nodes, memory_mb=memory_mb, cpus=cpus, baked=baked, log=_log)
     except (TestbedError, ImageError, SshError, VmError) as exc:
         _log(f"rackform testbed up: {exc}")
         raise typer.Exit(2 if isinstance(exc, TestbedError) else 1) from None
@@ -70,22 +78,69 @@ def image(
             "the tests serve to the VMs).",
         ),
     ] = True,
+    baked: Annotated[
+        bool,
+        typer.Option(
+            "--baked/--no-baked",
+            help="Also build the baked image (`up --baked`): the roles' packages installed.",
+        ),
+    ] = False,
 ) -> None:
     """Build the cached base image now, if the current recipe has none (`up` builds it too):
     a few minutes with debootstrap, needs root and Debian's mirror."""
-    from rackform.testbed.apt import ensure_repo
-    from rackform.testbed.image import ImageError, ensure_base_image
+    from rackform.testbed.apt import BAKED_PACKAGES, ensure_repo
+    from rackform.testbed.image import ImageError, ensure_image
 
+    wanted = {"base image": ()} | ({"baked image": BAKED_PACKAGES} if baked else {})
     try:
-        img = ensure_base_image(log=_log)
+        # At once: each is mostly downloads and dpkg, a core each on a 2-core machine.
+        with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+            futures = {w: pool.submit(ensure_image, p, _log) for w, p in wanted.items()}
+            images = [(w, f.result()) for w, f in futures.items()]
         repo = ensure_repo(log=_log) if packages else None
     except ImageError as exc:
         _log(f"rackform testbed image: {exc}")
         raise typer.Exit(1) from None
-    how = f"built in {img.built_s:.0f} s" if img.built_s is not None else "cached"
-    typer.echo(f"base image: {img.rootfs.parent} ({how})")
+    for what, img in images:
+        how = f"built in {img.built_s:.0f} s" if img.built_s is not None else "cached"
+        typer.echo(f"{what}: {img.rootfs.parent} ({how})")
     if repo is not None:
         typer.echo(f"packages: {repo}")
+
+
+def _keep_or_restore(dir: Path, state: str, restore: bool) -> None:
+    from rackform.testbed import lifecycle
+    from rackform.testbed.vm import VmError
+
+    try:
+        bed = lifecycle.Testbed.load(dir.resolve())
+        took = (lifecycle.restore if restore else lifecycle.freeze)(bed, state)
+    except (lifecycle.TestbedError, VmError) as exc:
+        _log(f"rackform testbed {'restore' if restore else 'freeze'}: {exc}")
+        raise typer.Exit(2) from None
+    what = "restored to" if restore else "frozen as"
+    typer.echo(
+        f"{', '.join(n.name for n in bed.nodes)} {what} {state!r} and booted in {took:.0f} s"
+    )
+
+
+@testbed_app.command("freeze")
+def freeze(
+    state: Annotated[str, typer.Argument(help="A name for the state (lowercase, digits, '-').")],
+    dir: DirOption = Path(".testbed"),
+) -> None:
+    """Keep the VMs' drives as they are now under a name (after a sync), then boot them again:
+    `restore` brings them back to it."""
+    _keep_or_restore(dir, state, restore=False)
+
+
+@testbed_app.command("restore")
+def restore(
+    state: Annotated[str, typer.Argument(help="A state named by `testbed freeze`.")],
+    dir: DirOption = Path(".testbed"),
+) -> None:
+    """Bring the VMs back to a frozen state and boot them (what they wrote since is lost)."""
+    _keep_or_restore(dir, state, restore=True)
 
 
 @testbed_app.command("down")

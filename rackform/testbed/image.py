@@ -112,10 +112,13 @@ def _guest_file(name: str) -> bytes:
     return resources.files("rackform.testbed").joinpath("guest", name).read_bytes()
 
 
-def recipe() -> dict:
-    """Everything that decides the image's content; its hash names the cached image."""
+def recipe(baked: tuple[str, ...] = ()) -> dict:
+    """Everything that decides the image's content; its hash names the cached image. `baked`:
+    packages installed into the image at build time besides the base's (see `ensure_image`)."""
     files = {n: hashlib.sha256(_guest_file(n)).hexdigest() for n in sorted(_GUEST_FILES)}
+    extra = {"baked": sorted(baked)} if baked else {}
     return {
+        **extra,
         "suite": SUITE,
         "mirror": MIRROR,
         "size": SIZE,
@@ -130,8 +133,8 @@ def recipe() -> dict:
     }
 
 
-def recipe_key() -> str:
-    return hashlib.sha256(json.dumps(recipe(), sort_keys=True).encode()).hexdigest()[:16]
+def recipe_key(baked: tuple[str, ...] = ()) -> str:
+    return hashlib.sha256(json.dumps(recipe(baked), sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,18 @@ def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> tuple[Pa
 
 def ensure_base_image(log: Callable[[str], None] = print) -> BaseImage:
     """Return the cached base image for the current recipe, building it first if needed."""
-    d, built_s = cached_build("base", recipe_key(), lambda final: _build(final, log))
+    return ensure_image((), log)
+
+
+def ensure_image(baked: tuple[str, ...], log: Callable[[str], None] = print) -> BaseImage:
+    """The base image, or with `baked` a baked image: the same recipe with those packages
+    installed at build time, natively by debootstrap on the host rather than by apt inside an
+    emulated VM (minutes under TCG). The testbed's scenarios that are not about installing
+    packages boot from it; the one converge that proves the roles install what they need boots
+    from the base image, which holds none of them."""
+    kind = "baked" if baked else "base"
+    key = recipe_key(baked)
+    d, built_s = cached_build(kind, key, lambda final: _build(final, log, baked))
     return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", built_s)
 
 
@@ -189,22 +203,21 @@ def _check_tools() -> None:
         )
 
 
-def _build(final: Path, log: Callable[[str], None]) -> None:
+def _build(final: Path, log: Callable[[str], None], baked: tuple[str, ...] = ()) -> None:
     _check_tools()
     work = final.with_name(f".build-{final.name}-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     rootdir = work / "root"
     rootdir.mkdir(parents=True)
     try:
-        log(
-            f"testbed: building the base image with debootstrap ({SUITE}, {len(PACKAGES)} packages)"
-        )
+        what = f"a baked image (+{len(baked)} packages)" if baked else "the base image"
+        log(f"testbed: building {what} with debootstrap ({SUITE}, {len(PACKAGES)} packages)")
         t0 = time.monotonic()
         _run(
             [
                 "debootstrap",
                 "--variant=minbase",
-                "--include=" + ",".join(PACKAGES),
+                "--include=" + ",".join([*PACKAGES, *baked]),
                 SUITE,
                 str(rootdir),
                 MIRROR,
@@ -226,7 +239,7 @@ def _build(final: Path, log: Callable[[str], None]) -> None:
         )
         raw.chmod(0o444)  # the backing file of every overlay: never written
         shutil.rmtree(rootdir)
-        (work / "recipe.json").write_text(json.dumps(recipe(), indent=2, sort_keys=True))
+        (work / "recipe.json").write_text(json.dumps(recipe(baked), indent=2, sort_keys=True))
         (work / "done").write_text("")
         shutil.rmtree(final, ignore_errors=True)
         work.rename(final)

@@ -3,12 +3,18 @@
 State lives in one directory (default `.testbed/` under the current directory): per-VM overlays
 and NVMe files, the testbed's SSH key and known_hosts, `testbed.json` and `blueprint.yaml`.
 Every testbed picks its own free SSH ports and multicast port, so several can run at once.
+
+`freeze` keeps the VMs' drives as they are under a name, and `restore` brings them back to it,
+each with a boot (about a minute under TCG for VMs that boot together): a state reached once
+(the roles' converge) serves every later scenario, and a scenario that damaged its VMs leaves
+nothing behind for the next.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import re
 import socket
 import subprocess
 import time
@@ -21,7 +27,8 @@ import yaml
 
 from rackform.testbed import vm
 from rackform.testbed.accel import choose_accel
-from rackform.testbed.image import cache_dir, ensure_base_image
+from rackform.testbed.apt import BAKED_PACKAGES
+from rackform.testbed.image import BaseImage, cache_dir, ensure_image
 from rackform.testbed.ssh import Ssh, SshError, wait_all
 
 STATE = "testbed.json"
@@ -55,6 +62,10 @@ class Testbed:
     blueprint: str
     nodes: tuple[Node, ...]
     timings: dict[str, float]
+    # What a restart needs: the image's directory (kernel, initrd, root), the VMs' size.
+    image: str = ""
+    memory_mb: int = 2048
+    cpus: int = 1
 
     def ssh(self, name: str) -> Ssh:
         node = next(n for n in self.nodes if n.name == name)
@@ -105,9 +116,11 @@ def up(
     *,
     memory_mb: int = 2048,
     cpus: int = 1,
+    baked: bool = False,
     log: Callable[[str], None] = print,
 ) -> Testbed:
-    """Boot `nodes` VMs and wait for SSH. On any failure every VM started is stopped again."""
+    """Boot `nodes` VMs and wait for SSH. On any failure every VM started is stopped again.
+    `baked`: from the baked image (the roles' packages installed: `image.ensure_image`)."""
     if not 1 <= nodes <= 16:
         raise TestbedError(f"--nodes must be between 1 and 16, not {nodes}")
     state_dir = state_dir.resolve()
@@ -124,10 +137,10 @@ def up(
             )
         timings: dict[str, float] = {}
         t0 = time.monotonic()
-        image = ensure_base_image(log)
+        image = ensure_image(BAKED_PACKAGES if baked else (), log)
         timings["image_s"] = round(time.monotonic() - t0, 1)
         how = f"built in {image.built_s:.0f} s" if image.built_s else "from cache"
-        log(f"testbed: base image {how} ({image.rootfs.parent})")
+        log(f"testbed: {'baked' if baked else 'base'} image {how} ({image.rootfs.parent})")
         accel, why = choose_accel(image.kernel, cache_dir())
         log(f"testbed: accelerator {accel}: {why}")
         _clean(state_dir)
@@ -197,6 +210,9 @@ def up(
                 for s in specs
             ),
             timings=timings,
+            image=str(image.rootfs.parent),
+            memory_mb=memory_mb,
+            cpus=cpus,
         )
         (state_dir / BLUEPRINT).write_text(blueprint_yaml(bed))
         (state_dir / STATE).write_text(json.dumps(asdict(bed), indent=2) + "\n")
@@ -243,9 +259,16 @@ def _stop_all(state_dir: Path) -> list[str]:
 
 # Everything a testbed writes into its directory; nothing else there is ever deleted.
 _OWN_FILES = {STATE, BLUEPRINT, "id_ed25519", "id_ed25519.pub", "known_hosts", ".lock"}
-_VM_FILES = {"root.qcow2", "console.log", "qemu.pid"} | {
-    f"nvme{i}.raw" for i in range(vm.NVME_DRIVES)
-}
+# A VM's directory: its console and pid file, each drive's file and its frozen layers.
+_VM_FILE = re.compile(
+    r"console\.log|qemu\.pid|(?:" + "|".join(vm.DRIVES) + r")(?:\.[\w-]+)?\.qcow2"
+)
+
+
+def _is_vm_dir(p: Path) -> bool:
+    return (
+        p.is_dir() and not p.is_symlink() and all(_VM_FILE.fullmatch(c.name) for c in p.iterdir())
+    )
 
 
 def _foreign(state_dir: Path) -> list[str]:
@@ -254,7 +277,7 @@ def _foreign(state_dir: Path) -> list[str]:
     for p in state_dir.iterdir():
         if p.name in _OWN_FILES:
             continue
-        if p.is_dir() and not p.is_symlink() and {c.name for c in p.iterdir()} <= _VM_FILES:
+        if _is_vm_dir(p):
             continue
         out.append(p.name)
     return sorted(out)
@@ -265,7 +288,7 @@ def _clean(state_dir: Path) -> None:
     for p in state_dir.iterdir():
         if p.name in _OWN_FILES - {".lock"}:
             p.unlink()
-        elif p.is_dir() and not p.is_symlink() and {c.name for c in p.iterdir()} <= _VM_FILES:
+        elif _is_vm_dir(p):
             for f in p.iterdir():
                 f.unlink()
             p.rmdir()
@@ -337,3 +360,64 @@ def reboot_and_wait(
     except SshError as exc:
         raise TestbedError(f"after the reboot: {exc}") from None
     return time.monotonic() - start
+
+
+def _spec(bed: Testbed, index: int, node: Node) -> vm.VmSpec:
+    return vm.VmSpec(
+        name=node.name,
+        index=index,
+        ssh_port=node.ssh_port,
+        mcast=bed.mcast,
+        priv_address=f"{node.priv_address}/24",
+        memory_mb=bed.memory_mb,
+        cpus=bed.cpus,
+    )
+
+
+def _restart(bed: Testbed, names: list[str], between: Callable[[Path], None]) -> float:
+    """Stop the VMs (QEMU flushes its drives when it exits on SIGTERM), run `between` on each
+    one's directory, start them again and wait for SSH; the seconds it took."""
+    start = time.monotonic()
+    chosen = [(i, n) for i, n in enumerate(bed.nodes, 1) if n.name in names]
+    if {n.name for _, n in chosen} != set(names):
+        raise TestbedError(
+            f"no such VM in the testbed: {sorted(set(names) - {n.name for _, n in chosen})}"
+        )
+    d = Path(bed.image)
+    image = BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", None)
+    pubkey = Path(f"{bed.key}.pub").read_text().strip()
+    with _locked(Path(bed.dir)):
+        for _, node in chosen:
+            vm.stop(Path(node.dir), grace_s=60.0)
+            between(Path(node.dir))
+        try:
+            for i, node in chosen:
+                vm.start(_spec(bed, i, node), image, Path(node.dir), bed.accel, pubkey)
+            alive = {n.name: Path(n.dir) for _, n in chosen}
+            wait_all(
+                {n: bed.ssh(n) for n in names},
+                BOOT_TIMEOUT_S,
+                alive=lambda n: vm.running_pid(alive[n]),
+            )
+        except SshError as exc:
+            raise TestbedError(f"after the restart: {exc}") from None
+    return time.monotonic() - start
+
+
+def freeze(bed: Testbed, state: str, names: list[str] | None = None) -> float:
+    """Keep the VMs' drives as they are now under the name `state` (after a `sync` in each
+    guest), then boot them again from it, as after a power cycle: what a later `restore` gives.
+    The seconds it took."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", state):
+        raise TestbedError(f"a frozen state's name is lowercase letters, digits and '-': {state!r}")
+    names = names or [n.name for n in bed.nodes]
+    for name in names:
+        bed.ssh(name).run("sync")
+    return _restart(bed, names, lambda d: vm.freeze_disks(d, state))
+
+
+def restore(bed: Testbed, state: str, names: list[str] | None = None) -> float:
+    """Bring the VMs back to the drives frozen as `state` and boot them; the seconds it took.
+    Whatever they wrote since is gone: a scenario that damaged them leaves nothing behind."""
+    names = names or [n.name for n in bed.nodes]
+    return _restart(bed, names, lambda d: vm.revert_disks(d, state))

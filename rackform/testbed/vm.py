@@ -1,6 +1,6 @@
 """One testbed VM: the QEMU command line, starting it in the background, stopping it.
 
-Each VM gets a qcow2 overlay over the shared base image, four sparse raw files as emulated NVMe
+Each VM gets a qcow2 overlay over the shared base image, four sparse qcow2 files as emulated NVMe
 drives (each with its own serial, so roles can find them by serial instead of by name order),
 a user-mode NIC with SSH forwarded from a loopback port, and a NIC on a private VM-to-VM
 network: a multicast socket bound to 127.0.0.1, so its traffic never leaves the machine.
@@ -19,6 +19,11 @@ from rackform.testbed.image import BaseImage
 
 NVME_DRIVES = 4
 NVME_SIZE = 1 << 30  # sparse: costs nothing until the guest writes
+# Every drive of a VM, by the name of its file (`<drive>.qcow2`, the layer the VM writes).
+# Every drive is qcow2, so that a frozen state can be kept as a read-only layer under a new
+# one (`freeze`); QEMU 7.2 cannot snapshot the running machine itself (savevm refuses it:
+# "State blocked by non-migratable device 'nvme'"), so a restored state is booted.
+DRIVES = ("root", *(f"nvme{i}" for i in range(NVME_DRIVES)))
 
 # Fixed PCI slots: the image names the NICs by slot (guest/10-*.link): wan0 and priv0.
 _WAN_SLOT = "0x4"
@@ -94,7 +99,7 @@ def argv(spec: VmSpec, image: BaseImage, d: Path, accel: str, ssh_pubkey: str) -
     ]  # fmt: skip
     for i, serial in enumerate(spec.nvme_serials):
         args += [
-            "-drive", f"file={d / f'nvme{i}.raw'},if=none,id=nvm{i},format=raw,cache=unsafe",
+            "-drive", f"file={d / f'nvme{i}.qcow2'},if=none,id=nvm{i},format=qcow2,cache=unsafe",
             "-device", f"nvme,serial={serial},drive=nvm{i}",
         ]  # fmt: skip
     return args
@@ -104,20 +109,56 @@ class VmError(RuntimeError):
     pass
 
 
-def create_disks(image: BaseImage, d: Path) -> None:
-    d.mkdir(parents=True, exist_ok=True)
-    overlay = d / "root.qcow2"
-    overlay.unlink(missing_ok=True)
-    proc = subprocess.run(
-        ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image.rootfs),
-         str(overlay)],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+def _qemu_img_create(path: Path, backing: Path | None, backing_format: str = "qcow2") -> None:
+    path.unlink(missing_ok=True)
+    argv = ["qemu-img", "create", "-q", "-f", "qcow2"]
+    argv += (
+        ["-F", backing_format, "-b", str(backing), str(path)]
+        if backing
+        else [str(path), str(NVME_SIZE)]
+    )
+    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
-        raise VmError(f"qemu-img create failed: {proc.stderr.strip()}")
+        raise VmError(f"qemu-img create {path.name} failed: {proc.stderr.strip()}")
+
+
+def create_disks(image: BaseImage, d: Path) -> None:
+    """A VM as never booted: its root an empty overlay over the base image, its NVMe drives
+    empty."""
+    d.mkdir(parents=True, exist_ok=True)
+    _qemu_img_create(d / "root.qcow2", image.rootfs, "raw")
     for i in range(NVME_DRIVES):
-        with open(d / f"nvme{i}.raw", "wb") as f:
-            f.truncate(NVME_SIZE)
+        _qemu_img_create(d / f"nvme{i}.qcow2", None)
+
+
+def layer(d: Path, drive: str, state: str) -> Path:
+    """The read-only file holding `drive` as it was frozen under the name `state`."""
+    return d / f"{drive}.{state}.qcow2"
+
+
+def freeze_disks(d: Path, state: str) -> None:
+    """With the VM stopped: each drive's file becomes the read-only layer `state`, and the VM
+    writes to a new, empty layer over it from now on."""
+    if running_pid(d) is not None:
+        raise VmError(f"{d.name}: freeze needs the VM stopped")
+    for drive in DRIVES:
+        kept = layer(d, drive, state)
+        kept.unlink(missing_ok=True)
+        (d / f"{drive}.qcow2").rename(kept)
+        kept.chmod(0o444)
+        _qemu_img_create(d / f"{drive}.qcow2", kept)
+
+
+def revert_disks(d: Path, state: str) -> None:
+    """With the VM stopped: each drive back to the layer `state` (what the VM wrote since is
+    dropped)."""
+    if running_pid(d) is not None:
+        raise VmError(f"{d.name}: restore needs the VM stopped")
+    for drive in DRIVES:
+        kept = layer(d, drive, state)
+        if not kept.exists():
+            raise VmError(f"{d.name}: no frozen state {state!r} ({kept.name} is missing)")
+        _qemu_img_create(d / f"{drive}.qcow2", kept)
 
 
 def start(spec: VmSpec, image: BaseImage, d: Path, accel: str, ssh_pubkey: str) -> int:

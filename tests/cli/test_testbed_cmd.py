@@ -43,3 +43,31 @@ def test_image_without_debootstrap_says_what_to_run(tmp_path, monkeypatch):
     assert proc.returncode == 1
     assert "rackform testbed image:" in proc.stderr and "scripts/setup.sh --test" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_image_with_baked_reports_both_images(tmp_path, monkeypatch):
+    from rackform.testbed.apt import BAKED_PACKAGES, ROLE_PACKAGES, SCHEDULER_PACKAGES
+    from rackform.testbed.image import recipe_key
+
+    # The baked image is named by its own recipe (the base's plus the roles' packages): a
+    # change to either list builds a new one, and the base image is never taken for it.
+    assert recipe_key(BAKED_PACKAGES) != recipe_key()
+    assert set(BAKED_PACKAGES) == set(ROLE_PACKAGES) - set(SCHEDULER_PACKAGES)
+    for kind, key in (("base", recipe_key()), ("baked", recipe_key(BAKED_PACKAGES))):
+        (tmp_path / f"{kind}-{key}").mkdir()
+        (tmp_path / f"{kind}-{key}" / "done").write_text("")
+    monkeypatch.setenv("RACKFORM_TESTBED_CACHE", str(tmp_path))
+    proc = rackform("testbed", "image", "--baked", "--no-packages")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines() == [
+        f"base image: {tmp_path / f'base-{recipe_key()}'} (cached)",
+        f"baked image: {tmp_path / f'baked-{recipe_key(BAKED_PACKAGES)}'} (cached)",
+    ]
+
+
+def test_freeze_and_restore_without_a_testbed_say_how_to_make_one(tmp_path):
+    for verb in ("freeze", "restore"):
+        proc = rackform("testbed", verb, "converged", "--dir", tmp_path / "tb")
+        assert proc.returncode == 2, proc
+        assert f"rackform testbed {verb}: no testbed in" in proc.stderr
+        assert "Traceback" not in proc.stderr

@@ -1,8 +1,16 @@
-"""End to end: a node that configures itself. A fresh testbed VM (its own, never converged) runs
+"""End to end: a node that configures itself, as an inference cluster's joining node does (the
+nodes an autoscaling group adds after `up`). A fresh testbed VM (its own, never converged) runs
 the rendered user data as cloud-init runs a user-data script: once, as root, detached from any
 login, with a bare environment. The script installs the stack's host key and the controller's
 key, fetches the bootstrap artifact from a loopback server (S3 behind the VPC endpoint on AWS),
-checks its sha256 and runs the roles on the node itself.
+checks its sha256, makes its virtualenv with ansible-core, runs the roles on the node itself
+and then the serving checks, as such a node does.
+
+What this scenario is about is that mechanism, not the roles' installs: the VM boots from the
+testbed's baked image (the roles' Debian packages installed when the image was built, natively),
+and a serving node gets no torch (the site playbook leaves smoke_train out of an inference
+cluster). That every role installs what it needs on a bare host is shown once, by the configure
+scenario's converge (tests/e2e/test_configure_vms.py).
 
 Then, from the controller: the node answers SSH with the stack's host key only (an empty
 known_hosts is refused: no trust on first use), its status file says configured, the array is
@@ -25,8 +33,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from loopback import http_server
-from vms import TORCH, booted_testbed
+from vms import booted_testbed
 
 from rackform.engine import prepare
 from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
@@ -63,10 +72,9 @@ def _serve(directory: Path):
     return http_server(functools.partial(_Quiet, directory=str(directory)))
 
 
-def bootstrap_wheelhouse(torch_wheels: Path) -> Path:
+def bootstrap_wheelhouse() -> Path:
     """ansible-core and boto3 with their dependencies for the guest's Python (3.11), downloaded
-    once from the package index into rackform's cache; links to torch's wheels (the
-    torch_wheelhouse fixture's) beside them, so one --find-links serves the node's whole
+    once from the package index into rackform's cache: one --find-links serves the node's whole
     bootstrap."""
     cache = cache_dir() / "wheelhouse-bootstrap-cp311"
     want = node_requirements()
@@ -82,49 +90,41 @@ def bootstrap_wheelhouse(torch_wheels: Path) -> Path:
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         stamp.write_text("\n".join(want))
-    for wheel in torch_wheels.glob("*.whl"):
-        link = cache / wheel.name
-        if link.is_symlink() and link.resolve() != wheel.resolve():
-            link.unlink()  # a link into a torch wheelhouse that has moved or gone
-        if not link.exists():
-            link.symlink_to(wheel)
     return cache
 
 
 @pytest.fixture(scope="module")
 def fresh_vm(tmp_path_factory, phases):
     d = tmp_path_factory.mktemp("fresh-vm")
-    with booted_testbed(d, 1, phases("bootstrap: a fresh VM booted")) as bed:
+    with booted_testbed(
+        d, 1, phases("bootstrap: a fresh VM booted (baked image)"), baked=True
+    ) as bed:
         yield bed
 
 
-def test_a_fresh_node_configures_itself_from_its_user_data(
-    fresh_vm, torch_wheelhouse, phases, tmp_path
-):
-    if torch_wheelhouse is None:
-        pytest.fail(
-            f"no torch {TORCH} CPU wheel on this machine for the node's smoke_train (looked in"
-            " $PIP_FIND_LINKS, /opt/wheels, /opt/pypi*/files)"
-        )
+def serving_blueprint(bed, tmp: Path) -> Path:
+    """The testbed's blueprint as an inference cluster's: what a joining node is."""
+    doc = yaml.safe_load(Path(bed.blueprint).read_text())
+    doc["purpose"] = "inference"
+    path = tmp / "testbed-serving.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp_path):
     bed = fresh_vm
     node = bed.nodes[0]
     harness = bed.ssh(node.name)
-    plan = prepare(bed.blueprint).plan
+    plan = prepare(serving_blueprint(bed, tmp_path)).plan
     group = plan.node_groups[0]
     with phases("bootstrap: wheelhouse (ansible-core, boto3; downloaded on first use)"):
-        wheels = bootstrap_wheelhouse(torch_wheelhouse)
+        wheels = bootstrap_wheelhouse()
     keys = NodeKeysProvider().create({"cluster": plan.stack}).outs
     repo = ensure_repo(log=lambda line: None)
     with _serve(wheels) as wheel_port, _serve(repo) as apt_port:
         site = f"http://{GUEST}:{wheel_port}/"
         # The site's own package mirrors (an air-gapped site's): the only sources the node has.
-        variables = {
-            **configure_vars(thaw(plan.group_vars)),
-            "smoke_train_pip_find_links": [site],
-            "smoke_train_pip_no_index": True,
-            "smoke_train_pip_trusted_hosts": [GUEST],
-            "smoke_train_pip_compile": False,
-        }
+        variables = configure_vars(thaw(plan.group_vars))
         spec = manifest(
             variables,
             group_name(group.name),
@@ -162,7 +162,7 @@ def test_a_fresh_node_configures_itself_from_its_user_data(
             key.write_text(keys["client_private_key"])
             known.write_text(known_hosts_line(keys["host_public_key"]))
             node_ssh = StrictSsh(node.ssh_port, key, known)
-            with phases("bootstrap: the node configured itself (apt, venv, every role)"):
+            with phases("bootstrap: the node configured itself (venv, the roles, serving checks)"):
                 status = _wait_for_status(node_ssh, timeout=1500)
         log = node_ssh.run("tail -n 40 /var/log/rackform-bootstrap.log", check=False).stdout
         assert status["configured"], f"{status}\n{log}"
@@ -178,6 +178,10 @@ def test_a_fresh_node_configures_itself_from_its_user_data(
     mounts = node_ssh.run(f"findmnt -n -o FSTYPE {plan.checkpoint.mount}").stdout.split()
     assert mounts == [plan.checkpoint.filesystem]
     assert "NCCL" in node_ssh.run("cat /etc/nccl.conf").stdout
+    # A serving node: no torch environment, and its serving checks' report in the status.
+    assert node_ssh.run("test -e /opt/rackform/venv/bin/torchrun", check=False).returncode != 0
+    checks = {c["name"]: c["status"] for c in status["checks"]}
+    assert checks.get("model_mount") == "pass", status["checks"]
 
     # The Configure resource's refresh, from the controller over the stack's access.
     access = {"private_key": keys["client_private_key"], "known_hosts": known.read_text()}

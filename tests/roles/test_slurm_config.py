@@ -329,3 +329,40 @@ def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_p
         "Run Slurm on the nodes and its controller": {CTL, *AWS_NODES},
         "Validate the GPU nodes with the smoke job": set(AWS_NODES),
     }
+
+
+def test_a_serving_cluster_gets_no_smoke_job_nor_its_torch(tmp_path):
+    # An inference cluster is validated by the serving checks: the site playbook leaves
+    # smoke_train out there (every task skipped: no venv, no torch, no job), on this machine
+    # through a local connection in check mode. A training cluster's run reaches the role.
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))  # fmt: skip
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT)}
+
+    def site(purpose: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+             "rackform.gpu.site", "--tags", "smoke_train", "--check",
+             "-e", f"rackform_purpose={purpose}", "-e", "smoke_train_validators_src=/nonexistent"],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+
+    def smoke_results(proc: subprocess.CompletedProcess) -> list[str]:
+        """The first word of each result line of every smoke_train task that ran."""
+        blocks = proc.stdout.split("\nTASK [")[1:]
+        return [
+            line.split(":")[0]
+            for b in blocks
+            if b.startswith("rackform.gpu.smoke_train")
+            for line in b.splitlines()[1:]
+            if line.startswith(("ok:", "changed:", "skipping:", "fatal:"))
+        ]
+
+    serving = site("inference")
+    assert serving.returncode == 0, serving.stdout[-3000:] + serving.stderr[-2000:]
+    results = smoke_results(serving)
+    assert results and set(results) == {"skipping"}, serving.stdout[-3000:]
+    # A training cluster's run reaches the role (its preflight runs, and here fails: no
+    # validators where this run says they are).
+    assert set(smoke_results(site("training"))) - {"skipping"}

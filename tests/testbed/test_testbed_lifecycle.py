@@ -86,13 +86,21 @@ def test_up_refuses_a_directory_holding_other_files(tmp_path):
 
 def test_down_deletes_only_what_a_testbed_wrote(tmp_path):
     (tmp_path / "node1").mkdir()
-    for name in ("root.qcow2", "nvme0.raw", "console.log"):
+    for name in ("root.qcow2", "nvme0.qcow2", "nvme0.converged.qcow2", "console.log"):
         (tmp_path / "node1" / name).write_text("")
     for name in ("testbed.json", "blueprint.yaml", "id_ed25519", "known_hosts"):
         (tmp_path / name).write_text("")
     (tmp_path / "keep").mkdir()
     (tmp_path / "keep" / "data").write_text("x")
+    # A VM directory holding one file the testbed never names is not the testbed's.
+    (tmp_path / "node2").mkdir()
+    (tmp_path / "node2" / "root.qcow2").write_text("")
+    (tmp_path / "node2" / "root.qcow2.bak").write_text("mine")
     assert lifecycle.down(tmp_path) == []
+    assert (tmp_path / "node2" / "root.qcow2.bak").read_text() == "mine"
+    for f in (tmp_path / "node2").iterdir():
+        f.unlink()
+    (tmp_path / "node2").rmdir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
     assert (tmp_path / "keep" / "data").read_text() == "x"
     (tmp_path / "keep" / "data").unlink()

@@ -37,7 +37,8 @@ def test_four_nvme_drives_each_with_its_own_serial():
     serials = [x.split("serial=")[1].split(",")[0] for x in a + b if x.startswith("nvme,serial=")]
     assert len(serials) == 8 == len(set(serials))
     assert all(len(s) <= 20 for s in serials)  # the NVMe serial field's size
-    assert "file=/s/node1/nvme3.raw,if=none,id=nvm3,format=raw,cache=unsafe" in a
+    # qcow2, so a state of the drives can be frozen as a layer (vm.freeze_disks).
+    assert "file=/s/node1/nvme3.qcow2,if=none,id=nvm3,format=qcow2,cache=unsafe" in a
 
 
 def test_per_vm_identity_comes_from_the_kernel_command_line():
