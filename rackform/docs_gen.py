@@ -46,7 +46,7 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
 
 
 def _code(v: Any) -> str:
-    return f"`{v}`" if str(v) != "" else "`\"\"`"
+    return f"`{v}`" if str(v) != "" else '`""`'
 
 
 # ------------------------------------------------------------------------------------- CLI
@@ -125,16 +125,26 @@ def cli_page() -> str:
     ctx = root.context_class(root, info_name="rackform")
     for name, cmd in cmds:
         sub = cmd.context_class(cmd, info_name=f"rackform {name}", parent=ctx)
-        usage = re.sub(r"\{(\w+)\}", lambda m: m.group(1).upper(), " ".join(cmd.collect_usage_pieces(sub)))
+        usage = re.sub(
+            r"\{(\w+)\}", lambda m: m.group(1).upper(), " ".join(cmd.collect_usage_pieces(sub))
+        )
         out.append(f"## rackform {name}\n\n")
         out.append(f"```\nrackform {name} {usage}\n```\n\n")
         out.append(_escape(_dedent(cmd.help or "")) + "\n\n")
         params = [p for p in cmd.params if p.name not in ("help",)]
         if params:
-            out.append(_table(["name", "kind", "type", "default", "description"], [_param_row(p) for p in params]))
+            out.append(
+                _table(
+                    ["name", "kind", "type", "default", "description"],
+                    [_param_row(p) for p in params],
+                )
+            )
             out.append("\n")
         exits = EXITS[name]
-        rows = [[_code(k) if k != "*" else "other", v] for k, v in sorted(exits.items(), key=lambda kv: (kv[0] == "*", str(kv[0])))]
+        rows = [
+            [_code(k) if k != "*" else "other", v]
+            for k, v in sorted(exits.items(), key=lambda kv: (kv[0] == "*", str(kv[0])))
+        ]
         out.append("Exit status:\n\n" + _table(["status", "meaning"], rows) + "\n")
     return "".join(out).rstrip("\n") + "\n"
 
@@ -182,7 +192,17 @@ def _type(s: dict[str, Any]) -> str:
 
 
 def _constraints(s: dict[str, Any]) -> str:
-    keys = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "pattern", "minLength", "maxLength")
+    keys = (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "pattern",
+        "minLength",
+        "maxLength",
+    )
     signs = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
     parts = []
     for k in keys:
@@ -195,10 +215,16 @@ def _model_table(m: dict[str, Any]) -> str:
     required = set(m.get("required", []))
     rows = []
     for field, s in m.get("properties", {}).items():
-        default = "required" if field in required else (_code(json.dumps(s["default"])) if "default" in s else "-")
+        default = (
+            "required"
+            if field in required
+            else (_code(json.dumps(s["default"])) if "default" in s else "-")
+        )
         desc = s.get("description", "")
         extra = _constraints(s)
-        rows.append([f"`{field}`", _type(s), default, _escape(desc) + (f" ({extra})" if extra else "")])
+        rows.append(
+            [f"`{field}`", _type(s), default, _escape(desc) + (f" ({extra})" if extra else "")]
+        )
     return _table(["field", "type", "default", "description"], rows)
 
 
@@ -236,7 +262,10 @@ def preflight_page() -> str:
     from rackform.preflight.registry import RULES
 
     by_code = {r.code: type(r).__name__ if not isinstance(r, type) else r.__name__ for r in RULES}
-    rows = [[f"`{c}`", code.level, code.summary, f"`{by_code.get(c, '-')}`"] for c, code in CODES.items()]
+    rows = [
+        [f"`{c}`", code.level, code.summary, f"`{by_code.get(c, '-')}`"]
+        for c, code in CODES.items()
+    ]
     return (
         "# Preflight finding codes\n\n"
         + HEADER
@@ -277,7 +306,9 @@ def emitted_checks(validators: Path = ROOT / "validators") -> set[str]:
             found |= {
                 c.value
                 for c in consts
-                if isinstance(c, ast.Constant) and isinstance(c.value, str) and _CHECK_NAME.match(c.value)
+                if isinstance(c, ast.Constant)
+                and isinstance(c.value, str)
+                and _CHECK_NAME.match(c.value)
             }
     return found
 
@@ -309,7 +340,9 @@ def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str
     names = emitted_checks()
     missing = sorted(names - set(described))
     if missing:
-        raise SystemExit(f"docs_gen: checks missing from the table in {guide.relative_to(ROOT)}: {missing}")
+        raise SystemExit(
+            f"docs_gen: checks missing from the table in {guide.relative_to(ROOT)}: {missing}"
+        )
     rows = []
     for n in sorted(names):
         where = "smoke job" if n in CHECKS else "host checks / launcher"
@@ -376,7 +409,10 @@ def roles_page(roles: Path = ROOT / "roles") -> str:
             for para in [desc] if isinstance(desc, str) else desc:
                 out.append(" ".join(para.split()) + "\n\n")
             if s.get("options"):
-                out.append(_table(["variable", "type", "default", "description"], _opt_rows(s["options"])) + "\n")
+                out.append(
+                    _table(["variable", "type", "default", "description"], _opt_rows(s["options"]))
+                    + "\n"
+                )
     return "".join(out).rstrip("\n") + "\n"
 
 
@@ -385,7 +421,9 @@ def roles_page(roles: Path = ROOT / "roles") -> str:
 
 def _figures(node: Any, path: str, rows: list[list[Any]]) -> None:
     if isinstance(node, dict) and set(node) == {"v", "src"}:
-        rows.append([f"`{path}`", _code(node["v"]), f"[{node['src']}](#{_src_anchor(node['src'])})"])
+        rows.append(
+            [f"`{path}`", _code(node["v"]), f"[{node['src']}](#{_src_anchor(node['src'])})"]
+        )
     elif isinstance(node, dict):
         for k, v in node.items():
             _figures(v, f"{path}.{k}" if path else str(k), rows)

@@ -87,7 +87,11 @@ EXITS: dict[str, dict[int | str, str]] = {
         2: "bad input (a line that is no record, named by file and line)",
         3: "the records could not be read from the controller",
     },
-    "testbed up": {0: "the VMs are up", 1: "a VM failed to start", 2: "bad input (a testbed error)"},
+    "testbed up": {
+        0: "the VMs are up",
+        1: "a VM failed to start",
+        2: "bad input (a testbed error)",
+    },
     "testbed image": {0: "the image is cached", 1: "the image could not be made", 2: "bad input"},
     "testbed freeze": {0: "frozen", 1: INTERNAL, 2: "bad input (no testbed, or a VM not running)"},
     "testbed restore": {0: "restored", 1: "a VM failed to start", 2: "bad input (no frozen state)"},

@@ -17,7 +17,17 @@ def mkdocs_build(out: Path) -> subprocess.CompletedProcess:
     every internal link and anchor resolving (mkdocs.yml's validation section)."""
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(out),
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -26,7 +26,8 @@ PAGES = {
 }
 
 pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="/usr/bin/chromium is missing (scripts/setup.sh --test installs it)"
+    not CHROMIUM.exists(),
+    reason="/usr/bin/chromium is missing (scripts/setup.sh --test installs it)",
 )
 
 
@@ -53,10 +54,20 @@ def browser(tmp_path):
     profile = tmp_path / "profile"
     proc = subprocess.Popen(
         [
-            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-            "--no-first-run", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-            "--remote-debugging-port=0", "--remote-allow-origins=*", "--window-size=1280,900",
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "--remote-allow-origins=*",
+            "--window-size=1280,900",
             "about:blank",
         ],
         stdout=subprocess.DEVNULL,
@@ -70,7 +81,9 @@ def browser(tmp_path):
             assert time.monotonic() < deadline, "chromium did not open its DevTools port in 30 s"
             time.sleep(0.1)
         port = port_file.read_text().split()[0]
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
+        targets = json.load(
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10)
+        )
         yield next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
     finally:
         proc.terminate()
@@ -127,7 +140,9 @@ class Page:
         return got
 
     def eval(self, expr: str):
-        return self.call("Runtime.evaluate", expression=expr, returnByValue=True)["result"].get("value")
+        return self.call("Runtime.evaluate", expression=expr, returnByValue=True)["result"].get(
+            "value"
+        )
 
 
 def problems(events: list[dict], origin: str) -> list[str]:
@@ -135,19 +150,28 @@ def problems(events: list[dict], origin: str) -> list[str]:
     for e in events:
         m, p = e.get("method"), e.get("params", {})
         if m == "Runtime.consoleAPICalled" and p["type"] in ("error", "assert"):
-            out.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+            out.append(
+                "console: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"])
+            )
         elif m == "Runtime.exceptionThrown":
-            out.append("exception: " + p["exceptionDetails"].get("text", "") + " " + str(p["exceptionDetails"].get("exception", {}).get("description", "")))
+            out.append(
+                "exception: "
+                + p["exceptionDetails"].get("text", "")
+                + " "
+                + str(p["exceptionDetails"].get("exception", {}).get("description", ""))
+            )
         elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
             out.append(f"log: {p['entry']['text']} {p['entry'].get('url', '')}")
-        elif m == "Network.requestWillBeSent" and not p["request"]["url"].startswith((origin, "data:", "blob:")):
+        elif m == "Network.requestWillBeSent" and not p["request"]["url"].startswith(
+            (origin, "data:", "blob:")
+        ):
             out.append(f"request off this machine: {p['request']['url']}")
         elif m == "Network.loadingFailed":
             out.append(f"load failed: {p.get('errorText')}")
     return out
 
 
-def test_pages_render_without_console_errors(served, browser, tmp_path):
+def test_pages_render_without_console_errors(built_site, served, browser, tmp_path):
     page = Page(browser)
     try:
         for domain in ("Page", "Runtime", "Log", "Network"):
@@ -158,16 +182,20 @@ def test_pages_render_without_console_errors(served, browser, tmp_path):
             page.wait_for("Page.loadEventFired")
             page.settle(0.5)
             assert page.eval("document.querySelector('article h1').textContent").startswith(title)
-            if name == "front":
-                # The data-path diagram is drawn by the vendored mermaid, not left as text.
-                # Material replaces the <pre class="mermaid"> source with a <div class="mermaid">
-                # holding the drawing in a closed shadow root, once mermaid has rendered it.
-                drawn = "[document.querySelectorAll('div.mermaid').length, document.querySelectorAll('pre.mermaid').length]"
-                assert page.until(drawn, [1, 0]) == [1, 0], (name, problems(page.events, served))
+            # Every diagram is drawn by the vendored mermaid, not left as text: Material replaces
+            # each <pre class="mermaid"> source with a <div class="mermaid"> holding the drawing
+            # (in a closed shadow root) once mermaid has rendered it.
+            diagrams = (built_site / path / "index.html").read_text().count('<pre class="mermaid">')
+            if name in ("front", "guide"):
+                assert diagrams >= 1, f"{name}: the page has lost its diagram"
+            drawn = "document.querySelectorAll('div.mermaid').length"
+            assert page.until(drawn, diagrams) == diagrams, (name, problems(page.events, served))
             if name == "blueprint-reference":
                 assert page.eval("document.querySelectorAll('article table').length") > 10
             shot = tmp_path / f"{name}.png"
-            shot.write_bytes(base64.b64decode(page.call("Page.captureScreenshot", format="png")["data"]))
+            shot.write_bytes(
+                base64.b64decode(page.call("Page.captureScreenshot", format="png")["data"])
+            )
             print(f"screenshot: {shot}")
             assert problems(page.events, served) == [], name
     finally:

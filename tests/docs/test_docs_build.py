@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 from rackform import docs_gen
@@ -21,7 +20,9 @@ def test_built_site_needs_nothing_from_the_internet(built_site):
     (Material's Google Fonts are off, mermaid is vendored rather than loaded from unpkg)."""
     external = set()
     for html in built_site.rglob("*.html"):
-        for m in re.finditer(r'<(?:script|link)[^>]+(?:src|href)="(https?://[^"]+)"', html.read_text()):
+        for m in re.finditer(
+            r'<(?:script|link)[^>]+(?:src|href)="(https?://[^"]+)"', html.read_text()
+        ):
             external.add((html.relative_to(built_site).as_posix(), m.group(1)))
     assert external == set()
 

@@ -42,17 +42,28 @@ def _statuses(module: Path) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             for t in node.targets:
-                if isinstance(t, ast.Name) and t.id.startswith("EXIT_") and isinstance(node.value.value, int):
+                if (
+                    isinstance(t, ast.Name)
+                    and t.id.startswith("EXIT_")
+                    and isinstance(node.value.value, int)
+                ):
                     consts[t.id] = node.value.value
                     found.add(node.value.value)
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rackform.cli."):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("rackform.cli.")
+        ):
             for alias in node.names:
                 if alias.name in HELPERS:
                     found.add(HELPERS[alias.name])
                 if alias.name.startswith("EXIT_"):
                     found.add(_imported_const(node.module, alias.name))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "Exit":
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "Exit"
+        ):
             for arg in node.args:
                 for sub in ast.walk(arg):
                     if isinstance(sub, ast.Constant) and isinstance(sub.value, int):
@@ -65,7 +76,9 @@ def _statuses(module: Path) -> set[int]:
 def _imported_const(module: str, name: str) -> int:
     tree = ast.parse((CLI / (module.rsplit(".", 1)[-1] + ".py")).read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == name for t in node.targets
+        ):
             return node.value.value
     raise AssertionError(f"{name} not found in {module}")
 
@@ -84,7 +97,9 @@ def test_each_status_the_code_exits_with_is_declared():
         missing = _statuses(CLI / f"{module}.py") - declared
         if missing:
             undeclared[module] = sorted(missing)
-    assert undeclared == {}, "exit statuses the code raises that rackform/cli/exits.py does not declare"
+    assert undeclared == {}, (
+        "exit statuses the code raises that rackform/cli/exits.py does not declare"
+    )
 
 
 def test_the_reader_finds_the_statuses_it_should():

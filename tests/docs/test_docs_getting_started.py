@@ -50,7 +50,9 @@ def test_getting_started_runs_as_written(tmp_path):
         ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=120
     )
     print(f"getting started: {time.monotonic() - t0:.1f} s in {work}")
-    assert r.returncode == 0, f"a Getting started command failed (exit {r.returncode}):\n{r.stderr[-4000:]}"
+    assert r.returncode == 0, (
+        f"a Getting started command failed (exit {r.returncode}):\n{r.stderr[-4000:]}"
+    )
     clusters = work / "clusters"
     assert (clusters / "blueprints" / "first.yaml").is_file()
     assert "valid" in r.stdout
