@@ -95,7 +95,7 @@ def _annotation(ann: Any) -> str:
     import enum
 
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
-        return " \\| ".join(str(m.value) for m in ann)
+        return " or ".join(str(m.value) for m in ann)
     if isinstance(ann, type):
         return ann.__name__.lower()
     return re.sub(r"\b(?:[a-z_]+\.)+([A-Za-z_]+)", r"\1", str(ann)).lower()
@@ -176,7 +176,7 @@ def _type(s: dict[str, Any]) -> str:
     if "const" in s:
         return _code(s["const"])
     if "enum" in s:
-        return " \\| ".join(_code(v) for v in s["enum"])
+        return " or ".join(_code(v) for v in s["enum"])
     for key in ("anyOf", "oneOf"):
         if key in s:
             return " or ".join(_type(x) for x in s[key])
@@ -332,6 +332,14 @@ def _guide_checks(guide: Path) -> dict[str, list[str]]:
     return rows
 
 
+def _guide_table(guide: Path, head: str) -> str:
+    """A table of the guide as it is written, from its header line `head` to its last row."""
+    lines = guide.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(head))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end]) + "\n"
+
+
 def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str:
     sys.path.insert(0, str(ROOT))
     from validators.smoke import CHECKS
@@ -357,6 +365,10 @@ def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str
         "(`rackform/plan/thresholds.py`), overridden by `validation.thresholds` "
         "([blueprint reference](blueprint.md#thresholds)).\n\n"
         + _table(["check", "run by", "measured", "passes when", "evidence a pass stands on"], rows)
+        + "\n## Thresholds and their sources\n\n"
+        "Where each check's threshold comes from when `validation.thresholds` does not set it "
+        "(`rackform/plan/thresholds.py`; each catalog figure's source is in the "
+        "[catalog](catalog.md)):\n\n" + _guide_table(guide, "| threshold | default |")
     )
 
 
@@ -374,7 +386,7 @@ def _opt_rows(options: dict[str, Any], prefix: str = "") -> list[list[Any]]:
         if "elements" in o:
             type_ += f" of {o['elements']}"
         if "choices" in o:
-            type_ += ": " + " \\| ".join(_code(c) for c in o["choices"])
+            type_ += ": " + ", ".join(_code(c) for c in o["choices"])
         if o.get("required"):
             default = "required"
         elif "default" in o:
