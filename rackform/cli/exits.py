@@ -36,7 +36,7 @@ EXITS: dict[str, dict[int | str, str]] = {
     },
     "destroy": {
         "*": "Pulumi's exit status",
-        1: INTERNAL + "; or the deploy extra is not installed",
+        1: INTERNAL + "; or the deploy extra is not installed, or not confirmed (without --yes)",
         2: "invalid input, or the Pulumi CLI is missing (a preflight error does not refuse destroy)",
     },
     "configure": {
@@ -47,7 +47,7 @@ EXITS: dict[str, dict[int | str, str]] = {
     },
     "smoke": {
         0: "no check failed (not-run checks do not fail a run)",
-        1: "a check failed, or the job could not start",
+        1: "a check failed; or torch is not installed here, or validators/ is missing (internal)",
         2: INVALID + "; or something the job needs is missing",
     },
     "diff": {

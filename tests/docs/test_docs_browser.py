@@ -132,7 +132,7 @@ class Page:
             except Exception:  # the timeout: nothing more came
                 break
 
-    def until(self, expr: str, want, timeout: float = 20):
+    def until(self, expr: str, want, timeout: float = 30):
         """Evaluate `expr` until it gives `want` (collecting events meanwhile); its last value."""
         deadline = time.monotonic() + timeout
         while (got := self.eval(expr)) != want and time.monotonic() < deadline:
