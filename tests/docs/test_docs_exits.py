@@ -107,3 +107,24 @@ def test_the_reader_finds_the_statuses_it_should():
     assert {2, 3, 4, 5} <= _statuses(CLI / "reap_cmd.py")
     assert {1, 2} <= _statuses(CLI / "diff_cmd.py")
     assert {1, 2} <= _statuses(CLI / "testbed_cmd.py")
+
+
+def test_the_declared_statuses_are_what_commands_exit_with(tmp_path):
+    """A few commands run for real: the status each exits with is one the reference declares,
+    with the meaning it gives."""
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\npurpose: training\n")
+    runs = {
+        ("validate", 2): ["validate", str(bad)],
+        ("schema", 0): ["schema"],
+        ("init", 0): ["init", str(tmp_path / "repo")],
+        ("init", 2): ["init", str(tmp_path / "repo")],  # a second run: the files exist
+        ("compile", 2): ["compile", str(bad), "-o", str(tmp_path / "out")],
+    }
+    for (command, want), argv in runs.items():
+        r = runner.invoke(app, argv)
+        assert r.exit_code == want, (argv, r.output)
+        assert want in EXITS[command], f"{command} exits {want}, which exits.py does not declare"
