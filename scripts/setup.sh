@@ -35,6 +35,9 @@ if ((want_test)); then
   # The fairness tests run MariaDB and slurmdbd the same way (tests/slurm_accounting_local.py:
   # a fresh data directory in a temp dir, loopback ports), never the packaged services.
   apt_pkgs+=(mariadb-server slurmdbd)
+  # The documentation site is opened in a real headless browser (tests/docs/test_docs_browser.py):
+  # the front page, the blueprint reference and a guide render with no console error.
+  apt_pkgs+=(chromium)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do

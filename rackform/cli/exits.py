@@ -1,0 +1,107 @@
+"""Every command's exit statuses, as data: the CLI reference is generated from this table and
+`tests/docs/test_exits.py` checks each status a command module's code can exit with is here.
+
+Keys are the command as typed after `rackform`; `"*"` is a status the command passes through
+from a tool it wraps (its meaning says which)."""
+
+from __future__ import annotations
+
+# The boundary (rackform/cli/main.py): any unexpected error is one line and exit 1.
+INTERNAL = "an internal failure: one line; RACKFORM_DEBUG=1 shows the traceback"
+INVALID = "a user mistake (invalid blueprint, bad option, unwaived preflight error): one line per problem, nothing done"
+
+EXITS: dict[str, dict[int | str, str]] = {
+    "validate": {0: "every file valid", 1: INTERNAL, 2: INVALID},
+    "schema": {0: "printed", 1: INTERNAL},
+    "compile": {0: "written", 1: INTERNAL, 2: INVALID + "; nothing written"},
+    "plan": {
+        0: "planned",
+        1: INTERNAL + "; or Pulumi (the deploy extra) is not installed",
+        2: INVALID + "; a blocked plan shows the findings and the cost, no resources",
+    },
+    "init": {
+        0: "written",
+        1: INTERNAL,
+        2: "nothing written: a file exists, DIR is a file or not writable, an unknown --target / --purpose",
+    },
+    "preview": {
+        "*": "Pulumi's exit status",
+        1: INTERNAL + "; or the deploy extra is not installed",
+        2: INVALID + "; or the Pulumi CLI is missing",
+    },
+    "up": {
+        "*": "Pulumi's exit status",
+        1: INTERNAL + "; or the deploy extra is not installed",
+        2: INVALID + "; or the Pulumi CLI is missing, or promotion's gate refuses",
+    },
+    "destroy": {
+        "*": "Pulumi's exit status",
+        1: INTERNAL + "; or the deploy extra is not installed, or not confirmed (without --yes)",
+        2: "invalid input, or the Pulumi CLI is missing (a preflight error does not refuse destroy)",
+    },
+    "configure": {
+        0: "every host configured",
+        "*": "ansible-playbook's exit status when it fails (1 if it gives none), naming host, role and task",
+        1: INTERNAL + "; or the deploy extra is not installed",
+        2: INVALID,
+    },
+    "smoke": {
+        0: "no check failed (not-run checks do not fail a run)",
+        1: "a check failed; or torch is not installed here, or validators/ is missing (internal)",
+        2: INVALID + "; or something the job needs is missing",
+    },
+    "diff": {
+        0: "no change brings a new unwaived preflight error",
+        1: "a change brings a new unwaived preflight error (the check fails)",
+        2: INVALID + "; or a revision or path that does not resolve",
+    },
+    "promote": {
+        0: "promoted, or already recorded (a no-op)",
+        1: INTERNAL,
+        2: "refused: the repository is left as it was, one line",
+    },
+    "drift": {
+        0: "no drift",
+        1: INTERNAL,
+        2: "bad input, or the Pulumi CLI missing for the resource level",
+        3: "drift: each item printed, with whether `rackform configure` repairs it",
+    },
+    "reap": {
+        0: "every cluster measured, every action or warning due succeeded",
+        1: INTERNAL,
+        2: "bad input, nothing done",
+        3: "Prometheus unreachable, refusing the credentials, too slow or answering garbage: nothing decided",
+        4: "an action or warning failed on some cluster or host",
+        5: "some cluster is unknown (missing metrics, a failed live read) or locked; the others handled",
+    },
+    "snooze": {
+        0: "snoozed everywhere asked",
+        1: INTERNAL,
+        2: "bad input",
+        4: "the target's tags could not be written (the state directory's snooze stands)",
+    },
+    "alerts": {0: "written", 1: INTERNAL, 2: INVALID},
+    "jobs": {
+        0: "reported",
+        1: INTERNAL,
+        2: "bad input (a line that is no record, named by file and line)",
+        3: "the records could not be read from the controller",
+    },
+    "testbed up": {
+        0: "the VMs are up",
+        1: "a VM failed to start",
+        2: "bad input (a testbed error)",
+    },
+    "testbed image": {0: "the image is cached", 1: "the image could not be made", 2: "bad input"},
+    "testbed freeze": {
+        0: "frozen, and the VMs booted again",
+        1: INTERNAL,
+        2: "no testbed, a name that is no plain word, or a VM that did not come back",
+    },
+    "testbed restore": {
+        0: "restored, and the VMs booted",
+        1: INTERNAL,
+        2: "no testbed, no state frozen under that name, or a VM that did not come back",
+    },
+    "testbed down": {0: "stopped", 1: INTERNAL, 2: "bad input"},
+}
