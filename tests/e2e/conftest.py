@@ -160,6 +160,12 @@ def apt_repo(testbed, phases):
         yield port
 
 
+# The first converge's deadline: about 20 minutes on an idle 2-core machine under TCG (every role
+# from a bare image on both VMs, torch and Slurm's packages included, and the smoke job), and
+# up to twice that where other work shares the machine.
+FIRST_CONVERGE_S = 3000
+
+
 @dataclass
 class Converged:
     """The session's one converge from the bare image: every role (Slurm, torch and the smoke
@@ -240,7 +246,13 @@ def _converge(bed, wheel_server, phases, tmp: Path, controller_tmp: Path) -> Con
 
     # Every role, allowing the wipe (environment `wipe`).
     with phases("configure (first converge): every role, torch, Slurm, the smoke job through it"):
-        first = cli("configure", *converge, "--env", "wipe")
+        try:
+            first = cli("configure", *converge, "--env", "wipe", timeout=FIRST_CONVERGE_S)
+        except subprocess.TimeoutExpired as exc:
+            tail = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            pytest.fail(
+                f"the first converge ran past {exc.timeout:.0f} s; where it was:\n{tail[-6000:]}"
+            )
     # The freeze is a power cycle after a sync, like the reboot a converged node sees: the array
     # must come back from fstab, as /dev/md/checkpoints even where /etc/hostname names the host
     # otherwise than the kernel does (node1's, in the frozen state: the testbed's kernel takes
