@@ -284,8 +284,8 @@ _MAKERS = {"compare", "failed", "not_run", "Check"}
 
 
 def emitted_checks(validators: Path = ROOT / "validators") -> set[str]:
-    """Every check name in validators/ (the same reading as tests/validators'
-    test_check_evidence.py): the first argument of compare / failed / not_run / Check, and the
+    """Every check name in validators/ (also what tests/validators/test_check_evidence.py
+    audits for failure cases): the first argument of compare / failed / not_run / Check, and the
     strings assigned to a variable `name` or `names`."""
     found: set[str] = set()
     for path in sorted(validators.glob("*.py")):

@@ -10,9 +10,7 @@ process group, no GPU); the dcgmi, mount and storage cases run their real code o
 
 from __future__ import annotations
 
-import ast
 import math
-import re
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -21,6 +19,7 @@ import torch
 from gpu_collection import VALIDATORS_DIR
 from smoke_helpers import FakeNvml
 
+from rackform.docs_gen import emitted_checks
 from validators import collectives, comm_checks, hostcheck, launch, report, storage
 from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
@@ -334,41 +333,10 @@ def test_the_healthy_evidence_does_pass():
 
 # ---------------------------------------------------------------- every check is audited
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_MAKERS = {"compare", "failed", "not_run", "Check"}
-
-
-def emitted_names() -> set[str]:
-    """Every check name in validators/: the first argument of compare / failed / not_run /
-    Check where it is written out, and the strings assigned to a variable `name` or `names`
-    (the checks that build their name once)."""
-    found: set[str] = set()
-    for path in VALIDATORS_DIR.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            consts: list[ast.expr] = []
-            if isinstance(node, ast.Call) and node.args:
-                f = node.func
-                called = getattr(f, "id", None) or getattr(f, "attr", "")
-                if called in _MAKERS:
-                    consts.append(node.args[0])
-            elif isinstance(node, ast.Assign):
-                for t in node.targets:
-                    pairs = [(t, node.value)]
-                    if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple):
-                        pairs = list(zip(t.elts, node.value.elts, strict=False))
-                    for target, value in pairs:
-                        if isinstance(target, ast.Name) and target.id in ("name", "names"):
-                            consts += value.elts if isinstance(value, ast.Tuple) else [value]
-            found |= {
-                c.value
-                for c in consts
-                if isinstance(c, ast.Constant) and isinstance(c.value, str) and _NAME.match(c.value)
-            }
-    return found
-
 
 def test_every_check_has_failure_cases():
-    names = emitted_names()
+    # The same scan the documentation's checks reference is generated from.
+    names = emitted_checks(VALIDATORS_DIR)
     # The scan finds the checks the issue lists (and the launcher's own).
     assert {"job_completed", "node_count", "nvml_gpu_count", "checkpoint_read"} <= names
     audited = {n for n, _, _, _ in CASES}
