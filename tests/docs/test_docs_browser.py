@@ -11,12 +11,12 @@ import http.server
 import json
 import shutil
 import subprocess
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from loopback import http_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 PAGES = {
@@ -38,14 +38,8 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture
 def served(built_site):
-    handler = functools.partial(Quiet, directory=str(built_site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(functools.partial(Quiet, directory=str(built_site))) as port:
+        yield f"http://127.0.0.1:{port}/"
 
 
 @pytest.fixture
