@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs on a fresh machine (scripts/setup.sh --test), then
 # runs the linters and the whole suite, end-to-end tests included. Extra arguments go to one
-# pytest run over them. Without any, the suite runs as two pytest processes at once: the
-# end-to-end files (tests/e2e: VMs under emulation, in order, on the session's testbed) and the
-# rest, whose report follows the e2e's; the run fails if either does. The e2e leaves a core idle
-# for long stretches (one VM booting or bootstrapping, SSH round trips), which the rest uses.
+# pytest run over them. Without any, the suite runs as three pytest processes at once: the
+# end-to-end files (tests/e2e: VMs under emulation, in order, on the session's testbed), the
+# self-configuring node's scenario (a VM of its own), and the rest, whose reports follow the
+# e2e's; the run fails if any does. The machine's cores stay busy: what one leaves idle (SSH
+# round trips, waits for a job or a boot) the others use.
 #
 # At the end it prints where the time went: wall seconds per phase (setup, each linter, the e2e
 # and the rest, which overlap), after the e2e's own table of its phases and pytest's slowest
@@ -13,20 +14,41 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 run_start=$(date +%s)
+# The machine's CPU counters (/proc/stat's first line: busy and idle jiffies) at the start, so the
+# end can say how busy its cores were: a run whose cores were busy throughout is bound by CPU work,
+# and only doing less work shortens it.
+cpu_jiffies() { awk 'NR == 1 { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
+read -r busy0 idle0 < <(cpu_jiffies)
 timings=()
-# phase NAME COMMAND...: run it, and record its wall seconds under NAME (also when it fails).
+work=$(mktemp -d -t rackform-test.XXXXXX)
+# The CPU seconds (user + system) of what this (sub)shell has run and waited for: bash's `times`,
+# run here rather than in a pipeline's own subshell, whose children are none.
+children_cpu() {
+  local f="$work/times.$BASHPID"
+  times >"$f"
+  tail -n 1 "$f" | awk '{ s = 0; for (i = 1; i <= NF; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } printf "%d", s }'
+  rm -f "$f"
+}
+# phase NAME COMMAND...: run it, and record its wall and CPU seconds under NAME (also when it
+# fails).
 phase() {
   local name=$1 t0 rc=0
   shift
   t0=$(date +%s)
-  "$@" || rc=$?
-  timings+=("$(printf '%6d  %s' "$(($(date +%s) - t0))" "$name")")
+  ("$@" && children_cpu >"$work/cpu" || { rc=$?; children_cpu >"$work/cpu"; exit "$rc"; }) || rc=$?
+  timings+=("$(printf '%6d %6s  %s' "$(($(date +%s) - t0))" "$(cat "$work/cpu")" "$name")")
   return "$rc"
 }
 print_timings() {
-  echo "== where the time went (wall seconds; the e2e and the rest overlap)"
+  echo "== where the time went (seconds: wall, then CPU; the three pytest processes overlap)"
+  printf '%6s %6s  %s\n' wall cpu phase
   printf '%s\n' "${timings[@]}"
-  printf '%6d  %s\n' "$(($(date +%s) - run_start))" "total"
+  local busy idle
+  read -r busy idle < <(cpu_jiffies)
+  printf '%6d %6s  total\n' "$(($(date +%s) - run_start))" ""
+  echo "The machine's $(nproc) cores were busy $((100 * (busy - busy0) / (busy - busy0 + idle - idle0 + 1)))% of the" \
+    "time (QEMU's VMs included; the cpu column counts each phase's own processes, not the VMs)."
+  rm -rf "$work"
 }
 trap print_timings EXIT
 
@@ -54,26 +76,37 @@ if [ $# -gt 0 ]; then
   phase "pytest $*" .venv/bin/python -m pytest --durations=15 "$@"
   exit
 fi
-rest_log=$(mktemp -t rackform-pytest-rest.XXXXXX)
-rest_time=$(mktemp -t rackform-pytest-rest-time.XXXXXX)
-trap 'rm -f "$rest_log" "$rest_time"; print_timings' EXIT
-echo "== pytest (two at once): tests/e2e here, the rest into $rest_log (shown after)"
-(
-  t0=$(date +%s)
-  rc=0
-  nice -n 10 .venv/bin/python -m pytest tests --ignore=tests/e2e -p no:cacheprovider --durations=15 \
-    >"$rest_log" 2>&1 || rc=$?
-  echo "$(($(date +%s) - t0))" >"$rest_time"
-  exit "$rc"
-) &
-rest=$!
+# Beside the e2e's VMs, two more pytest processes: the self-configuring node's scenario (a VM
+# of its own, the third on the machine) and everything but tests/e2e (at nice 10: the VMs are
+# the critical path). Each writes to a log shown after the e2e's report; its wall and CPU time
+# go into the table at the end.
+beside() {  # beside NAME COMMAND...: run it in the background into $work/NAME.{log,time,rc}
+  local name=$1
+  shift
+  (
+    t0=$(date +%s)
+    rc=0
+    "$@" >"$work/$name.log" 2>&1 || rc=$?
+    printf '%6d %6s' "$(($(date +%s) - t0))" "$(children_cpu)" >"$work/$name.time"
+    echo "$rc" >"$work/$name.rc"
+  ) &
+}
+pytest=(.venv/bin/python -m pytest -p no:cacheprovider --durations=15)
+bootstrap=tests/e2e/test_bootstrap_vm.py
+echo "== pytest (three at once): tests/e2e here; $bootstrap and the rest into $work (shown after)"
+beside bootstrap "${pytest[@]}" "$bootstrap"
+beside rest nice -n 10 "${pytest[@]}" tests --ignore=tests/e2e
 e2e_rc=0
-phase "pytest tests/e2e (VMs under emulation; its phases are in its own table above)" \
-  .venv/bin/python -m pytest tests/e2e -p no:cacheprovider --durations=15 || e2e_rc=$?
-rest_rc=0
-wait "$rest" || rest_rc=$?
-timings+=("$(printf '%6d  %s' "$(cat "$rest_time" 2>/dev/null || echo 0)" "pytest: everything but tests/e2e (beside the e2e)")")
-echo "== pytest: everything but tests/e2e"
-cat "$rest_log"
-echo "== pytest: tests/e2e exit $e2e_rc, the rest exit $rest_rc"
-[ "$e2e_rc" -eq 0 ] && [ "$rest_rc" -eq 0 ]
+phase "pytest tests/e2e but $bootstrap (VMs under emulation; its phases are in its own table)" \
+  "${pytest[@]}" tests/e2e --ignore "$bootstrap" || e2e_rc=$?
+wait
+rc=$e2e_rc
+for name in bootstrap rest; do
+  timings+=("$(cat "$work/$name.time")  pytest: $name (beside the e2e)")
+  echo "== pytest: $name"
+  cat "$work/$name.log"
+  echo "== pytest: $name exit $(cat "$work/$name.rc")"
+  [ "$(cat "$work/$name.rc")" -eq 0 ] || rc=1
+done
+echo "== pytest: tests/e2e exit $e2e_rc"
+exit "$rc"

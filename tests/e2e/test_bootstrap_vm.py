@@ -15,7 +15,7 @@ scenario's converge (tests/e2e/test_configure_vms.py).
 Then, from the controller: the node answers SSH with the stack's host key only (an empty
 known_hosts is refused: no trust on first use), its status file says configured, the array is
 mounted and the NCCL config written; the Configure resource's `read` (what `pulumi refresh`
-calls) finds no drift, and after an edit of /etc/nccl.conf names the node and the task.
+calls), after an edit of /etc/nccl.conf, names that node and task and nothing else.
 
 Not run here (no AWS): the S3 fetch itself, tagging the instance and completing the lifecycle
 hook (the artifact carries no `aws` section in this test; see the README's AWS list).
@@ -30,6 +30,8 @@ import shlex
 import subprocess
 import sys
 import time
+from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -164,7 +166,10 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp
             node_ssh = StrictSsh(node.ssh_port, key, known)
             with phases("bootstrap: the node configured itself (venv, the roles, serving checks)"):
                 status = _wait_for_status(node_ssh, timeout=1500)
-        log = node_ssh.run("tail -n 40 /var/log/rackform-bootstrap.log", check=False).stdout
+        log = node_ssh.run("cat /var/log/rackform-bootstrap.log", check=False).stdout
+        phases.notes.append("the node's own bootstrap, step by step (its log's clock):")
+        phases.notes += [f"  {line}" for line in log_steps(log)]
+        log = "\n".join(log.splitlines()[-40:])
         assert status["configured"], f"{status}\n{log}"
         assert status["artifact"] == artifact.sha256
 
@@ -193,15 +198,15 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp
         "access": access,
     }
     provider = ConfigureProvider()
-    with phases("bootstrap: refresh (roles in check mode) finds no drift"):
-        clean = provider.read(f"{plan.stack}-configure", props)
-    assert clean.outs["drift"] == {}, clean.outs["drift"]
-    assert clean.outs["content_hash"] == "sha256:recorded"
+    # One refresh (every role in check mode, the longest phase here) shows both sides: with one
+    # hand edit on the node it names that task on that node, and nothing else (a freshly
+    # configured node has no other drift).
     node_ssh.run("echo 'NCCL_DEBUG=TRACE' >> /etc/nccl.conf")
-    with phases("bootstrap: refresh names the drifted host"):
+    with phases("bootstrap: refresh (roles in check mode) names the one hand edit, nothing else"):
         drifted = provider.read(f"{plan.stack}-configure", props)
-    tasks = drifted.outs["drift"].get(node.name, [])
-    assert any(t.startswith("nccl_rdma : ") for t in tasks), drifted.outs["drift"]
+    drift = drifted.outs["drift"]
+    assert list(drift) == [node.name], drift
+    assert drift[node.name] and all(t.startswith("nccl_rdma : ") for t in drift[node.name]), drift
     assert drifted.outs["content_hash"] == f"drifted:{node.name}"
 
 
@@ -215,3 +220,18 @@ def _wait_for_status(node_ssh: Ssh, timeout: float) -> dict:
         time.sleep(10)
     out = node_ssh.run("tail -n 60 /var/log/cloud-init-output.log", check=False).stdout
     raise AssertionError(f"no bootstrap status after {timeout} s; the script's output:\n{out}")
+
+
+def log_steps(log: str) -> list[str]:
+    """Each command the node's bootstrap ran (its log's `$ ...` lines) with the seconds until
+    the log's next line: where the node's own time went."""
+    stamped = []
+    for line in log.splitlines():
+        stamp, _, rest = line.partition(" rackform-bootstrap: ")
+        if rest:
+            stamped.append((datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"), rest))
+    return [
+        f"{(nxt[0] - at).total_seconds():6.0f} s  {text[:110]}"
+        for (at, text), nxt in pairwise(stamped)
+        if text.startswith("$ ")
+    ]
