@@ -3,9 +3,9 @@ tarball `ansible-galaxy collection build` makes from the package is installed of
 collections path of the user's own; ANSIBLE_COLLECTIONS_PATH points there (never at the
 package); the user's own inventory, ansible.cfg and playbook (`roles: [rackform.gpu.nvme_raid]`
 with the variables a user sets: the node's drives by serial, the RAID level, the mount point)
-converge node1 of the session's testbed with plain `ansible-playbook`, twice: the first run
-converges it (changed, or only ok where the earlier e2e files converged it already), the second
-changes nothing. Every task that ran came from the installed collection (ansible-playbook -vv
+converge node1 of the session's testbed with plain `ansible-playbook`: the first run converges
+it (changed, or only ok where the earlier e2e files converged it already, which makes it the run
+that changes nothing), and where it changed something a second run changes nothing. Every task that ran came from the installed collection (ansible-playbook -vv
 prints each task's path).
 
 It uses node1 only, as the session's testbed has it (converged, after the scenarios before it,
@@ -143,6 +143,10 @@ def test_a_users_playbook_converges_node1_with_the_installed_collection(
     assert fstype == "xfs" and source.startswith("/dev/md"), (fstype, source)
     assert re.search(r"active raid0 (nvme\dn1\[\d\] ?){4}", sh(bed, NODE, "cat /proc/mdstat"))
 
+    if counts["changed"] == 0:
+        # node1 as the session's converge left it, with the same variables: this run is the one
+        # that changes nothing, and another would only repeat it.
+        return
     with phases("user playbook: the same again on node1 (changes nothing)"):
         second = play(playbook, installed)
     assert second.returncode == 0, shown(second)
