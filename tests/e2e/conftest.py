@@ -6,11 +6,6 @@ repository, the wheelhouses) and brings the VMs to the state it starts from, so 
 alone, on an empty cache, and in any order.
 The shared helpers (`cli`, `sh`, `shown`, `blueprint`) are in tests/e2e/vms.py.
 
-Converge once, reuse everywhere: `converged` runs the session's one converge of every role from
-the bare image and freezes the VMs' drives right after it; each scenario that needs converged
-VMs asks `converged.use(...)`, which restores that state (a boot, about a minute) unless the
-VMs are untouched since, so no scenario starts from what another left behind.
-
 And the phase timer: each phase's time is printed when the session's tests end and again in
 pytest's closing summary, just above the short test summary, where the tail of a CI log shows
 it."""
@@ -22,30 +17,14 @@ import http.server
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from loopback import http_server
-from vms import (
-    DIRTY,
-    SLURM_VARS,
-    TORCH,
-    blueprint,
-    booted_testbed,
-    cli,
-    find_torch_wheel,
-    node_state,
-    sh,
-    slowest_tasks,
-    smoke_vars,
-    start_imds,
-)
+from vms import TORCH, booted_testbed, find_torch_wheel, sh
 
 from rackform.paths import cache_dir
-from rackform.testbed import lifecycle
 
 PHASE_LINES = pytest.StashKey[list[str]]()
 
@@ -159,113 +138,3 @@ def apt_repo(testbed, phases):
                 f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list",
             )
         yield port
-
-
-# The first converge's deadline: about 20 minutes on an idle 2-core machine under TCG (every role
-# from a bare image on both VMs, torch and Slurm's packages included, and the smoke job), and
-# up to twice that where other work shares the machine.
-FIRST_CONVERGE_S = 3000
-
-
-@dataclass
-class Converged:
-    """The session's one converge from the bare image: every role (Slurm, torch and the smoke
-    job through Slurm included) on both VMs, which is the test of the roles; what was run just
-    before it on the fresh VMs (check mode, safe mode); and the VMs' drives frozen right after it
-    as the state `converged`, which every later scenario starts from (`use`)."""
-
-    bed: lifecycle.Testbed
-    blueprint: Path
-    key: list  # --private-key/--known-hosts
-    converge: list  # `rackform configure` arguments of the converge, without --env and roles
-    reports: Path
-    check: subprocess.CompletedProcess  # configure --check --diff on fresh node1
-    unchanged: bool  # node1's state the same before and after it
-    refused: subprocess.CompletedProcess  # safe mode on node2: a drive holding data
-    kept: subprocess.CompletedProcess  # the data on that drive checked after the refusal
-    first: subprocess.CompletedProcess  # the converge
-    controller_tmp: Path  # TMPDIR of every run above
-    clean: bool = True  # the VMs are as frozen, untouched since
-
-    def use(self, phases: Phases, scenario: str) -> lifecycle.Testbed:
-        """The VMs in the converged state for `scenario`: as they are if nothing touched them
-        since the freeze, else restored (a boot). The scenario may then change them."""
-        if not self.clean:
-            with phases(f"{scenario}: restore the converged VMs (both boot)"):
-                lifecycle.restore(self.bed, "converged")
-        self.clean = False
-        return self.bed
-
-
-@pytest.fixture(scope="session")
-def converged(testbed, apt_repo, wheel_server, phases, tmp_path_factory) -> Converged:
-    bed = testbed
-    if wheel_server is None:
-        pytest.fail(
-            f"no torch {TORCH} CPU wheel on this machine for smoke_train (looked in"
-            " $PIP_FIND_LINKS, /opt/wheels, /opt/pypi*/files)"
-        )
-    tmp = tmp_path_factory.mktemp("converged")
-    controller_tmp = tmp / "controller-tmp"
-    controller_tmp.mkdir()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TMPDIR", str(controller_tmp))
-        return _converge(bed, wheel_server, phases, tmp, controller_tmp)
-
-
-def _converge(bed, wheel_server, phases, tmp: Path, controller_tmp: Path) -> Converged:
-    bp = blueprint(bed, tmp)
-    key = ["--private-key", bed.key, "--known-hosts", bed.known_hosts]
-    reports = tmp / "reports"
-    converge = [bp, *key, "--report-dir", reports, *SLURM_VARS, *smoke_vars(wheel_server)]
-    start_imds(bed)
-
-    # On the fresh VMs, one run each at once (each VM has one emulated CPU): check mode on node1
-    # (every role but slurm, whose check mode on a host without its packages proves nothing),
-    # and safe mode on node2, whose drive holds a filesystem with data.
-    sh(bed, "node2", f"mkfs.ext4 -q -L keepme {DIRTY} && mkdir -p /mnt/keep && mount {DIRTY}"
-       " /mnt/keep && head -c 4M /dev/urandom > /mnt/keep/data && sha256sum /mnt/keep/data"
-       " > /root/keep.sum && umount /mnt/keep")  # fmt: skip
-    before = node_state(bed, "node1")
-    roles = [x for r in ("nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "smoke_train")
-             for x in ("--role", r)]  # fmt: skip
-    with phases("at once: configure --check --diff on fresh node1; safe mode on node2 (nvme_raid"
-                " refuses a drive with a filesystem)"):  # fmt: skip
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            check = pool.submit(
-                cli, "configure", *converge, *roles, "--check", "--diff", "--limit", "node1"
-            )
-            safe = pool.submit(
-                cli, "configure", bp, *key, "--limit", "node2", "--role", "nvme_raid"
-            )
-        check, refused = check.result(), safe.result()
-    unchanged = node_state(bed, "node1") == before
-    kept = bed.ssh("node2").run(
-        f"mount -o ro {DIRTY} /mnt/keep && sha256sum -c /root/keep.sum; umount /mnt/keep",
-        check=False,
-    )
-
-    # Every role, allowing the wipe (environment `wipe`).
-    events = tmp / "first-converge-events"
-    with phases("configure (first converge): every role, torch, Slurm, the smoke job through it"):
-        try:
-            first = cli("configure", *converge, "--env", "wipe", "--artifacts", events,
-                        timeout=FIRST_CONVERGE_S)  # fmt: skip
-        except subprocess.TimeoutExpired as exc:
-            tail = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-            pytest.fail(
-                f"the first converge ran past {exc.timeout:.0f} s; where it was:\n{tail[-6000:]}"
-            )
-    phases.notes.append("the first converge's slowest tasks (wall, both VMs at once):")
-    phases.notes += [f"  {line}" for line in slowest_tasks(events)]
-    # The freeze is a power cycle after a sync, like the reboot a converged node sees: the array
-    # must come back from fstab, as /dev/md/checkpoints even where /etc/hostname names the host
-    # otherwise than the kernel does (node1's, in the frozen state: the testbed's kernel takes
-    # its host name from its command line).
-    if first.returncode == 0:
-        sh(bed, "node1", "echo renamed-node1 > /etc/hostname")
-        with phases("freeze the converged VMs (a power cycle after sync; both boot)"):
-            lifecycle.freeze(bed, "converged")
-    return Converged(
-        bed, bp, key, converge, reports, check, unchanged, refused, kept, first, controller_tmp
-    )

@@ -1,9 +1,10 @@
-"""End to end: `rackform drift` on the testbed's two VMs, restored to the session's converged
-state (the `converged` fixture: tests/e2e/conftest.py).
+"""End to end: `rackform drift` on the testbed's two VMs, after test_configure_vms.py converged
+them (the session's fixtures: tests/e2e/conftest.py). Run alone, or after files that left the
+VMs otherwise, it converges the two roles it changes first where they are missing.
 
 Changes made by hand, as an operator would: node1's /etc/nccl.conf edited and its checkpoint
 array unmounted; on node2 one RAID member failed (its drive pulled off the PCI bus: md refuses
-`mdadm --fail` on RAID0).
+`mdadm --fail` on RAID0; after test_configure_vms.py node2's array is broken that way already).
 `rackform drift` names each change on its host and exits 3; `rackform configure` repairs node1
 and refuses node2's array, naming it; drift then finds node1 clean and reports node2's array as
 needing a person. (The dcgm exporter runs only on hosts with NVIDIA GPUs, which the VMs do not
@@ -15,13 +16,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from vms import MOUNT, cli, sh, shown
+from vms import MOUNT, blueprint, cli, sh, shown
 
 pytestmark = pytest.mark.slow
 
 ROLES = ["--role", "nccl_rdma", "--role", "nvme_raid"]
 # node2's first drive pulled off the PCI bus, then a read so md notices (as in
-# test_configure_vms.py's last scenario).
+# test_configure_vms.py's last phase).
 DRIVE = "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_RFTB02N1"
 PULL_DRIVE = (
     f"d=$(basename $(readlink -f {DRIVE}))"
@@ -40,14 +41,33 @@ def on(doc: dict, host: str) -> list[dict]:
     return [i for i in doc["hosts"] if i["host"] == host]
 
 
-def test_drift_names_hand_changes_and_configure_repairs_them(converged, phases):
-    bed = converged.use(phases, "drift")
-    bp, key = converged.blueprint, converged.key
+def test_drift_names_hand_changes_and_configure_repairs_them(testbed, apt_repo, phases, tmp_path):
+    bed = testbed
+    bp = blueprint(bed, tmp_path)
+    key = ["--private-key", bed.key, "--known-hosts", bed.known_hosts]
+    # What this test starts from: node1 converged by the two roles, node2 with an array (whole,
+    # or broken by test_configure_vms.py). Another file may have left either otherwise (or none
+    # ran before this one): the roles converge what is missing, first.
+    fresh = [
+        node
+        for node, ready in (
+            ("node1", f"grep -q NCCL_SOCKET_IFNAME /etc/nccl.conf && findmnt {MOUNT}"),
+            ("node2", "cat /sys/block/md*/md/array_state"),
+        )
+        if not sh(bed, node, f"({ready}) >/dev/null 2>&1 && echo ready", check=False).strip()
+    ]
+    if fresh:
+        with phases(f"drift: converge nccl_rdma and nvme_raid first on {', '.join(fresh)}"):
+            proc = cli("configure", bp, *key, "--env", "wipe", *ROLES, "--limit", ",".join(fresh))
+        assert proc.returncode == 0, shown(proc)
+
     sh(bed, "node1", f"echo NCCL_DEBUG=TRACE >> /etc/nccl.conf && umount {MOUNT}")
     # A RAID0 member fails: md refuses `mdadm --fail` on RAID0 ("Device or resource busy": no
     # redundancy, so no faulty state for a member), so its drive leaves the PCI bus, as a dead
-    # drive does.
-    sh(bed, "node2", PULL_DRIVE)
+    # drive does. After test_configure_vms.py node2's array is broken that way already.
+    state = sh(bed, "node2", f"cat /sys/block/md*/md/array_state; ls {DRIVE}", check=False)
+    if "broken" not in state and DRIVE in state:
+        sh(bed, "node2", PULL_DRIVE)
     with phases("drift: roles in check mode on both VMs (hand changes present)"):
         rc, doc = drift(bp, key)
     assert rc == 3 and doc["drifted"], doc

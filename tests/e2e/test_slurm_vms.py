@@ -1,11 +1,11 @@
-"""End to end: the testbed's two VMs as a Slurm cluster, set up by the session's one converge
-(the `converged` fixture, tests/e2e/conftest.py: every role, slurm included: slurmctld on node1,
-slurmd on both, munge with node1's key; the smoke job ran through it), restored here as the
-converged state (booted: the daemons start with the VMs). The tests then use that cluster:
+"""End to end: the slurm role makes the testbed's two VMs a Slurm cluster (the session's
+fixtures: tests/e2e/conftest.py): slurmctld on node1, slurmd on both, munge with node1's key.
+One converge (slurm and smoke_train, this file's module fixture) sets it up and runs the smoke
+job through it; the tests then use that cluster:
 
 - `sinfo` shows both nodes idle, a two-node `srun` runs on both with each task's checkpoint
   directory made by the prolog, every finished job has its line in the job records
-  (jobcomp); the slurm role's second converge is the configure scenario's (changed=0);
+  (jobcomp), and a second converge changes nothing;
 - the smoke job ran as one Slurm job over both nodes (sbatch, then srun starting the launcher
   on each), and each node's report names that job and what Slurm allocated;
 - preemption that resumes, and a spot interruption: a low-priority job holding both nodes
@@ -30,36 +30,96 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from vms import MOUNT, NOTICE, sh, shown, start_imds
+import yaml
+from vms import MOUNT, TORCH, blueprint, cli, sh, shown, summary
 
 from rackform.testbed import lifecycle
 from rackform.validation.cluster import merge_reports, read_reports
 
 pytestmark = pytest.mark.slow
 
+SCHEDULER = {
+    "type": "slurm",
+    "controller": "node1",
+    "partitions": [
+        {"name": "main", "node_groups": ["vms"], "default": True, "priority_tier": 10},
+        {"name": "low", "node_groups": ["vms"], "priority_tier": 1, "preemptible": True},
+    ],
+    "preemption": {"mode": "requeue", "grace_s": 10},
+}
+IMDS_PORT = 8169
+NOTICE = "/run/fake-imds/notice.json"
+FAKE_IMDS = Path(__file__).resolve().parents[1] / "fake_imds.py"
+SLURM_VARS = [
+    "-x", "slurm_cred_expire_s=10",
+    "-x", "slurm_spot_agent=true",
+    "-x", f"slurm_spot_agent_imds_url=http://127.0.0.1:{IMDS_PORT}",
+    "-x", "slurm_spot_agent_interval_s=1",
+    "-x", "slurm_spot_agent_requeue_after_s=2",
+]  # fmt: skip
+
+
+def smoke_vars(wheel_server: int) -> list[str]:
+    """torch from the wheel server, and the smoke job the configure e2e runs (10 steps of the
+    tiny model at 4 x 32 tokens: floating point is emulated under TCG)."""
+    return [
+        "-x", f'smoke_train_pip_find_links=["http://10.0.2.2:{wheel_server}/"]',
+        "-x", "smoke_train_pip_no_index=true",
+        "-x", 'smoke_train_pip_trusted_hosts=["10.0.2.2"]',
+        "-x", "smoke_train_pip_compile=false",
+        "-x", "smoke_train_storage_probe_mb=64",
+        "-x", "smoke_train_steps=10",
+        "-x", 'smoke_train_model_args=["--batch", "4", "--seq-len", "32", "--lr", "0.006"]',
+    ]  # fmt: skip
+
 
 @dataclass
 class Cluster:
     bed: lifecycle.Testbed
-    first: object  # the converge's CompletedProcess
+    converge: list  # `rackform configure` arguments of the converge, but the roles
+    first: object  # its CompletedProcess
     reports: Path
 
 
+# Each VM as this file needs it, whatever ran on it before: the metadata stand-in on loopback
+# (no notice yet), and a mounted checkpoint directory (a tmpfs unless the array is mounted:
+# storage is not what this file tests).
+PREPARE = (
+    "systemctl stop fake-imds 2>/dev/null; systemctl reset-failed fake-imds 2>/dev/null;"
+    " rm -rf /run/fake-imds;"
+    f" systemd-run --quiet --unit=fake-imds python3 /root/fake_imds.py --port {IMDS_PORT}"
+    f" --notice {NOTICE};"
+    f" mkdir -p {MOUNT}; mountpoint -q {MOUNT} || mount -t tmpfs -o size=512m slurm-e2e {MOUNT}"
+)
+RESTORE = (
+    "systemctl stop fake-imds 2>/dev/null; rm -rf /run/fake-imds;"
+    f" if findmnt -n -o SOURCE {MOUNT} | grep -qx slurm-e2e; then umount {MOUNT}; fi; true"
+)
+
+
 @pytest.fixture(scope="module")
-def cluster(converged, phases):
-    bed = converged.use(phases, "slurm")
-    start_imds(bed)
+def cluster(testbed, apt_repo, wheel_server, phases, tmp_path_factory):
+    if wheel_server is None:
+        pytest.fail(f"no torch {TORCH} CPU wheel on this machine for the smoke job through Slurm")
+    bed, tmp = testbed, tmp_path_factory.mktemp("slurm")
+    bp = blueprint(bed, tmp)
+    doc = yaml.safe_load(bp.read_text())
+    doc["scheduler"] = SCHEDULER
+    bp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    reports = tmp / "reports"
+    converge = [bp, "--private-key", bed.key, "--known-hosts", bed.known_hosts,
+                "--report-dir", reports, *SLURM_VARS, *smoke_vars(wheel_server)]  # fmt: skip
+    for node in ("node1", "node2"):
+        bed.ssh(node).run(f"cat > /root/fake_imds.py; {PREPARE}", input=FAKE_IMDS.read_text())
     try:
-        # The daemons started with the VMs; slurmd registers its node again (ReturnToService=2).
-        until(bed, "[ $(sinfo --noheader --Node --format=%T | grep -cx idle) = 4 ]",
-              "both nodes idle after the restore", timeout=180)  # fmt: skip
-        yield Cluster(bed, converged.first, converged.reports)
+        with phases("slurm: converge slurm and smoke_train; the smoke job through Slurm"):
+            first = cli("configure", *converge, "--role", "slurm", "--role", "smoke_train")
+        yield Cluster(bed, converge, first, reports)
     finally:
         sh(bed, "node1", "scancel --user=root; scontrol update nodename=node1,node2 state=resume",
            check=False)  # fmt: skip
         for node in ("node1", "node2"):
-            sh(bed, node, "systemctl stop fake-imds 2>/dev/null; rm -rf /run/fake-imds; true",
-               check=False)  # fmt: skip
+            sh(bed, node, RESTORE, check=False)
 
 
 def test_the_vms_form_a_slurm_cluster_that_runs_a_two_node_job(cluster, phases):
@@ -92,6 +152,14 @@ def test_the_vms_form_a_slurm_cluster_that_runs_a_two_node_job(cluster, phases):
     # Its record in the job completion log (jobcomp/filetxt on the controller).
     record = job_record(bed, rows[0][1])
     assert record["JobState"] == "COMPLETED" and record["NodeList"] == "node[1-2]", record
+
+    # smoke_train's second converge is the configure e2e's (tests/e2e/test_configure_vms.py).
+    with phases("slurm: converge the slurm role again (changes nothing)"):
+        again = cli("configure", *cluster.converge, "--role", "slurm")
+    assert again.returncode == 0, shown(again)
+    assert {h: row["changed"] for h, row in summary(again.stdout).items()} == {
+        "node1": 0, "node2": 0,
+    }, shown(again)  # fmt: skip
 
 
 def job_record(bed: lifecycle.Testbed, job: str, state: str = "") -> dict[str, str]:

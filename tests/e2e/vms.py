@@ -48,11 +48,10 @@ def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> s
 def booted_testbed(d: Path, nodes: int, timed, baked: bool = False) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
     timer); down again afterwards, with no QEMU left. `baked`: from the baked image."""
+    baked_arg = ["--baked"] if baked else []
     try:
         with timed:
-            proc = cli(
-                "testbed", "up", "--nodes", nodes, "--dir", d, *(["--baked"] if baked else [])
-            )
+            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *baked_arg)
         assert proc.returncode == 0, shown(proc)
         yield lifecycle.Testbed.load(d)
     finally:
@@ -74,70 +73,11 @@ def qemus_of(d: Path) -> list[int]:
     return pids
 
 
-# The testbed's cluster runs Slurm (the session's one converge sets it up with every other role):
-# slurmctld on node1, slurmd on both, a default partition and a preemptible one.
-SCHEDULER = {
-    "type": "slurm",
-    "controller": "node1",
-    "partitions": [
-        {"name": "main", "node_groups": ["vms"], "default": True, "priority_tier": 10},
-        {"name": "low", "node_groups": ["vms"], "priority_tier": 1, "preemptible": True},
-    ],
-    "preemption": {"mode": "requeue", "grace_s": 10},
-}
-# The EC2 metadata stand-in the spot agent watches, on each VM's loopback (tests/fake_imds.py).
-IMDS_PORT = 8169
-NOTICE = "/run/fake-imds/notice.json"
-FAKE_IMDS = Path(__file__).resolve().parents[1] / "fake_imds.py"
-# To keep the e2e short, the cluster requeues a job 10 s after it stops (slurm_cred_expire_s;
-# Slurm's default 120 s), and the spot agent looks every second and requeues 2 s after its
-# checkpoint signal.
-SLURM_VARS = [
-    "-x", "slurm_cred_expire_s=10",
-    "-x", "slurm_spot_agent=true",
-    "-x", f"slurm_spot_agent_imds_url=http://127.0.0.1:{IMDS_PORT}",
-    "-x", "slurm_spot_agent_interval_s=1",
-    "-x", "slurm_spot_agent_requeue_after_s=2",
-]  # fmt: skip
-# The metadata stand-in started (no notice yet), whatever ran before: a transient unit, gone
-# after a reboot or a restore.
-START_IMDS = (
-    "systemctl stop fake-imds 2>/dev/null; systemctl reset-failed fake-imds 2>/dev/null;"
-    " rm -rf /run/fake-imds;"
-    f" systemd-run --quiet --unit=fake-imds python3 /root/fake_imds.py --port {IMDS_PORT}"
-    f" --notice {NOTICE}"
-)
-
-
-def start_imds(bed: lifecycle.Testbed) -> None:
-    for node in ("node1", "node2"):
-        bed.ssh(node).run(f"cat > /root/fake_imds.py; {START_IMDS}", input=FAKE_IMDS.read_text())
-
-
-def smoke_vars(wheel_server: int) -> list[str]:
-    """torch from the wheel server, and a smoke job sized for emulated VMs."""
-    return [
-        "-x", f'smoke_train_pip_find_links=["http://10.0.2.2:{wheel_server}/"]',
-        "-x", "smoke_train_pip_no_index=true",
-        "-x", 'smoke_train_pip_trusted_hosts=["10.0.2.2"]',
-        # Byte-compiling torch doubles its install time under TCG.
-        "-x", "smoke_train_pip_compile=false",
-        "-x", "smoke_train_storage_probe_mb=64",
-        # Floating point is emulated under TCG: a step of the tiny model (8 x 64 tokens) takes
-        # 2.4-7 s. A quarter of the tokens (4 x 32) at twice the learning rate: 10 steps still
-        # drop the loss by about 0.39 (the floor is 0.2).
-        "-x", "smoke_train_steps=10",
-        "-x", 'smoke_train_model_args=["--batch", "4", "--seq-len", "32", "--lr", "0.006"]',
-    ]  # fmt: skip
-
-
 def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
-    """The testbed's blueprint with Slurm (SCHEDULER), node2 finding its drives itself (no
-    serials listed) and two environments: `wipe` (allow_wipe) and `gpu` (the same VMs declared
-    as GPU nodes)."""
+    """The testbed's blueprint, with node2 finding its drives itself (no serials listed) and
+    two environments: `wipe` (allow_wipe) and `gpu` (the same VMs declared as GPU nodes)."""
     doc = yaml.safe_load(Path(bed.blueprint).read_text())
     doc["node_groups"][0]["hosts"][1].pop("nvme")
-    doc["scheduler"] = SCHEDULER
     doc["environments"] = {
         "wipe": {"storage": {"checkpoint": {"allow_wipe": True}}},
         "gpu": {"node_groups": [{"name": "vms", "gpu": "L4", "gpus_per_node": 1}]},
@@ -147,21 +87,16 @@ def blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
     return path
 
 
-# node2's third drive: it gets a filesystem with data before the first converge, which safe mode
-# must refuse to touch and the `wipe` environment then wipes.
-DIRTY_SERIAL = "RFTB02N2"
-DIRTY = f"/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_{DIRTY_SERIAL}"
-
-
-def node_state(bed, node: str) -> str:
-    """What a converge would change, as one text: arrays, mounts, files the roles write."""
-    return sh(
-        bed,
-        node,
-        "cat /proc/mdstat; findmnt -rn -o TARGET,SOURCE | sort; cat /etc/fstab;"
-        " cat /etc/mdadm/mdadm.conf; ls /etc/nccl.conf /etc/nccl.env /opt/rackform"
-        " /etc/security/limits.d /etc/sysctl.d 2>&1; for d in /dev/nvme?n1; do wipefs -n $d; done",
-    )
+# A VM as a test that needs never-converged storage and fabric finds it, whatever another e2e
+# file did before (files pass in any order): drives pulled off the PCI bus are back, no md
+# array, no signature on any drive, no fstab or mdadm.conf line, no /etc/nccl.conf.
+UNCONVERGE = (
+    "echo 1 > /sys/bus/pci/rescan; udevadm settle; umount -l " + MOUNT + " 2>/dev/null;"
+    " for md in /dev/md[0-9]*; do [ -b $md ] && mdadm --stop $md; done 2>/dev/null;"
+    " for d in /dev/nvme?n1; do mdadm --zero-superblock $d 2>/dev/null; wipefs -aq $d; done;"
+    f" sed -i '\\#{MOUNT}#d' /etc/fstab; sed -i '/^ARRAY/d' /etc/mdadm/mdadm.conf 2>/dev/null;"
+    " rm -rf /dev/md/checkpoints /etc/nccl.conf; test $(ls /dev/nvme?n1 | wc -l) = 4"
+)
 
 
 def find_torch_wheel() -> Path | None:
