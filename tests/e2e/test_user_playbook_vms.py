@@ -5,11 +5,11 @@ package); the user's own inventory, ansible.cfg and playbook (`roles: [rackform.
 with the variables a user sets: the node's drives by serial, the RAID level, the mount point)
 converge node1 of the session's testbed with plain `ansible-playbook`: the first run converges
 it (changed, or only ok where the earlier e2e files converged it already, which makes it the run
-that changes nothing), and where it changed something a second run changes nothing. Every task that ran came from the installed collection (ansible-playbook -vv
-prints each task's path).
+that changes nothing), and where it changed something a second run changes nothing. Every task
+that ran came from the installed collection (ansible-playbook -vv prints each task's path).
 
-It uses node1 only, as the session's testbed has it (converged, after the scenarios before it,
-which leave node1's array whole); run alone, node1 is fresh and the first run builds its array.
+It sorts after test_drift_vms.py and uses node1 only: the drift test leaves node1 repaired and
+node2's array broken on purpose. Run alone, node1 is fresh and the first run builds its array.
 """
 
 from __future__ import annotations
