@@ -28,14 +28,27 @@ children_cpu() {
   tail -n 1 "$f" | awk '{ s = 0; for (i = 1; i <= NF; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } printf "%d", s }'
   rm -f "$f"
 }
-# phase NAME COMMAND...: run it, and record its wall and CPU seconds under NAME (also when it
-# fails).
-phase() {
+# timed NAME COMMAND...: run it, and write its wall and CPU seconds to $work/NAME.time (also when
+# it fails); its exit status is the command's.
+timed() {
   local name=$1 t0 rc=0
   shift
   t0=$(date +%s)
-  ("$@" && children_cpu >"$work/cpu" || { rc=$?; children_cpu >"$work/cpu"; exit "$rc"; }) || rc=$?
-  timings+=("$(printf '%6d %6s  %s' "$(($(date +%s) - t0))" "$(cat "$work/cpu")" "$name")")
+  (
+    rc=0
+    "$@" || rc=$?
+    children_cpu >"$work/$name.cpu"
+    exit "$rc"
+  ) || rc=$?
+  printf '%6d %6s' "$(($(date +%s) - t0))" "$(cat "$work/$name.cpu")" >"$work/$name.time"
+  return "$rc"
+}
+# phase NAME COMMAND...: `timed`, and its times recorded under NAME for the table at the end.
+phase() {
+  local name=$1 rc=0
+  shift
+  timed phase "$@" || rc=$?
+  timings+=("$(cat "$work/phase.time")  $name")
   return "$rc"
 }
 print_timings() {
@@ -83,11 +96,8 @@ fi
 pytest=(.venv/bin/python -m pytest -p no:cacheprovider --durations=15)
 echo "== pytest (two at once): tests/e2e here, the rest into $work/rest.log (shown after)"
 (
-  t0=$(date +%s)
   rc=0
-  nice -n 10 "${pytest[@]}" tests --ignore=tests/e2e >"$work/rest.log" 2>&1 || rc=$?
-  children_cpu >"$work/rest.cpu" # here, not in $(...): a subshell of its own has no children
-  printf '%6d %6s' "$(($(date +%s) - t0))" "$(cat "$work/rest.cpu")" >"$work/rest.time"
+  timed rest nice -n 10 "${pytest[@]}" tests --ignore=tests/e2e >"$work/rest.log" 2>&1 || rc=$?
   echo "$rc" >"$work/rest.rc"
 ) &
 e2e_rc=0

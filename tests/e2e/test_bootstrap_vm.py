@@ -165,7 +165,7 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp
             known.write_text(known_hosts_line(keys["host_public_key"]))
             node_ssh = StrictSsh(node.ssh_port, key, known)
             with phases("bootstrap: the node configured itself (venv, the roles, serving checks)"):
-                status = _wait_for_status(node_ssh, timeout=2400)
+                status = _wait_for_status(node_ssh, timeout=1500)
         log = node_ssh.run("cat /var/log/rackform-bootstrap.log", check=False).stdout
         phases.notes.append("the node's own bootstrap, step by step (its log's clock):")
         phases.notes += [f"  {line}" for line in log_steps(log)]
