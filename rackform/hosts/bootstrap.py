@@ -75,10 +75,11 @@ def _files(root: Path, prefix: str) -> list[tuple[str, Path]]:
 NODE_ANSIBLE_CORE = "2.19.14"
 
 
-def node_requirements() -> list[str]:
-    """What the node's virtualenv installs: rackform's pinned ansible-core, and boto3 for the
-    AWS calls a joining node makes (tag itself, heartbeat and complete its lifecycle hook)."""
-    return [f"ansible-core=={NODE_ANSIBLE_CORE}", "boto3>=1.34,<2"]
+def node_requirements(aws: bool) -> list[str]:
+    """What the node's virtualenv installs: rackform's pinned ansible-core, and on AWS boto3 for
+    the calls a joining node makes there (tag itself, heartbeat and complete its lifecycle hook).
+    A node elsewhere makes none of them, and boto3 with botocore is most of what it would install."""
+    return [f"ansible-core=={NODE_ANSIBLE_CORE}", *(["boto3>=1.34,<2"] if aws else [])]
 
 
 def manifest(
@@ -97,7 +98,7 @@ def manifest(
         "ssh_user": ssh_user,
         "vars": dict(variables),
         "expect_gpus": expect_gpus,
-        "pip": {"requirements": node_requirements(), "args": list(pip_args)},
+        "pip": {"requirements": node_requirements(aws is not None), "args": list(pip_args)},
         "aws": dict(aws) if aws else None,
     }
 

@@ -75,11 +75,11 @@ def _serve(directory: Path):
 
 
 def bootstrap_wheelhouse() -> Path:
-    """ansible-core and boto3 with their dependencies for the guest's Python (3.11), downloaded
+    """ansible-core with its dependencies for the guest's Python (3.11), downloaded
     once from the package index into rackform's cache: one --find-links serves the node's whole
     bootstrap."""
     cache = cache_dir() / "wheelhouse-bootstrap-cp311"
-    want = node_requirements()
+    want = node_requirements(aws=False)
     stamp = cache / "done"
     if not stamp.exists() or stamp.read_text() != "\n".join(want):
         cache.mkdir(parents=True, exist_ok=True)
@@ -119,7 +119,7 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp
     harness = bed.ssh(node.name)
     plan = prepare(serving_blueprint(bed, tmp_path)).plan
     group = plan.node_groups[0]
-    with phases("bootstrap: wheelhouse (ansible-core, boto3; downloaded on first use)"):
+    with phases("bootstrap: wheelhouse (ansible-core; downloaded on first use)"):
         wheels = bootstrap_wheelhouse()
     keys = NodeKeysProvider().create({"cluster": plan.stack}).outs
     repo = ensure_repo(log=lambda line: None)

@@ -23,7 +23,13 @@ from planhelp import (
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
-from rackform.hosts.bootstrap import USER_DATA_LIMIT, build_artifact, manifest, user_data
+from rackform.hosts.bootstrap import (
+    NODE_ANSIBLE_CORE,
+    USER_DATA_LIMIT,
+    build_artifact,
+    manifest,
+    user_data,
+)
 from rackform.hosts.node_bootstrap import inventory
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import thaw
@@ -65,7 +71,7 @@ def test_the_artifact_is_deterministic_and_holds_roles_collections_and_its_varia
         shipped = json.loads(tar.extractfile("bootstrap.json").read())
     assert shipped["vars"]["smoke_train_run"] is False
     assert "rackform_digest" not in shipped["vars"]
-    assert shipped["pip"]["requirements"][0].startswith("ansible-core==")
+    assert shipped["pip"]["requirements"] == [f"ansible-core=={NODE_ANSIBLE_CORE}"]
     # Another variable, another artifact.
     other = manifest({**spec["vars"], "nvme_raid_level": 10}, "ng_hgx", p.ssh_user)
     assert build_artifact(other, tmp_path / "a").sha256 != one.sha256
@@ -159,7 +165,8 @@ def test_the_node_ansible_core_is_rackforms_pin_within_the_pinned_ansible_packag
 
     from rackform.hosts.bootstrap import NODE_ANSIBLE_CORE, node_requirements
 
-    assert node_requirements()[0] == f"ansible-core=={NODE_ANSIBLE_CORE}"
+    assert node_requirements(aws=False) == [f"ansible-core=={NODE_ANSIBLE_CORE}"]
+    assert node_requirements(aws=True)[0] == f"ansible-core=={NODE_ANSIBLE_CORE}"
     wanted = next(
         Requirement(r) for r in metadata.requires("ansible") if r.startswith("ansible-core")
     )
@@ -188,4 +195,6 @@ def test_the_artifact_tells_the_node_its_heartbeat_and_gpus_and_ships_its_checks
         assert {"node_bootstrap.py", "serving_checks.py"} <= set(tar.getnames())
         shipped = json.loads(tar.extractfile("bootstrap.json").read())
     assert shipped["aws"]["heartbeat_s"] == HEARTBEAT_S
+    # boto3 for the node's AWS calls; an artifact for another target installs ansible-core only.
+    assert [r.split(">")[0] for r in shipped["pip"]["requirements"][1:]] == ["boto3"]
     assert shipped["expect_gpus"] == group.gpus_per_node == 4  # g6e.12xlarge: 4 x L40S

@@ -253,3 +253,47 @@ def test_the_nodes_aws_calls_tag_heartbeat_and_complete(tmp_path, monkeypatch):
         "LifecycleActionResult": "CONTINUE",
         **want,
     }
+
+
+# The node's virtualenv, made for real with this machine's Python: no pip index is reached (the
+# pip wheel Python bundles is the only source), as on a node whose mirror is its own.
+
+
+def test_the_virtualenv_gets_pip_from_the_bundled_wheel_without_ensurepip(tmp_path):
+    wheel = nb.bundled_pip()
+    assert wheel is not None, "this machine's Python bundles no pip wheel"
+    root = tmp_path / "venv"
+    pip = nb.venv(root)
+    assert pip[1] == f"{wheel}/pip"  # pip runs from the wheel, not from the virtualenv
+    subprocess.run([*pip, "-q", "--no-compile", "--no-index"], check=True)
+    version = wheel.name.split("-")[1]
+    shown = subprocess.run(
+        [root / "bin" / "python", "-m", "pip", "--version"], capture_output=True, text=True
+    )
+    assert shown.stdout.startswith(f"pip {version} from {root}"), shown
+    site = next((root / "lib").glob("python3*/site-packages"))
+    installed = {p.name.split("-")[0] for p in site.glob("*.dist-info")}
+    assert installed == {"pip"}  # no setuptools: ensurepip never ran
+    assert not list(site.rglob("*.pyc"))  # --no-compile
+    # Run again (a resumed bootstrap after a reboot): the same command line, nothing to do.
+    assert nb.venv(root) == pip
+    subprocess.run([*pip, "-q", "--no-compile", "--no-index"], check=True)
+
+
+def test_without_a_bundled_wheel_the_virtualenv_is_pythons_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(nb, "bundled_pip", lambda: None)
+    root = tmp_path / "venv"
+    assert nb.venv(root) == [str(root / "bin" / "python"), "-m", "pip", "install"]
+    assert (root / "bin" / "pip").exists()
+
+
+def test_the_newest_pip_wheel_of_the_first_directory_that_has_one(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    for name in ("pip-9.0.3-py2.py3-none-any.whl", "pip-23.0.1-py3-none-any.whl"):
+        (first / name).touch()
+    (second / "pip-25.1-py3-none-any.whl").touch()
+    (second / "setuptools-80.0-py3-none-any.whl").touch()
+    assert nb.bundled_pip((tmp_path / "none", first, second)).name.startswith("pip-23.0.1-")
+    assert nb.bundled_pip((tmp_path / "none",)) is None
