@@ -54,8 +54,11 @@ class Installed:
         return self.run(self.venv / "bin" / "rackform", *args, timeout=timeout, prefix=prefix)
 
     def pip(self, *args) -> None:
+        # --no-compile: what is imported is compiled when first imported; byte-compiling all of
+        # ansible's collections and torch up front was 57 of the 95 s of the install here (idle
+        # machine), and it proves nothing (pip does not fail on a file it cannot compile).
         done = self.run(
-            self.venv / "bin" / "python", "-m", "pip", "install", "-q",
+            self.venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-compile",
             "--disable-pip-version-check", *args, timeout=900,
         )  # fmt: skip
         assert done.returncode == 0, shown(done)
