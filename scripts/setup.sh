@@ -51,6 +51,18 @@ if ((${#missing[@]})); then
 fi
 
 py=${PYTHON:-python3}
+images_pid=""
+if ((want_test)); then
+  # The end-to-end test's VMs boot from cached Debian images (the base image, and the baked
+  # one with the roles' packages installed natively); build them here, with the package
+  # repository the tests serve, rather than inside the test's time budget (a no-op once cached).
+  # With this Python's standard library only, in the background while pip fills the virtualenv:
+  # the two overlap (debootstrap is mostly downloads and dpkg, pip mostly unpacking).
+  images_log=$(mktemp -t rackform-images.XXXXXX)
+  "$py" -m rackform.testbed.prepare --baked >"$images_log" 2>&1 &
+  images_pid=$!
+  trap '[[ -z $images_pid ]] || kill "$images_pid" 2>/dev/null; rm -f "$images_log"' EXIT
+fi
 if [[ ! -x .venv/bin/python ]]; then
   "$py" -m venv .venv
 fi
@@ -68,10 +80,14 @@ pip_install() {
 }
 pip_install --upgrade pip
 pip_install -e ".[${extras}]"
-if ((want_test)); then
-  # The end-to-end test's VMs boot from cached Debian images (the base image, and the baked
-  # one with the roles' packages installed natively); build them here, with the package
-  # repository the tests serve, rather than inside the test's time budget (a no-op once cached).
-  .venv/bin/rackform testbed image --baked
+if [[ -n $images_pid ]]; then
+  if ! wait "$images_pid"; then
+    images_pid=""
+    cat "$images_log" >&2
+    echo "setup: building the testbed's images failed" >&2
+    exit 1
+  fi
+  images_pid=""
+  cat "$images_log"
 fi
 echo "setup: ready (.venv, extras: ${extras})"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated
 
@@ -88,24 +87,15 @@ def image(
 ) -> None:
     """Build the cached base image now, if the current recipe has none (`up` builds it too):
     a few minutes with debootstrap, needs root and Debian's mirror."""
-    from rackform.testbed.apt import BAKED_PACKAGES, ensure_repo
-    from rackform.testbed.image import ImageError, ensure_image
+    from rackform.testbed.image import ImageError
+    from rackform.testbed.prepare import prepare, report
 
-    wanted = {"base image": ()} | ({"baked image": BAKED_PACKAGES} if baked else {})
     try:
-        # At once: each is mostly downloads and dpkg, a core each on a 2-core machine.
-        with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
-            futures = {w: pool.submit(ensure_image, p, _log) for w, p in wanted.items()}
-            images = [(w, f.result()) for w, f in futures.items()]
-        repo = ensure_repo(log=_log) if packages else None
+        images, repo = prepare(baked=baked, packages=packages, log=_log)
     except ImageError as exc:
         _log(f"rackform testbed image: {exc}")
         raise typer.Exit(1) from None
-    for what, img in images:
-        how = f"built in {img.built_s:.0f} s" if img.built_s is not None else "cached"
-        typer.echo(f"{what}: {img.rootfs.parent} ({how})")
-    if repo is not None:
-        typer.echo(f"packages: {repo}")
+    typer.echo("\n".join(report(images, repo)))
 
 
 def _keep_or_restore(dir: Path, state: str, restore: bool) -> None:

@@ -71,3 +71,41 @@ def test_freeze_and_restore_without_a_testbed_say_how_to_make_one(tmp_path):
         assert proc.returncode == 2, proc
         assert f"rackform testbed {verb}: no testbed in" in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_the_images_are_prepared_by_the_system_python_with_the_standard_library_only(
+    tmp_path, monkeypatch
+):
+    # scripts/setup.sh builds the images with the machine's own Python while pip fills the
+    # virtualenv: `python3 -m rackform.testbed.prepare` from the checkout, isolated (-I: no
+    # site-packages, so nothing of the virtualenv), reports as `rackform testbed image` does.
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from rackform.testbed.apt import BAKED_PACKAGES, repo_key
+    from rackform.testbed.image import recipe_key
+
+    made = []
+    for name in (
+        f"base-{recipe_key()}",
+        f"baked-{recipe_key(BAKED_PACKAGES)}",
+        f"apt-{repo_key()}",
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "done").write_text("")
+        made.append(tmp_path / name)
+    python = shutil.which("python3", path="/usr/bin:/bin") or "python3"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [python, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]);"
+         " from rackform.testbed.prepare import main; sys.exit(main(['--baked']))", root],
+        capture_output=True, text=True, env={"RACKFORM_TESTBED_CACHE": str(tmp_path),
+                                             "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines() == [
+        f"base image: {made[0]} (cached)",
+        f"baked image: {made[1]} (cached)",
+        f"packages: {made[2]}",
+    ]
