@@ -39,6 +39,23 @@ def up(
             help="Boot from the baked image: the roles' Debian packages already installed.",
         ),
     ] = False,
+    baked_node: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--baked-node",
+            help="Boot only this VM (node1, node2, ...) from the baked image, the others from "
+            "the base image. Repeatable.",
+        ),
+    ] = None,
+    torch_wheelhouse: Annotated[
+        Path | None,
+        typer.Option(
+            "--torch-wheelhouse",
+            help="A directory of wheels for the VMs' Python 3.11 (torch and what it needs): the "
+            "baked image also holds smoke_train's virtualenv (/opt/rackform/venv) with them "
+            "installed and byte-compiled, natively when the image is built.",
+        ),
+    ] = None,
 ) -> None:
     """Boot N VMs (building the cached base image first if needed), wait for SSH, and write
     a bare-metal blueprint for them."""
@@ -49,7 +66,16 @@ def up(
     from rackform.testbed.vm import VmError
 
     try:
-        bed = testbed_up(dir, nodes, memory_mb=memory_mb, cpus=cpus, baked=baked, log=_log)
+        bed = testbed_up(
+            dir,
+            nodes,
+            memory_mb=memory_mb,
+            cpus=cpus,
+            baked=baked,
+            baked_nodes=tuple(baked_node or ()),
+            wheelhouse=torch_wheelhouse,
+            log=_log,
+        )
     except (TestbedError, ImageError, SshError, VmError) as exc:
         _log(f"rackform testbed up: {exc}")
         raise typer.Exit(2 if isinstance(exc, TestbedError) else 1) from None
@@ -84,6 +110,14 @@ def image(
             help="Also build the baked image (`up --baked`): the roles' packages installed.",
         ),
     ] = False,
+    torch_wheelhouse: Annotated[
+        Path | None,
+        typer.Option(
+            "--torch-wheelhouse",
+            help="Also build the baked image with these wheels in smoke_train's virtualenv "
+            "(`up --baked-node ... --torch-wheelhouse`).",
+        ),
+    ] = None,
 ) -> None:
     """Build the cached base image now, if the current recipe has none (`up` builds it too):
     a few minutes with debootstrap, needs root and Debian's mirror."""
@@ -91,7 +125,9 @@ def image(
     from rackform.testbed.prepare import prepare, report
 
     try:
-        images, repo = prepare(baked=baked, packages=packages, log=_log)
+        images, repo = prepare(
+            baked=baked, packages=packages, log=_log, wheelhouse=torch_wheelhouse
+        )
     except ImageError as exc:
         _log(f"rackform testbed image: {exc}")
         raise typer.Exit(1) from None

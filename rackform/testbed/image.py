@@ -26,6 +26,9 @@ from rackform import paths
 SUITE = "bookworm"
 MIRROR = os.environ.get("RACKFORM_TESTBED_MIRROR", "http://deb.debian.org/debian")
 SIZE = "4G"
+# The smoke job's virtualenv (the smoke_train role's smoke_train_venv), where an image built
+# with a wheelhouse has torch installed.
+VENV = "/opt/rackform/venv"
 
 # minbase skips Recommends, so udev, dbus and kmod are named. Nothing a role installs or needs
 # pre-installed is here (not even python3-apt, which Ansible's apt module needs): the roles bring
@@ -112,11 +115,14 @@ def _guest_file(name: str) -> bytes:
     return resources.files("rackform.testbed").joinpath("guest", name).read_bytes()
 
 
-def recipe(baked: tuple[str, ...] = ()) -> dict:
+def recipe(baked: tuple[str, ...] = (), wheelhouse: Path | None = None) -> dict:
     """Everything that decides the image's content; its hash names the cached image. `baked`:
-    packages installed into the image at build time besides the base's (see `ensure_image`)."""
+    packages installed into the image at build time besides the base's; `wheelhouse`: the
+    wheels installed into the smoke job's virtualenv at build time (see `ensure_image`)."""
     files = {n: hashlib.sha256(_guest_file(n)).hexdigest() for n in sorted(_GUEST_FILES)}
     extra = {"baked": sorted(baked)} if baked else {}
+    if wheelhouse is not None:
+        extra["venv"] = {"path": VENV, "wheels": _wheels(wheelhouse)}
     return {
         **extra,
         "suite": SUITE,
@@ -133,8 +139,17 @@ def recipe(baked: tuple[str, ...] = ()) -> dict:
     }
 
 
-def recipe_key(baked: tuple[str, ...] = ()) -> str:
-    return hashlib.sha256(json.dumps(recipe(baked), sort_keys=True).encode()).hexdigest()[:16]
+def recipe_key(baked: tuple[str, ...] = (), wheelhouse: Path | None = None) -> str:
+    body = json.dumps(recipe(baked, wheelhouse), sort_keys=True).encode()
+    return hashlib.sha256(body).hexdigest()[:16]
+
+
+def _wheels(wheelhouse: Path) -> list[str]:
+    """The wheelhouse's wheels by name and size: what the virtualenv gets."""
+    wheels = sorted(wheelhouse.glob("*.whl"))
+    if not wheels:
+        raise ImageError(f"{wheelhouse}: no wheel files to install into the image's virtualenv")
+    return [f"{w.name} {w.stat().st_size}" for w in wheels]
 
 
 @dataclass(frozen=True)
@@ -174,15 +189,25 @@ def ensure_base_image(log: Callable[[str], None] = print) -> BaseImage:
     return ensure_image((), log)
 
 
-def ensure_image(baked: tuple[str, ...], log: Callable[[str], None] = print) -> BaseImage:
+def ensure_image(
+    baked: tuple[str, ...],
+    log: Callable[[str], None] = print,
+    wheelhouse: Path | None = None,
+) -> BaseImage:
     """The base image, or with `baked` a baked image: the same recipe with those packages
     installed at build time, natively by debootstrap on the host rather than by apt inside an
     emulated VM (minutes under TCG). The testbed's scenarios that are not about installing
     packages boot from it; the one converge that proves the roles install what they need boots
-    from the base image, which holds none of them."""
-    kind = "baked" if baked else "base"
-    key = recipe_key(baked)
-    d, built_s = cached_build(kind, key, lambda final: _build(final, log, baked))
+    from the base image, which holds none of them.
+
+    With `wheelhouse` as well (a directory of wheels for the guest's Python: torch and what it
+    needs), the baked image also holds the smoke job's virtualenv (smoke_train's default
+    /opt/rackform/venv) with every wheel there installed and byte-compiled, on the host at
+    native speed: installing torch under TCG takes minutes, and importing it the first time as
+    long again, compiling."""
+    kind = "torch" if wheelhouse is not None else "baked" if baked else "base"
+    key = recipe_key(baked, wheelhouse)
+    d, built_s = cached_build(kind, key, lambda final: _build(final, log, baked, wheelhouse))
     return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", built_s)
 
 
@@ -203,7 +228,12 @@ def _check_tools() -> None:
         )
 
 
-def _build(final: Path, log: Callable[[str], None], baked: tuple[str, ...] = ()) -> None:
+def _build(
+    final: Path,
+    log: Callable[[str], None],
+    baked: tuple[str, ...] = (),
+    wheelhouse: Path | None = None,
+) -> None:
     _check_tools()
     work = final.with_name(f".build-{final.name}-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
@@ -211,6 +241,8 @@ def _build(final: Path, log: Callable[[str], None], baked: tuple[str, ...] = ())
     rootdir.mkdir(parents=True)
     try:
         what = f"a baked image (+{len(baked)} packages)" if baked else "the base image"
+        if wheelhouse is not None:
+            what += f" with a virtualenv of {len(_wheels(wheelhouse))} wheels"
         log(f"testbed: building {what} with debootstrap ({SUITE}, {len(PACKAGES)} packages)")
         t0 = time.monotonic()
         _run(
@@ -226,6 +258,10 @@ def _build(final: Path, log: Callable[[str], None], baked: tuple[str, ...] = ())
         )
         log(f"testbed: debootstrap took {time.monotonic() - t0:.0f} s")
         _customize(rootdir)
+        if wheelhouse is not None:
+            t0 = time.monotonic()
+            _install_venv(rootdir, wheelhouse)
+            log(f"testbed: the image's virtualenv took {time.monotonic() - t0:.0f} s")
         kernels = sorted((rootdir / "boot").glob("vmlinuz-*"))
         initrds = sorted((rootdir / "boot").glob("initrd.img-*"))
         if not kernels or not initrds:
@@ -245,6 +281,27 @@ def _build(final: Path, log: Callable[[str], None], baked: tuple[str, ...] = ())
         work.rename(final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _install_venv(root: Path, wheelhouse: Path) -> None:
+    """The guest's own Python makes the virtualenv and installs every wheel of `wheelhouse` into
+    it, run natively in the image's tree (chroot), byte-compiled as pip does by default."""
+    staged = root / "tmp" / "rackform-wheels"
+    staged.mkdir(parents=True)
+    for wheel in wheelhouse.glob("*.whl"):
+        shutil.copyfile(wheel, staged / wheel.name)
+    inside = [f"/tmp/rackform-wheels/{w.name}" for w in sorted(staged.glob("*.whl"))]
+    try:
+        _run(["chroot", str(root), "/usr/bin/python3", "-m", "venv", VENV], "python3 -m venv")
+        _run(
+            ["chroot", str(root), f"{VENV}/bin/python", "-m", "pip", "install", "-q",
+             "--no-index", "--disable-pip-version-check", "--find-links",
+             "/tmp/rackform-wheels", *inside],
+            "pip install into the image's virtualenv",
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(staged)
+        shutil.rmtree(root / "root" / ".cache", ignore_errors=True)
 
 
 def _customize(root: Path) -> None:

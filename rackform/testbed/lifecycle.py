@@ -49,6 +49,7 @@ class Node:
     priv_address: str  # without the prefix length
     nvme_serials: tuple[str, ...]
     dir: str
+    image: str = ""  # the image's directory it boots from (empty: the testbed's `image`)
 
 
 @dataclass(frozen=True)
@@ -117,12 +118,27 @@ def up(
     memory_mb: int = 2048,
     cpus: int = 1,
     baked: bool = False,
+    baked_nodes: tuple[str, ...] = (),
+    wheelhouse: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> Testbed:
     """Boot `nodes` VMs and wait for SSH. On any failure every VM started is stopped again.
-    `baked`: from the baked image (the roles' packages installed: `image.ensure_image`)."""
+    `baked`: every VM from the baked image (the roles' packages installed: `image.ensure_image`);
+    `baked_nodes`: only these VMs (by name), the others from the base image; `wheelhouse`: the
+    baked image also holds the smoke job's virtualenv with these wheels installed."""
     if not 1 <= nodes <= 16:
         raise TestbedError(f"--nodes must be between 1 and 16, not {nodes}")
+    names = [f"node{i}" for i in range(1, nodes + 1)]
+    unknown = sorted(set(baked_nodes) - set(names))
+    if unknown:
+        raise TestbedError(f"--baked-node {unknown[0]}: the VMs are {', '.join(names)}")
+    on_baked = set(names) if baked else set(baked_nodes)
+    if wheelhouse is not None and not on_baked:
+        raise TestbedError(
+            "--torch-wheelhouse goes into the baked image: give --baked or --baked-node"
+        )
+    if wheelhouse is not None and not list(Path(wheelhouse).glob("*.whl")):
+        raise TestbedError(f"--torch-wheelhouse {wheelhouse}: no wheel files there")
     state_dir = state_dir.resolve()
     with _locked(state_dir):
         if is_up(state_dir):
@@ -137,10 +153,19 @@ def up(
             )
         timings: dict[str, float] = {}
         t0 = time.monotonic()
-        image = ensure_image(BAKED_PACKAGES if baked else (), log)
+        kinds = {"baked": bool(on_baked), "base": len(on_baked) < nodes}
+        images = {}
+        for kind in (k for k, wanted in kinds.items() if wanted):
+            baked_here = kind == "baked"
+            img = ensure_image(
+                BAKED_PACKAGES if baked_here else (), log, wheelhouse if baked_here else None
+            )
+            how = f"built in {img.built_s:.0f} s" if img.built_s else "from cache"
+            log(f"testbed: {kind} image {how} ({img.rootfs.parent})")
+            images[kind] = img
         timings["image_s"] = round(time.monotonic() - t0, 1)
-        how = f"built in {image.built_s:.0f} s" if image.built_s else "from cache"
-        log(f"testbed: {'baked' if baked else 'base'} image {how} ({image.rootfs.parent})")
+        image_of = {n: images["baked" if n in on_baked else "base"] for n in names}
+        image = image_of[names[0]]
         accel, why = choose_accel(image.kernel, cache_dir())
         log(f"testbed: accelerator {accel}: {why}")
         _clean(state_dir)
@@ -180,8 +205,8 @@ def up(
         try:
             for spec in specs:
                 d = vm.vm_dir(state_dir, spec.name)
-                vm.create_disks(image, d)
-                vm.start(spec, image, d, accel, pubkey)
+                vm.create_disks(image_of[spec.name], d)
+                vm.start(spec, image_of[spec.name], d, accel, pubkey)
             conns = {s.name: Ssh(s.ssh_port, key, known_hosts) for s in specs}
             alive = {s.name: vm.vm_dir(state_dir, s.name) for s in specs}
             ready = wait_all(conns, BOOT_TIMEOUT_S, alive=lambda n: vm.running_pid(alive[n]))
@@ -206,6 +231,7 @@ def up(
                     s.priv_address.split("/")[0],
                     s.nvme_serials,
                     str(vm.vm_dir(state_dir, s.name)),
+                    str(image_of[s.name].rootfs.parent),
                 )
                 for s in specs
             ),
@@ -374,6 +400,11 @@ def _spec(bed: Testbed, index: int, node: Node) -> vm.VmSpec:
     )
 
 
+def _image(bed: Testbed, node: Node) -> BaseImage:
+    d = Path(node.image or bed.image)
+    return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", None)
+
+
 def _restart(bed: Testbed, names: list[str], between: Callable[[Path], None]) -> float:
     """Stop the VMs (QEMU flushes its drives when it exits on SIGTERM), run `between` on each
     one's directory, start them again and wait for SSH; the seconds it took."""
@@ -383,8 +414,6 @@ def _restart(bed: Testbed, names: list[str], between: Callable[[Path], None]) ->
         raise TestbedError(
             f"no such VM in the testbed: {sorted(set(names) - {n.name for _, n in chosen})}"
         )
-    d = Path(bed.image)
-    image = BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", None)
     pubkey = Path(f"{bed.key}.pub").read_text().strip()
     with _locked(Path(bed.dir)):
         for _, node in chosen:
@@ -392,7 +421,7 @@ def _restart(bed: Testbed, names: list[str], between: Callable[[Path], None]) ->
             between(Path(node.dir))
         try:
             for i, node in chosen:
-                vm.start(_spec(bed, i, node), image, Path(node.dir), bed.accel, pubkey)
+                vm.start(_spec(bed, i, node), _image(bed, node), Path(node.dir), bed.accel, pubkey)
             alive = {n.name: Path(n.dir) for _, n in chosen}
             wait_all(
                 {n: bed.ssh(n) for n in names},

@@ -4,7 +4,7 @@ and the local package repository the tests serve to the VMs (each a cached no-op
 Standard library only, like the rest of `rackform.testbed`'s image code, so that
 scripts/setup.sh can run it with the system Python while pip fills the virtualenv:
 
-    python3 -m rackform.testbed.prepare [--baked] [--no-packages]
+    python3 -m rackform.testbed.prepare [--baked] [--no-packages] [--torch-wheelhouse DIR]
 
 `rackform testbed image` is the same, from the installed command.
 """
@@ -22,15 +22,25 @@ from rackform.testbed.image import BaseImage, ImageError, ensure_image
 
 
 def prepare(
-    *, baked: bool, packages: bool, log: Callable[[str], None]
+    *,
+    baked: bool,
+    packages: bool,
+    log: Callable[[str], None],
+    wheelhouse: Path | None = None,
 ) -> tuple[list[tuple[str, BaseImage]], Path | None]:
-    """The images (by what they are: "base image", "baked image") and the repository (None
-    unless `packages`). At once: each is mostly downloads and dpkg, a core each on a 2-core
-    machine. Raises ImageError."""
-    wanted = {"base image": ()} | ({"baked image": BAKED_PACKAGES} if baked else {})
+    """The images (by what they are: "base image", "baked image", "baked image with torch"
+    where a `wheelhouse` is given) and the repository (None unless `packages`). At once: each
+    is mostly downloads and dpkg, a core each on a 2-core machine. Raises ImageError."""
+    wanted: dict[str, tuple] = {"base image": ((), None)}
+    if baked:
+        wanted["baked image"] = (BAKED_PACKAGES, None)
+    if wheelhouse is not None:
+        wanted["baked image with torch"] = (BAKED_PACKAGES, wheelhouse)
     with ThreadPoolExecutor(max_workers=len(wanted) + 1) as pool:
         repo = pool.submit(ensure_repo, log) if packages else None
-        futures = {what: pool.submit(ensure_image, p, log) for what, p in wanted.items()}
+        futures = {
+            what: pool.submit(ensure_image, p, log, wheels) for what, (p, wheels) in wanted.items()
+        }
         images = [(what, f.result()) for what, f in futures.items()]
         return images, (repo.result() if repo is not None else None)
 
@@ -53,9 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m rackform.testbed.prepare")
     parser.add_argument("--baked", action="store_true", help="also the baked image")
     parser.add_argument("--no-packages", dest="packages", action="store_false")
+    parser.add_argument("--torch-wheelhouse", type=Path, help="also the baked image with torch")
     a = parser.parse_args(argv)
     try:
-        images, repo = prepare(baked=a.baked, packages=a.packages, log=_log)
+        images, repo = prepare(
+            baked=a.baked, packages=a.packages, log=_log, wheelhouse=a.torch_wheelhouse
+        )
     except ImageError as exc:
         _log(f"rackform testbed image: {exc}")
         return 1

@@ -45,10 +45,20 @@ def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> s
 
 
 @contextmanager
-def booted_testbed(d: Path, nodes: int, timed, baked: bool = False) -> Iterator[lifecycle.Testbed]:
+def booted_testbed(
+    d: Path,
+    nodes: int,
+    timed,
+    baked: bool = False,
+    baked_nodes: tuple[str, ...] = (),
+    wheelhouse: Path | None = None,
+) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
-    timer); down again afterwards, with no QEMU left. `baked`: from the baked image."""
+    timer); down again afterwards, with no QEMU left. `baked`: from the baked image;
+    `baked_nodes`: only those VMs; `wheelhouse`: the baked image with torch from it."""
     baked_arg = ["--baked"] if baked else []
+    baked_arg += [a for n in baked_nodes for a in ("--baked-node", n)]
+    baked_arg += ["--torch-wheelhouse", wheelhouse] if wheelhouse is not None else []
     try:
         with timed:
             proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *baked_arg)
