@@ -126,17 +126,3 @@ def test_up_refuses_a_baked_node_it_would_not_boot_and_a_wheelhouse_without_a_ba
         assert proc.returncode == 2 and said in proc.stderr, (args, proc.stderr)
         assert "Traceback" not in proc.stderr
         assert not list((tmp_path / "tb").glob("node*")), "a VM was started"
-
-
-def test_the_image_with_torch_is_named_by_its_wheels_too(tmp_path):
-    from rackform.testbed.apt import BAKED_PACKAGES
-    from rackform.testbed.image import recipe, recipe_key
-
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"x" * 10)
-    key = recipe_key(BAKED_PACKAGES, wheels)
-    assert key != recipe_key(BAKED_PACKAGES)
-    assert recipe(BAKED_PACKAGES, wheels)["venv"]["path"] == "/opt/rackform/venv"
-    (wheels / "numpy-2.3.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"y")
-    assert recipe_key(BAKED_PACKAGES, wheels) != key  # another wheel, another image

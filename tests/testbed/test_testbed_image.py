@@ -134,3 +134,17 @@ def test_a_cached_build_is_built_once_per_recipe_and_older_ones_go(monkeypatch, 
         "apt-k2",
         "base-k1",
     ]
+
+
+def test_the_image_with_torch_is_named_by_its_wheels_too(tmp_path):
+    from rackform.testbed.apt import BAKED_PACKAGES
+    from rackform.testbed.image import recipe, recipe_key
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"x" * 10)
+    key = recipe_key(BAKED_PACKAGES, wheels)
+    assert key != recipe_key(BAKED_PACKAGES)
+    assert recipe(BAKED_PACKAGES, wheels)["venv"]["path"] == "/opt/rackform/venv"
+    (wheels / "numpy-2.3.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"y")
+    assert recipe_key(BAKED_PACKAGES, wheels) != key  # another wheel, another image

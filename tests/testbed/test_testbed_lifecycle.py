@@ -107,3 +107,47 @@ def test_down_deletes_only_what_a_testbed_wrote(tmp_path):
     (tmp_path / "keep").rmdir()
     lifecycle.down(tmp_path)
     assert not tmp_path.exists()  # an emptied testbed directory goes too
+
+
+def test_baked_nodes_boot_from_the_baked_image_the_others_from_the_base_and_restart_so(
+    tmp_path, monkeypatch
+):
+    # QEMU is not started here (the e2e boots VMs): what each VM is started from is recorded.
+    from pathlib import Path
+
+    from rackform.testbed.image import BaseImage
+
+    asked, started = [], {}
+
+    def ensure_image(baked, log, wheelhouse=None):
+        kind = "torch" if wheelhouse else "baked" if baked else "base"
+        asked.append(kind)
+        d = tmp_path / "images" / kind
+        return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", None)
+
+    monkeypatch.setattr(lifecycle, "ensure_image", ensure_image)
+    monkeypatch.setattr(lifecycle, "choose_accel", lambda kernel, cache: ("tcg", "test"))
+    monkeypatch.setattr(lifecycle.vm, "create_disks", lambda image, d: d.mkdir(parents=True))
+    monkeypatch.setattr(
+        lifecycle.vm, "start", lambda spec, image, d, accel, key: started.update({spec.name: image})
+    )
+    monkeypatch.setattr(
+        lifecycle, "wait_all", lambda conns, timeout, alive: dict.fromkeys(conns, 1.0)
+    )
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    made = lifecycle.up(
+        tmp_path / "tb", 3, baked_nodes=("node2",), wheelhouse=wheels, log=lambda line: None
+    )
+    assert sorted(asked) == ["base", "torch"]
+    assert {n: img.rootfs.parent.name for n, img in started.items()} == {
+        "node1": "base", "node2": "torch", "node3": "base",
+    }  # fmt: skip
+    loaded = lifecycle.Testbed.load(tmp_path / "tb")
+    assert [Path(n.image).name for n in loaded.nodes] == ["base", "torch", "base"]
+    # A restart (reboot, power cut, restore) starts each VM from its own image again.
+    assert [lifecycle._image(loaded, n).rootfs.parent.name for n in loaded.nodes] == [
+        "base", "torch", "base",
+    ]  # fmt: skip
+    assert made.nodes == loaded.nodes
