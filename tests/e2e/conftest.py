@@ -172,7 +172,11 @@ def wheel_server(torch_wheelhouse):
 @pytest.fixture(scope="session")
 def apt_repo(testbed, phases):
     """The packages the roles install, served on 127.0.0.1 as the VMs' only apt source (the
-    image holds none of them: the roles must bring what they need)."""
+    base image holds none of them: the roles must bring what they need). The package lists the
+    images were built with (Debian's mirror) go, and the lists read as never updated: a source
+    just changed is what apt must read before it installs. (Left there, they were too recent
+    for the slurm role's cache_valid_time on a VM of the baked image, made that hour, and apt
+    knew no munge.)"""
     from rackform.testbed.apt import ensure_repo, sources_line
 
     with phases("local package repository (cached after the first download)"):
@@ -184,6 +188,8 @@ def apt_repo(testbed, phases):
             sh(
                 testbed,
                 node,
-                f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list",
+                f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list;"
+                " rm -rf /var/lib/apt/lists/* /var/lib/apt/periodic/update-success-stamp;"
+                " touch -d @0 /var/lib/apt/lists",
             )
         yield port
