@@ -189,7 +189,8 @@ def apt_repo(testbed, phases):
                 testbed,
                 node,
                 f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list;"
-                " rm -rf /var/lib/apt/lists/* /var/lib/apt/periodic/update-success-stamp;"
+                " find /var/lib/apt/lists -maxdepth 1 -type f -delete;"
+                " rm -f /var/lib/apt/periodic/update-success-stamp;"
                 " touch -d @0 /var/lib/apt/lists",
             )
         yield port
