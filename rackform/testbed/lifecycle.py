@@ -161,7 +161,8 @@ def up(
                 BAKED_PACKAGES if baked_here else (), log, wheelhouse if baked_here else None
             )
             how = f"built in {img.built_s:.0f} s" if img.built_s else "from cache"
-            log(f"testbed: {kind} image {how} ({img.rootfs.parent})")
+            what = "baked image with torch" if baked_here and wheelhouse else f"{kind} image"
+            log(f"testbed: {what} {how} ({img.rootfs.parent})")
             images[kind] = img
         timings["image_s"] = round(time.monotonic() - t0, 1)
         image_of = {n: images["baked" if n in on_baked else "base"] for n in names}
