@@ -79,7 +79,9 @@ def testbed(tmp_path_factory, phases, torch_image):
     slowed the first."""
     d = tmp_path_factory.mktemp("testbed")
     label = "testbed up: node1 from the base image, node2 from the baked one with torch"
-    boot = booted_testbed(d, 2, phases(label), baked_nodes=("node2",), wheelhouse=torch_image())
+    with phases("testbed: waiting for the baked image with torch (built in the background)"):
+        wheelhouse = torch_image()
+    boot = booted_testbed(d, 2, phases(label), baked_nodes=("node2",), wheelhouse=wheelhouse)
     with boot as bed:
         phases.notes.append(
             f"accelerator {bed.accel} ({bed.accel_why}); waited for the images"
