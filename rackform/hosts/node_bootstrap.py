@@ -82,15 +82,19 @@ WHEEL_DIRS = (
 def bundled_pip(dirs: tuple[Path, ...] = WHEEL_DIRS) -> Path | None:
     """The newest pip wheel in the first of `dirs` that has one, or None."""
     for d in dirs:
-        found = sorted(d.glob("pip-*.whl"), key=lambda w: _version(w.name))
+        found = sorted(d.glob("pip-*.whl"), key=lambda w: _release(_version(w)))
         if found:
             return found[-1]
     return None
 
 
-def _version(wheel_name: str) -> tuple[int, ...]:
-    parts = wheel_name.split("-")[1].split(".")
-    return tuple(int(p) if p.isdigit() else 0 for p in parts)
+def _version(wheel: Path) -> str:
+    """A wheel's version, from its file name (`pip-23.0.1-py3-none-any.whl`: 23.0.1)."""
+    return wheel.name.split("-")[1]
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
 def venv(root: Path = VENV, wheel: Path | None = None) -> list[str]:
@@ -103,18 +107,22 @@ def venv(root: Path = VENV, wheel: Path | None = None) -> list[str]:
     those wheels and byte-compile both, the longest part of the step on a slow node. Without a
     bundled wheel, the plain `python3 -m venv` and the virtualenv's pip."""
     python = root / "bin" / "python"
-    probe = subprocess.run([sys.executable, "-m", "ensurepip", "--version"], capture_output=True)
-    if probe.returncode != 0:
-        run(["apt-get", "update", "-q"])
-        run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-venv"])
+    made = python.exists()  # by a run before a reboot: python3-venv is there already
+    if not made:
+        probe = subprocess.run(
+            [sys.executable, "-m", "ensurepip", "--version"], capture_output=True
+        )
+        if probe.returncode != 0:
+            run(["apt-get", "update", "-q"])
+            run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-venv"])
     wheel = wheel or bundled_pip()
     if wheel is None:
-        if not python.exists():
+        if not made:
             run([sys.executable, "-m", "venv", str(root)])
         return [str(python), "-m", "pip", "install"]
-    if not python.exists():
+    if not made:
         run([sys.executable, "-m", "venv", "--without-pip", str(root)])
-    pin = f"pip=={wheel.name.split('-')[1]}"
+    pin = f"pip=={_version(wheel)}"
     return [str(python), f"{wheel}/pip", "install", "--find-links", str(wheel.parent), pin]
 
 

@@ -159,6 +159,11 @@ class BaseImage:
     initrd: Path
     built_s: float | None  # seconds spent building it now; None when it came from the cache
 
+    @classmethod
+    def in_dir(cls, d: Path, built_s: float | None = None) -> BaseImage:
+        """The image whose files a build left in `d` (a cached image's directory)."""
+        return cls(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", built_s)
+
 
 class ImageError(RuntimeError):
     """The base image could not be built (missing tool, debootstrap failure, not root)."""
@@ -208,7 +213,7 @@ def ensure_image(
     kind = "torch" if wheelhouse is not None else "baked" if baked else "base"
     key = recipe_key(baked, wheelhouse)
     d, built_s = cached_build(kind, key, lambda final: _build(final, log, baked, wheelhouse))
-    return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", built_s)
+    return BaseImage.in_dir(d, built_s)
 
 
 def _run(argv: list[str], what: str) -> None:

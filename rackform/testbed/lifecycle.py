@@ -153,19 +153,16 @@ def up(
             )
         timings: dict[str, float] = {}
         t0 = time.monotonic()
-        kinds = {"baked": bool(on_baked), "base": len(on_baked) < nodes}
+        # Each image a VM boots from, by whether it is baked: its packages and wheelhouse.
+        wanted = {True: (BAKED_PACKAGES, wheelhouse), False: ((), None)}
         images = {}
-        for kind in (k for k, wanted in kinds.items() if wanted):
-            baked_here = kind == "baked"
-            img = ensure_image(
-                BAKED_PACKAGES if baked_here else (), log, wheelhouse if baked_here else None
-            )
+        for baked_here in sorted({n in on_baked for n in names}, reverse=True):
+            packages, wheels = wanted[baked_here]
+            img = images[baked_here] = ensure_image(packages, log, wheels)
             how = f"built in {img.built_s:.0f} s" if img.built_s else "from cache"
-            what = "baked image with torch" if baked_here and wheelhouse else f"{kind} image"
-            log(f"testbed: {what} {how} ({img.rootfs.parent})")
-            images[kind] = img
+            log(f"testbed: image {how} ({img.rootfs.parent})")
         timings["image_s"] = round(time.monotonic() - t0, 1)
-        image_of = {n: images["baked" if n in on_baked else "base"] for n in names}
+        image_of = {n: images[n in on_baked] for n in names}
         image = image_of[names[0]]
         accel, why = choose_accel(image.kernel, cache_dir())
         log(f"testbed: accelerator {accel}: {why}")
@@ -402,8 +399,7 @@ def _spec(bed: Testbed, index: int, node: Node) -> vm.VmSpec:
 
 
 def _image(bed: Testbed, node: Node) -> BaseImage:
-    d = Path(node.image or bed.image)
-    return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", None)
+    return BaseImage.in_dir(Path(node.image or bed.image))
 
 
 def _restart(bed: Testbed, names: list[str], between: Callable[[Path], None]) -> float:
