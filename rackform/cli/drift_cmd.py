@@ -1,4 +1,4 @@
-"""`rackform drift FILE [--env ENV] [--hosts/--no-hosts] [--resources/--no-resources]`: what
+"""`rackform drift FILE [--env ENV] [--hosts/--no-hosts] [--resources/--no-resources] [--role R]`: what
 differs between the blueprint and the live cluster (rackform/gitops/hostdrift.py: the roles in
 check mode; rackform/gitops/resdrift.py: a refresh in preview mode). Nothing is changed.
 
@@ -37,6 +37,12 @@ def drift(
             help="Pulumi refresh in preview mode (default: stack-created nodes).",
         ),
     ] = None,
+    role: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--role", "-r", help="Host level: only this role (repeatable); default: every role."
+        ),
+    ] = None,
     private_key: Annotated[
         Path | None, typer.Option("--private-key", help="SSH private key for the hosts.")
     ] = None,
@@ -56,6 +62,20 @@ def drift(
     for flag, path in (("--private-key", private_key), ("--known-hosts", known_hosts)):
         if path is not None and not path.is_file():
             raise user_error(f"{flag} {path}: no such file")
+    if role:
+        from rackform.gitops.hostdrift import SKIPPED_ROLES
+        from rackform.hosts.runner import ROLES
+
+        checked = [r for r in ROLES if r not in SKIPPED_ROLES]
+        for r in role:
+            if r in SKIPPED_ROLES:
+                raise user_error(
+                    f"--role {r}: it runs a job, not a host's state; drift leaves it out"
+                )
+            if r not in checked:
+                raise user_error(f"--role {r}: no such role (roles: {', '.join(checked)})")
+        if not hosts:
+            raise user_error("--role: roles are checked at the host level, which this run leaves out")
     if hosts and not plan.nodes_listed:
         raise user_error(
             f"{file}: {plan.target_type} nodes come from the stack's outputs; use --resources "
@@ -77,7 +97,7 @@ def drift(
 
         echo = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else None
         items, rc = hostdrift.check(
-            plan, private_key=private_key, known_hosts=known_hosts, echo=echo
+            plan, private_key=private_key, known_hosts=known_hosts, echo=echo, roles=role or ()
         )
         if rc != 0 and not any(i.kind != "repairable" for i in items):
             # The run failed without naming a host: nothing may be read as "no drift".

@@ -11,7 +11,7 @@ converges a job, not a host's state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,8 +79,10 @@ def check(
     known_hosts: Path | None = None,
     extravars: dict[str, Any] | None = None,
     echo: Callable[[str], None] | None = None,
+    roles: Sequence[str] = (),
 ) -> tuple[list[Item], int]:
-    """Every host's drift (check mode, nothing changed on a host) and ansible's exit status."""
+    """Every host's drift (check mode, nothing changed on a host) and ansible's exit status:
+    of every role but the skipped ones, or of `roles` only."""
     from rackform.hosts.runner import ROLES, run
 
     collector = Collector(echo)
@@ -90,7 +92,7 @@ def check(
         private_key=private_key,
         known_hosts=known_hosts,
         extravars=extravars,
-        roles=[r for r in ROLES if r not in SKIPPED_ROLES],
+        roles=list(roles) or [r for r in ROLES if r not in SKIPPED_ROLES],
         check=True,
         diff=True,
         out=collector,

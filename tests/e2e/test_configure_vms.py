@@ -6,15 +6,22 @@ filesystem refused in safe mode, naming the drive and what it holds, with nothin
 md RAID0 with XFS aligned to the stripe, mounted with noatime, in fstab by UUID and in
 mdadm.conf, still mounted after a reboot; /etc/nccl.conf, the env file, memlock limits and
 sysctl in place; nvidia_driver and dcgm skipping GPU-less hosts with their message, and failing
-in preflight when GPUs are expected; a second converge with changed=0; and smoke_train
-installing torch (this machine's CPU wheel, served on loopback) and running the smoke job across
-both VMs over gloo with torchrun, its reports fetched back. RACKFORM_E2E_SMOKE=0 leaves
-smoke_train out (a quicker local run); CI runs it.
+in preflight when GPUs are expected; the slurm role forming a Slurm cluster of the two VMs
+(slurmctld on node1, slurmd and the spot agent on both); smoke_train installing torch (this
+machine's CPU wheel, served on loopback) and running the smoke job across both VMs over gloo as
+one Slurm job (srun starting torchrun on each node), its reports fetched back; a second converge
+of every role with changed=0. RACKFORM_E2E_SMOKE=0 leaves slurm and smoke_train out (a quicker
+local run); CI runs them.
+
+The smoke job runs once in the e2e, through Slurm, as a training cluster with a scheduler runs
+it: the Slurm e2e (tests/e2e/test_slurm_vms.py) uses the cluster this converge forms. What the
+role does without a scheduler differs only in how the same command starts on each node (three
+tasks of roles/smoke_train/tasks/torchrun.yml: started by Ansible, waited for by its exit file);
+the command, torchrun's rendezvous and the report are the ones shown here.
 
 Each phase's time is printed when the session's tests end and again in pytest's closing summary
 (tests/e2e/conftest.py, with the testbed and server fixtures this file shares with the other
-e2e files), where the tail of a CI log shows it. Budget on a 2-core CI machine: 20
-minutes (the base image is built beforehand by the test setup, `rackform testbed image`).
+e2e files), where the tail of a CI log shows it.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from vms import MOUNT, ROOT, TORCH, UNCONVERGE, blueprint, cli, sh, shown, slowest_tasks, summary
+from slurm_helpers import SLURM_VARS, check_formed, slurm_blueprint, smoke_vars, start_imds
+from vms import MOUNT, ROOT, TORCH, UNCONVERGE, cli, sh, shown, slowest_tasks, summary
 
 from rackform.testbed import lifecycle
 
@@ -118,7 +126,7 @@ def test_every_role_converges_on_two_vms(
     controller_tmp = tmp_path / "controller-tmp"
     controller_tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(controller_tmp))
-    bp = blueprint(bed, tmp_path)
+    bp = slurm_blueprint(bed, tmp_path)
     key = ["--private-key", bed.key, "--known-hosts", bed.known_hosts]
     reports = tmp_path / "reports"
     smoke = os.environ.get("RACKFORM_E2E_SMOKE", "1") != "0"
@@ -132,20 +140,10 @@ def test_every_role_converges_on_two_vms(
     roles = [] if smoke else [
         "--role", "nvidia_driver", "--role", "nccl_rdma", "--role", "nvme_raid", "--role", "dcgm",
     ]  # fmt: skip
-    smoke_vars = [
-        "-x", f'smoke_train_pip_find_links=["http://10.0.2.2:{wheel_server}/"]',
-        "-x", "smoke_train_pip_no_index=true",
-        "-x", 'smoke_train_pip_trusted_hosts=["10.0.2.2"]',
-        # Byte-compiling torch doubles its install time under TCG.
-        "-x", "smoke_train_pip_compile=false",
-        "-x", "smoke_train_storage_probe_mb=64",
-        # Floating point is emulated under TCG: a step of the tiny model (8 x 64 tokens) takes
-        # 2.4-7 s. A quarter of the tokens (4 x 32) at twice the learning rate: 10 steps still
-        # drop the loss by about 0.39 (the floor is 0.2).
-        "-x", "smoke_train_steps=10",
-        "-x", 'smoke_train_model_args=["--batch", "4", "--seq-len", "32", "--lr", "0.006"]',
-    ] if smoke else []  # fmt: skip
-    converge = [bp, *key, "--report-dir", reports, *roles, *smoke_vars]
+    # Slurm among every role: the smoke job runs through it (the Slurm e2e uses the cluster
+    # this converge forms: tests/e2e/test_slurm_vms.py).
+    slurm = [*SLURM_VARS, *smoke_vars(wheel_server)] if smoke else []
+    converge = [bp, *key, "--report-dir", reports, *roles, *slurm]
     # Both VMs as never converged, whichever e2e files ran on them before this one.
     on_both(lambda n: sh(bed, n, UNCONVERGE))
 
@@ -194,6 +192,7 @@ def test_every_role_converges_on_two_vms(
 
     # 3. Every role, allowing the wipe (environment `wipe`).
     events = tmp_path / "first-converge-events"
+    on_both(lambda n: start_imds(bed, n))  # what the spot agent watches
     with phases("configure (first converge)" + (", with torch and the smoke job" if smoke else "")):
         proc = cli("configure", *converge, "--env", "wipe", "--artifacts", events)
     phases.notes.append("the first converge's slowest tasks (wall, both VMs at once):")
@@ -209,6 +208,7 @@ def test_every_role_converges_on_two_vms(
     on_both(lambda n: (check_array(bed, n), check_fabric(bed, n)))
     assert 'TYPE="ext4"' not in sh(bed, "node2", f"blkid -p {dev} || true")
     if smoke:
+        check_formed(bed, proc, reports)
         phases.notes.append(check_smoke_reports(reports))
         sign_and_verify_node_reports(reports, bp, tmp_path)
 

@@ -5,9 +5,9 @@ VMs otherwise, it converges the two roles it changes first where they are missin
 Changes made by hand, as an operator would: node1's /etc/nccl.conf edited and its checkpoint
 array unmounted; on node2 one RAID member failed (its drive pulled off the PCI bus: md refuses
 `mdadm --fail` on RAID0; after test_configure_vms.py node2's array is broken that way already).
-`rackform drift` names each change on its host and exits 3; `rackform configure` repairs node1
-and refuses node2's array, naming it; drift then finds node1 clean and reports node2's array as
-needing a person. (The dcgm exporter runs only on hosts with NVIDIA GPUs, which the VMs do not
+`rackform drift --role nccl_rdma --role nvme_raid` (the roles the changes are in) names each
+change on its host and exits 3; `rackform configure` repairs node1 and refuses node2's array,
+naming it; drift then finds node1 clean and reports node2's array as needing a person. (The dcgm exporter runs only on hosts with NVIDIA GPUs, which the VMs do not
 have: a stopped exporter is drift of the dcgm role in check mode, not exercised here.)
 """
 
@@ -32,7 +32,7 @@ PULL_DRIVE = (
 
 
 def drift(bp, key) -> tuple[int, dict]:
-    proc = cli("drift", bp, "--env", "wipe", *key, "--json")
+    proc = cli("drift", bp, "--env", "wipe", *ROLES, *key, "--json")
     assert proc.returncode in (0, 3), shown(proc)
     return proc.returncode, json.loads(proc.stdout)
 
@@ -68,7 +68,7 @@ def test_drift_names_hand_changes_and_configure_repairs_them(testbed, apt_repo, 
     state = sh(bed, "node2", f"cat /sys/block/md*/md/array_state; ls {DRIVE}", check=False)
     if "broken" not in state and DRIVE in state:
         sh(bed, "node2", PULL_DRIVE)
-    with phases("drift: roles in check mode on both VMs (hand changes present)"):
+    with phases("drift: nccl_rdma and nvme_raid in check mode on both VMs (hand changes present)"):
         rc, doc = drift(bp, key)
     assert rc == 3 and doc["drifted"], doc
     node1 = on(doc, "node1")
@@ -90,8 +90,8 @@ def test_drift_names_hand_changes_and_configure_repairs_them(testbed, apt_repo, 
     assert "NCCL_DEBUG=TRACE" not in sh(bed, "node1", "cat /etc/nccl.conf")
     sh(bed, "node1", f"findmnt {MOUNT}")
 
-    with phases("drift: roles in check mode on both VMs (after configure)"):
-        after = cli("drift", bp, "--env", "wipe", *key)
+    with phases("drift: nccl_rdma and nvme_raid in check mode on both VMs (after configure)"):
+        after = cli("drift", bp, "--env", "wipe", *ROLES, *key)
     assert after.returncode == 3, shown(after)  # node2's array still needs a person
     items = [line.strip() for line in after.stdout.splitlines() if line.startswith("  node")]
     assert items and all(line.startswith("node2: nvme_raid : ") for line in items), shown(after)

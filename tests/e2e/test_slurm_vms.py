@@ -1,13 +1,15 @@
 """End to end: the slurm role makes the testbed's two VMs a Slurm cluster (the session's
 fixtures: tests/e2e/conftest.py): slurmctld on node1, slurmd on both, munge with node1's key.
-One converge (slurm and smoke_train, this file's module fixture) sets it up and runs the smoke
-job through it; the tests then use that cluster:
+The configure e2e (tests/e2e/test_configure_vms.py) forms it: its first converge is of every
+role at once, Slurm among them, and runs the smoke job through it; this file's tests use that
+cluster, and form it themselves where they find none (run alone, or after files that left the
+VMs otherwise): a converge of slurm and smoke_train, with the same checks of what it made
+(tests/e2e/slurm_helpers.py), and a second converge of the slurm role that changes nothing (in a
+whole run, the configure e2e's second converge shows that of every role). The tests:
 
 - `sinfo` shows both nodes idle, a two-node `srun` runs on both with each task's checkpoint
-  directory made by the prolog, every finished job has its line in the job records
-  (jobcomp), and a second converge changes nothing;
-- the smoke job ran as one Slurm job over both nodes (sbatch, then srun starting the launcher
-  on each), and each node's report names that job and what Slurm allocated;
+  directory made by the prolog, and every finished job has its line in the job records
+  (jobcomp);
 - preemption that resumes, and a spot interruption: a low-priority job holding both nodes
   (validators.resumable, CPU torch over gloo) is preempted by a high-priority one, requeued,
   and resumes from the checkpoint it wrote on SIGTERM; then an EC2 Spot interruption notice,
@@ -18,121 +20,69 @@ job through it; the tests then use that cluster:
   from where it was.
 
 The VMs have no GPUs: the GRES lines are tested on the rendered files
-(tests/roles/test_slurm_config.py). To keep the e2e short, the cluster requeues a job 10 s after
-it stops (slurm_cred_expire_s; Slurm's default 120 s), a preempted job has 10 s of GraceTime,
-and the agent looks every second and requeues 2 s after its checkpoint signal."""
+(tests/roles/test_slurm_config.py)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-import yaml
-from vms import MOUNT, TORCH, blueprint, cli, sh, shown, summary
+from slurm_helpers import (
+    NOTICE,
+    SLURM_VARS,
+    check_formed,
+    formed,
+    job_record,
+    slurm_blueprint,
+    smoke_vars,
+    start_imds,
+    stop_imds,
+)
+from vms import MOUNT, TORCH, cli, sh, shown, summary
 
 from rackform.testbed import lifecycle
-from rackform.validation.cluster import merge_reports, read_reports
 
 pytestmark = pytest.mark.slow
-
-SCHEDULER = {
-    "type": "slurm",
-    "controller": "node1",
-    "partitions": [
-        {"name": "main", "node_groups": ["vms"], "default": True, "priority_tier": 10},
-        {"name": "low", "node_groups": ["vms"], "priority_tier": 1, "preemptible": True},
-    ],
-    "preemption": {"mode": "requeue", "grace_s": 10},
-}
-IMDS_PORT = 8169
-NOTICE = "/run/fake-imds/notice.json"
-FAKE_IMDS = Path(__file__).resolve().parents[1] / "fake_imds.py"
-SLURM_VARS = [
-    "-x", "slurm_cred_expire_s=10",
-    "-x", "slurm_spot_agent=true",
-    "-x", f"slurm_spot_agent_imds_url=http://127.0.0.1:{IMDS_PORT}",
-    "-x", "slurm_spot_agent_interval_s=1",
-    "-x", "slurm_spot_agent_requeue_after_s=2",
-]  # fmt: skip
-
-
-def smoke_vars(wheel_server: int) -> list[str]:
-    """torch from the wheel server, and the smoke job the configure e2e runs (10 steps of the
-    tiny model at 4 x 32 tokens: floating point is emulated under TCG)."""
-    return [
-        "-x", f'smoke_train_pip_find_links=["http://10.0.2.2:{wheel_server}/"]',
-        "-x", "smoke_train_pip_no_index=true",
-        "-x", 'smoke_train_pip_trusted_hosts=["10.0.2.2"]',
-        "-x", "smoke_train_pip_compile=false",
-        "-x", "smoke_train_storage_probe_mb=64",
-        "-x", "smoke_train_steps=10",
-        "-x", 'smoke_train_model_args=["--batch", "4", "--seq-len", "32", "--lr", "0.006"]',
-    ]  # fmt: skip
 
 
 @dataclass
 class Cluster:
     bed: lifecycle.Testbed
-    converge: list  # `rackform configure` arguments of the converge, but the roles
-    first: object  # its CompletedProcess
-    reports: Path
-
-
-# Each VM as this file needs it, whatever ran on it before: the metadata stand-in on loopback
-# (no notice yet), and a mounted checkpoint directory (a tmpfs unless the array is mounted:
-# storage is not what this file tests).
-PREPARE = (
-    "systemctl stop fake-imds 2>/dev/null; systemctl reset-failed fake-imds 2>/dev/null;"
-    " rm -rf /run/fake-imds;"
-    f" systemd-run --quiet --unit=fake-imds python3 /root/fake_imds.py --port {IMDS_PORT}"
-    f" --notice {NOTICE};"
-    f" mkdir -p {MOUNT}; mountpoint -q {MOUNT} || mount -t tmpfs -o size=512m slurm-e2e {MOUNT}"
-)
-RESTORE = (
-    "systemctl stop fake-imds 2>/dev/null; rm -rf /run/fake-imds;"
-    f" if findmnt -n -o SOURCE {MOUNT} | grep -qx slurm-e2e; then umount {MOUNT}; fi; true"
-)
+    converge: list | None  # `rackform configure` arguments of this file's converge, but the roles
+    first: object | None  # its CompletedProcess (None: the cluster was found formed)
 
 
 @pytest.fixture(scope="module")
 def cluster(testbed, apt_repo, wheel_server, phases, tmp_path_factory):
-    if wheel_server is None:
-        pytest.fail(f"no torch {TORCH} CPU wheel on this machine for the smoke job through Slurm")
     bed, tmp = testbed, tmp_path_factory.mktemp("slurm")
-    bp = blueprint(bed, tmp)
-    doc = yaml.safe_load(bp.read_text())
-    doc["scheduler"] = SCHEDULER
-    bp.write_text(yaml.safe_dump(doc, sort_keys=False))
-    reports = tmp / "reports"
-    converge = [bp, "--private-key", bed.key, "--known-hosts", bed.known_hosts,
-                "--report-dir", reports, *SLURM_VARS, *smoke_vars(wheel_server)]  # fmt: skip
     for node in ("node1", "node2"):
-        bed.ssh(node).run(f"cat > /root/fake_imds.py; {PREPARE}", input=FAKE_IMDS.read_text())
+        start_imds(bed, node)
     try:
+        if formed(bed):
+            phases.notes.append("slurm: the cluster the configure e2e formed, used as it is")
+            yield Cluster(bed, None, None)
+            return
+        if wheel_server is None:
+            pytest.fail(f"no torch {TORCH} CPU wheel on this machine for the smoke job")
+        reports = tmp / "reports"
+        converge = [slurm_blueprint(bed, tmp), "--private-key", bed.key, "--known-hosts",
+                    bed.known_hosts, "--report-dir", reports, *SLURM_VARS,
+                    *smoke_vars(wheel_server)]  # fmt: skip
         with phases("slurm: converge slurm and smoke_train; the smoke job through Slurm"):
             first = cli("configure", *converge, "--role", "slurm", "--role", "smoke_train")
-        yield Cluster(bed, converge, first, reports)
+        check_formed(bed, first, reports)
+        yield Cluster(bed, converge, first)
     finally:
         sh(bed, "node1", "scancel --user=root; scontrol update nodename=node1,node2 state=resume",
            check=False)  # fmt: skip
         for node in ("node1", "node2"):
-            sh(bed, node, RESTORE, check=False)
+            stop_imds(bed, node)
 
 
 def test_the_vms_form_a_slurm_cluster_that_runs_a_two_node_job(cluster, phases):
-    bed, proc = cluster.bed, cluster.first
-    assert proc.returncode == 0, shown(proc)
-    # The key never shows: its tasks are no_log, and the copy is decoded on the node.
-    keys = {n: sh(bed, n, "sha256sum /etc/munge/munge.key; stat -c '%a %U' /etc/munge/munge.key")
-            for n in ("node1", "node2")}  # fmt: skip
-    assert keys["node1"] == keys["node2"], keys
-    assert keys["node1"].splitlines()[1] == "400 munge"
-    key_bytes = sh(bed, "node1", "base64 -w0 /etc/munge/munge.key").strip()
-    assert key_bytes and key_bytes not in proc.stdout + proc.stderr
-
+    bed = cluster.bed
     states = sh(bed, "node1", "sinfo --noheader --Node --format='%N %P %T'").split("\n")
     assert sorted(line for line in states if line) == [
         "node1 low idle", "node1 main* idle", "node2 low idle", "node2 main* idle",
@@ -153,45 +103,15 @@ def test_the_vms_form_a_slurm_cluster_that_runs_a_two_node_job(cluster, phases):
     record = job_record(bed, rows[0][1])
     assert record["JobState"] == "COMPLETED" and record["NodeList"] == "node[1-2]", record
 
-    # smoke_train's second converge is the configure e2e's (tests/e2e/test_configure_vms.py).
-    with phases("slurm: converge the slurm role again (changes nothing)"):
-        again = cli("configure", *cluster.converge, "--role", "slurm")
-    assert again.returncode == 0, shown(again)
-    assert {h: row["changed"] for h, row in summary(again.stdout).items()} == {
-        "node1": 0, "node2": 0,
-    }, shown(again)  # fmt: skip
-
-
-def job_record(bed: lifecycle.Testbed, job: str, state: str = "") -> dict[str, str]:
-    """The job's last line in the job completion log (with `state`, its last in that state)."""
-    lines = sh(
-        bed, "node1", f"grep -E '^JobId={job} .*JobState={state}' /var/log/slurm/jobcomp.log"
-    )
-    return dict(w.split("=", 1) for w in lines.splitlines()[-1].split() if "=" in w)
-
-
-def test_the_smoke_job_ran_as_one_slurm_job_over_both_nodes(cluster):
-    proc = cluster.first
-    assert proc.returncode == 0, shown(proc)
-    assert "Submit the smoke job to Slurm, once" in proc.stdout
-    reports = read_reports(cluster.reports)
-    assert set(reports) == {"node1", "node2"}
-    for node, doc in reports.items():
-        assert doc["ok"] and doc["complete"], (node, doc["checks"])
-        s = doc["slurm"]
-        assert (s["node"], s["nodes"], s["nodelist"], s["partition"]) == (
-            node,
-            2,
-            "node[1-2]",
-            "main",
-        )
-        assert s["gpus_per_node"] == 0  # the VMs have none: no GRES asked
-    merged = merge_reports(["node1", "node2"], reports, 0)
-    gang = next(c for c in merged["checks"] if c["name"] == "slurm_allocation")
-    assert gang["status"] == "pass", gang
-    job = merged["slurm"]["job_id"]
-    record = job_record(cluster.bed, job)
-    assert record["JobState"] == "COMPLETED" and record["Name"].startswith("rackform-smoke-")
+    # The second converge of every role, Slurm's among them, is the configure e2e's; a cluster
+    # this file formed shows it for the slurm role here.
+    if cluster.first is not None:
+        with phases("slurm: converge the slurm role again (changes nothing)"):
+            again = cli("configure", *cluster.converge, "--role", "slurm")
+        assert again.returncode == 0, shown(again)
+        assert {h: row["changed"] for h, row in summary(again.stdout).items()} == {
+            "node1": 0, "node2": 0,
+        }, shown(again)  # fmt: skip
 
 
 # The low-priority job: validators.resumable over both nodes, one task per node (srun), 20 steps

@@ -107,3 +107,39 @@ def test_host_drift_needs_listed_hosts(rackform):
     proc = rackform("drift", "blueprints/aws-training.yaml", "--hosts", "--no-resources",
                     cwd=ROOT)  # fmt: skip
     assert proc.returncode == 2 and "use --resources" in proc.stderr
+
+
+def test_role_names_a_checked_role(rackform):
+    bp = "blueprints/baremetal-training.yaml"
+    for args, says in (
+        (["--role", "nccl"], "--role nccl: no such role (roles: nvidia_driver, nccl_rdma,"),
+        (["--role", "smoke_train"], "--role smoke_train: it runs a job, not a host's state"),
+        (["--role", "nccl_rdma", "--no-hosts"], "--role: roles are checked at the host level"),
+    ):
+        proc = rackform("drift", bp, *args, cwd=ROOT)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith(f"rackform: {says}"), (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_role_limits_the_check_mode_run_to_those_roles(monkeypatch):
+    """The roles reach the runner (the run itself, on real hosts: tests/e2e/test_drift_vms.py)."""
+    from rackform.engine import prepare
+    from rackform.gitops import hostdrift
+    from rackform.hosts import runner
+
+    asked = []
+
+    class Done:
+        rc = 0
+
+    def run(inventory, group_vars, **kw):  # the Ansible run: here, only what it was asked
+        asked.append((kw["roles"], kw["check"], kw["diff"]))
+        return Done()
+
+    monkeypatch.setattr(runner, "run", run)
+    plan = prepare(ROOT / "blueprints/baremetal-training.yaml").plan
+    hostdrift.check(plan, roles=["nvme_raid"])
+    hostdrift.check(plan)
+    every = [r for r in runner.ROLES if r != "smoke_train"]
+    assert asked == [(["nvme_raid"], True, True), (every, True, True)]
