@@ -75,7 +75,9 @@ def drift(
             if r not in checked:
                 raise user_error(f"--role {r}: no such role (roles: {', '.join(checked)})")
         if not hosts:
-            raise user_error("--role: roles are checked at the host level, which this run leaves out")
+            raise user_error(
+                "--role: roles are checked at the host level, which this run leaves out"
+            )
     if hosts and not plan.nodes_listed:
         raise user_error(
             f"{file}: {plan.target_type} nodes come from the stack's outputs; use --resources "

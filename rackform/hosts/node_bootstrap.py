@@ -153,6 +153,14 @@ def configure(root: Path, spec: dict, reboot_request: Path = REBOOT_REQUEST) -> 
         "ANSIBLE_NOCOLOR": "True",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_LOCAL_TEMP": str(root / ".ansible-tmp"),
+        # The node is its own controller: each module runs from stdin rather than from a file
+        # written, made executable and removed for it (three fewer processes a task), and the
+        # controller's processes look at each other every 50 ms, not every 1 ms (Ansible's
+        # INTERNAL_POLL_INTERVAL: "higher values are more suitable ... when CPU usage might be
+        # a concern"), leaving the node's CPU to the modules. On a testbed VM under emulation
+        # the roles' run took 569 s against 660 s.
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_INTERNAL_POLL_INTERVAL": "0.05",
     }
     playbook = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inv), SITE]
     run(playbook, env=env, cwd=str(root))

@@ -21,7 +21,7 @@ from vms import ROOT, blueprint, find_torch_wheel, shown
 
 pytestmark = pytest.mark.slow
 
-ROLES = ["--role", "nvme_raid", "--role", "nccl_rdma"]
+ROLES = ["--role", "nccl_rdma"]  # one role shows where the tasks came from
 CACHE_ENV = ("XDG_CACHE_HOME", "RACKFORM_CACHE", "RACKFORM_TESTBED_CACHE")
 
 
@@ -112,7 +112,7 @@ def test_the_installed_wheel_runs_every_command_from_an_empty_directory(
     # configure: the installed collection's roles over node1 (fresh, or converged already).
     events = tmp_path / "events"
     key = ["--private-key", testbed.key, "--known-hosts", testbed.known_hosts]
-    with phases("wheel: configure nvme_raid + nccl_rdma on node1 from the installed wheel"):
+    with phases("wheel: configure nccl_rdma on node1 from the installed wheel"):
         conf = user.rackform(
             "configure", bp, "--env", "wipe", "--limit", "node1", *ROLES, *key,
             "--artifacts", events,
@@ -123,7 +123,7 @@ def test_the_installed_wheel_runs_every_command_from_an_empty_directory(
         path = json.loads(f.read_text()).get("event_data", {}).get("task_path")
         if path:
             paths.add(path.rsplit(":", 1)[0])
-    assert any("/roles/nvme_raid/" in p for p in paths), sorted(paths)
+    assert any("/roles/nccl_rdma/" in p for p in paths), sorted(paths)
     assert all(p.startswith(collection) for p in paths), sorted(paths)
 
     # smoke: without torch, one line saying so; with the CPU torch a user installs, it passes.
