@@ -67,15 +67,18 @@ def slurm_blueprint(bed: lifecycle.Testbed, tmp: Path) -> Path:
     return path
 
 
-# Each VM as the Slurm scenarios need it, whatever ran on it before: the metadata stand-in on
-# loopback (no notice yet), and a mounted checkpoint directory (a tmpfs unless the array is
-# mounted: storage is not what the Slurm scenarios test).
-START = (
+# The metadata stand-in on a VM's loopback, started again with no notice (the spot agent the
+# slurm role runs here watches it).
+START_IMDS = (
     "systemctl stop fake-imds 2>/dev/null; systemctl reset-failed fake-imds 2>/dev/null;"
     " rm -rf /run/fake-imds;"
     f" systemd-run --quiet --unit=fake-imds python3 /root/fake_imds.py --port {IMDS_PORT}"
-    f" --notice {NOTICE};"
-    f" mkdir -p {MOUNT}; mountpoint -q {MOUNT} || mount -t tmpfs -o size=512m slurm-e2e {MOUNT}"
+    f" --notice {NOTICE}"
+)
+# A mounted checkpoint directory for the Slurm scenarios' jobs, whatever ran on the VM before: a
+# tmpfs unless the array is mounted (storage is not what they test), and gone again after.
+MOUNT_TMPFS = (
+    f"mkdir -p {MOUNT}; mountpoint -q {MOUNT} || mount -t tmpfs -o size=512m slurm-e2e {MOUNT}"
 )
 STOP = (
     "systemctl stop fake-imds 2>/dev/null; rm -rf /run/fake-imds;"
@@ -85,10 +88,11 @@ STOP = (
 
 def start_imds(bed: lifecycle.Testbed, node: str) -> None:
     """The metadata stand-in on the VM's loopback (no notice yet), started again."""
-    bed.ssh(node).run(f"cat > /root/fake_imds.py; {START}", input=FAKE_IMDS.read_text())
+    bed.ssh(node).run(f"cat > /root/fake_imds.py; {START_IMDS}", input=FAKE_IMDS.read_text())
 
 
-def stop_imds(bed: lifecycle.Testbed, node: str) -> None:
+def stop(bed: lifecycle.Testbed, node: str) -> None:
+    """The stand-in stopped, and the Slurm scenarios' tmpfs (if they mounted one) gone."""
     sh(bed, node, STOP, check=False)
 
 

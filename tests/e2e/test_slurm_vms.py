@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from slurm_helpers import (
+    MOUNT_TMPFS,
     NOTICE,
     SLURM_VARS,
     check_formed,
@@ -38,7 +39,7 @@ from slurm_helpers import (
     slurm_blueprint,
     smoke_vars,
     start_imds,
-    stop_imds,
+    stop,
 )
 from vms import MOUNT, TORCH, cli, sh, shown, summary
 
@@ -59,6 +60,7 @@ def cluster(testbed, apt_repo, wheel_server, phases, tmp_path_factory):
     bed, tmp = testbed, tmp_path_factory.mktemp("slurm")
     for node in ("node1", "node2"):
         start_imds(bed, node)
+        sh(bed, node, MOUNT_TMPFS)
     try:
         if formed(bed):
             phases.notes.append("slurm: the cluster the configure e2e formed, used as it is")
@@ -78,7 +80,7 @@ def cluster(testbed, apt_repo, wheel_server, phases, tmp_path_factory):
         sh(bed, "node1", "scancel --user=root; scontrol update nodename=node1,node2 state=resume",
            check=False)  # fmt: skip
         for node in ("node1", "node2"):
-            stop_imds(bed, node)
+            stop(bed, node)
 
 
 def test_the_vms_form_a_slurm_cluster_that_runs_a_two_node_job(cluster, phases):
