@@ -97,13 +97,12 @@ def stop(bed: lifecycle.Testbed, node: str) -> None:
 
 
 # What a cluster this module's converge formed has, as the Slurm e2e starts from it: slurmctld on
-# node1, slurmd and the spot agent (watching the stand-in) on both, both nodes in both
-# partitions, smoke_train's virtualenv on both.
-FORMED = {
-    "node1": "systemctl is-active -q slurmctld && [ $(sinfo --noheader --Node --format=%N%P"
-    " | sort -u | wc -l) = 4 ]",
-    "node2": "true",
-}
+# node1 with both nodes in both partitions; slurmd, the spot agent (watching the stand-in) and
+# smoke_train's virtualenv on both.
+CONTROLLER = (
+    "systemctl is-active -q slurmctld"
+    " && [ $(sinfo --noheader --Node --format=%N%P | sort -u | wc -l) = 4 ]"
+)
 EACH = (
     "systemctl is-active -q slurmd rackform-spot-agent && test -x /opt/rackform/venv/bin/python"
     f" && systemctl cat rackform-spot-agent | grep -qF -- '{IMDS_URL}'"
@@ -112,10 +111,10 @@ EACH = (
 
 def formed(bed: lifecycle.Testbed) -> bool:
     """Whether the VMs are the Slurm cluster this module's converge forms."""
+    ready = {"node1": f"{CONTROLLER} && {EACH}", "node2": EACH}
     return all(
-        sh(bed, n, f"({FORMED[n]} && {EACH}) >/dev/null 2>&1 && echo yes", check=False).strip()
-        == "yes"
-        for n in ("node1", "node2")
+        sh(bed, n, f"({cmd}) >/dev/null 2>&1 && echo yes", check=False).strip() == "yes"
+        for n, cmd in ready.items()
     )
 
 

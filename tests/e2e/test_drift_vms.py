@@ -7,8 +7,9 @@ array unmounted; on node2 one RAID member failed (its drive pulled off the PCI b
 `mdadm --fail` on RAID0; after test_configure_vms.py node2's array is broken that way already).
 `rackform drift --role nccl_rdma --role nvme_raid` (the roles the changes are in) names each
 change on its host and exits 3; `rackform configure` repairs node1 and refuses node2's array,
-naming it; drift then finds node1 clean and reports node2's array as needing a person. (The dcgm exporter runs only on hosts with NVIDIA GPUs, which the VMs do not
-have: a stopped exporter is drift of the dcgm role in check mode, not exercised here.)
+naming it; drift then finds node1 clean and reports node2's array as needing a person. (The dcgm
+exporter runs only on hosts with NVIDIA GPUs, which the VMs do not have: a stopped exporter is
+drift of the dcgm role in check mode, not exercised here.)
 """
 
 from __future__ import annotations
