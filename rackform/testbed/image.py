@@ -29,6 +29,10 @@ SIZE = "4G"
 # The smoke job's virtualenv (the smoke_train role's smoke_train_venv), where an image built
 # with a wheelhouse has torch installed.
 VENV = "/opt/rackform/venv"
+# The baked image's root tree as a tarball beside its rootfs: where the image with torch starts.
+TREE = "tree.tar"
+# Owners by number and extended attributes (file capabilities such as ping's) kept both ways.
+_TAR = ("--numeric-owner", "--xattrs", "--xattrs-include=*")
 
 # minbase skips Recommends, so udev, dbus and kmod are named. Nothing a role installs or needs
 # pre-installed is here (not even python3-apt, which Ansible's apt module needs): the roles bring
@@ -121,6 +125,8 @@ def recipe(baked: tuple[str, ...] = (), wheelhouse: Path | None = None) -> dict:
     wheels installed into the smoke job's virtualenv at build time (see `ensure_image`)."""
     files = {n: hashlib.sha256(_guest_file(n)).hexdigest() for n in sorted(_GUEST_FILES)}
     extra = {"baked": sorted(baked)} if baked else {}
+    if baked and wheelhouse is None:
+        extra["tree"] = TREE
     if wheelhouse is not None:
         extra["venv"] = {"path": VENV, "wheels": _wheels(wheelhouse)}
     return {
@@ -209,7 +215,8 @@ def ensure_image(
     needs), the baked image also holds the smoke job's virtualenv (smoke_train's default
     /opt/rackform/venv) with every wheel there installed and byte-compiled, on the host at
     native speed: installing torch under TCG takes minutes, and importing it the first time as
-    long again, compiling."""
+    long again, compiling. That image starts from the baked image's tree (the `TREE` tarball a
+    baked build leaves beside its rootfs) where one is cached, rather than from debootstrap."""
     kind = "torch" if wheelhouse is not None else "baked" if baked else "base"
     key = recipe_key(baked, wheelhouse)
     d, built_s = cached_build(kind, key, lambda final: _build(final, log, baked, wheelhouse))
@@ -246,23 +253,36 @@ def _build(
     rootdir.mkdir(parents=True)
     try:
         what = f"a baked image (+{len(baked)} packages)" if baked else "the base image"
+        tree = _baked_tree(baked) if wheelhouse is not None else None
         if wheelhouse is not None:
             what += f" with a virtualenv of {len(_wheels(wheelhouse))} wheels"
-        log(f"testbed: building {what} with debootstrap ({SUITE}, {len(PACKAGES)} packages)")
         t0 = time.monotonic()
-        _run(
-            [
+        if tree is not None:
+            log(f"testbed: building {what} from the baked image's tree ({tree.parent.name})")
+            _run(["tar", "-C", str(rootdir), *_TAR, "-xf", str(tree)], "tar -x")
+            log(f"testbed: unpacking the baked image's tree took {time.monotonic() - t0:.0f} s")
+        else:
+            log(f"testbed: building {what} with debootstrap ({SUITE}, {len(PACKAGES)} packages)")
+            _run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    "--include=" + ",".join([*PACKAGES, *baked]),
+                    SUITE,
+                    str(rootdir),
+                    MIRROR,
+                ],
                 "debootstrap",
-                "--variant=minbase",
-                "--include=" + ",".join([*PACKAGES, *baked]),
-                SUITE,
-                str(rootdir),
-                MIRROR,
-            ],
-            "debootstrap",
-        )
-        log(f"testbed: debootstrap took {time.monotonic() - t0:.0f} s")
+            )
+            log(f"testbed: debootstrap took {time.monotonic() - t0:.0f} s")
         _customize(rootdir)
+        if baked and wheelhouse is None:
+            # The tree itself, for the image with torch (the same packages and a virtualenv) to
+            # start from natively in seconds rather than from a second debootstrap.
+            _run(
+                ["tar", "-C", str(rootdir), *_TAR, "-cf", str(work / TREE), "."],
+                "tar -c",
+            )
         if wheelhouse is not None:
             t0 = time.monotonic()
             _install_venv(rootdir, wheelhouse)
@@ -286,6 +306,14 @@ def _build(
         work.rename(final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _baked_tree(baked: tuple[str, ...]) -> Path | None:
+    """The finished baked image's tree for these packages (its `TREE` tarball), if the cache
+    has one: the image with torch holds the same packages."""
+    d = cache_dir() / f"baked-{recipe_key(baked)}"
+    tree = d / TREE
+    return tree if baked and (d / "done").exists() and tree.exists() else None
 
 
 def _install_venv(root: Path, wheelhouse: Path) -> None:

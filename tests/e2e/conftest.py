@@ -70,8 +70,30 @@ def pytest_terminal_summary(terminalreporter, config):
             terminalreporter.write_line(line)
 
 
+BOOTSTRAP_FILE = "test_bootstrap_vm.py"
+
+
+def pytest_collection_modifyitems(items):
+    """The joining node's test last: its VM runs in the background from the testbed's start
+    (see `joiner`), and the test only judges what it found."""
+    items.sort(key=lambda item: item.path.name == BOOTSTRAP_FILE)
+
+
 @pytest.fixture(scope="session")
-def testbed(tmp_path_factory, phases, torch_image):
+def joiner(tmp_path_factory):
+    """The bootstrap e2e's joining node (tests/e2e/joiner.py), started on first use: by the
+    testbed once it is up when the session holds the bootstrap test, else by that test."""
+    from joiner import Joiner
+
+    run = Joiner(tmp_path_factory.mktemp("joiner")).start()
+    try:
+        yield run
+    finally:
+        run.close()
+
+
+@pytest.fixture(scope="session")
+def testbed(tmp_path_factory, phases, torch_image, request):
     """node1 from the base image: the first converge proves on it that the roles install what
     they need on a bare host, torch included. node2 from the baked image with torch (the roles'
     packages and smoke_train's virtualenv, installed natively when the image was built): no
@@ -87,6 +109,9 @@ def testbed(tmp_path_factory, phases, torch_image):
             f"accelerator {bed.accel} ({bed.accel_why}); waited for the images"
             f" {bed.timings['image_s']} s, boot {bed.timings['boot_s']} s"
         )
+        if any(item.path.name == BOOTSTRAP_FILE for item in request.session.items):
+            # Beside the first converge, which keeps node1 busy and leaves the other core room.
+            request.getfixturevalue("joiner")
         yield bed
 
 

@@ -24,10 +24,16 @@ TORCH = "2.13.0"
 MOUNT = "/mnt/checkpoints"
 
 
-def cli(*args, timeout: float = 1500) -> subprocess.CompletedProcess:
-    """The real `rackform` command, as a user runs it."""
+def cli(*args, timeout: float = 1500, nice: int = 0) -> subprocess.CompletedProcess:
+    """The real `rackform` command, as a user runs it (at `nice`: what it starts runs at it too)."""
     return subprocess.run(
-        [sys.executable, "-m", "rackform", *map(str, args)],
+        [
+            *(["nice", "-n", str(nice)] if nice else []),
+            sys.executable,
+            "-m",
+            "rackform",
+            *map(str, args),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -52,16 +58,18 @@ def booted_testbed(
     baked: bool = False,
     baked_nodes: tuple[str, ...] = (),
     wheelhouse: Path | None = None,
+    nice: int = 0,
 ) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
     timer); down again afterwards, with no QEMU left. `baked`: from the baked image;
-    `baked_nodes`: only those VMs; `wheelhouse`: the baked image with torch from it."""
+    `baked_nodes`: only those VMs; `wheelhouse`: the baked image with torch from it; `nice`:
+    the VMs' QEMU at that niceness."""
     baked_arg = ["--baked"] if baked else []
     baked_arg += [a for n in baked_nodes for a in ("--baked-node", n)]
     baked_arg += ["--torch-wheelhouse", wheelhouse] if wheelhouse is not None else []
     try:
         with timed:
-            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *baked_arg)
+            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *baked_arg, nice=nice)
         assert proc.returncode == 0, shown(proc)
         yield lifecycle.Testbed.load(d)
     finally:

@@ -148,3 +148,44 @@ def test_the_image_with_torch_is_named_by_its_wheels_too(tmp_path):
     assert recipe(BAKED_PACKAGES, wheels)["venv"]["path"] == "/opt/rackform/venv"
     (wheels / "numpy-2.3.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"y")
     assert recipe_key(BAKED_PACKAGES, wheels) != key  # another wheel, another image
+
+
+def test_the_image_with_torch_starts_from_a_finished_baked_images_tree(monkeypatch, tmp_path):
+    from rackform.testbed.apt import BAKED_PACKAGES
+
+    monkeypatch.setenv("RACKFORM_TESTBED_CACHE", str(tmp_path))
+    baked = tmp_path / f"baked-{image.recipe_key(BAKED_PACKAGES)}"
+    assert image._baked_tree(BAKED_PACKAGES) is None  # no baked image: debootstrap
+    baked.mkdir()
+    (baked / image.TREE).write_bytes(b"")
+    assert image._baked_tree(BAKED_PACKAGES) is None  # a build cut short: no `done`
+    (baked / "done").write_text("")
+    assert image._baked_tree(BAKED_PACKAGES) == baked / image.TREE
+    assert image._baked_tree(()) is None  # the base image has no baked tree
+    # A baked image of another package list (an older recipe) is not this one's.
+    assert image._baked_tree((*BAKED_PACKAGES, "htop")) is None
+    # The tree is part of the baked image's recipe: a cached one without it is built again.
+    assert image.recipe(BAKED_PACKAGES)["tree"] == image.TREE
+
+
+def test_the_tree_keeps_owners_modes_and_file_capabilities(tmp_path):
+    import os
+    import subprocess
+
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    (src / "bin").mkdir(parents=True)
+    ping = src / "bin" / "ping"
+    ping.write_bytes(b"\x7fELF")
+    os.chown(ping, 1234, 5678)  # before chmod: chown clears the setuid bit
+    ping.chmod(0o4755)
+    cap = bytes.fromhex("0100000200200000000000000000000000000000")  # cap_net_raw=ep
+    os.setxattr(ping, "security.capability", cap)
+    (src / "lib").symlink_to("usr/lib")
+    tar = tmp_path / image.TREE
+    subprocess.run(["tar", "-C", src, *image._TAR, "-cf", tar, "."], check=True)
+    dest.mkdir()
+    subprocess.run(["tar", "-C", dest, *image._TAR, "-xf", tar], check=True)
+    got = (dest / "bin" / "ping").stat()
+    assert (got.st_mode & 0o7777, got.st_uid, got.st_gid) == (0o4755, 1234, 5678)
+    assert os.getxattr(dest / "bin" / "ping", "security.capability") == cap
+    assert os.readlink(dest / "lib") == "usr/lib"
