@@ -145,11 +145,12 @@ def torch_wheelhouse(phases) -> Path | None:
 
 @pytest.fixture(scope="session", autouse=True)
 def torch_image(torch_wheelhouse, phases):
-    """The baked image with torch, built from the session's start in the background at nice 10
-    (`rackform testbed image --torch-wheelhouse`; cached after the first build): the first
-    e2e file (the node that configures itself) keeps one VM busy, and the build uses the other
-    core meanwhile. The testbed's `up` waits for it (the image cache's lock) where it is not
-    done yet. Called, it gives the wheelhouse to boot with (None without a torch wheel)."""
+    """The baked image with torch, built from the session's start in the background
+    (`rackform testbed image --torch-wheelhouse`; from the baked image's tree, about a minute;
+    cached after the first build). The testbed's `up` waits for it (the image cache's lock)
+    where it is not done yet: it is the first thing the e2e waits for, so it runs at the
+    e2e's own priority. Called, it gives the wheelhouse to boot with (None without a torch
+    wheel)."""
     if torch_wheelhouse is None:
         yield lambda: None
         return
@@ -157,7 +158,7 @@ def torch_image(torch_wheelhouse, phases):
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         build = subprocess.Popen(
-            ["nice", "-n", "10", sys.executable, "-m", "rackform", "testbed", "image",
+            [sys.executable, "-m", "rackform", "testbed", "image",
              "--no-packages", "--torch-wheelhouse", torch_wheelhouse],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,  # its debootstrap and chroot with it, if stopped early

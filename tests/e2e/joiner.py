@@ -4,7 +4,7 @@ runs a user-data script, configures itself, and the controller's refresh reads i
 touches the testbed's two VMs, so in a whole e2e session it starts when the testbed is up
 (conftest.py's `testbed`) and runs beside the configure e2e's first converge, which keeps one
 core busy with node1 while the other has room; its test runs last and only reads what the
-thread found. Its VM runs at nice 10: the scenarios on the testbed's VMs come first.
+thread found. Its VM runs behind the testbed's (`vms.behind`): their scenarios come first.
 
 Run alone (`pytest tests/e2e/test_bootstrap_vm.py`), the test starts it and waits."""
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 from loopback import http_server
-from vms import booted_testbed
+from vms import behind, booted_testbed
 
 from rackform.engine import prepare
 from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
@@ -121,10 +121,8 @@ class Joiner:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="joiner", daemon=True)
-        self.started = 0.0
 
     def start(self) -> Joiner:
-        self.started = time.monotonic()
         self._thread.start()
         return self
 
@@ -152,6 +150,7 @@ class Joiner:
         found, stack, tmp = self.found, self._stack, self.d
         t0 = time.monotonic()
         bed = stack.enter_context(booted_testbed(tmp / "vm", 1, nullcontext(), baked=True, nice=10))
+        behind(tmp / "vm")
         self._timed("a fresh VM booted (baked image)", t0)
         if self._stop.is_set():
             return

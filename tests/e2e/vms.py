@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -76,6 +76,17 @@ def booted_testbed(
         down = cli("testbed", "down", "--dir", d, timeout=120)
         assert down.returncode == 0, shown(down)
         assert qemus_of(d) == [], "QEMU processes left running"
+
+
+def behind(d: Path, nice: int = 10) -> None:
+    """The VMs of the testbed in `d` behind every other: the autogroup of each one's QEMU niced.
+    QEMU daemonizes into a session of its own, and where the kernel groups the scheduler's work by
+    session (autogroup), a process's own nice counts only inside its session, so a VM started at
+    nice 10 still got as much CPU as each of the e2e's two. Best effort: a kernel without
+    autogroup has no such file, and the process's nice (`booted_testbed(nice=...)`) is enough."""
+    for pid in qemus_of(d):
+        with suppress(OSError):
+            Path(f"/proc/{pid}/autogroup").write_text(str(nice))
 
 
 def qemus_of(d: Path) -> list[int]:
