@@ -24,16 +24,10 @@ TORCH = "2.13.0"
 MOUNT = "/mnt/checkpoints"
 
 
-def cli(*args, timeout: float = 1500, nice: int = 0) -> subprocess.CompletedProcess:
-    """The real `rackform` command, as a user runs it (at `nice`: what it starts runs at it too)."""
+def cli(*args, timeout: float = 1500) -> subprocess.CompletedProcess:
+    """The real `rackform` command, as a user runs it."""
     return subprocess.run(
-        [
-            *(["nice", "-n", str(nice)] if nice else []),
-            sys.executable,
-            "-m",
-            "rackform",
-            *map(str, args),
-        ],
+        [sys.executable, "-m", "rackform", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -58,18 +52,16 @@ def booted_testbed(
     baked: bool = False,
     baked_nodes: tuple[str, ...] = (),
     wheelhouse: Path | None = None,
-    nice: int = 0,
 ) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
     timer); down again afterwards, with no QEMU left. `baked`: from the baked image;
-    `baked_nodes`: only those VMs; `wheelhouse`: the baked image with torch from it; `nice`:
-    the VMs' QEMU at that niceness."""
+    `baked_nodes`: only those VMs; `wheelhouse`: the baked image with torch from it."""
     baked_arg = ["--baked"] if baked else []
     baked_arg += [a for n in baked_nodes for a in ("--baked-node", n)]
     baked_arg += ["--torch-wheelhouse", wheelhouse] if wheelhouse is not None else []
     try:
         with timed:
-            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *baked_arg, nice=nice)
+            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *baked_arg)
         assert proc.returncode == 0, shown(proc)
         yield lifecycle.Testbed.load(d)
     finally:
@@ -78,12 +70,13 @@ def booted_testbed(
         assert qemus_of(d) == [], "QEMU processes left running"
 
 
-def behind(d: Path, nice: int = 10) -> None:
-    """The VMs of the testbed in `d` behind every other: the autogroup of each one's QEMU niced.
-    QEMU daemonizes into a session of its own, and where the kernel groups the scheduler's work by
-    session (autogroup), a process's own nice counts only inside its session, so a VM started at
-    nice 10 still got as much CPU as each of the e2e's two. Best effort: a kernel without
-    autogroup has no such file, and the process's nice (`booted_testbed(nice=...)`) is enough."""
+def vm_priority(d: Path, nice: int) -> None:
+    """The VMs of the testbed in `d` behind the others (`nice` 10) or level with them again (0):
+    the autogroup of each one's QEMU niced. QEMU daemonizes into a session of its own, and where
+    the kernel groups the scheduler's work by session (autogroup, as on these machines), a
+    process's own nice counts only inside its session: a VM started at nice 10 still got as
+    much CPU as each of the e2e's two. Best effort: a kernel without autogroup has no such
+    file."""
     for pid in qemus_of(d):
         with suppress(OSError):
             Path(f"/proc/{pid}/autogroup").write_text(str(nice))
