@@ -89,6 +89,9 @@ def browser(tmp_path):
         shutil.rmtree(profile, ignore_errors=True)
 
 
+CALL_TIMEOUT_S = 60
+
+
 class Page:
     """The few DevTools calls the test needs, over one websocket."""
 
@@ -102,6 +105,9 @@ class Page:
     def call(self, method: str, **params) -> dict:
         self.n += 1
         self.ws.send(json.dumps({"id": self.n, "method": method, "params": params}))
+        # Its own time to answer: `settle` and `wait_for` leave the socket's timeout at what was
+        # left of theirs (a fraction of a second), which a screenshot on a busy machine exceeds.
+        self.ws.settimeout(CALL_TIMEOUT_S)
         while True:
             msg = json.loads(self.ws.recv())
             if msg.get("id") == self.n:
