@@ -70,30 +70,8 @@ def pytest_terminal_summary(terminalreporter, config):
             terminalreporter.write_line(line)
 
 
-BOOTSTRAP_FILE = "test_bootstrap_vm.py"
-
-
-def pytest_collection_modifyitems(items):
-    """The joining node's test last: its VM runs in the background from the testbed's start
-    (see `joiner`), and the test only judges what it found."""
-    items.sort(key=lambda item: item.path.name == BOOTSTRAP_FILE)
-
-
 @pytest.fixture(scope="session")
-def joiner(tmp_path_factory):
-    """The bootstrap e2e's joining node (tests/e2e/joiner.py), started on first use: by the
-    testbed once it is up when the session holds the bootstrap test, else by that test."""
-    from joiner import Joiner
-
-    run = Joiner(tmp_path_factory.mktemp("joiner")).start()
-    try:
-        yield run
-    finally:
-        run.close()
-
-
-@pytest.fixture(scope="session")
-def testbed(tmp_path_factory, phases, torch_image, request):
+def testbed(tmp_path_factory, phases, torch_image):
     """node1 from the base image: the first converge proves on it that the roles install what
     they need on a bare host, torch included. node2 from the baked image with torch (the roles'
     packages and smoke_train's virtualenv, installed natively when the image was built): no
@@ -109,9 +87,6 @@ def testbed(tmp_path_factory, phases, torch_image, request):
             f"accelerator {bed.accel} ({bed.accel_why}); waited for the images"
             f" {bed.timings['image_s']} s, boot {bed.timings['boot_s']} s"
         )
-        if any(item.path.name == BOOTSTRAP_FILE for item in request.session.items):
-            # Beside the first converge, which keeps node1 busy and leaves the other core room.
-            request.getfixturevalue("joiner")
         yield bed
 
 
@@ -147,10 +122,9 @@ def torch_wheelhouse(phases) -> Path | None:
 def torch_image(torch_wheelhouse, phases):
     """The baked image with torch, built from the session's start in the background
     (`rackform testbed image --torch-wheelhouse`; from the baked image's tree, about a minute;
-    cached after the first build). The testbed's `up` waits for it (the image cache's lock)
-    where it is not done yet: it is the first thing the e2e waits for, so it runs at the
-    e2e's own priority. Called, it gives the wheelhouse to boot with (None without a torch
-    wheel)."""
+    cached after the first build): the first e2e file (the node that configures itself) keeps
+    one VM busy meanwhile. The testbed's `up` waits for it (the image cache's lock) where it is
+    not done yet. Called, it gives the wheelhouse to boot with (None without a torch wheel)."""
     if torch_wheelhouse is None:
         yield lambda: None
         return

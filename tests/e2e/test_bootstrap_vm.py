@@ -17,42 +17,166 @@ known_hosts is refused: no trust on first use), its status file says configured,
 mounted and the NCCL config written; the Configure resource's `read` (what `pulumi refresh`
 calls), after an edit of /etc/nccl.conf, names that node and task and nothing else.
 
-Its VM runs in the background from the testbed's start, beside the configure e2e's first
-converge (tests/e2e/joiner.py); this test runs last and judges what it found.
-
 Not run here (no AWS): the S3 fetch itself, tagging the instance and completing the lifecycle
 hook (the artifact carries no `aws` section in this test; see the README's AWS list).
 """
 
 from __future__ import annotations
 
+import functools
+import http.server
+import json
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+
 import pytest
-from joiner import StrictSsh, log_steps
+import yaml
+from loopback import http_server
+from vms import booted_testbed
+
+from rackform.engine import prepare
+from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
+from rackform.paths import cache_dir
+from rackform.plan.inventory import configure_vars, group_name
+from rackform.plan.model import thaw
+from rackform.stack.stages import ConfigureProvider
+from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
+from rackform.testbed.apt import ensure_repo, sources_line
+from rackform.testbed.ssh import Ssh
 
 pytestmark = pytest.mark.slow
 
+GUEST = "10.0.2.2"  # the host's loopback, from a guest on QEMU's user network
 
-def test_a_fresh_node_configures_itself_from_its_user_data(joiner, phases):
-    with phases(
-        "bootstrap: waiting for the joining node (in the background since the testbed's start)"
-    ):
-        found = joiner.result()
-    phases.notes.append(
-        "bootstrap, in the background: " + ", ".join(f"{name} {t:.0f} s" for name, t in found.times)
-    )
-    phases.notes.append("the node's own bootstrap, step by step (its log's clock):")
-    phases.notes += [f"  {line}" for line in log_steps(found.log)]
-    status, plan, node_ssh = found.status, found.plan, found.node_ssh
-    log = "\n".join(found.log.splitlines()[-40:])
-    assert status["configured"], f"{status}\n{log}"
-    assert status["artifact"] == found.artifact_sha256
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+class StrictSsh(Ssh):
+    """The testbed's SSH, trusting only the host keys in its known_hosts (the testbed's own
+    accepts a new VM's first key)."""
+
+    def options(self) -> list[str]:
+        return [
+            "StrictHostKeyChecking=yes" if o == "StrictHostKeyChecking=accept-new" else o
+            for o in super().options()
+        ]
+
+
+def _serve(directory: Path):
+    return http_server(functools.partial(_Quiet, directory=str(directory)))
+
+
+def bootstrap_wheelhouse() -> Path:
+    """ansible-core with its dependencies for the guest's Python (3.11), downloaded
+    once from the package index into rackform's cache: one --find-links serves the node's whole
+    bootstrap."""
+    cache = cache_dir() / "wheelhouse-bootstrap-cp311"
+    want = node_requirements(aws=False)
+    stamp = cache / "done"
+    if not stamp.exists() or stamp.read_text() != "\n".join(want):
+        cache.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
+             "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+             "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+             "-d", cache, *want],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        stamp.write_text("\n".join(want))
+    return cache
+
+
+@pytest.fixture(scope="module")
+def fresh_vm(tmp_path_factory, phases):
+    d = tmp_path_factory.mktemp("fresh-vm")
+    with booted_testbed(
+        d, 1, phases("bootstrap: a fresh VM booted (baked image)"), baked=True
+    ) as bed:
+        yield bed
+
+
+def serving_blueprint(bed, tmp: Path) -> Path:
+    """The testbed's blueprint as an inference cluster's: what a joining node is."""
+    doc = yaml.safe_load(Path(bed.blueprint).read_text())
+    doc["purpose"] = "inference"
+    path = tmp / "testbed-serving.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, phases, tmp_path):
+    bed = fresh_vm
+    node = bed.nodes[0]
+    harness = bed.ssh(node.name)
+    plan = prepare(serving_blueprint(bed, tmp_path)).plan
+    group = plan.node_groups[0]
+    with phases("bootstrap: wheelhouse (ansible-core; downloaded on first use)"):
+        wheels = bootstrap_wheelhouse()
+    keys = NodeKeysProvider().create({"cluster": plan.stack}).outs
+    repo = ensure_repo(log=lambda line: None)
+    with _serve(wheels) as wheel_port, _serve(repo) as apt_port:
+        site = f"http://{GUEST}:{wheel_port}/"
+        # The site's own package mirrors (an air-gapped site's): the only sources the node has.
+        variables = configure_vars(thaw(plan.group_vars))
+        spec = manifest(
+            variables,
+            group_name(group.name),
+            plan.ssh_user,
+            pip_args=("--no-index", "--find-links", site, "--trusted-host", GUEST),
+        )
+        artifact = build_artifact(spec, tmp_path / "artifacts")
+        with _serve(artifact.path.parent) as artifact_port:
+            text = user_data(
+                ssh_user=plan.ssh_user,
+                authorized_key=keys["client_public_key"],
+                host_private_key=keys["host_private_key"],
+                host_public_key=keys["host_public_key"],
+                artifact_url=f"http://{GUEST}:{artifact_port}/{artifact.name}",
+                artifact_sha256=artifact.sha256,
+            )
+            apt = sources_line(apt_port).strip()
+            harness.run(f"rm -f /etc/apt/sources.list.d/*; echo '{apt}' > /etc/apt/sources.list")
+            harness.run(
+                "mkdir -p /var/lib/cloud/instance && cat > /var/lib/cloud/instance/user-data.txt"
+                " && chmod 700 /var/lib/cloud/instance/user-data.txt",
+                input=text,
+            )
+            # As cloud-init's scripts-user module runs it: root, cwd /, a bare environment, in
+            # a service of its own rather than a login session (the script restarts sshd).
+            harness.run(
+                "systemd-run --unit=rackform-user-data --collect --working-directory=/ "
+                "--setenv=PATH=/usr/sbin:/usr/bin:/sbin:/bin /bin/sh -c "
+                "'/var/lib/cloud/instance/user-data.txt > /var/log/cloud-init-output.log 2>&1'"
+            )
+            files = tmp_path / "access"
+            files.mkdir()
+            key, known = files / "id_ed25519", files / "known_hosts"
+            key.touch(mode=0o600)
+            key.write_text(keys["client_private_key"])
+            known.write_text(known_hosts_line(keys["host_public_key"]))
+            node_ssh = StrictSsh(node.ssh_port, key, known)
+            with phases("bootstrap: the node configured itself (venv, the roles, serving checks)"):
+                status = _wait_for_status(node_ssh, timeout=1500)
+        log = node_ssh.run("cat /var/log/rackform-bootstrap.log", check=False).stdout
+        phases.notes.append("the node's own bootstrap, step by step (its log's clock):")
+        phases.notes += [f"  {line}" for line in log_steps(log)]
+        log = "\n".join(log.splitlines()[-40:])
+        assert status["configured"], f"{status}\n{log}"
+        assert status["artifact"] == artifact.sha256
 
     # Only the stack's host key is trusted: with an empty known_hosts the node is refused.
-    empty = found.files / "empty_known_hosts"
+    empty = files / "empty_known_hosts"
     empty.write_text("")
-    refused = StrictSsh(found.node.ssh_port, found.files / "id_ed25519", empty).run(
-        "true", check=False
-    )
+    refused = StrictSsh(node.ssh_port, key, empty).run("true", check=False)
     assert refused.returncode != 0
     assert "Host key verification failed" in refused.stderr
     # What the roles made, on the node itself.
@@ -64,10 +188,50 @@ def test_a_fresh_node_configures_itself_from_its_user_data(joiner, phases):
     checks = {c["name"]: c["status"] for c in status["checks"]}
     assert checks.get("model_mount") == "pass", status["checks"]
 
-    # The Configure resource's refresh from the controller over the stack's access, after one
-    # hand edit of /etc/nccl.conf: that node and that task, nothing else.
-    drift = found.drift
-    assert list(drift) == [found.node.name], drift
-    assert drift[found.node.name], drift
-    assert all(t.startswith("nccl_rdma : ") for t in drift[found.node.name]), drift
-    assert found.content_hash == f"drifted:{found.node.name}"
+    # The Configure resource's refresh, from the controller over the stack's access.
+    access = {"private_key": keys["client_private_key"], "known_hosts": known.read_text()}
+    props = {
+        "cluster": plan.stack,
+        "inventory": thaw(plan.inventory),
+        "group_vars": variables,
+        "content_hash": "sha256:recorded",
+        "access": access,
+    }
+    provider = ConfigureProvider()
+    # One refresh (every role in check mode, the longest phase here) shows both sides: with one
+    # hand edit on the node it names that task on that node, and nothing else (a freshly
+    # configured node has no other drift).
+    node_ssh.run("echo 'NCCL_DEBUG=TRACE' >> /etc/nccl.conf")
+    with phases("bootstrap: refresh (roles in check mode) names the one hand edit, nothing else"):
+        drifted = provider.read(f"{plan.stack}-configure", props)
+    drift = drifted.outs["drift"]
+    assert list(drift) == [node.name], drift
+    assert drift[node.name] and all(t.startswith("nccl_rdma : ") for t in drift[node.name]), drift
+    assert drifted.outs["content_hash"] == f"drifted:{node.name}"
+
+
+def _wait_for_status(node_ssh: Ssh, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    status = "/var/lib/rackform/bootstrap.json"
+    while time.monotonic() < deadline:
+        got = node_ssh.run(f"cat {shlex.quote(status)} 2>/dev/null", check=False)
+        if got.returncode == 0 and got.stdout.strip():
+            return json.loads(got.stdout)
+        time.sleep(10)
+    out = node_ssh.run("tail -n 60 /var/log/cloud-init-output.log", check=False).stdout
+    raise AssertionError(f"no bootstrap status after {timeout} s; the script's output:\n{out}")
+
+
+def log_steps(log: str) -> list[str]:
+    """Each command the node's bootstrap ran (its log's `$ ...` lines) with the seconds until
+    the log's next line: where the node's own time went."""
+    stamped = []
+    for line in log.splitlines():
+        stamp, _, rest = line.partition(" rackform-bootstrap: ")
+        if rest:
+            stamped.append((datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"), rest))
+    return [
+        f"{(nxt[0] - at).total_seconds():6.0f} s  {text[:110]}"
+        for (at, text), nxt in pairwise(stamped)
+        if text.startswith("$ ")
+    ]

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -68,18 +68,6 @@ def booted_testbed(
         down = cli("testbed", "down", "--dir", d, timeout=120)
         assert down.returncode == 0, shown(down)
         assert qemus_of(d) == [], "QEMU processes left running"
-
-
-def vm_priority(d: Path, nice: int) -> None:
-    """The VMs of the testbed in `d` behind the others (`nice` 10) or level with them again (0):
-    the autogroup of each one's QEMU niced. QEMU daemonizes into a session of its own, and where
-    the kernel groups the scheduler's work by session (autogroup, as on these machines), a
-    process's own nice counts only inside its session: a VM started at nice 10 still got as
-    much CPU as each of the e2e's two. Best effort: a kernel without autogroup has no such
-    file."""
-    for pid in qemus_of(d):
-        with suppress(OSError):
-            Path(f"/proc/{pid}/autogroup").write_text(str(nice))
 
 
 def qemus_of(d: Path) -> list[int]:
