@@ -125,7 +125,7 @@ def recipe(baked: tuple[str, ...] = (), wheelhouse: Path | None = None) -> dict:
     wheels installed into the smoke job's virtualenv at build time (see `ensure_image`)."""
     files = {n: hashlib.sha256(_guest_file(n)).hexdigest() for n in sorted(_GUEST_FILES)}
     extra = {"baked": sorted(baked)} if baked else {}
-    if baked and wheelhouse is None:
+    if _keeps_tree(baked, wheelhouse):
         extra["tree"] = TREE
     if wheelhouse is not None:
         extra["venv"] = {"path": VENV, "wheels": _wheels(wheelhouse)}
@@ -259,7 +259,7 @@ def _build(
         t0 = time.monotonic()
         if tree is not None:
             log(f"testbed: building {what} from the baked image's tree ({tree.parent.name})")
-            _run(["tar", "-C", str(rootdir), *_TAR, "-xf", str(tree)], "tar -x")
+            unpack_tree(tree, rootdir)
             log(f"testbed: unpacking the baked image's tree took {time.monotonic() - t0:.0f} s")
         else:
             log(f"testbed: building {what} with debootstrap ({SUITE}, {len(PACKAGES)} packages)")
@@ -276,13 +276,10 @@ def _build(
             )
             log(f"testbed: debootstrap took {time.monotonic() - t0:.0f} s")
         _customize(rootdir)
-        if baked and wheelhouse is None:
+        if _keeps_tree(baked, wheelhouse):
             # The tree itself, for the image with torch (the same packages and a virtualenv) to
             # start from natively in seconds rather than from a second debootstrap.
-            _run(
-                ["tar", "-C", str(rootdir), *_TAR, "-cf", str(work / TREE), "."],
-                "tar -c",
-            )
+            pack_tree(rootdir, work / TREE)
         if wheelhouse is not None:
             t0 = time.monotonic()
             _install_venv(rootdir, wheelhouse)
@@ -306,6 +303,21 @@ def _build(
         work.rename(final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _keeps_tree(baked: tuple[str, ...], wheelhouse: Path | None) -> bool:
+    """A baked image (without a virtualenv) keeps its tree: its recipe says so, its build does."""
+    return bool(baked) and wheelhouse is None
+
+
+def pack_tree(root: Path, tar: Path) -> None:
+    """`root` as the tarball `tar`, owners by number and extended attributes kept."""
+    _run(["tar", "-C", str(root), *_TAR, "-cf", str(tar), "."], "tar -c")
+
+
+def unpack_tree(tar: Path, root: Path) -> None:
+    """The tarball `tar` (from `pack_tree`) unpacked into `root`, as it was packed."""
+    _run(["tar", "-C", str(root), *_TAR, "-xf", str(tar)], "tar -x")
 
 
 def _baked_tree(baked: tuple[str, ...]) -> Path | None:
