@@ -151,16 +151,22 @@ def test_site_playbook_runs_every_role_once_tagged_with_its_name():
     wait, *plays = load(SITE)
     # First every host answers SSH (a node just launched boots first), whatever roles are asked:
     # the nodes and Slurm's controller instance (AWS), the groups rackform.plan.inventory makes.
-    (task,) = wait["tasks"]
+    task, *grouping = wait["tasks"]
     assert task["ansible.builtin.wait_for_connection"] and task["tags"] == ["always"]
     assert wait["hosts"] == "gpu_nodes:slurm_controller" and wait["gather_facts"] is False
+    # ...and is put in the groups of the plays it is for, whatever roles are asked.
+    groups = {t["ansible.builtin.group_by"]["key"] for t in grouping}
+    assert groups == {"rackform_slurm", "rackform_smoke_train"}
+    assert all(t["tags"] == ["always"] for t in grouping)
     roles = [r for p in plays for r in p["roles"]]
     assert [r["role"] for r in roles] == [f"rackform.gpu.{r}" for r in ROLES]
     assert all(r["tags"] == [r["role"].removeprefix("rackform.gpu.")] for r in roles)
-    # Every role runs on the nodes (the group every node is in); slurm on the controller too.
+    # The GPU roles run on the nodes (the group every node is in); slurm and the smoke job on
+    # the hosts grouped for them (which hosts: tests/roles/test_slurm_config.py runs it).
     hosts = {r["role"].removeprefix("rackform.gpu."): p["hosts"] for p in plays for r in p["roles"]}
     assert hosts == {
-        r: "gpu_nodes:slurm_controller" if r == "slurm" else "gpu_nodes" for r in ROLES
+        r: {"slurm": "rackform_slurm", "smoke_train": "rackform_smoke_train"}.get(r, "gpu_nodes")
+        for r in ROLES
     }
     # The first play over the nodes gathers the facts the later ones read; the slurm play
     # gathers only a host no earlier play saw (the controller).

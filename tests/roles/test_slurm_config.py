@@ -331,38 +331,47 @@ def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_p
     }
 
 
-def test_a_serving_cluster_gets_no_smoke_job_nor_its_torch(tmp_path):
+def test_the_site_playbook_runs_slurm_and_the_smoke_job_only_where_they_belong(tmp_path):
     # An inference cluster is validated by the serving checks: the site playbook leaves
-    # smoke_train out there (every task skipped: no venv, no torch, no job), on this machine
-    # through a local connection in check mode. A training cluster's run reaches the role.
+    # smoke_train out there (its play has no host: no task of the role even looked at, so no
+    # venv, no torch, no job), on this machine through a local connection in check mode. A
+    # training cluster's run reaches the role.
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"localhost": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))  # fmt: skip
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT)}
 
-    def site(purpose: str) -> subprocess.CompletedProcess:
+    def site(purpose: str, slurm: bool = False) -> subprocess.CompletedProcess:
         return subprocess.run(
             [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-             "rackform.gpu.site", "--tags", "smoke_train", "--check",
-             "-e", f"rackform_purpose={purpose}", "-e", "smoke_train_validators_src=/nonexistent"],
+             "rackform.gpu.site", "--tags", "smoke_train,slurm", "--check",
+             "-e", f"rackform_purpose={purpose}", "-e", "smoke_train_validators_src=/nonexistent",
+             "-e", f"slurm_enabled={str(slurm).lower()}"],
             capture_output=True, text=True, env=env, timeout=600,
         )  # fmt: skip
 
-    def smoke_results(proc: subprocess.CompletedProcess) -> list[str]:
-        """The first word of each result line of every smoke_train task that ran."""
+    def results(proc: subprocess.CompletedProcess, role: str) -> list[str]:
+        """The first word of each result line of every task of `role` that ran."""
         blocks = proc.stdout.split("\nTASK [")[1:]
         return [
             line.split(":")[0]
             for b in blocks
-            if b.startswith("rackform.gpu.smoke_train")
+            if b.startswith(f"rackform.gpu.{role} :")
             for line in b.splitlines()[1:]
             if line.startswith(("ok:", "changed:", "skipping:", "fatal:"))
         ]
 
+    def no_hosts(proc: subprocess.CompletedProcess, play: str) -> bool:
+        body = proc.stdout.split(f"PLAY [{play}]")[1].split("\nPLAY ")[0]
+        return body.split("*\n", 1)[1].strip().startswith("skipping: no hosts matched")
+
     serving = site("inference")
     assert serving.returncode == 0, serving.stdout[-3000:] + serving.stderr[-2000:]
-    results = smoke_results(serving)
-    assert results and set(results) == {"skipping"}, serving.stdout[-3000:]
-    # A training cluster's run reaches the role (its preflight runs, and here fails: no
-    # validators where this run says they are).
-    assert set(smoke_results(site("training"))) - {"skipping"}
+    assert results(serving, "smoke_train") == results(serving, "slurm") == [], serving.stdout
+    assert no_hosts(serving, "Validate the GPU nodes with the smoke job"), serving.stdout
+    assert no_hosts(serving, "Run Slurm on the nodes and its controller"), serving.stdout
+    # A training cluster's run reaches the smoke job's role (its preflight runs, and here fails:
+    # no validators where this run says they are); with a scheduler, Slurm's too (its preflight
+    # fails on this host: no controller named).
+    assert set(results(site("training"), "smoke_train")) - {"skipping"}
+    assert set(results(site("training", slurm=True), "slurm")) - {"skipping"}
