@@ -33,6 +33,8 @@ def run(tmp_path, *args, prefix=None, ckpt=None):
     )  # fmt: skip
     took = time.monotonic() - t0
     doc = json.loads(out.read_text()) if out.exists() else None
+    if doc is None:  # whatever the test expects, say why there is no report
+        print(f"no report; exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}")
     return r, doc, took
 
 
