@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rackform.evidence.verdict import verdict
 from rackform.gitops import pin as pins
 from rackform.gitops.signing import SigningError, envelope, load_signing_key
 from rackform.gitops.trust import Trusted, verified_payload
@@ -46,17 +47,6 @@ NOT_EVIDENCE = (
 
 class EvidenceError(Exception):
     """Evidence that may not back a promotion; the message says why, in one line."""
-
-
-def passed(report: dict[str, Any]) -> tuple[bool, str]:
-    """A pass needs no failed check and at least one passed one (the Validate stage's rule)."""
-    checks = report.get("checks", [])
-    failed = [c.get("name", "?") for c in checks if c.get("status") == "fail"]
-    if failed:
-        return False, f"failed checks: {', '.join(failed[:5])}"
-    if not any(c.get("status") == "pass" for c in checks):
-        return False, "no check passed (none ran)"
-    return True, ""
 
 
 def statement(
@@ -86,7 +76,7 @@ def statement(
                 "expected": sorted(hosts),
                 "reported": sorted(reported) if isinstance(reported, dict) else [],
             },
-            "passed": passed(report)[0],
+            "passed": verdict(report)[0],
             "report": report,
         },
     }
@@ -193,7 +183,7 @@ def check(
             f"evidence: validated digest {validated}, but {source.environment}'s digest at this "
             f"commit is {source.digest}: `rackform up --env {source.environment}` again"
         )
-    ok, why = passed(pred.get("report") or {})
+    ok, why = verdict(pred.get("report") or {})
     if not ok or pred.get("passed") is not True:
         raise EvidenceError(f"evidence: the validation failed ({why or 'passed: false'})")
     _every_node(pred.get("nodes") or {}, expected_nodes)

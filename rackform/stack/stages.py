@@ -46,6 +46,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from rackform.evidence.verdict import verdict
 from rackform.plan.inventory import inventory_hosts
 from rackform.stack.shipped import SHIPPED, roles_hash  # noqa: F401  (the stage's hash)
 
@@ -178,20 +179,6 @@ class ConfigureProvider(ResourceProvider):
         return None
 
 
-def failed_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in report.get("checks", []) if c.get("status") == "fail"]
-
-
-def summarize(checks: list[dict[str, Any]]) -> str:
-    parts = []
-    for c in checks:
-        unit = f" {c['unit']}" if c.get("unit") else ""
-        parts.append(
-            f"{c.get('name')}: measured {c.get('measured')}{unit}, expected {c.get('expected')}{unit}"
-        )
-    return "; ".join(parts)
-
-
 class ValidateProvider(ResourceProvider):
     serialize_as_secret_always = False
 
@@ -229,12 +216,9 @@ class ValidateProvider(ResourceProvider):
 
 
 def judge(report: dict[str, Any]) -> dict[str, Any]:
-    """A report's verdict: a pass needs no failed check and at least one passed one (a report in
-    which nothing passed proved nothing); `failure` says why not, in one line."""
-    checks = report.get("checks", [])
-    failed = failed_checks(report)
-    passed = not failed and any(c.get("status") == "pass" for c in checks)
-    why = "" if passed else summarize(failed) if failed else "no check passed (none ran)"
+    """The stage's outputs for a report: it, its verdict (rackform.evidence.verdict) and, where
+    it failed, why in one line."""
+    passed, why = verdict(report)
     return {"report": report, "passed": passed, "failure": why}
 
 

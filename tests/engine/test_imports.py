@@ -215,3 +215,15 @@ def test_each_layers_registry_reaches_only_its_layer():
     compile_reach = reachable(edges, "rackform.targets.compilers")
     assert not {m for m in compile_reach if m.startswith(("rackform.stack", "rackform.reap"))}
     assert not {m for m in compile_reach if m.endswith((".runtime", ".runtimes", ".reap"))}
+
+
+def test_the_evidence_package_sits_below_the_stack_and_gitops():
+    """The verdict and what a validation run proves are read by the Validate stage (stack) and by
+    promotion (gitops): neither is imported from below, by any route."""
+    edges = graph()
+    evidence = {m for m in edges if m == "rackform.evidence" or m.startswith("rackform.evidence.")}
+    above = ("rackform.stack", "rackform.gitops", "rackform.cli", "rackform.engine")
+    for mod in evidence:
+        assert not [m for m in reachable(edges, mod) if m.startswith(above)], mod
+    assert "rackform.evidence.verdict" in reachable(edges, "rackform.stack.stages")
+    assert "rackform.evidence.verdict" in reachable(edges, "rackform.gitops.evidence")

@@ -130,12 +130,12 @@ def test_signed_but_not_about_this_validation(world, tmp_path):
         signed(prod, pem), staging, keys
     )
     failing = {"n1": {"checks": [{**NODE["checks"][0], "status": "fail"}]}}
-    assert "the validation failed (failed checks: n1/loss_drop)" in refused(
+    assert "the validation failed (n1/loss_drop: measured" in refused(
         signed(staging, pem, reports=failing), staging, keys
     )
     # A node that sent nothing: the stage's node_reports check fails, and it is not counted.
     silent = signed(staging, pem, hosts=("n1",), reports={})
-    assert "failed checks: node_reports" in refused(silent, staging, keys)
+    assert "the validation failed (node_reports: measured 0" in refused(silent, staging, keys)
     assert "validated 1 nodes, the blueprint has 2" in refused(
         signed(staging, pem), staging, keys, nodes=(2, 2)
     )
