@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from blueprint_helpers import AWS_TRAINING, BARE_METAL, EXAMPLES
+from blueprint_helpers import AWS_TRAINING, BARE_METAL
 from slurm_local import PARTITIONS, blueprint
 
 from rackform.blueprint.loader import load_all, load_effective
@@ -19,14 +19,6 @@ def problems(path, env=None):
     with pytest.raises(BlueprintError) as exc:
         load_all(path) if env is None else load_effective(path, env)
     return [str(p) for p in exc.value.problems]
-
-
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_every_example_validates_in_every_environment(path):
-    effs = load_all(path)
-    names = [e.environment for e in effs]
-    assert names[0] == "default"
-    assert len(names) >= 2, "each example names at least one environment"
 
 
 def test_environment_override_merges_named_items(write):

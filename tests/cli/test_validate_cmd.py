@@ -8,10 +8,24 @@ import json
 from blueprint_helpers import AWS_TRAINING, EXAMPLES, rackform
 
 
-def test_examples_valid():
+def test_every_example_is_valid_in_every_environment():
+    """The one check that the examples shipped in blueprints/ are what they claim: each loads,
+    names a `default` and at least one more environment, and passes preflight in each with
+    nothing blocking and a monthly cost; through the command a user runs."""
     r = rackform("validate", *EXAMPLES)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count(": valid (") == len(EXAMPLES)
+    doc = json.loads(rackform("validate", "--json", *EXAMPLES).stdout)
+    assert doc["valid"] and not doc["problems"], doc["problems"]
+    errors = [f for f in doc["findings"] if f["level"] == "error" and not f["waived"]]
+    assert not errors, errors
+    assert [f["file"] for f in doc["files"]] == [str(e) for e in EXAMPLES]
+    for f in doc["files"]:
+        names = [e["name"] for e in f["environments"]]
+        assert names[0] == "default" and len(names) >= 2, (f["file"], names)
+        for e in f["environments"]:
+            assert not e["blocked"], (f["file"], e["name"])
+            assert e["cost"]["usd_per_month"] is not None, (f["file"], e["name"], e["cost"])
 
 
 def test_invalid_exit_2_one_line_each(write):

@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from blueprint_helpers import AWS_TRAINING, EXAMPLES, FULL_ON_ETHERNET, rackform
-
-from rackform.engine import prepare_all
 
 FULL_ETHERNET = FULL_ON_ETHERNET
 LORA_EFA = AWS_TRAINING.replace("count: 2", "count: 1") + (
     "workload: {model_params_b: 7, method: lora}\n"
 )
-
-
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
-def test_every_example_passes_preflight_in_every_environment(example):
-    for prepared in prepare_all(example):
-        report = prepared.report
-        blocking = [str(lf) for lf in report.findings if lf.finding.blocks]
-        assert not blocking, blocking
-        assert report.cost.usd_per_month is not None, report.cost.notes
 
 
 def test_four_node_full_finetune_on_ethernet_exits_2(write):
