@@ -38,15 +38,10 @@ class Expectations:
     dcgm_level: int = 1
     checkpoint_dir: str | None = None
 
-    def job_args(self) -> list[str]:
-        """Arguments for `validators.smoke`. `--expect-nodes` whenever a count is declared,
-        one included: a declared count is never left for the job to report as not given."""
-        nodes = ["--expect-nodes", str(self.nodes)] if self.nodes is not None else []
-        return nodes + self.threshold_args()
-
     def threshold_args(self) -> list[str]:
-        """`job_args` without the node count: what the smoke_train role is handed, since the
-        role counts the nodes of the run itself (rackform/validation/argv.py)."""
+        """The expectations and thresholds as `validators.smoke` arguments: the end of the job's
+        command line (rackform/validation/argv.py builds the whole; the smoke_train role is
+        handed these, since it counts the nodes of the run itself)."""
         out: list[str] = []
         if self.gpus_per_node is not None:
             out += ["--expect-gpus", str(self.gpus_per_node)]

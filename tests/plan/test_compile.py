@@ -14,6 +14,7 @@ from rackform.catalog.raid import role_table
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
 from rackform.plan.thresholds import for_group
+from rackform.validation.argv import job_argv
 
 
 def plan_of(path, env=None):
@@ -33,7 +34,9 @@ def test_the_aws_array_is_computed_once_and_read_everywhere(write):
     # And the role gets the catalog's RAID table, the one the array was sized with.
     assert plan.group_vars["nvme_raid_levels"] == role_table()
     assert thaw(plan.group_vars)["smoke_train_job_args"] == [
-        a for a in plan.expectations.job_args() if a not in ("--expect-nodes", "2")
+        a
+        for a in job_argv(plan.expectations, steps=1, checkpoint_dir="/ck", nodes=2)[4:]
+        if a not in ("--expect-nodes", "2")
     ]
 
 

@@ -13,6 +13,13 @@ from rackform.catalog import load_catalog
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
 from rackform.plan.thresholds import DEVICE_NAMES, GroupError, for_group, without_blueprint
+from rackform.validation.argv import job_argv
+
+
+def job_args(e) -> list[str]:
+    """The smoke job's arguments from the expectations, as `rackform smoke` builds them (the
+    one builder: rackform/validation/argv.py), without the run's own steps and directory."""
+    return job_argv(e, steps=1, checkpoint_dir="/ck", nodes=e.nodes)[4:]
 
 
 def spec_of(write, text: str, env: str | None = None):
@@ -104,7 +111,7 @@ def test_cpu_only_group_expects_no_gpu(write):
     assert e.gpus_per_node == 0 and e.gpu_model is None
     assert e.peak_tflops.value is None and e.mfu_pct.value is None
     assert e.nccl is None
-    assert "--expect-gpus" in e.job_args() and "--peak-tflops" not in e.job_args()
+    assert "--expect-gpus" in job_args(e) and "--peak-tflops" not in job_args(e)
 
 
 def test_expected_node_count_is_the_groups_in_the_environment(write):
@@ -114,17 +121,17 @@ def test_expected_node_count_is_the_groups_in_the_environment(write):
     default, dev = for_group(spec_of(write, text)), for_group(spec_of(write, text, "dev"))
     assert default.nodes == 2 and default.allreduce_busbw_gbps.value == 414.0  # 2-node floor
     assert dev.nodes == 1 and dev.allreduce_busbw_gbps.value == 460
-    assert default.job_args()[:2] == ["--expect-nodes", "2"]
-    assert dev.job_args()[:2] == ["--expect-nodes", "1"]
+    assert job_args(default)[:2] == ["--expect-nodes", "2"]
+    assert job_args(dev)[:2] == ["--expect-nodes", "1"]
     # A run meant to cover fewer nodes (`rackform smoke --nodes 1`) says so explicitly.
     one = for_group(spec_of(write, text), nodes=1)
-    assert one.job_args()[:2] == ["--expect-nodes", "1"] and one.allreduce_busbw_gbps.value == 460
-    assert "--expect-nodes" not in without_blueprint().job_args()  # nothing declared
+    assert job_args(one)[:2] == ["--expect-nodes", "1"] and one.allreduce_busbw_gbps.value == 460
+    assert "--expect-nodes" not in job_args(without_blueprint())  # nothing declared
 
 
 def test_job_and_host_arguments(write):
     e = for_group(spec_of(write, AWS_TRAINING), nodes=2)
-    args = e.job_args()
+    args = job_args(e)
     pairs = dict(zip(args[::2], args[1::2], strict=True))
     assert pairs == {
         "--expect-nodes": "2",
@@ -165,7 +172,7 @@ def test_groups(write):
 def test_without_blueprint_expects_nothing_but_learning():
     e = without_blueprint()
     assert e.gpus_per_node is None and e.gpu_model is None
-    assert e.job_args() == ["--loss-drop", "0.2"]
+    assert job_args(e) == ["--loss-drop", "0.2"]
     assert all(v is None for n, v, _ in e.table() if n != "loss_drop_fraction")
 
 
@@ -196,7 +203,7 @@ def test_the_role_still_gets_no_expect_nodes(write):
     text = AWS_TRAINING + "environments:\n  dev: {node_groups: [{name: gpu, count: 1}]}\n"
     for env in (None, "dev"):
         plan = spec_of(write, text, env)
-        assert "--expect-nodes" in plan.expectations.job_args()
+        assert "--expect-nodes" in job_args(plan.expectations)
         role = thaw(plan.group_vars)["smoke_train_job_args"]
         assert "--expect-nodes" not in role
-        assert role == plan.expectations.job_args()[2:]
+        assert role == job_args(plan.expectations)[2:]
