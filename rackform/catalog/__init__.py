@@ -7,6 +7,7 @@ so no figure enters rackform without saying where it came from.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -39,6 +40,9 @@ class Figure:
 class GpuModel:
     key: str
     description: str
+    # A regular expression the name the driver reports for this model matches (nvidia-smi's
+    # `name`), and no other model's does.
+    device_name: str
     memory_gb: Figure
     bf16_dense_tflops: Figure
     hbm_tbps: Figure
@@ -138,4 +142,14 @@ def load_catalog() -> Catalog:
     for it in instances.values():
         if it.gpu not in gpus:
             raise CatalogError(f"instances.yaml:{it.key}: unknown gpu {it.gpu!r}")
+    _check_device_names(gpus)
     return Catalog(gpus, instances, regions, rsrc[rdoc["source"]])
+
+
+def _check_device_names(gpus: dict[str, GpuModel]) -> None:
+    """Each model's device-name pattern is a regular expression Python can compile."""
+    for g in gpus.values():
+        try:
+            re.compile(g.device_name)
+        except re.error as exc:
+            raise CatalogError(f"gpus.yaml:{g.key}.device_name: {exc}") from None

@@ -35,20 +35,6 @@ DEFAULTS = {
 }
 
 
-# What CUDA/NVML call each catalog model (a regex searched in the device name), e.g.
-# "NVIDIA H100 80GB HBM3" is an H100 SXM, "NVIDIA H100 PCIe" is not.
-DEVICE_NAMES = {
-    "H100-SXM": r"H100 80GB HBM3|H100 SXM",
-    "H100-PCIe": r"H100 PCIe",
-    "H200-SXM": r"H200",
-    "A100-SXM-80GB": r"A100-SXM4-80GB",
-    "A100-SXM-40GB": r"A100-SXM4-40GB",
-    "L40S": r"L40S",
-    "A10G": r"A10G",
-    "L4": r"\bL4\b",
-}
-
-
 def _cat(fig: Figure, what: str) -> str:
     return f"catalog {what} ({fig.source.key}, {fig.source.date})"
 
@@ -141,7 +127,7 @@ def for_group(plan: Basis, group: str | None = None, nodes: int | None = None) -
         nodes=nodes,
         gpus_per_node=g.gpus_per_node,
         gpu_model=g.gpu_key,
-        gpu_pattern=DEVICE_NAMES.get(g.gpu_key) if gpu else None,
+        gpu_pattern=gpu.device_name if gpu else None,
         fabric=plan.network.fabric,
         nccl=plan.software.nccl if gpu else None,
         peak_tflops=peak,

@@ -63,3 +63,20 @@ def test_loader_refuses_unsourced_numbers():
         _figures({"memory_gb": 80}, {}, "gpus.yaml:X")
     with pytest.raises(CatalogError, match="is not in `sources`"):
         _figures({"memory_gb": {"v": 80, "src": "nowhere"}}, {}, "gpus.yaml:X")
+
+
+def test_device_name_patterns_are_checked_and_tell_the_models_apart(monkeypatch):
+    import re
+
+    from rackform import catalog
+
+    gpus = load_catalog().gpus
+    # The names drivers report (nvidia-smi --query-gpu=name): each matches its model alone.
+    for name, model in (("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H100 PCIe", "H100-PCIe"),
+                        ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S")):  # fmt: skip
+        assert [k for k, g in gpus.items() if re.search(g.device_name, name)] == [model]
+    broken = {
+        k: catalog.GpuModel(**{**vars(g), "device_name": "H100 (SXM"}) for k, g in gpus.items()
+    }
+    with pytest.raises(CatalogError, match=r"gpus.yaml:H100-SXM.device_name: "):
+        catalog._check_device_names(broken)
