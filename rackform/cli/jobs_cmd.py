@@ -23,7 +23,7 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, prepared, user_error
 from rackform.reap.run import usd_per_gpu_hour
-from rackform.reap.verdict import expected_nodes
+from rackform.reap.verdict import gpus_by_node
 from rackform.scheduler.records import SACCT_FORMAT, RecordError, parse
 from rackform.scheduler.remote import RemoteError, controller
 from rackform.scheduler.usage import Usage, usage
@@ -161,7 +161,7 @@ def jobs(
         records = list(parse(text, source))
     except RecordError as exc:
         raise user_error(str(exc)) from None
-    u = usage(records, expected_nodes(plan), usd_per_gpu_hour(p), datetime.now(), start)
+    u = usage(records, gpus_by_node(plan), usd_per_gpu_hour(p), datetime.now(), start)
     if as_json:
         doc = {
             "cluster": plan.name,

@@ -28,13 +28,7 @@ from rackform.engine import prepare_all, require_clear
 from rackform.gitops import gitrev, trust
 from rackform.gitops.evidence import EvidenceError, Proven, check, from_file, from_outputs
 from rackform.gitops.pin import differences, pin_of
-from rackform.gitops.promotion import (
-    FORMAT,
-    expected_nodes,
-    read_record,
-    record_path,
-    records_root,
-)
+from rackform.gitops.promotion import FORMAT, read_record, record_path, records_root
 from rackform.gitops.signing import SigningError, legacy_key_problem
 from rackform.plan.model import Plan
 from rackform.stack.workspace import WorkspaceError
@@ -94,9 +88,7 @@ def promote(
         head = gitrev.head_commit(repo)
         envelope = _evidence(src_plan, evidence, outputs)
         keys = trust.load(records_root(file, dst_plan.project) / trust.KEYS_FILE)
-        ev = check(
-            envelope, keys, src_plan, now=now, age=age, expected_nodes=expected_nodes(src_plan)
-        )
+        ev = check(envelope, keys, src_plan, now=now, age=age, expected_nodes=src_plan.node_range)
         other = differences(ev.pin, pin_of(src_plan))
         if other:
             raise Refused(

@@ -114,13 +114,6 @@ def require_promotion(plan: Plan, project: Path | None) -> None:
         raise PromotionRequired("; ".join(map(str, exc.problems))) from None
 
 
-def expected_nodes(plan: Plan) -> tuple[int, int]:
-    from rackform.stack.cluster import expected_nodes as count
-
-    n = count(plan)
-    return n["min"], n["max"]
-
-
 def verify_record(
     record: dict[str, Any],
     plan: Plan,
@@ -148,7 +141,7 @@ def verify_record(
         source,
         now=now or datetime.now(UTC),
         age=None,  # the age was judged when promoting (--max-age); the future never passes
-        expected_nodes=expected_nodes(source),
+        expected_nodes=source.node_range,
     )
     if record.get("subject") != proven.subject or record.get("source_digest") != source.digest:
         raise EvidenceError(

@@ -166,6 +166,16 @@ class Basis:
         return sum(g.gpus for g in self.node_groups)
 
     @property
+    def node_range(self) -> tuple[int, int]:
+        """How many nodes configuration must find and validation must hear from, as (low, high):
+        the count, or for an autoscaling group anything between its minimum and maximum (the
+        autoscaler owns the live size). The stack's Configure stage and promotion's check of the
+        evidence read this one figure."""
+        return sum(g.min_nodes for g in self.node_groups), sum(
+            g.max_nodes for g in self.node_groups
+        )
+
+    @property
     def gpu_nodes(self) -> int:
         """Nodes with GPUs."""
         return sum(g.count for _, g in self.gpu_groups)

@@ -26,7 +26,7 @@ from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import Prometheus, TelemetryError
 from rackform.reap.snooze import iso
 from rackform.reap.target import Outcome, Reaper
-from rackform.reap.verdict import REPORT_ONLY, Decision, decide, expected_nodes, protected
+from rackform.reap.verdict import REPORT_ONLY, Decision, decide, gpus_by_node, protected
 from rackform.scheduler import queue
 from rackform.scheduler.remote import RemoteError
 from rackform.targets.runtimes import reaper
@@ -192,7 +192,7 @@ def scheduled(d: Decision, p: Prepared, world: World) -> bool:
     if not jobs:
         d.reasons.append("Slurm: no job running or pending")
         return False
-    listed = expected_nodes(p.plan)
+    listed = gpus_by_node(p.plan)
     running = sum(j.nodes != "" for j in jobs)
     why = (
         f"Slurm: {len(jobs)} jobs in the queue ({running} holding nodes, "

@@ -82,7 +82,7 @@ class Decision:
         return d
 
 
-def expected_nodes(plan: Plan) -> dict[str, int]:
+def gpus_by_node(plan: Plan) -> dict[str, int]:
     """GPUs per node name where the blueprint lists the nodes (bare metal, colocation)."""
     return {h.name: g.gpus_per_node for _, g in plan.gpu_groups for h in g.hosts}
 
@@ -147,7 +147,7 @@ def decide(
     policy = idle or REPORT_ONLY
     window_s = policy.for_minutes * 60
     bucket_s = Window.of(policy).bucket_s
-    expected = expected_nodes(plan)
+    expected = gpus_by_node(plan)
     states = [gpu_state(g, policy, at) for g in series]
     nodes = _nodes(series, states, expected)
     whole = [g for g, s in zip(series, states, strict=True) if s != "gap"]

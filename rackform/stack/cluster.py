@@ -38,13 +38,6 @@ def validation_input(plan: Plan) -> dict:
     }
 
 
-def expected_nodes(plan: Plan) -> dict[str, int]:
-    """How many nodes configuration must find: the count, or for an autoscaling group anything
-    between its minimum and maximum (the autoscaler owns the live size)."""
-    groups = plan.node_groups
-    return {"min": sum(g.min_nodes for g in groups), "max": sum(g.max_nodes for g in groups)}
-
-
 class Cluster(pulumi.ComponentResource):
     """One cluster, provisioned, configured and validated in that order."""
 
@@ -95,7 +88,7 @@ class Cluster(pulumi.ComponentResource):
                 "group_vars": installs,
                 "roles_hash": roles,
                 "content_hash": inv.apply(lambda i: content_hash(roles, installs, i)),
-                "expected_nodes": expected_nodes(plan),
+                "expected_nodes": dict(zip(("min", "max"), plan.node_range, strict=True)),
                 "access": access,
             },
             provider=configure_provider,
