@@ -165,7 +165,10 @@ def test_site_playbook_runs_every_role_once_tagged_with_its_name():
     # the hosts grouped for them (which hosts: tests/roles/test_slurm_config.py runs it).
     hosts = {r["role"].removeprefix("rackform.gpu."): p["hosts"] for p in plays for r in p["roles"]}
     assert hosts == {
-        r: {"slurm": "rackform_slurm", "smoke_train": "rackform_smoke_train"}.get(r, "gpu_nodes")
+        r: {
+            "slurm": "gpu_nodes:slurm_controller:&rackform_slurm",
+            "smoke_train": "gpu_nodes:&rackform_smoke_train",
+        }.get(r, "gpu_nodes")
         for r in ROLES
     }
     # The first play over the nodes gathers the facts the later ones read; the slurm play

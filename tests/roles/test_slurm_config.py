@@ -201,9 +201,9 @@ def test_a_single_gpu_is_one_device_file(write):
 
 
 def test_a_site_run_without_a_scheduler_skips_the_slurm_role_cleanly(tmp_path):
-    # Ansible templates a task's delegate_to before the role's `when: slurm_enabled`: with no
-    # scheduler (no controller) the site playbook must still run (check mode, slurm tag only,
-    # on this machine through a local connection: every slurm task skips, nothing is touched).
+    # With no scheduler (no controller) the site playbook still runs, and its Slurm play has
+    # no host (check mode, slurm tag only, on this machine through a local connection: no slurm
+    # task even looked at, nothing touched).
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"localhost": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))  # fmt: skip
@@ -214,7 +214,9 @@ def test_a_site_run_without_a_scheduler_skips_the_slurm_role_cleanly(tmp_path):
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "failed=0" in done.stdout and "rackform.gpu.slurm" in done.stdout
+    assert "failed=0" in done.stdout and "rackform.gpu.slurm" not in done.stdout, done.stdout
+    slurm = done.stdout.split("PLAY [Run Slurm on the nodes and its controller]")[1]
+    assert slurm.split("*\n", 1)[1].strip().startswith("skipping: no hosts matched")
 
 
 # An AWS training cluster on spot capacity with hyphenated names: the stack's own controller
@@ -303,11 +305,18 @@ def test_on_bare_metal_the_controller_is_still_a_node(write):
 def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_path):
     # The inventory rackform builds for an AWS cluster with Slurm: nodes in gpu_nodes, the
     # stack's controller instance in slurm_controller. Ansible's own --list-hosts says which
-    # hosts each play of the site playbook runs on (nothing is run or contacted).
+    # hosts each play of the site playbook runs on (nothing is run or contacted). The playbook's
+    # first play groups every host for Slurm and the smoke job (a training cluster with a
+    # scheduler; which hosts it groups when: test_the_site_playbook_runs_slurm_and_the_smoke_
+    # job_only_where_they_belong); --list-hosts runs no task, so the groups are given here as
+    # that play leaves them, with the controller in both: the plays' own patterns keep it out
+    # of everything but Slurm's.
+    every = {n: {} for n in [*AWS_NODES, CTL]}
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"all": {"children": {
         "gpu_nodes": {"children": {"ng_gpu_a": {"hosts": {n: {} for n in AWS_NODES}}}},
-        "slurm_controller": {"hosts": {CTL: {}}}}}}))  # fmt: skip
+        "slurm_controller": {"hosts": {CTL: {}}},
+        "rackform_slurm": {"hosts": every}, "rackform_smoke_train": {"hosts": every}}}}))  # fmt: skip
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT)}
     done = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
@@ -374,4 +383,9 @@ def test_the_site_playbook_runs_slurm_and_the_smoke_job_only_where_they_belong(t
     # no validators where this run says they are); with a scheduler, Slurm's too (its preflight
     # fails on this host: no controller named).
     assert set(results(site("training"), "smoke_train")) - {"skipping"}
-    assert set(results(site("training", slurm=True), "slurm")) - {"skipping"}
+    scheduled = site("training", slurm=True)
+    assert set(results(scheduled, "slurm")) - {"skipping"}
+    # Grouping the hosts changes nothing on them: no change for a second converge or for
+    # `rackform drift` (check mode) to count.
+    grouped = [b for b in scheduled.stdout.split("\nTASK [")[1:] if b.startswith("Group ")]
+    assert len(grouped) == 2 and all("\nok: [localhost]" in b for b in grouped), grouped

@@ -25,15 +25,15 @@ HOSTS = ["hgx-01", "hgx-02", "hgx-03", "hgx-04"]
 RUN = "0123456789abcdef" * 3
 
 
-def render(name: str, variables: dict) -> object:
-    """One of the role's private vars, as Ansible renders it for the first host."""
+def render(name: str, variables: dict, hosts: list[str] = HOSTS) -> object:
+    """One of the role's private vars, as Ansible renders it for the play's first host."""
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
     env = {
         **{k: v for k, v in defaults.items() if "{{" not in str(v)},
         **{k: trust_as_template(v) if isinstance(v, str) else v for k, v in OWN.items()},
         **variables,
-        "ansible_play_hosts_all": HOSTS,
-        "inventory_hostname": HOSTS[0],
+        "ansible_play_hosts_all": hosts,
+        "inventory_hostname": hosts[0],
         "_smoke_train_run_id": RUN,
     }
     expr = "{{ " + name + " }}"
@@ -136,3 +136,14 @@ def test_the_record_is_read_from_the_watchers_file_or_from_the_cancellation():
     rec = render("_smoke_train_slurm_record", {"_smoke_train_slurm_ended": {"stdout": ""},
                                                "_smoke_train_slurm_late": late})  # fmt: skip
     assert (rec["JobState"], rec["Reason"]) == ("PENDING", "Resources")
+
+
+def test_the_job_is_the_same_whatever_order_the_play_lists_its_hosts_in():
+    """site.yml's smoke job play runs on a group made in the play, which lists the hosts in the
+    order they answered: the job (its nodes, its submitting and rendezvous host) and the run's
+    identity must not change with it, or a second converge would run the job again."""
+    variables = example_vars()
+    shuffled = [HOSTS[2], HOSTS[0], HOSTS[3], HOSTS[1]]
+    for name in ("_smoke_train_sbatch", "_smoke_train_first", "_smoke_train_nodes"):
+        assert render(name, variables, shuffled) == render(name, variables), name
+    assert render("_smoke_train_first", variables, shuffled) == "hgx-01"
