@@ -53,15 +53,13 @@ fi
 py=${PYTHON:-python3}
 images_pid=""
 if ((want_test)); then
-  # The end-to-end test's first VM boots from the baked image (the roles' packages installed
-  # natively); build it here, with the package repository the tests serve (a no-op once cached).
+  # The end-to-end test's VMs boot from cached Debian images (the base image, and the baked
+  # one with the roles' packages installed natively); build them here, with the package
+  # repository the tests serve, rather than inside the test's time budget (a no-op once cached).
   # With this Python's standard library only, in the background while pip fills the virtualenv:
-  # the two overlap (debootstrap is mostly downloads and dpkg, pip mostly unpacking). The base
-  # image waits: the e2e builds it beside its first scenario, which keeps one core busy, rather
-  # than here beside the baked one, where the two debootstraps shared the cores (260 s each
-  # at once, 150 s alone).
+  # the two overlap (debootstrap is mostly downloads and dpkg, pip mostly unpacking).
   images_log=$(mktemp -t rackform-images.XXXXXX)
-  "$py" -m rackform.testbed.prepare --baked --no-base >"$images_log" 2>&1 &
+  "$py" -m rackform.testbed.prepare --baked >"$images_log" 2>&1 &
   images_pid=$!
   trap '[[ -z $images_pid ]] || kill "$images_pid" 2>/dev/null; rm -f "$images_log"' EXIT
 fi

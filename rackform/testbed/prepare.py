@@ -4,7 +4,7 @@ and the local package repository the tests serve to the VMs (each a cached no-op
 Standard library only, like the rest of `rackform.testbed`'s image code, so that
 scripts/setup.sh can run it with the system Python while pip fills the virtualenv:
 
-    python3 -m rackform.testbed.prepare [--baked] [--no-base] [--no-packages] [--torch-wheelhouse DIR]
+    python3 -m rackform.testbed.prepare [--baked] [--no-packages] [--torch-wheelhouse DIR]
 
 `rackform testbed image` is the same, from the installed command.
 """
@@ -27,13 +27,11 @@ def prepare(
     packages: bool,
     log: Callable[[str], None],
     wheelhouse: Path | None = None,
-    base: bool = True,
 ) -> tuple[list[tuple[str, BaseImage]], Path | None]:
-    """The images (by what they are: "base image" unless not `base`, "baked image", "baked
-    image with torch" where a `wheelhouse` is given) and the repository (None unless
-    `packages`). At once: each is mostly downloads and dpkg, a core each on a 2-core machine.
-    Raises ImageError."""
-    wanted: dict[str, tuple] = {"base image": ((), None)} if base else {}
+    """The images (by what they are: "base image", "baked image", "baked image with torch"
+    where a `wheelhouse` is given) and the repository (None unless `packages`). At once: each
+    is mostly downloads and dpkg, a core each on a 2-core machine. Raises ImageError."""
+    wanted: dict[str, tuple] = {"base image": ((), None)}
     if baked:
         wanted["baked image"] = (BAKED_PACKAGES, None)
     if wheelhouse is not None:
@@ -64,19 +62,12 @@ def _log(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m rackform.testbed.prepare")
     parser.add_argument("--baked", action="store_true", help="also the baked image")
-    parser.add_argument(
-        "--no-base", dest="base", action="store_false", help="not the base image (built on use)"
-    )
     parser.add_argument("--no-packages", dest="packages", action="store_false")
     parser.add_argument("--torch-wheelhouse", type=Path, help="also the baked image with torch")
     a = parser.parse_args(argv)
     try:
         images, repo = prepare(
-            baked=a.baked,
-            packages=a.packages,
-            log=_log,
-            wheelhouse=a.torch_wheelhouse,
-            base=a.base,
+            baked=a.baked, packages=a.packages, log=_log, wheelhouse=a.torch_wheelhouse
         )
     except ImageError as exc:
         _log(f"rackform testbed image: {exc}")

@@ -71,7 +71,7 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 @pytest.fixture(scope="session")
-def testbed(tmp_path_factory, phases, testbed_images):
+def testbed(tmp_path_factory, phases, torch_image):
     """node1 from the base image: the first converge proves on it that the roles install what
     they need on a bare host, torch included. node2 from the baked image with torch (the roles'
     packages and smoke_train's virtualenv, installed natively when the image was built): no
@@ -79,10 +79,8 @@ def testbed(tmp_path_factory, phases, testbed_images):
     slowed the first."""
     d = tmp_path_factory.mktemp("testbed")
     label = "testbed up: node1 from the base image, node2 from the baked one with torch"
-    with phases(
-        "testbed: waiting for the base image and the one with torch (built in the background)"
-    ):
-        wheelhouse = testbed_images()
+    with phases("testbed: waiting for the baked image with torch (built in the background)"):
+        wheelhouse = torch_image()
     boot = booted_testbed(d, 2, phases(label), baked_nodes=("node2",), wheelhouse=wheelhouse)
     with boot as bed:
         phases.notes.append(
@@ -121,15 +119,12 @@ def torch_wheelhouse(phases) -> Path | None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def testbed_images(torch_wheelhouse, phases):
-    """The two-VM testbed's images, built from the session's start in the background
-    (`rackform testbed image --torch-wheelhouse`, cached after the first build): the base image
-    (debootstrap, 2-3 minutes; the setup builds only the baked one) and the baked image with
-    torch (from the baked image's tree, about a minute), at once. The first e2e file (the node
-    that configures itself) keeps one VM busy meanwhile, and the build runs in a session of its
-    own, so the scheduler gives it the other core ahead of the rest of the suite (niced). The
-    testbed's `up` waits for them. Called, it gives the wheelhouse to boot with (None without a
-    torch wheel)."""
+def torch_image(torch_wheelhouse, phases):
+    """The baked image with torch, built from the session's start in the background
+    (`rackform testbed image --torch-wheelhouse`; from the baked image's tree, about a minute;
+    cached after the first build): the first e2e file (the node that configures itself) keeps
+    one VM busy meanwhile. The testbed's `up` waits for it (the image cache's lock) where it is
+    not done yet. Called, it gives the wheelhouse to boot with (None without a torch wheel)."""
     if torch_wheelhouse is None:
         yield lambda: None
         return
@@ -155,11 +150,7 @@ def testbed_images(torch_wheelhouse, phases):
             os.killpg(build.pid, signal.SIGTERM)
             build.wait()
         else:
-            built = [
-                ln
-                for ln in log.read_text().splitlines()
-                if ln.startswith(("base image:", "baked image with torch:"))
-            ]
+            built = [ln for ln in log.read_text().splitlines() if "with torch" in ln]
             phases.notes.append(f"in the background from the session's start: {'; '.join(built)}")
 
 
