@@ -10,15 +10,20 @@ from collections.abc import Mapping
 from typing import Any
 
 NOTHING_PASSED = "no check passed (none ran)"
+# Failed checks named in the one line; a cluster-wide failure (a check failing on every node of
+# hundreds) is counted past these.
+NAMED = 5
 
 
 def verdict(report: Mapping[str, Any]) -> tuple[bool, str]:
-    """(passed, why not): `why` names each failed check with what it measured and expected,
-    in one line; empty on a pass."""
+    """(passed, why not): `why` names the failed checks with what each measured and expected,
+    in one line (the first NAMED, then how many more); empty on a pass."""
     checks = report.get("checks") or []
     failed = [c for c in checks if c.get("status") == "fail"]
     if failed:
-        return False, "; ".join(_failed(c) for c in failed)
+        why = "; ".join(_failed(c) for c in failed[:NAMED])
+        more = len(failed) - NAMED
+        return False, why + (f"; and {more} more failed check(s)" if more > 0 else "")
     if not any(c.get("status") == "pass" for c in checks):
         return False, NOTHING_PASSED
     return True, ""

@@ -41,3 +41,11 @@ def test_every_failed_check_is_named_in_one_line():
         "allreduce_busbw: measured 120 GB/s, expected 460 GB/s",
         "node_reports: measured 0, expected 2",
     ]
+
+
+def test_a_failure_on_every_node_of_a_big_cluster_stays_one_short_line():
+    nodes = [{**BUSBW, "name": f"gpu-{i:03d}/allreduce_busbw"} for i in range(300)]
+    ok, why = verdict({"checks": [PASS, *nodes]})
+    assert not ok and "\n" not in why
+    assert why.startswith("gpu-000/allreduce_busbw: measured 120 GB/s, expected 460 GB/s; ")
+    assert why.count("measured") == 5 and why.endswith("; and 295 more failed check(s)")
