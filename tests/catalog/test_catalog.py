@@ -65,7 +65,7 @@ def test_loader_refuses_unsourced_numbers():
         _figures({"memory_gb": {"v": 80, "src": "nowhere"}}, {}, "gpus.yaml:X")
 
 
-def test_device_name_patterns_are_checked_and_tell_the_models_apart(monkeypatch):
+def test_device_name_patterns_are_checked_and_tell_the_models_apart():
     import re
 
     from rackform import catalog
