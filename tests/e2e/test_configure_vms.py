@@ -344,6 +344,13 @@ def check_fabric(bed: lifecycle.Testbed, node: str) -> None:
     assert "DefaultLimitMEMLOCK=infinity" in sh(
         bed, node, "cat /etc/systemd/system.conf.d/90-rackform-memlock.conf"
     )
+    # The service manager took the limit without a reboot, and a service started now gets it.
+    assert sh(bed, node, "systemctl show --property=DefaultLimitMEMLOCK --value").strip() == (
+        "infinity"
+    )
+    assert sh(bed, node, "systemd-run --wait --pipe --quiet sh -c 'ulimit -l'").strip() == (
+        "unlimited"
+    )
     other = "10.77.0.12" if node == "node1" else "10.77.0.11"
     sh(bed, node, f"ping -c 1 -W 5 -I priv0 {other}")  # the private VM-to-VM network
 
