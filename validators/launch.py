@@ -3,12 +3,17 @@
     python -m validators.launch --nproc 8 --json report.json [--torchrun "..."] -- JOB ARGS
 
 The job runs under torchrun (`python -m torch.distributed.run`, no restarts), its output
-streamed through. However the job ends, the report says what happened: `job_completed` passes
-only on evidence that every rank reached the end (the job's end marker, written after all ranks
-came through the last phase, and torchrun's exit 0: every rank left cleanly); a rank that died
-or stalled fails it, naming the rank and the cause (from torchrun's own summary), and every
-check the job never reached becomes not-run. A whole-run deadline backs up the job's own
-timeouts. Standard library only (torch is imported by the job, not here).
+streamed through. Or, with `--node-rank/--nnodes/--master` (where a scheduler has already
+started every node's part at once: one Slurm task per node), this launcher starts the node's
+workers itself, as srun starts a job's tasks, with the ranks and the rendezvous address in their
+environment (torch.distributed's env://): no torchrun agent, whose own `import torch` takes a
+minute on a slow host before the workers even start. However the job ends, the report says what
+happened: `job_completed` passes only on evidence that every rank reached the end (the job's end
+marker, written after all ranks came through the last phase, and every worker's exit 0: every
+rank left cleanly); a rank that died or stalled fails it, naming the rank and the cause (from
+torchrun's own summary, or from the worker this launcher saw fail), and every check the job
+never reached becomes not-run. A whole-run deadline backs up the job's own timeouts. Standard
+library only (torch is imported by the job, not here).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +47,10 @@ class Proc:
     rc: int | None
     lines: list[str]
     timed_out: bool
+    # What started the workers ("torchrun", or "the workers" where this launcher did), and the
+    # first worker it saw fail, in one line (None where torchrun's summary says it).
+    launcher: str = "torchrun"
+    cause: str | None = None
 
 
 def _env() -> dict[str, str]:
@@ -101,6 +111,136 @@ def _kill_group(p: subprocess.Popen, grace_s: float) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where this node's workers sit in the job: its rank among `nnodes` nodes, and the
+    rendezvous address, on the node of rank 0 (global rank 0 hosts torch's TCP store there)."""
+
+    node_rank: int
+    nnodes: int
+    master_addr: str
+    master_port: int
+
+    @classmethod
+    def parse(cls, node_rank: int, nnodes: int, master: str) -> Layout:
+        addr, sep, port = master.rpartition(":")
+        if not sep or not addr or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"--master {master!r}: give HOST:PORT")
+        if nnodes < 1:
+            raise ValueError(f"--nnodes {nnodes} must be at least 1")
+        if not 0 <= node_rank < nnodes:
+            raise ValueError(f"--node-rank {node_rank} must be in 0..{nnodes - 1} (--nnodes)")
+        return cls(node_rank, nnodes, addr.strip("[]"), int(port))
+
+    def worker_env(self, nproc: int, local_rank: int) -> dict[str, str]:
+        """What torchrun would give the worker (the variables env:// and the job read)."""
+        return {
+            "RANK": str(self.node_rank * nproc + local_rank),
+            "WORLD_SIZE": str(self.nnodes * nproc),
+            "LOCAL_RANK": str(local_rank),
+            "LOCAL_WORLD_SIZE": str(nproc),
+            "GROUP_RANK": str(self.node_rank),
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+        }
+
+
+def _signal_name(rc: int) -> str:
+    try:
+        return f" ({signal.Signals(-rc).name})" if rc < 0 else ""
+    except ValueError:
+        return ""
+
+
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")
+
+
+def _last_error(lines: list[str]) -> str:
+    """A worker's error in one line: the last line of its traceback, else its last line."""
+    # torch prefixes an uncaught error's lines with the rank ("[rank0]: Traceback ...").
+    text = [_RANK_PREFIX.sub("", line).strip() for line in lines if line.strip()]
+    tb = [i for i, line in enumerate(text) if line.startswith("Traceback (most recent call last)")]
+    if tb:
+        body = [line for line in text[tb[-1] + 1 :] if not line.startswith(("File ", "^", "~"))]
+        return body[-1] if body else ""
+    return text[-1] if text else ""
+
+
+def run_workers(
+    cmd: list[str],
+    envs: list[dict[str, str]],
+    timeout_s: float,
+    out=None,
+    keep: int = 400,
+    grace_s: float = 10.0,
+    poll_s: float = 0.2,
+) -> Proc:
+    """Start one worker per entry of `envs` (each `cmd` with those variables added), each in a
+    process group of its own, copying their output to `out` as it comes. As torchrun does with
+    no restarts: the first worker to exit non-zero ends the job (the others get SIGTERM, then
+    SIGKILL after `grace_s`) and is named in `cause`; past the deadline every worker is
+    stopped. `rc` is 0 when every worker exited 0, else the first failure's exit status."""
+    out = out or sys.stderr
+    tail: collections.deque[str] = collections.deque(maxlen=keep)
+    lock = threading.Lock()
+    base = _env()
+    procs, tails, pumps = [], [], []
+    for env in envs:
+        p = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env={**base, **env},
+            start_new_session=True,
+        )
+        own: collections.deque[str] = collections.deque(maxlen=60)
+        procs.append(p)
+        tails.append(own)
+
+        def pump(p=p, own=own) -> None:
+            assert p.stdout is not None
+            for line in p.stdout:
+                with lock:
+                    tail.append(line.rstrip("\n"))
+                    own.append(line.rstrip("\n"))
+                    out.write(line)
+                    out.flush()
+
+        t = threading.Thread(target=pump, daemon=True)
+        t.start()
+        pumps.append(t)
+    deadline = time.monotonic() + timeout_s
+    failed_at: int | None = None
+    timed_out = False
+    while True:
+        codes = [p.poll() for p in procs]
+        failed_at = next((i for i, rc in enumerate(codes) if rc not in (None, 0)), None)
+        if failed_at is not None or all(rc == 0 for rc in codes):
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            break
+        time.sleep(poll_s)
+    for p in procs:
+        if p.poll() is None:
+            _kill_group(p, grace_s)
+    for t in pumps:
+        t.join(timeout=5)
+    cause = None
+    rc: int | None = 0
+    if failed_at is not None:
+        rc = procs[failed_at].returncode
+        rank = envs[failed_at].get("RANK", str(failed_at))
+        err = _last_error(list(tails[failed_at]))
+        cause = f"rank {rank} on {socket.gethostname()} failed: exit code {rc}{_signal_name(rc)}"
+        cause = f"{cause}; {err}" if err else cause
+    elif timed_out:
+        rc = None
+    return Proc(rc, list(tail), timed_out, launcher="the workers", cause=cause)
 
 
 _FIELD = re.compile(r"^\s*(rank|exitcode|host|traceback)\s*:\s*(.*)$")
@@ -267,12 +407,12 @@ def _job_check(proc: Proc, job: dict | None, timeout_s: float) -> Check:
         )
     if proc.rc == 0 and ended:
         return Check(
-            name, report.PASS, "completed", "completed", "", "==", f"{seen}; torchrun exit 0"
+            name, report.PASS, "completed", "completed", "", "==", f"{seen}; {proc.launcher} exit 0"
         )
     if proc.rc == 0:
-        why = f"torchrun exited 0 but {seen}"
+        why = f"{proc.launcher} exited 0 but {seen}"
     else:
-        why = root_cause(proc.lines) or f"torchrun exited {proc.rc}"
+        why = proc.cause or root_cause(proc.lines) or f"{proc.launcher} exited {proc.rc}"
         for extra in (*_watchdog_lines(proc.lines)[:1], *_setup_lines(proc.lines)[:1]):
             why = f"{why}; {extra}"
         if ended:  # through the last phase, then a rank failed on its way out
@@ -296,6 +436,20 @@ def _read(path: str) -> dict | None:
         return None
 
 
+def job_cmd(job_args: list[str], report_path: str) -> list[str]:
+    """A worker's command line: the job, its verdict in its report."""
+    return [
+        sys.executable,
+        "-m",
+        "validators.smoke",
+        "--report",
+        report_path,
+        "--no-table",
+        "--verdict-in-report",
+        *job_args,
+    ]
+
+
 def torchrun_cmd(
     nproc: int, torchrun_args: list[str], job_args: list[str], report_path: str
 ) -> list[str]:
@@ -307,13 +461,7 @@ def torchrun_cmd(
         f"--nproc-per-node={nproc}",
         "--max-restarts=0",
         *rdzv,
-        "-m",
-        "validators.smoke",
-        "--report",
-        report_path,
-        "--no-table",
-        "--verdict-in-report",
-        *job_args,
+        *job_cmd(job_args, report_path)[1:],  # `-m validators.smoke ...`
     ]
 
 
@@ -324,8 +472,10 @@ def run(
     timeout_s: float = 900.0,
     torchrun_args: list[str] | None = None,
     out=None,
+    layout: Layout | None = None,
 ) -> dict:
-    """Host checks (unless host_args is None), then the job; the merged report."""
+    """Host checks (unless host_args is None), then the job (under torchrun, or its workers
+    started here where `layout` places the node); the merged report."""
     launch_s: dict[str, float] = {}
     slurm = slurm_env.facts()  # under sbatch/srun: the job and what Slurm allocated it
     with tempfile.TemporaryDirectory(prefix="rackform-smoke-") as tmp:
@@ -353,12 +503,17 @@ def run(
             return compose(host, None, None, timeout_s, launch_s, missing, slurm)
         jp = os.path.join(tmp, "job.json")
         start = time.time()
-        proc = stream(torchrun_cmd(nproc, torchrun_args or [], job_args, jp), timeout_s, out)
-        launch_s["torchrun"] = round(time.time() - start, 3)
+        if layout is None:
+            proc = stream(torchrun_cmd(nproc, torchrun_args or [], job_args, jp), timeout_s, out)
+            launch_s["torchrun"] = round(time.time() - start, 3)
+        else:
+            envs = [layout.worker_env(nproc, i) for i in range(nproc)]
+            proc = run_workers(job_cmd(job_args, jp), envs, timeout_s, out)
+            launch_s["workers"] = round(time.time() - start, 3)
         job = _read(jp)
         began = ((job or {}).get("job") or {}).get("started")
         if isinstance(began, int | float):
-            # torchrun and its workers importing torch, the rendezvous and the process group
+            # (torchrun and) the workers importing torch, the rendezvous and the process group
             launch_s["until_job_started"] = round(began - start, 3)
         return compose(host, job, proc, timeout_s, launch_s, slurm=slurm)
 
@@ -374,6 +529,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--torchrun", default="", help="Rendezvous arguments for torchrun (default --standalone)."
     )
+    p.add_argument(
+        "--node-rank",
+        type=int,
+        help="Start the workers here rather than under torchrun: this node's rank (0: the node"
+        " at --master), with --nnodes and --master.",
+    )
+    p.add_argument("--nnodes", type=int, help="Nodes in the job (with --node-rank).")
+    p.add_argument("--master", help="HOST:PORT of the node of rank 0 (with --node-rank).")
     p.add_argument("--host-args", default="", help="Arguments for validators.hostcheck.")
     p.add_argument("--no-host-checks", action="store_true")
     p.add_argument("--timeout-s", type=float, default=900.0)
@@ -383,7 +546,16 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     job_args = a.job_args[1:] if a.job_args[:1] == ["--"] else a.job_args
     host_args = None if a.no_host_checks else shlex.split(a.host_args)
-    doc = run(a.nproc, job_args, host_args, a.timeout_s, shlex.split(a.torchrun))
+    layout = None
+    given = [a.node_rank is not None, a.nnodes is not None, a.master is not None]
+    if any(given):
+        if not all(given) or a.torchrun:
+            p.error("--node-rank, --nnodes and --master go together, and without --torchrun")
+        try:
+            layout = Layout.parse(a.node_rank, a.nnodes, a.master)
+        except ValueError as e:
+            p.error(str(e))
+    doc = run(a.nproc, job_args, host_args, a.timeout_s, shlex.split(a.torchrun), layout=layout)
     if a.json:
         Path(a.json).write_text(report.dumps(doc))
     print(report.table(doc), flush=True)

@@ -17,6 +17,7 @@ from gpu_collection import ROLES_DIR
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
+from rackform.plan.model import thaw
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROLES_DIR / "smoke_train"
@@ -25,15 +26,15 @@ HOSTS = ["hgx-01", "hgx-02", "hgx-03", "hgx-04"]
 RUN = "0123456789abcdef" * 3
 
 
-def render(name: str, variables: dict, hosts: list[str] = HOSTS) -> object:
-    """One of the role's private vars, as Ansible renders it for the play's first host."""
+def render(name: str, variables: dict, hosts: list[str] = HOSTS, host: str | None = None) -> object:
+    """One of the role's private vars, as Ansible renders it for `host` (the play's first)."""
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
     env = {
         **{k: v for k, v in defaults.items() if "{{" not in str(v)},
         **{k: trust_as_template(v) if isinstance(v, str) else v for k, v in OWN.items()},
         **variables,
         "ansible_play_hosts_all": hosts,
-        "inventory_hostname": hosts[0],
+        "inventory_hostname": host or hosts[0],
         "_smoke_train_run_id": RUN,
     }
     expr = "{{ " + name + " }}"
@@ -147,3 +148,37 @@ def test_the_job_is_the_same_whatever_order_the_play_lists_its_hosts_in():
     for name in ("_smoke_train_sbatch", "_smoke_train_first", "_smoke_train_nodes"):
         assert render(name, variables, shuffled) == render(name, variables), name
     assert render("_smoke_train_first", variables, shuffled) == "hgx-01"
+
+
+def _addresses(hosts: list[str], interface: str) -> dict:
+    """hostvars with each node's IPv4 address on `interface` in its facts (hgx-03: 10.0.0.3),
+    and a default one elsewhere that must not be used."""
+    return {
+        h: {
+            "ansible_facts": {
+                interface: {"ipv4": {"address": f"10.0.0.{h[-1]}"}},
+                "default_ipv4": {"address": f"192.168.0.{h[-1]}"},
+            }
+        }
+        for h in hosts
+    }
+
+
+def test_through_slurm_each_node_starts_its_workers_with_its_rank():
+    """Through Slurm no torchrun: each node's launcher gets its place among the nodes by name
+    (whatever order the play lists them in) and the first node's address, where rank 0 holds
+    the job's store; without Slurm, torchrun's c10d rendezvous on that same node."""
+    shuffled = [HOSTS[2], HOSTS[0], HOSTS[3], HOSTS[1]]
+    variables = {**thaw(example_vars()), "smoke_train_slurm": True}
+    variables["hostvars"] = _addresses(HOSTS, variables["smoke_train_interface"])
+    for rank, host in enumerate(HOSTS):
+        args = render("_smoke_train_launcher_args", variables, shuffled, host)
+        assert args == ["--node-rank", str(rank), "--nnodes", "4", "--master", "10.0.0.1:29400"]
+        argv = render("_smoke_train_argv", variables, shuffled, host)
+        assert "--torchrun" not in argv and argv[argv.index("--node-rank") + 1] == str(rank)
+    variables["smoke_train_slurm"] = False
+    args = render("_smoke_train_launcher_args", variables, shuffled, "hgx-03")
+    assert args == [
+        "--torchrun",
+        f"--nnodes=4 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29400 --rdzv-id={RUN[:12]}",
+    ]
