@@ -74,6 +74,14 @@ EXITS: dict[str, dict[int | str, str]] = {
         4: "an action or warning failed on some cluster or host",
         5: "some cluster is unknown (missing metrics, a failed live read) or locked; the others handled",
     },
+    "heal": {
+        0: "every node of every cluster healthy",
+        1: INTERNAL,
+        2: "bad input, nothing done",
+        3: "Prometheus could not answer for some cluster: nothing judged there",
+        5: "some node reports no telemetry (unknown, never acted on); the rest healthy",
+        6: "some node is suspect or failed (its action in the output)",
+    },
     "snooze": {
         0: "snoozed everywhere asked",
         1: INTERNAL,

@@ -13,6 +13,7 @@ from rackform.cli import (  # noqa: F401
     configure_cmd,
     diff_cmd,
     drift_cmd,
+    heal_cmd,
     init_cmd,
     jobs_cmd,
     plan_cmd,

@@ -79,6 +79,29 @@ class TargetSchema:
         """What `rackform reap --apply` can do to an idle cluster of this target and purpose."""
         return ("notify",)
 
+    def heal_actions(self) -> tuple[str, ...]:
+        """What `rackform heal --apply` can do to a failed node of this target: drain it, reset
+        its GPUs and reboot it everywhere (over SSH); a target adds what it has the means for."""
+        return ("monitor", "drain", "reset", "reboot")
+
+    def health_rules(self, bp: Cluster) -> list[Violation]:
+        """Every action lifecycle.health names must be one this target carries out."""
+        health = bp.lifecycle.health
+        if health is None:
+            return []
+        allowed = self.heal_actions()
+        named = [((f,), a) for f, a in health.actions.model_dump(exclude={"xid"}).items()]
+        named += [(("xid", code), a) for code, a in health.actions.xid.items()]
+        return [
+            Violation(
+                ("lifecycle", "health", "actions", *where),
+                f"{action} is not a heal action on {self.type}",
+                "use one of: " + ", ".join(allowed),
+            )
+            for where, action in named
+            if action not in allowed
+        ]
+
     def idle_rules(self, bp: Cluster) -> list[Violation]:
         """lifecycle.idle.action must be one this target carries out for the cluster's purpose
         (e.g. no power-off on AWS: there is no BMC to reach)."""

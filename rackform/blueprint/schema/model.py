@@ -166,6 +166,7 @@ class Blueprint(Strict):
         out += foreign_fields(self.target.type, list(enumerate(self.node_groups)))
         out += SCHEMAS[self.target.type].rules(self, load_catalog())
         out += SCHEMAS[self.target.type].idle_rules(self)
+        out += SCHEMAS[self.target.type].health_rules(self)
         check(out)
         return self
 

@@ -9,6 +9,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, field_validator
 
 from rackform.blueprint.schema.base import Strict
+from rackform.blueprint.schema.health import HealthPolicy
 from rackform.catalog.raid import load_raid_levels
 
 Name = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
@@ -316,4 +317,10 @@ class LifecycleSpec(Strict):
     idle: Annotated[
         IdlePolicy | None,
         Field(description="Idle policy for `rackform reap`; none = never reaped."),
+    ] = None
+    health: Annotated[
+        HealthPolicy | None,
+        Field(
+            description="Health policy for `rackform heal`; none = heal judges every node with the default policy and reports, never acts."
+        ),
     ] = None

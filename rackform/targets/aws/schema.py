@@ -294,5 +294,10 @@ class AwsSchema(TargetSchema):
     def idle_rules(self, bp: Cluster) -> list[Violation]:
         return super().idle_rules(bp) + idle.idle_rules(bp)
 
+    def heal_actions(self) -> tuple[str, ...]:
+        # "Replace, don't repair": a failed instance is terminated and its group or the stack
+        # brings a new one; there is no BMC to power-cycle.
+        return (*super().heal_actions(), "replace")
+
 
 SCHEMA = AwsSchema()

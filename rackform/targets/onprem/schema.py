@@ -121,3 +121,7 @@ class OnPremSchema(TargetSchema):
 
     def idle_rules(self, bp: Cluster) -> list[Violation]:
         return super().idle_rules(bp) + idle_rules(bp)
+
+    def heal_actions(self) -> tuple[str, ...]:
+        # Each host's BMC (Redfish) power-cycles a node that no longer answers.
+        return (*super().heal_actions(), "power-cycle")

@@ -1,7 +1,8 @@
-"""Real servers for the reap tests, each on 127.0.0.1 and stopped at the end of its block:
+"""Real servers for the reap and heal tests, each on 127.0.0.1 and stopped at the end of its
+block:
 
-- Prometheus (Debian's package) over hours of dcgm-exporter history, made as OpenMetrics and
-  backfilled with `promtool tsdb create-blocks-from openmetrics` before Prometheus starts on
+- Prometheus (Debian's package) over hours of dcgm-exporter history (and any other series a
+  test gives: node_exporter's, DCGM's error counters), made as OpenMetrics and backfilled with `promtool tsdb create-blocks-from openmetrics` before Prometheus starts on
   that data directory (seconds, however long the history);
 - sushy-tools' Redfish emulator with its fake systems driver and HTTP basic auth;
 - Alertmanager (Debian's package), with its own data directory and clustering off.
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,12 +53,26 @@ class Gpu:
     heartbeat: Callable[[int, float], float] | None = None
 
 
+@dataclass(frozen=True)
+class Series:
+    """Any other series: its metric name, its labels (in order), and its value as a function of
+    minutes ago (None: no sample that minute, a gap), from `start_min` minutes ago to
+    `end_min` minutes ago."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float | Callable[[int], float | None]
+    start_min: int = 180
+    end_min: int = 0
+
+
 def _value(v, i: int) -> float:
     return v(i) if callable(v) else v
 
 
-def openmetrics(gpus: list[Gpu], now: float) -> str:
-    """The GPUs' history as OpenMetrics: each metric family contiguous, each series in order."""
+def openmetrics(gpus: list[Gpu], now: float, series: Sequence[Series] = ()) -> str:
+    """The GPUs' history, then the other series', as OpenMetrics: each metric family
+    contiguous (every family a gauge: PromQL reads counters the same), each series in order."""
     out: list[str] = []
     end = int(now) - int(now) % STEP_S
     families = (
@@ -83,6 +98,15 @@ def openmetrics(gpus: list[Gpu], now: float) -> str:
                 # repr: every digit (`:g` kept six, so a heartbeat's unix time was rounded to
                 # 10,000 s and read as stopped or running depending on the hour of the run).
                 out.append(f"{name}{{{labels}}} {float(value(g, i))!r} {t}")
+    names = list(dict.fromkeys(s.name for s in series))
+    for name in names:
+        out.append(f"# TYPE {name} gauge")
+        for s in (s for s in series if s.name == name):
+            labels = ",".join(f'{k}="{v}"' for k, v in s.labels)
+            for i in range(s.start_min * 60 // STEP_S, s.end_min * 60 // STEP_S - 1, -1):
+                v = _value(s.value, i)
+                if v is not None:
+                    out.append(f"{name}{{{labels}}} {float(v)!r} {end - i * STEP_S}")
     out.append("# EOF")
     return "\n".join(out) + "\n"
 
@@ -127,11 +151,11 @@ def _process(argv: list[str], log: Path, ready: str, ctx=None, **req) -> Iterato
                 proc.wait()
 
 
-def backfill(gpus: list[Gpu], data: Path, now: float) -> Path:
+def backfill(gpus: list[Gpu], data: Path, now: float, series: Sequence[Series] = ()) -> Path:
     """Write the history and turn it into TSDB blocks under data/tsdb."""
     data.mkdir(parents=True, exist_ok=True)
     src = data / "history.om"
-    src.write_text(openmetrics(gpus, now))
+    src.write_text(openmetrics(gpus, now, series))
     tsdb = data / "tsdb"
     done = subprocess.run(
         [need("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(src), str(tsdb)],
@@ -145,11 +169,16 @@ def backfill(gpus: list[Gpu], data: Path, now: float) -> Path:
 
 @contextmanager
 def prometheus(
-    gpus: list[Gpu], data: Path, now: float | None = None, web: Web | None = None
+    gpus: list[Gpu],
+    data: Path,
+    now: float | None = None,
+    web: Web | None = None,
+    series: Sequence[Series] = (),
 ) -> Iterator[str]:
-    """Prometheus over the GPUs' backfilled history; yields its URL. With `web`, behind
-    Prometheus's own web config: TLS with a certificate for 127.0.0.1 and basic auth."""
-    tsdb = backfill(gpus, data, time.time() if now is None else now)
+    """Prometheus over the GPUs' (and the other series') backfilled history; yields its URL.
+    With `web`, behind Prometheus's own web config: TLS with a certificate for 127.0.0.1 and
+    basic auth."""
+    tsdb = backfill(gpus, data, time.time() if now is None else now, series)
     config = data / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
     port = free_port()

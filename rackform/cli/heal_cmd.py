@@ -1,0 +1,105 @@
+"""`rackform heal FILE... [--env ENV] --prometheus URL [--json]`
+
+Judges every node of every cluster from its telemetry: healthy, suspect, failed or unknown,
+each with its evidence (the series, the value, when) and the action the blueprint's
+lifecycle.health gives, within the cluster's out-of-service budget and behind its breaker. A
+dry run: it says what it would do and does nothing (acting on nodes is not built yet). Exit
+status, for cron:
+  0  every node of every cluster healthy
+  2  bad input, nothing done
+  3  Prometheus could not answer for some cluster: nothing judged there (the reason in the JSON)
+  5  some node reports no telemetry (`unknown`, never acted on); the rest healthy
+  6  some node is suspect or failed (its action in the JSON)
+The JSON's `exit` says which and why."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rackform.cli.app import app
+from rackform.cli.common import Env, prepare_files, user_error
+from rackform.health.run import ClusterHealth, exit_status, judge_all
+from rackform.reap.prometheus import Prometheus, TelemetryError
+
+
+def _render(c: ClusterHealth) -> list[str]:
+    head = f"{c.source} [{c.environment}] {c.cluster} ({c.target})"
+    if c.error:
+        return [f"{head}: not judged: {c.error}"]
+    b = c.breaker
+    lines = [
+        f"{head}: {sum(n.verdict == 'healthy' for n in c.nodes)} of {len(c.nodes)} nodes healthy;"
+        f" out-of-service budget {c.budget}"
+        + ("" if c.declared else "; no lifecycle.health: report only")
+    ]
+    if b is not None and b.tripped:
+        lines.append(f"  BREAKER: {b.why}")
+    for n in c.nodes:
+        if n.verdict == "healthy":
+            continue
+        does = (
+            "never acted on (no telemetry)"
+            if n.verdict == "unknown"
+            else f"would {n.action} (dry run)" if n.acts
+            else n.action if n.action == "monitor"
+            else f"{n.action} waits: {n.waits}"
+        )  # fmt: skip
+        lines.append(f"  node {n.node} ({n.group}): {n.verdict}: {does}")
+        lines += [f"    - {e.detail}" for e in n.evidence]
+    return lines
+
+
+@app.command()
+def heal(
+    files: Annotated[list[Path], typer.Argument(help="Blueprint files.", show_default=False)],
+    prometheus: Annotated[
+        str, typer.Option("--prometheus", help="Prometheus base URL, e.g. http://prom:9090.")
+    ],
+    env: Env = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for Prometheus.", min=0.1)
+    ] = 30.0,
+    ca: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus-ca",
+            help="CA file for an https Prometheus (default $RACKFORM_PROMETHEUS_CA); a token "
+            "or basic auth comes from $RACKFORM_PROMETHEUS_TOKEN or "
+            "$RACKFORM_PROMETHEUS_USER/$RACKFORM_PROMETHEUS_PASSWORD.",
+        ),
+    ] = None,
+) -> None:
+    """Judge each node of GPU clusters from DCGM and node telemetry in Prometheus (XID errors,
+    uncorrectable ECC and row remaps, missing GPUs, PCIe replays, throttling, the checkpoint
+    array, InfiniBand ports, the job's heartbeat) and say what lifecycle.health would do,
+    within the out-of-service budget and behind the breaker. A node without telemetry is
+    unknown, never acted on. Dry run: nothing is done."""
+    try:
+        prom = Prometheus(prometheus, timeout, ca)
+    except TelemetryError as exc:
+        raise user_error(str(exc)) from None
+    prepared = [p for _, ps in prepare_files(files, env) for p in ps]
+    clusters = judge_all(prepared, prom, time.time())
+    code, why = exit_status(clusters)
+    if as_json:
+        doc = {
+            "applied": False,
+            "exit": {"status": code, "reason": why},
+            "clusters": [c.as_json() for c in clusters],
+        }
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        for c in clusters:
+            for line in _render(c):
+                typer.echo(line)
+        if code:
+            print(f"rackform: exit {code}: {why}", file=sys.stderr)
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,98 @@
+"""One `rackform heal` run over prepared blueprints: each cluster's nodes read from Prometheus
+(rackform/health/signals.py), judged, and the cluster's breaker and budget applied
+(rackform/health/verdict.py). A cluster whose telemetry cannot be read is judged not at all:
+its nodes are `unknown` and the reason is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rackform.blueprint.schema.health import HealthPolicy
+from rackform.engine import Prepared
+from rackform.health import signals
+from rackform.health.verdict import FAILED, SUSPECT, UNKNOWN, Breaker, NodeHealth, judge_cluster
+from rackform.reap.measure import Key
+from rackform.reap.prometheus import Prometheus, TelemetryError
+
+DEFAULT_POLICY = HealthPolicy()
+
+
+@dataclass
+class ClusterHealth:
+    source: str
+    cluster: str
+    environment: str
+    target: str
+    declared: bool  # lifecycle.health in the blueprint: without it heal reports, never acts
+    policy: HealthPolicy
+    nodes: list[NodeHealth] = field(default_factory=list)
+    breaker: Breaker | None = None
+    error: str | None = None
+
+    @property
+    def budget(self) -> int:
+        return self.policy.budget(len(self.nodes))
+
+    def as_json(self) -> dict:
+        out: dict = {
+            "source": self.source,
+            "cluster": self.cluster,
+            "environment": self.environment,
+            "target": self.target,
+            "policy": "declared" if self.declared else "default (report only)",
+            "budget": self.budget,
+            "breaker": self.breaker.as_json() if self.breaker else None,
+            "nodes": [n.as_json() for n in self.nodes],
+        }
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def roster(p: Prepared) -> dict[str, tuple[str, int]]:
+    """The nodes the blueprint lists (bare metal, colocation): name -> (group, GPUs)."""
+    return {h.name: (g.name, g.gpus_per_node) for _, g in p.plan.gpu_groups for h in g.hosts}
+
+
+def judge(p: Prepared, prom: Prometheus, at: float) -> ClusterHealth:
+    plan = p.plan
+    declared = plan.lifecycle.health
+    policy = declared or DEFAULT_POLICY
+    ch = ClusterHealth(
+        plan.source, plan.name, plan.environment, plan.target_type, declared is not None, policy
+    )
+    key = Key(plan.name, plan.environment, plan.purpose)
+    mount = plan.checkpoint.mount
+    try:
+        ch.nodes = signals.read(prom, key, roster(p), policy, at, mount)
+    except TelemetryError as exc:
+        ch.error = str(exc)
+        ch.nodes = [NodeHealth(n, g, seen=False) for n, (g, _) in roster(p).items()]
+        return ch
+    ch.breaker = judge_cluster(ch.nodes, policy)
+    if not declared:
+        for n in ch.nodes:
+            if n.acts:
+                n.acts, n.waits = False, "the blueprint declares no lifecycle.health: report only"
+    return ch
+
+
+def judge_all(prepared: Sequence[Prepared], prom: Prometheus, at: float) -> list[ClusterHealth]:
+    return [judge(p, prom, at) for p in prepared]
+
+
+def exit_status(clusters: list[ClusterHealth]) -> tuple[int, str]:
+    """3: some cluster's telemetry could not be read; 6: some node is failed or suspect; 5:
+    some node is unknown (no telemetry); 0: every node healthy."""
+    unread = [c.cluster for c in clusters if c.error]
+    if unread:
+        return 3, "telemetry could not be read for: " + ", ".join(unread)
+    bad = [f"{c.cluster}/{n.node}" for c in clusters for n in c.nodes
+           if n.verdict in (FAILED, SUSPECT)]  # fmt: skip
+    if bad:
+        return 6, "unhealthy: " + ", ".join(bad)
+    unknown = [f"{c.cluster}/{n.node}" for c in clusters for n in c.nodes if n.verdict == UNKNOWN]
+    if unknown:
+        return 5, "no telemetry: " + ", ".join(unknown)
+    return 0, "every node healthy"

@@ -1,0 +1,138 @@
+"""The pure rules of `rackform heal`: a node's verdict and action from its evidence, then the
+cluster's: the breaker (too many nodes unhealthy at once: act on none) and the out-of-service
+budget (act on as many as it leaves free, the most disruptive faults first; the rest wait,
+named). Nothing here reads the world: the evidence comes from rackform/health/signals.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rackform.blueprint.schema.health import HEAL_ACTIONS, HealthPolicy
+
+HEALTHY, SUSPECT, FAILED, UNKNOWN = "healthy", "suspect", "failed", "unknown"
+# Actions that take a node out of service (a drain first, for every one of them).
+OUT_OF_SERVICE = frozenset(HEAL_ACTIONS) - {"monitor"}
+
+
+def severity(action: str) -> int:
+    """Least to most disruptive: none, monitor, drain, reset, reboot, power-cycle, replace."""
+    return -1 if action == "none" else HEAL_ACTIONS.index(action)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One fault a node shows: its class (a FaultActions field), what was seen (the series,
+    its labels, the value and when), and the action the policy gives for it."""
+
+    fault: str
+    detail: str
+    action: str
+    series: str = ""
+    value: float | str | None = None
+    at: float | None = None
+    gpu: str | None = None
+
+    def as_json(self) -> dict:
+        out = {"fault": self.fault, "detail": self.detail, "action": self.action}
+        for key in ("series", "value", "at", "gpu"):
+            if getattr(self, key) not in (None, ""):
+                out[key] = getattr(self, key)
+        return out
+
+
+@dataclass
+class NodeHealth:
+    node: str
+    group: str
+    seen: bool  # any series of this node in the window: without one it is `unknown`
+    evidence: list[Evidence] = field(default_factory=list)
+    out_of_service: bool = False  # already drained or down (a person's, a rollout's, heal's)
+    # Filled by `judge_cluster`: whether heal acts on it now, and why not where it does not.
+    acts: bool = False
+    waits: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if not self.seen:
+            return UNKNOWN
+        if not self.evidence:
+            return HEALTHY
+        return FAILED if any(e.action in OUT_OF_SERVICE for e in self.evidence) else SUSPECT
+
+    @property
+    def action(self) -> str:
+        """The most disruptive action its evidence asks for; none for a healthy or unknown
+        node (never acted on)."""
+        if self.verdict in (HEALTHY, UNKNOWN):
+            return "none"
+        return max((e.action for e in self.evidence), key=severity)
+
+    def as_json(self) -> dict:
+        out = {
+            "node": self.node,
+            "group": self.group,
+            "verdict": self.verdict,
+            "action": self.action,
+            "acts": self.acts,
+            "evidence": [e.as_json() for e in self.evidence],
+        }
+        if self.waits:
+            out["waits"] = self.waits
+        if self.out_of_service:
+            out["out_of_service"] = True
+        return out
+
+
+@dataclass(frozen=True)
+class Breaker:
+    tripped: bool
+    unhealthy: int
+    nodes: int
+    why: str = ""
+
+    def as_json(self) -> dict:
+        out = {"tripped": self.tripped, "unhealthy": self.unhealthy, "nodes": self.nodes}
+        return {**out, "why": self.why} if self.why else out
+
+
+def breaker(nodes: list[NodeHealth], policy: HealthPolicy) -> Breaker:
+    """Tripped when more than `breaker_fraction` of the nodes (and more than one) look
+    unhealthy (suspect or failed) at once."""
+    bad = sum(n.verdict in (SUSPECT, FAILED) for n in nodes)
+    tripped = bad > 1 and bad > policy.breaker_fraction * len(nodes)
+    why = (
+        f"{bad} of {len(nodes)} nodes look unhealthy at once (more than"
+        f" {policy.breaker_fraction:.0%}): a fleet-wide signal is far more often a monitoring or"
+        " driver fault than that many failed GPUs; heal acts on none of them"
+        if tripped
+        else ""
+    )
+    return Breaker(tripped, bad, len(nodes), why)
+
+
+def judge_cluster(nodes: list[NodeHealth], policy: HealthPolicy) -> Breaker:
+    """Decide which nodes heal acts on now (sets `acts` and `waits` on each): none behind a
+    tripped breaker or under notify_only; else the failed nodes whose action takes them out
+    of service, most disruptive first (then by name), as many as the budget leaves free after
+    the nodes already out."""
+    b = breaker(nodes, policy)
+    budget = policy.budget(len(nodes))
+    free = budget - sum(n.out_of_service for n in nodes)
+    wanting = sorted(
+        (n for n in nodes if n.action in OUT_OF_SERVICE and not n.out_of_service),
+        key=lambda n: (-severity(n.action), n.node),
+    )
+    for n in wanting:
+        if b.tripped:
+            n.waits = "the breaker is tripped"
+        elif policy.notify_only:
+            n.waits = "the health policy is notify_only"
+        elif free <= 0:
+            n.waits = (
+                f"the out-of-service budget ({budget} of {len(nodes)} nodes) is used"
+                f" ({budget - free} out)"
+            )
+        else:
+            n.acts = True
+            free -= 1
+    return b
