@@ -55,13 +55,13 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Series:
-    """Any other series: its metric name, its labels (in order), and its value as a function of
-    minutes ago (None: no sample that minute, a gap), from `start_min` minutes ago to
-    `end_min` minutes ago."""
+    """Any other series: its metric name, its labels (in order), and its value, as given or as
+    a function of (minutes ago, the sample's unix time) (None: no sample then, a gap), from
+    `start_min` minutes ago to `end_min` minutes ago."""
 
     name: str
     labels: tuple[tuple[str, str], ...]
-    value: float | Callable[[int], float | None]
+    value: float | Callable[[int, int], float | None]
     start_min: int = 180
     end_min: int = 0
 
@@ -104,9 +104,10 @@ def openmetrics(gpus: list[Gpu], now: float, series: Sequence[Series] = ()) -> s
         for s in (s for s in series if s.name == name):
             labels = ",".join(f'{k}="{v}"' for k, v in s.labels)
             for i in range(s.start_min * 60 // STEP_S, s.end_min * 60 // STEP_S - 1, -1):
-                v = _value(s.value, i)
+                t = end - i * STEP_S
+                v = s.value(i, t) if callable(s.value) else s.value
                 if v is not None:
-                    out.append(f"{name}{{{labels}}} {float(v)!r} {end - i * STEP_S}")
+                    out.append(f"{name}{{{labels}}} {float(v)!r} {t}")
     out.append("# EOF")
     return "\n".join(out) + "\n"
 

@@ -113,7 +113,8 @@ def read(
     for expr, series, what in memory:
         for s in _by_gpu(prom.query(expr, at)):
             gpu = s.labels.get(L.GPU, "")
-            detail = f"GPU {gpu}: {what} ({s.value:g})"
+            # increase() extrapolates to the window's edges: a count, rounded (at least 1).
+            detail = f"GPU {gpu}: {what} ({max(1, round(s.value))})"
             add(
                 _node(s),
                 Evidence("memory", detail, policy.actions.memory, series, s.value, at, gpu),

@@ -1,0 +1,243 @@
+"""`rackform heal` against a real Prometheus (Debian's), backfilled per scenario with
+dcgm-exporter and node_exporter series for bare-metal clusters of ten nodes with hyphenated
+names: series that relabel half-way and series with gaps stay one healthy GPU; each fault gets
+its verdict and action; the budget, the breaker and a blueprint without lifecycle.health keep
+heal's hands off; a node without telemetry is unknown; Prometheus that does not answer is exit
+3 with nothing judged. Every run is a dry run (acting is not built yet)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from blueprint_helpers import rackform
+from servers import Gpu, Series, prometheus
+
+from rackform.reap import labels as L
+
+pytestmark = pytest.mark.slow
+
+GPUS = 2
+
+
+def blueprint(tmp_path, name: str, hosts: int = 10, health: str | None = "{max_out_of_service: 1}"):
+    lines = "\n".join(
+        f"      - {{name: {name}-{i:02d}, address: 10.9.{len(name)}.{i}}}"
+        for i in range(1, hosts + 1)
+    )
+    text = (
+        textwrap.dedent(f"""\
+        name: {name}
+        purpose: training
+        owner: ops@example.com
+        target: {{type: bare_metal, capex_usd_per_gpu: 30000, amortize_months: 36}}
+        node_groups:
+          - name: hgx-pool
+            gpu: H100-SXM
+            gpus_per_node: {GPUS}
+            hosts:
+        """)
+        + lines
+        + "\nnetwork: {fabric: ethernet}\n"
+    )
+    if health is not None:
+        text += f"lifecycle:\n  health: {health}\n"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def ids(cluster: str, node: str, gpu: int | None = None) -> tuple[tuple[str, str], ...]:
+    out = (
+        (L.CLUSTER, cluster),
+        (L.ENVIRONMENT, "default"),
+        (L.PURPOSE, "training"),
+        (L.NODE, node),
+    )
+    return out + (((L.GPU, str(gpu)),) if gpu is not None else ())
+
+
+def gpus(cluster: str, nodes: range, skip: set[str] = frozenset()) -> list[Gpu]:
+    """Two GPUs a node reporting for three hours; node 01's GPU 1 relabelled an hour ago (a new
+    driver version label) and node 05's with a 20-minute gap an hour ago."""
+    out = []
+    for i in nodes:
+        node = f"{cluster}-{i:02d}"
+        if node in skip:
+            continue
+        for g in range(GPUS):
+            if i == 1 and g == 1:
+                out += [
+                    Gpu(cluster, "default", "training", node, g, 55.0, 9000.0, 180, 61,
+                        extra=(("driver_version", "550.54"),)),
+                    Gpu(cluster, "default", "training", node, g, 55.0, 9000.0, 60, 0,
+                        extra=(("driver_version", "550.90"),)),
+                ]  # fmt: skip
+            elif i == 5 and g == 0:
+                out += [
+                    Gpu(cluster, "default", "training", node, g, 55.0, 9000.0, 180, 81),
+                    Gpu(cluster, "default", "training", node, g, 55.0, 9000.0, 60, 0),
+                ]
+            else:
+                out.append(Gpu(cluster, "default", "training", node, g, 55.0, 9000.0))
+    return out
+
+
+def xid(cluster: str, node: str, gpu: int, code: int, since: int = 12, until: int = 8) -> Series:
+    """The last XID code a GPU saw: `code` from `since` to `until` minutes ago, 0 otherwise."""
+    return Series(
+        L.XID_ERRORS, ids(cluster, node, gpu), lambda i, t: code if until <= i <= since else 0
+    )
+
+
+def heal(url: str, *files):
+    r = rackform("heal", *files, "--prometheus", url, "--json")
+    return r, (json.loads(r.stdout) if r.stdout.strip() else None)
+
+
+def by_node(doc: dict, cluster: int = 0) -> dict[str, dict]:
+    return {n["node"]: n for n in doc["clusters"][cluster]["nodes"]}
+
+
+def test_xids_relabelled_and_gappy_series_and_a_silent_node(tmp_path):
+    name = "dc-a"
+    series = [
+        xid(name, "dc-a-02", 1, 79),
+        xid(name, "dc-a-03", 0, 13),
+        xid(name, "dc-a-04", 1, 999),
+    ]
+    series += [
+        Series(L.XID_ERRORS, ids(name, f"dc-a-{i:02d}", g), 0.0)
+        for i in (1, 5)
+        for g in range(GPUS)
+    ]
+    # dc-a-07's GPU fell off the bus 90 minutes ago, before the 30-minute lookback: healthy now.
+    series.append(xid(name, "dc-a-07", 0, 79, since=90, until=80))
+    bp = blueprint(tmp_path, name)
+    healthy = blueprint(tmp_path, "dc-ok", hosts=5)
+    with prometheus(gpus(name, range(1, 11), skip={"dc-a-06"}) + gpus("dc-ok", range(1, 6)),
+                    tmp_path / "prom", series=series) as url:  # fmt: skip
+        r, doc = heal(url, bp)
+        r_ok, doc_ok = heal(url, healthy)
+    assert r.returncode == 6, r.stderr
+    nodes = by_node(doc)
+    # The relabelled GPU, the gappy one and the nodes without trouble: healthy, no action.
+    for n in ("dc-a-01", "dc-a-05", "dc-a-07", "dc-a-08", "dc-a-09", "dc-a-10"):
+        assert (nodes[n]["verdict"], nodes[n]["action"], nodes[n]["acts"]) == (
+            "healthy",
+            "none",
+            False,
+        )
+    fell = nodes["dc-a-02"]
+    assert (fell["verdict"], fell["action"], fell["acts"]) == ("failed", "reboot", True)
+    assert (
+        fell["evidence"][0]["detail"]
+        == "GPU 1: XID 79 (GPU has fallen off the bus): NVIDIA's RESTART_BM"
+    )
+    assert fell["evidence"][0]["series"] == L.XID_ERRORS and fell["evidence"][0]["value"] == 79
+    app = nodes["dc-a-03"]
+    assert (app["verdict"], app["action"], app["acts"]) == ("suspect", "monitor", False)
+    unknown = nodes["dc-a-04"]["evidence"][0]
+    assert (unknown["action"], unknown["detail"]) == (
+        "monitor",
+        "GPU 1: XID 999 is not in NVIDIA's catalog as rackform has it: monitor",
+    )
+    silent = nodes["dc-a-06"]
+    assert (silent["verdict"], silent["action"], silent["acts"]) == ("unknown", "none", False)
+    assert doc["exit"] == {
+        "status": 6,
+        "reason": "unhealthy: dc-a/dc-a-02, dc-a/dc-a-03, dc-a/dc-a-04",
+    }
+    # A cluster with nothing wrong: exit 0, not one action.
+    assert r_ok.returncode == 0, r_ok.stderr
+    assert {(n["verdict"], n["action"]) for n in doc_ok["clusters"][0]["nodes"]} == {
+        ("healthy", "none")
+    }
+
+
+def test_memory_storage_fabric_heartbeat_and_pcie_within_the_budget(tmp_path):
+    name = "dc-b"
+    n = [f"dc-b-{i:02d}" for i in range(11)]  # n[1]..n[10]
+    ib, md = (("device", "mlx5_0"), ("port", "1")), (("device", "md127"),)
+    series = [
+        Series(L.ECC_DBE, ids(name, n[1], 1), lambda i, t: 2.0 if i <= 10 else 0.0),
+        Series("node_md_disks_required", ids(name, n[2]) + md, 4.0),
+        Series("node_md_disks", ids(name, n[2]) + md + (("state", "active"),), 3.0),
+        Series("node_md_disks_required", ids(name, n[7]) + md, 4.0),
+        Series("node_md_disks", ids(name, n[7]) + md + (("state", "active"),), 4.0),
+        Series("node_infiniband_state_id", ids(name, n[3]) + ib, 1.0),
+        Series("node_infiniband_state_id", ids(name, n[8]) + ib, 4.0),
+        Series(
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", ids(name, n[5], 0), lambda i, t: (180 - i) * 10.0
+        ),
+        Series("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", ids(name, n[6], 0), lambda i, t: (180 - i) * 0.5),
+    ]
+    # The job's heartbeat: every node's beats each minute; n[4]'s stopped 20 minutes ago.
+    series += [
+        Series(L.HEARTBEAT, ids(name, node), lambda i, t, stop=(20 if node == n[4] else 0):
+               t - (max(i, stop) - i) * 60)
+        for node in n[1:]
+    ]  # fmt: skip
+    bp = blueprint(tmp_path, name, health="{max_out_of_service: 2}")
+    with prometheus(gpus(name, range(1, 11)), tmp_path / "prom", series=series) as url:
+        r, doc = heal(url, bp)
+    assert r.returncode == 6, r.stderr
+    nodes = by_node(doc)
+    got = {
+        k: (v["verdict"], v["action"], v["acts"])
+        for k, v in nodes.items()
+        if v["verdict"] != "healthy"
+    }
+    assert got == {
+        n[1]: ("failed", "reset", True),  # the most disruptive first
+        n[2]: ("failed", "drain", True),  # then by name, while the budget (2) lasts
+        n[3]: ("failed", "drain", False),
+        n[4]: ("failed", "drain", False),
+        n[5]: ("suspect", "monitor", False),
+    }, got
+    assert "budget (2 of 10 nodes) is used" in nodes[n[3]]["waits"]
+    assert (
+        nodes[n[1]]["evidence"][0]["detail"] == "GPU 1: uncorrectable ECC errors in the window (2)"
+    )
+    assert nodes[n[2]]["evidence"][0]["detail"] == (
+        "md array md127 is 1 member(s) short of its required drives"
+    )
+    assert (
+        nodes[n[3]]["evidence"][0]["detail"] == "InfiniBand mlx5_0 port 1 is not ACTIVE (state 1)"
+    )
+    assert nodes[n[4]]["evidence"][0]["detail"].startswith("the job's heartbeat stopped ")
+    assert nodes[n[5]]["evidence"][0]["detail"].startswith("GPU 0: 600 PCIe replays an hour")
+
+
+def test_the_breaker_and_a_blueprint_without_a_policy_keep_heals_hands_off(tmp_path):
+    name = "dc-c"
+    fallen = [xid(name, f"dc-c-{i:02d}", 0, 79) for i in range(1, 7)]  # 6 of 10 nodes
+    storm = blueprint(tmp_path, name, health="{max_out_of_service: 10}")
+    other = blueprint(tmp_path, "dc-d", hosts=5, health=None)
+    with prometheus(gpus(name, range(1, 11)) + gpus("dc-d", range(1, 6)), tmp_path / "prom",
+                    series=[*fallen, xid("dc-d", "dc-d-02", 0, 48)]) as url:  # fmt: skip
+        r, doc = heal(url, storm)
+        r2, doc2 = heal(url, other)
+    assert r.returncode == 6
+    c = doc["clusters"][0]
+    assert c["breaker"]["tripped"] and "6 of 10 nodes look unhealthy at once" in c["breaker"]["why"]
+    assert not any(n["acts"] for n in c["nodes"])
+    assert {n["waits"] for n in c["nodes"] if n["verdict"] == "failed"} == {
+        "the breaker is tripped"
+    }
+    assert r2.returncode == 6
+    d = by_node(doc2)["dc-d-02"]
+    assert (d["verdict"], d["action"], d["acts"]) == ("failed", "reset", False)
+    assert d["waits"] == "the blueprint declares no lifecycle.health: report only"
+    assert doc2["clusters"][0]["policy"] == "default (report only)"
+
+
+def test_prometheus_that_does_not_answer_judges_nothing(tmp_path):
+    from loopback import free_port
+
+    r, doc = heal(f"http://127.0.0.1:{free_port()}", blueprint(tmp_path, "dc-e", hosts=3))
+    assert r.returncode == 3, r.stderr
+    c = doc["clusters"][0]
+    assert "Prometheus at http://127.0.0.1:" in c["error"]
+    assert {(n["verdict"], n["acts"]) for n in c["nodes"]} == {("unknown", False)}
