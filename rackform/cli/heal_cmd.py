@@ -24,7 +24,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, prepare_files, user_error
-from rackform.health.run import ClusterHealth, exit_status, judge_all
+from rackform.health.run import ClusterHealth, exit_status, judge_all, warnings
 from rackform.reap.prometheus import Prometheus, TelemetryError
 
 
@@ -88,10 +88,14 @@ def heal(
     prepared = [p for _, ps in prepare_files(files, env) for p in ps]
     clusters = judge_all(prepared, prom, time.time())
     code, why = exit_status(clusters)
+    said = warnings(clusters)
+    for line in said:
+        print(f"rackform: warning: {line}", file=sys.stderr)
     if as_json:
         doc = {
             "applied": False,
             "exit": {"status": code, "reason": why},
+            "warnings": said,
             "clusters": [c.as_json() for c in clusters],
         }
         typer.echo(json.dumps(doc, indent=2))

@@ -82,6 +82,20 @@ def judge_all(prepared: Sequence[Prepared], prom: Prometheus, at: float) -> list
     return [judge(p, prom, at) for p in prepared]
 
 
+def warnings(clusters: list[ClusterHealth]) -> list[str]:
+    """What a person should hear about even on a good run: XID codes NVIDIA's catalog (as
+    rackform has it) does not know, monitored until the policy names them."""
+    out = []
+    for c in clusters:
+        for n in c.nodes:
+            out += [
+                f"{c.cluster}/{n.node}: {e.detail} (name it in lifecycle.health.actions.xid)"
+                for e in n.evidence
+                if e.fault == "xid" and "is not in NVIDIA's catalog" in e.detail
+            ]
+    return out
+
+
 def exit_status(clusters: list[ClusterHealth]) -> tuple[int, str]:
     """3: some cluster's telemetry could not be read; 6: some node is failed or suspect; 5:
     some node is unknown (no telemetry); 0: every node healthy."""

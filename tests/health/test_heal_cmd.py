@@ -143,6 +143,11 @@ def test_xids_relabelled_and_gappy_series_and_a_silent_node(tmp_path):
         "monitor",
         "GPU 1: XID 999 is not in NVIDIA's catalog as rackform has it: monitor",
     )
+    assert doc["warnings"] == [
+        "dc-a/dc-a-04: GPU 1: XID 999 is not in NVIDIA's catalog as rackform has it: monitor"
+        " (name it in lifecycle.health.actions.xid)"
+    ]
+    assert "rackform: warning: dc-a/dc-a-04: GPU 1: XID 999" in r.stderr
     silent = nodes["dc-a-06"]
     assert (silent["verdict"], silent["action"], silent["acts"]) == ("unknown", "none", False)
     assert doc["exit"] == {
