@@ -63,6 +63,20 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _spawn(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """`cmd` in a process group of its own (stopped whole at a deadline), its output and
+    errors on one text pipe."""
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=env,
+        start_new_session=True,
+    )
+
+
 def stream(
     cmd: list[str], timeout_s: float, out=None, keep: int = 400, grace_s: float = 10.0
 ) -> Proc:
@@ -71,15 +85,7 @@ def stream(
     SIGKILL after `grace_s`."""
     out = out or sys.stderr
     tail: collections.deque[str] = collections.deque(maxlen=keep)
-    p = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        env=_env(),
-        start_new_session=True,
-    )
+    p = _spawn(cmd, _env())
 
     def pump() -> None:
         assert p.stdout is not None
@@ -188,15 +194,7 @@ def run_workers(
     base = _env()
     procs, tails, pumps = [], [], []
     for env in envs:
-        p = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            env={**base, **env},
-            start_new_session=True,
-        )
+        p = _spawn(cmd, {**base, **env})
         own: collections.deque[str] = collections.deque(maxlen=60)
         procs.append(p)
         tails.append(own)

@@ -12,6 +12,7 @@ import typer
 
 from rackform.blueprint.problems import BlueprintError, Problem
 from rackform.engine import Blocked, Prepared, prepare, prepare_many, require_clear
+from rackform.reap.prometheus import Prometheus, TelemetryError
 
 EXIT_INVALID = 2
 
@@ -25,6 +26,31 @@ Env = Annotated[
         "also when not given).",
     ),
 ]
+
+# The options of every command that reads Prometheus (reap, heal), and its client from them.
+PrometheusUrl = Annotated[
+    str, typer.Option("--prometheus", help="Prometheus base URL, e.g. http://prom:9090.")
+]
+PrometheusTimeout = Annotated[
+    float, typer.Option("--timeout", help="Seconds to wait for Prometheus.", min=0.1)
+]
+PrometheusCa = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-ca",
+        help="CA file for an https Prometheus (default $RACKFORM_PROMETHEUS_CA); a token "
+        "or basic auth comes from $RACKFORM_PROMETHEUS_TOKEN or "
+        "$RACKFORM_PROMETHEUS_USER/$RACKFORM_PROMETHEUS_PASSWORD.",
+    ),
+]
+
+
+def prometheus_client(url: str, timeout: float, ca: str | None) -> Prometheus:
+    """The client, or exit 2 naming what is wrong with the URL or the CA file."""
+    try:
+        return Prometheus(url, timeout, ca)
+    except TelemetryError as exc:
+        raise user_error(str(exc)) from None
 
 
 def need(module: str, command: str) -> None:

@@ -23,9 +23,15 @@ from typing import Annotated
 import typer
 
 from rackform.cli.app import app
-from rackform.cli.common import Env, prepare_files, user_error
+from rackform.cli.common import (
+    Env,
+    PrometheusCa,
+    PrometheusTimeout,
+    PrometheusUrl,
+    prepare_files,
+    prometheus_client,
+)
 from rackform.health.run import ClusterHealth, exit_status, judge_all, warnings
-from rackform.reap.prometheus import Prometheus, TelemetryError
 
 
 def _render(c: ClusterHealth) -> list[str]:
@@ -58,33 +64,18 @@ def _render(c: ClusterHealth) -> list[str]:
 @app.command()
 def heal(
     files: Annotated[list[Path], typer.Argument(help="Blueprint files.", show_default=False)],
-    prometheus: Annotated[
-        str, typer.Option("--prometheus", help="Prometheus base URL, e.g. http://prom:9090.")
-    ],
+    prometheus: PrometheusUrl,
     env: Env = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds to wait for Prometheus.", min=0.1)
-    ] = 30.0,
-    ca: Annotated[
-        str | None,
-        typer.Option(
-            "--prometheus-ca",
-            help="CA file for an https Prometheus (default $RACKFORM_PROMETHEUS_CA); a token "
-            "or basic auth comes from $RACKFORM_PROMETHEUS_TOKEN or "
-            "$RACKFORM_PROMETHEUS_USER/$RACKFORM_PROMETHEUS_PASSWORD.",
-        ),
-    ] = None,
+    timeout: PrometheusTimeout = 30.0,
+    ca: PrometheusCa = None,
 ) -> None:
     """Judge each node of GPU clusters from DCGM and node telemetry in Prometheus (XID errors,
     uncorrectable ECC and row remaps, missing GPUs, PCIe replays, throttling, the checkpoint
     array, InfiniBand ports, the job's heartbeat) and say what lifecycle.health would do,
     within the out-of-service budget and behind the breaker. A node without telemetry is
     unknown, never acted on. Dry run: nothing is done."""
-    try:
-        prom = Prometheus(prometheus, timeout, ca)
-    except TelemetryError as exc:
-        raise user_error(str(exc)) from None
+    prom = prometheus_client(prometheus, timeout, ca)
     prepared = [p for _, ps in prepare_files(files, env) for p in ps]
     clusters = judge_all(prepared, prom, time.time())
     code, why = exit_status(clusters)

@@ -22,11 +22,19 @@ from typing import Annotated
 import typer
 
 from rackform.cli.app import app
-from rackform.cli.common import Env, prepare_files, user_error
+from rackform.cli.common import (
+    Env,
+    PrometheusCa,
+    PrometheusTimeout,
+    PrometheusUrl,
+    prepare_files,
+    prometheus_client,
+    user_error,
+)
 from rackform.engine import Prepared
 from rackform.reap.audit import state_dir
 from rackform.reap.notify import Notifier
-from rackform.reap.prometheus import Prometheus, TelemetryError
+from rackform.reap.prometheus import TelemetryError
 from rackform.reap.run import World, decide_all, run_all
 from rackform.reap.verdict import Decision
 
@@ -92,9 +100,7 @@ def exit_status(decisions: list[Decision]) -> tuple[int, str]:
 @app.command()
 def reap(
     files: Annotated[list[Path], typer.Argument(help="Blueprint files.", show_default=False)],
-    prometheus: Annotated[
-        str, typer.Option("--prometheus", help="Prometheus base URL, e.g. http://prom:9090.")
-    ],
+    prometheus: PrometheusUrl,
     env: Env = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="Carry out each idle cluster's lifecycle.idle.action.")
@@ -113,27 +119,14 @@ def reap(
             help="Audit log and locks (default $RACKFORM_REAP_DIR or ~/.rackform/reap).",
         ),
     ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds to wait for Prometheus.", min=0.1)
-    ] = 30.0,
-    ca: Annotated[
-        str | None,
-        typer.Option(
-            "--prometheus-ca",
-            help="CA file for an https Prometheus (default $RACKFORM_PROMETHEUS_CA); a token "
-            "or basic auth comes from $RACKFORM_PROMETHEUS_TOKEN or "
-            "$RACKFORM_PROMETHEUS_USER/$RACKFORM_PROMETHEUS_PASSWORD.",
-        ),
-    ] = None,
+    timeout: PrometheusTimeout = 30.0,
+    ca: PrometheusCa = None,
 ) -> None:
     """Find idle GPU clusters from DCGM utilization in Prometheus and say what their idle
     policy would do. Missing data is unknown, never idle; protected, young, busy, locked or
     already-reaped clusters are never touched, nor one whose Slurm queue holds a job. Dry run
     unless --apply."""
-    try:
-        prom = Prometheus(prometheus, timeout, ca)
-    except TelemetryError as exc:
-        raise user_error(str(exc)) from None
+    prom = prometheus_client(prometheus, timeout, ca)
     prepared = load(files, env)
     notifier = Notifier(alertmanager, webhook)
     if apply and not notifier.configured:
