@@ -174,6 +174,18 @@ def _last_error(lines: list[str]) -> str:
     return text[-1] if text else ""
 
 
+def _pump(p: subprocess.Popen, tails: tuple, lock: threading.Lock, out) -> None:
+    """Copy a worker's output to `out` as it comes, a line at a time (never two workers'
+    halves in one line), keeping it in each of `tails`."""
+    assert p.stdout is not None
+    for line in p.stdout:
+        with lock:
+            for kept in tails:
+                kept.append(line.rstrip("\n"))
+            out.write(line)
+            out.flush()
+
+
 def run_workers(
     cmd: list[str],
     envs: list[dict[str, str]],
@@ -198,17 +210,7 @@ def run_workers(
         own: collections.deque[str] = collections.deque(maxlen=60)
         procs.append(p)
         tails.append(own)
-
-        def pump(p=p, own=own) -> None:
-            assert p.stdout is not None
-            for line in p.stdout:
-                with lock:
-                    tail.append(line.rstrip("\n"))
-                    own.append(line.rstrip("\n"))
-                    out.write(line)
-                    out.flush()
-
-        t = threading.Thread(target=pump, daemon=True)
+        t = threading.Thread(target=_pump, args=(p, (tail, own), lock, out), daemon=True)
         t.start()
         pumps.append(t)
     deadline = time.monotonic() + timeout_s
