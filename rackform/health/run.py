@@ -55,6 +55,18 @@ def roster(p: Prepared) -> dict[str, tuple[str, int]]:
     return {h.name: (g.name, g.gpus_per_node) for _, g in p.plan.gpu_groups for h in g.hosts}
 
 
+def unlisted(p: Prepared) -> tuple[str, int] | None:
+    """Where the blueprint lists no hosts (AWS: the instances are the target's), the group and
+    GPUs a node found in the telemetry has: the one GPU group's, or (for several groups, which
+    the scrape labels do not tell apart) the most GPUs any group's node has."""
+    groups = [g for _, g in p.plan.gpu_groups]
+    if not groups or any(g.hosts for g in groups):
+        return None
+    if len(groups) == 1:
+        return groups[0].name, groups[0].gpus_per_node
+    return "any", max(g.gpus_per_node for g in groups)
+
+
 def judge(p: Prepared, prom: Prometheus, at: float) -> ClusterHealth:
     plan = p.plan
     declared = plan.lifecycle.health
@@ -65,7 +77,7 @@ def judge(p: Prepared, prom: Prometheus, at: float) -> ClusterHealth:
     key = Key(plan.name, plan.environment, plan.purpose)
     mount = plan.checkpoint.mount
     try:
-        ch.nodes = signals.read(prom, key, roster(p), policy, at, mount)
+        ch.nodes = signals.read(prom, key, roster(p), policy, at, mount, unlisted(p))
     except TelemetryError as exc:
         ch.error = str(exc)
         ch.nodes = [NodeHealth(n, g, seen=False) for n, (g, _) in roster(p).items()]

@@ -66,12 +66,17 @@ def read(
     policy: HealthPolicy,
     at: float,
     checkpoint_mount: str | None = None,
+    unlisted: tuple[str, int] | None = None,
 ) -> list[NodeHealth]:
     """Each node of the cluster (`groups`: node -> (its group, GPUs it has)) with its evidence,
-    in the blueprint's order."""
-    nodes = {n: NodeHealth(n, g, seen=False) for n, (g, _) in groups.items()}
+    in the blueprint's order. Where the blueprint lists no nodes (`unlisted`: the group and GPUs
+    such a node has), the nodes are those with GPU series in the lookback window, by name."""
     sel = _sel(key)
     w = f"{policy.lookback_minutes}m"
+    if unlisted is not None:
+        found = prom.query(f"count by ({L.NODE}) (count_over_time({L.GPU_UTIL}{sel}[{w}]))", at)
+        groups = {n: unlisted for n in sorted(_node(s) for s in found)}
+    nodes = {n: NodeHealth(n, g, seen=False) for n, (g, _) in groups.items()}
 
     def add(node: str, e: Evidence) -> None:
         if node in nodes:  # a node the blueprint does not have is not this run's business

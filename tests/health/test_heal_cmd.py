@@ -246,3 +246,36 @@ def test_prometheus_that_does_not_answer_judges_nothing(tmp_path):
     c = doc["clusters"][0]
     assert "Prometheus at http://127.0.0.1:" in c["error"]
     assert {(n["verdict"], n["acts"]) for n in c["nodes"]} == {("unknown", False)}
+
+
+def test_an_aws_cluster_s_nodes_are_the_ones_its_telemetry_names(tmp_path):
+    """An AWS blueprint lists no instances: the nodes are those with GPU series in the lookback
+    (hostnames such as ip-10-0-1-17), each with the group's GPUs; one that stopped reporting is
+    unknown, one that reports fewer GPUs than the instance type has is failed."""
+    name = "gpu-train-1"
+    bp = tmp_path / "aws.yaml"
+    bp.write_text(
+        textwrap.dedent(f"""\
+        name: {name}
+        purpose: training
+        owner: a@example.com
+        target: {{type: aws, region: us-east-1, availability_zone: us-east-1a, ssh_cidrs: [10.0.0.0/16]}}
+        node_groups: [{{name: h100-pool, instance_type: p5.48xlarge, count: 3}}]
+        network: {{fabric: efa}}
+        lifecycle:
+          health: {{max_out_of_service: 1}}
+        """)
+    )
+    node = "ip-10-0-1-{}".format
+    history = [Gpu(name, "default", "training", node(17), g, 60.0) for g in range(8)]
+    history += [Gpu(name, "default", "training", node(18), g, 60.0) for g in range(7)]
+    history += [Gpu(name, "default", "training", node(19), g, 60.0, end_min=20) for g in range(8)]
+    with prometheus(history, tmp_path / "prom") as url:
+        r, doc = heal(url, bp)
+    assert r.returncode == 6, r.stderr
+    nodes = by_node(doc)
+    assert list(nodes) == [node(17), node(18), node(19)]
+    assert nodes[node(17)]["verdict"] == "healthy" and nodes[node(17)]["group"] == "h100-pool"
+    assert (nodes[node(18)]["verdict"], nodes[node(18)]["action"]) == ("failed", "reboot")
+    assert nodes[node(18)]["evidence"][0]["detail"].startswith("7 of 8 GPUs report")
+    assert (nodes[node(19)]["verdict"], nodes[node(19)]["acts"]) == ("unknown", False)
