@@ -82,11 +82,8 @@ def judge(p: Prepared, prom: Prometheus, at: float) -> ClusterHealth:
         ch.error = str(exc)
         ch.nodes = [NodeHealth(n, g, seen=False) for n, (g, _) in roster(p).items()]
         return ch
-    ch.breaker = judge_cluster(ch.nodes, policy)
-    if not declared:
-        for n in ch.nodes:
-            if n.acts:
-                n.acts, n.waits = False, "the blueprint declares no lifecycle.health: report only"
+    held = None if declared else "the blueprint declares no lifecycle.health: report only"
+    ch.breaker = judge_cluster(ch.nodes, policy, held)
     return ch
 
 

@@ -31,8 +31,6 @@ from rackform.reap.prometheus import Prometheus, Sample
 
 # A GPU with no sample this recent is not reporting (four scrapes at Prometheus's default 1m).
 STALE_S = 300
-ECC_DBE = L.ECC_DBE
-ROW_REMAP_PENDING = L.ROW_REMAP_PENDING
 ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 PCIE_REPLAY = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
 # The clock event (throttle) reasons bitmask: DCGM 3.3 renamed the field; either is read.
@@ -109,8 +107,8 @@ def read(
         add(node, Evidence("xid", f"GPU {gpu}: {why}", act, L.XID_ERRORS, code, t, gpu))
 
     memory = (
-        (f"increase({ECC_DBE}{sel}[{w}]) > 0", ECC_DBE, "uncorrectable ECC errors in the window"),
-        (f"max_over_time({ROW_REMAP_PENDING}{sel}[{w}]) > 0", ROW_REMAP_PENDING,
+        (f"increase({L.ECC_DBE}{sel}[{w}]) > 0", L.ECC_DBE, "uncorrectable ECC errors in the window"),
+        (f"max_over_time({L.ROW_REMAP_PENDING}{sel}[{w}]) > 0", L.ROW_REMAP_PENDING,
          "a row remap pending (a GPU reset activates it)"),
         (f"max_over_time({ROW_REMAP_FAILURE}{sel}[{w}]) > 0", ROW_REMAP_FAILURE,
          "a row remap failed"),

@@ -110,11 +110,13 @@ def breaker(nodes: list[NodeHealth], policy: HealthPolicy) -> Breaker:
     return Breaker(tripped, bad, len(nodes), why)
 
 
-def judge_cluster(nodes: list[NodeHealth], policy: HealthPolicy) -> Breaker:
+def judge_cluster(
+    nodes: list[NodeHealth], policy: HealthPolicy, report_only: str | None = None
+) -> Breaker:
     """Decide which nodes heal acts on now (sets `acts` and `waits` on each): none behind a
-    tripped breaker or under notify_only; else the failed nodes whose action takes them out
-    of service, most disruptive first (then by name), as many as the budget leaves free after
-    the nodes already out."""
+    tripped breaker, under notify_only or where `report_only` says why not; else the failed
+    nodes whose action takes them out of service, most disruptive first (then by name), as many
+    as the budget leaves free after the nodes already out."""
     b = breaker(nodes, policy)
     budget = policy.budget(len(nodes))
     free = budget - sum(n.out_of_service for n in nodes)
@@ -125,8 +127,8 @@ def judge_cluster(nodes: list[NodeHealth], policy: HealthPolicy) -> Breaker:
     for n in wanting:
         if b.tripped:
             n.waits = "the breaker is tripped"
-        elif policy.notify_only:
-            n.waits = "the health policy is notify_only"
+        elif report_only or policy.notify_only:
+            n.waits = report_only or "the health policy is notify_only"
         elif free <= 0:
             n.waits = (
                 f"the out-of-service budget ({budget} of {len(nodes)} nodes) is used"
