@@ -20,6 +20,7 @@ from rackform.engine import Prepared, prepare_all
 from rackform.gitops.gitrev import Change, changes, show
 from rackform.plan.model import Plan
 from rackform.plan.slurm import CONTROLLER_TAG
+from rackform.rollout.plan import Basis, basis, rollout
 
 # Resources that are running nodes: deleting or replacing one (or an update that rolls a
 # group's instances) is shown red, with the reason (rackform/stack/replacement.py).
@@ -42,6 +43,7 @@ class Side:
     run: float | None
     planned: bool = True  # False: an unwaived preflight error kept the program from running
     promoted_from: str | None = None  # the promotion rule into this environment, if any
+    nodes: Basis | None = None  # what a software change's rollout reads (rackform/rollout)
 
 
 @dataclass
@@ -57,6 +59,9 @@ class EnvDiff:
     # A promotion rule into this environment added, removed or re-pointed: who may deploy it,
     # so always a finding, though no digest of the environment changes with it.
     promotion: dict[str, Any] | None = None
+    # How a change to the nodes' software reaches running nodes: rolled batch by batch, in
+    # place, or not at all (`Rollout.as_json`); None where the environment is new or deleted.
+    rollout: dict[str, Any] | None = None
 
     @property
     def new_errors(self) -> list[dict[str, Any]]:
@@ -108,6 +113,7 @@ def side_of(p: Prepared, shown: str, rules: dict[str, str]) -> Side:
         _run_usd(plan, cost),
         not p.blocked,
         rules.get(plan.environment),
+        basis(plan),
     )
 
 
@@ -196,9 +202,12 @@ def compare_env(env: str, old: Side | None, new: Side | None) -> EnvDiff:
     if not (o.planned and n.planned):
         which = " and ".join(w for w, s in (("base", o), ("head", n)) if not s.planned)
         d.not_planned = f"not planned at {which}: unwaived preflight errors"
+    if old and new and o.nodes and n.nodes:
+        r = rollout(o.nodes, n.nodes)
+        d.rollout = r.as_json() if any(c.cls != "none" for c in r.changes) else None
     if o.promoted_from != n.promoted_from and (old and new):
         d.promotion = _rule_change(o.promoted_from, n.promoted_from)
-    quiet = not d.resources and not d.findings and d.promotion is None
+    quiet = not d.resources and not d.findings and d.promotion is None and not d.rollout
     if status == "changed" and o.digest == n.digest and quiet:
         d.status = "unchanged"
     if old is None:  # a new cluster: every cost is added

@@ -57,6 +57,9 @@ def _env_rows(bd: BlueprintDiff) -> list[str]:
             res = f"{RED} {res}"
         if e.promotion:
             res = f"{res}, promotion rule {e.promotion['change']}"
+        if e.rollout and e.rollout["rolls"]:
+            r = e.rollout
+            res = f"{res}, rolling: {len(r['batches'])} batches, {duration(r['expected_minutes'])}"
         new = sum(f["change"] in ("appeared", "unwaived") for f in e.findings)
         gone = len(e.findings) - new
         rows.append(
@@ -74,6 +77,8 @@ def _env_details(e: EnvDiff) -> list[str]:
     if e.promotion:
         p = e.promotion
         out += [f"- ⚠️ promotion rule {p['change']}: {e.environment} {p['message']}", ""]
+    if e.rollout:
+        out += [*_rollout(e.rollout), ""]
     if e.fields:
         out += ["| field | old | new |", "| --- | --- | --- |"]
         out += [f"| `{f['field']}` | {_short(f['old'])} | {_short(f['new'])} |" for f in e.fields]
@@ -90,6 +95,32 @@ def _env_details(e: EnvDiff) -> list[str]:
             f"{f['message']}"
         )
     return [*out, "", "</details>", ""]
+
+
+def duration(minutes: int) -> str:
+    """'about 3 h 40 min', 'about 25 min'."""
+    h, m = divmod(minutes, 60)
+    return "about " + (f"{h} h {m} min" if h and m else f"{h} h" if h else f"{m} min")
+
+
+def _rollout(r: dict[str, Any]) -> list[str]:
+    """What a reviewer must know of a software change: whether running nodes are drained (and
+    rebooted), in how many batches and how long, or that it applies in place."""
+    if not r["rolls"]:
+        order = f" ({' → '.join(r['slurm_order'])})" if r["slurm_order"] else ""
+        return [f"- software: {r['why']}{order}"]
+    size = r["batch_size"]
+    first = ", a canary node first" if r["canary"] else ""
+    out = [
+        f"- 🔁 **rolling**: {len(r['batches'])} batches of up to {size}"
+        f" node{'s' if size > 1 else ''}{first}, {duration(r['expected_minutes'])};"
+        f" {r['why']} (roles: {', '.join(r['roles'])}; jobs: {r['jobs']})"
+    ]
+    shown = r["batches"][:5]
+    out += [f"  - batch {i}: {', '.join(b)}" for i, b in enumerate(shown, 1)]
+    if len(r["batches"]) > len(shown):
+        out.append(f"  - … {len(r['batches']) - len(shown)} more batches")
+    return out
 
 
 def _why(r: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.health import HealthPolicy
+from rackform.blueprint.schema.rollout import budget
 from rackform.engine import Prepared
 from rackform.health import signals
 from rackform.health.verdict import FAILED, SUSPECT, UNKNOWN, Breaker, NodeHealth, judge_cluster
@@ -26,13 +27,14 @@ class ClusterHealth:
     target: str
     declared: bool  # lifecycle.health in the blueprint: without it heal reports, never acts
     policy: HealthPolicy
+    max_out_of_service: int | str | None = None  # the lifecycle's, shared with rollouts
     nodes: list[NodeHealth] = field(default_factory=list)
     breaker: Breaker | None = None
     error: str | None = None
 
     @property
     def budget(self) -> int:
-        return self.policy.budget(len(self.nodes))
+        return budget(self.max_out_of_service, len(self.nodes))
 
     def as_json(self) -> dict:
         out: dict = {
@@ -72,7 +74,13 @@ def judge(p: Prepared, prom: Prometheus, at: float) -> ClusterHealth:
     declared = plan.lifecycle.health
     policy = declared or DEFAULT_POLICY
     ch = ClusterHealth(
-        plan.source, plan.name, plan.environment, plan.target_type, declared is not None, policy
+        plan.source,
+        plan.name,
+        plan.environment,
+        plan.target_type,
+        declared is not None,
+        policy,
+        plan.lifecycle.max_out_of_service,
     )
     key = Key(plan.name, plan.environment, plan.purpose)
     mount = plan.checkpoint.mount
@@ -83,7 +91,7 @@ def judge(p: Prepared, prom: Prometheus, at: float) -> ClusterHealth:
         ch.nodes = [NodeHealth(n, g, seen=False) for n, (g, _) in roster(p).items()]
         return ch
     held = None if declared else "the blueprint declares no lifecycle.health: report only"
-    ch.breaker = judge_cluster(ch.nodes, policy, held)
+    ch.breaker = judge_cluster(ch.nodes, policy, held, ch.budget)
     return ch
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.health import HEAL_ACTIONS, HealthPolicy
+from rackform.blueprint.schema.rollout import budget as default_budget
 
 HEALTHY, SUSPECT, FAILED, UNKNOWN = "healthy", "suspect", "failed", "unknown"
 # Actions that take a node out of service (a drain first, for every one of them).
@@ -111,14 +112,18 @@ def breaker(nodes: list[NodeHealth], policy: HealthPolicy) -> Breaker:
 
 
 def judge_cluster(
-    nodes: list[NodeHealth], policy: HealthPolicy, report_only: str | None = None
+    nodes: list[NodeHealth],
+    policy: HealthPolicy,
+    report_only: str | None = None,
+    budget: int | None = None,
 ) -> Breaker:
     """Decide which nodes heal acts on now (sets `acts` and `waits` on each): none behind a
     tripped breaker, under notify_only or where `report_only` says why not; else the failed
     nodes whose action takes them out of service, most disruptive first (then by name), as many
-    as the budget leaves free after the nodes already out."""
+    as the budget (the lifecycle's `max_out_of_service`; default one node or 10%) leaves free
+    after the nodes already out."""
     b = breaker(nodes, policy)
-    budget = policy.budget(len(nodes))
+    budget = default_budget(None, len(nodes)) if budget is None else budget
     free = budget - sum(n.out_of_service for n in nodes)
     wanting = sorted(
         (n for n in nodes if n.action in OUT_OF_SERVICE and not n.out_of_service),

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.slow
 GPUS = 2
 
 
-def blueprint(tmp_path, name: str, hosts: int = 10, health: str | None = "{max_out_of_service: 1}"):
+def blueprint(
+    tmp_path, name: str, hosts: int = 10, health: str | None = "{}", budget: int | None = 1
+):
     lines = "\n".join(
         f"      - {{name: {name}-{i:02d}, address: 10.9.{len(name)}.{i}}}"
         for i in range(1, hosts + 1)
@@ -43,6 +45,7 @@ def blueprint(tmp_path, name: str, hosts: int = 10, health: str | None = "{max_o
     )
     if health is not None:
         text += f"lifecycle:\n  health: {health}\n"
+        text += f"  max_out_of_service: {budget}\n" if budget is not None else ""
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
     return path
@@ -184,7 +187,7 @@ def test_memory_storage_fabric_heartbeat_and_pcie_within_the_budget(tmp_path):
                t - (max(i, stop) - i) * 60)
         for node in n[1:]
     ]  # fmt: skip
-    bp = blueprint(tmp_path, name, health="{max_out_of_service: 2}")
+    bp = blueprint(tmp_path, name, budget=2)
     with prometheus(gpus(name, range(1, 11)), tmp_path / "prom", series=series) as url:
         r, doc = heal(url, bp)
     assert r.returncode == 6, r.stderr
@@ -218,7 +221,7 @@ def test_memory_storage_fabric_heartbeat_and_pcie_within_the_budget(tmp_path):
 def test_the_breaker_and_a_blueprint_without_a_policy_keep_heals_hands_off(tmp_path):
     name = "dc-c"
     fallen = [xid(name, f"dc-c-{i:02d}", 0, 79) for i in range(1, 7)]  # 6 of 10 nodes
-    storm = blueprint(tmp_path, name, health="{max_out_of_service: 10}")
+    storm = blueprint(tmp_path, name, budget=9)
     other = blueprint(tmp_path, "dc-d", hosts=5, health=None)
     with prometheus(gpus(name, range(1, 11)) + gpus("dc-d", range(1, 6)), tmp_path / "prom",
                     series=[*fallen, xid("dc-d", "dc-d-02", 0, 48)]) as url:  # fmt: skip
@@ -263,7 +266,8 @@ def test_an_aws_cluster_s_nodes_are_the_ones_its_telemetry_names(tmp_path):
         node_groups: [{{name: h100-pool, instance_type: p5.48xlarge, count: 3}}]
         network: {{fabric: efa}}
         lifecycle:
-          health: {{max_out_of_service: 1}}
+          health: {{}}
+          max_out_of_service: 1
         """)
     )
     node = "ip-10-0-1-{}".format

@@ -47,8 +47,8 @@ def validate(tmp_path, text: str):
     [
         (AWS, "{}"),
         (AWS, "{actions: {gpu_missing: replace, xid: {79: replace, 13: drain}}}"),
-        (BARE, "{actions: {gpu_missing: power-cycle}, max_out_of_service: '50%'}"),
-        (BARE, "{max_out_of_service: 1, notify_only: true}"),
+        (BARE, "{actions: {gpu_missing: power-cycle}}\n  max_out_of_service: '50%'"),
+        (BARE, "{notify_only: true}\n  max_out_of_service: 1"),
     ],
 )
 def test_a_policy_the_target_can_carry_out_is_valid(tmp_path, template, health):
@@ -65,7 +65,7 @@ def test_a_policy_the_target_can_carry_out_is_valid(tmp_path, template, health):
          "lifecycle.health.actions.xid[79]: power-cycle is not a heal action on aws"),
         (BARE, "{actions: {storage: replace}}", ":14:",
          "lifecycle.health.actions.storage: replace is not a heal action on bare_metal"),
-        (BARE, "{max_out_of_service: '150%'}", ":14:",
+        (BARE, "{}\n  max_out_of_service: '150%'", ":15:",
          "'150%' is neither a node count nor a share such as '10%'"),
         (BARE, "{actions: {ecc: reset}}", ":14:", "ecc"),
         (BARE, "{actions: {memory: fix-it}}", ":14:", "memory"),

@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 
 from rackform.blueprint.schema.health import HealthPolicy
+from rackform.blueprint.schema.rollout import budget as budget_of
+from rackform.blueprint.schema.rollout import parse_budget
+from rackform.blueprint.schema.sections import LifecycleSpec
 from rackform.health.verdict import Evidence, NodeHealth, judge_cluster
 
 
@@ -36,14 +39,14 @@ def test_healthy_unknown_suspect_failed():
 
 def test_a_healthy_cluster_gets_no_action_at_all():
     nodes = cluster(*([[]] * 8))
-    b = judge_cluster(nodes, HealthPolicy(max_out_of_service=8))
+    b = judge_cluster(nodes, HealthPolicy(), budget=8)
     assert not b.tripped and acting(nodes) == [] and all(n.action == "none" for n in nodes)
 
 
 def test_a_node_without_telemetry_is_never_acted_on_whatever_else_is_said():
     """Evidence from before the node went silent does not make it actionable: unknown wins."""
     nodes = [NodeHealth("gpu-node-01", "g", seen=False, evidence=[ev("replace")]), *cluster([], [])]
-    judge_cluster(nodes, HealthPolicy(max_out_of_service=3))
+    judge_cluster(nodes, HealthPolicy(), budget=3)
     assert nodes[0].verdict == "unknown" and nodes[0].action == "none" and acting(nodes) == []
 
 
@@ -60,7 +63,7 @@ def test_nodes_already_out_of_service_use_the_budget():
     """A node a person drained counts: with a budget of 2 and one out, one more may go."""
     nodes = cluster([], [ev("reboot")], [ev("reboot")], [], [], [], [])
     nodes[0].out_of_service = True
-    judge_cluster(nodes, HealthPolicy(max_out_of_service=2))
+    judge_cluster(nodes, HealthPolicy(), budget=2)
     assert acting(nodes) == ["gpu-node-02"] and "budget (2 of 7 nodes)" in nodes[2].waits
 
 
@@ -69,18 +72,18 @@ def test_nodes_already_out_of_service_use_the_budget():
     [(None, 5, 1), (None, 25, 2), (None, 100, 10), ("25%", 8, 2), ("1%", 8, 1), (3, 5, 3)],
 )
 def test_the_budget(budget, nodes, free):
-    assert HealthPolicy(max_out_of_service=budget).budget(nodes) == free
+    assert budget_of(parse_budget(budget), nodes) == free
 
 
 @pytest.mark.parametrize("bad", [0, -1, "0%", "101%", "ten", "10 %%", "%"])
 def test_a_budget_that_is_not_one_is_refused(bad):
     with pytest.raises(ValueError, match="max_out_of_service"):
-        HealthPolicy(max_out_of_service=bad)
+        LifecycleSpec(max_out_of_service=bad)
 
 
 def test_the_breaker_trips_when_more_than_half_look_unhealthy_and_acts_on_none():
     nodes = cluster([ev("reboot")], [ev("monitor")], [ev("reset")], [], [])
-    b = judge_cluster(nodes, HealthPolicy(max_out_of_service=5))
+    b = judge_cluster(nodes, HealthPolicy(), budget=5)
     assert b.tripped and b.unhealthy == 3 and "3 of 5 nodes look unhealthy" in b.why
     assert acting(nodes) == []
     assert {n.waits for n in nodes if n.action not in ("none", "monitor")} == {
@@ -90,7 +93,7 @@ def test_the_breaker_trips_when_more_than_half_look_unhealthy_and_acts_on_none()
 
 def test_the_breaker_holds_at_half_and_for_a_single_node():
     half = cluster([ev("reboot")], [ev("reboot")], [], [])
-    assert not judge_cluster(half, HealthPolicy(max_out_of_service=4)).tripped
+    assert not judge_cluster(half, HealthPolicy(), budget=4).tripped
     assert acting(half) == ["gpu-node-01", "gpu-node-02"]
     alone = cluster([ev("reboot")])  # one node of one: more than half, but not more than one
     assert not judge_cluster(alone, HealthPolicy()).tripped and acting(alone) == ["gpu-node-01"]

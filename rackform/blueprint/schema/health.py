@@ -1,25 +1,22 @@
 """`lifecycle.health`: how `rackform heal` judges a cluster's nodes and what it may do about a
 failed one. Defaults a team can use as they are: NVIDIA's recommended action for each XID code
 (rackform/catalog/xid.yaml), a GPU reset for uncorrectable memory errors, a drain (a person's
-ticket) for storage and fabric faults, and at most one node or 10% of the cluster out of
-service at once. Which remediations a target can carry out is the target's schema rule
+ticket) for storage and fabric faults. How many nodes may be out of service at once is the
+lifecycle's budget (`lifecycle.max_out_of_service`, shared with rolling changes). Which remediations a target can carry out is the target's schema rule
 (`TargetSchema.heal_actions`): a GPU reset and a reboot everywhere, a Redfish power cycle on
 bare metal and colocation, replacing the instance on AWS."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from rackform.blueprint.schema.base import Strict
 
 # Least to most disruptive; `monitor` names the node and leaves it in service.
 HealAction = Literal["monitor", "drain", "reset", "reboot", "power-cycle", "replace"]
 HEAL_ACTIONS: tuple[str, ...] = HealAction.__args__  # type: ignore[attr-defined]
-
-_BUDGET = re.compile(r"^(\d+)%$")
 
 
 class FaultActions(Strict):
@@ -85,12 +82,6 @@ class HealthPolicy(Strict):
     actions: Annotated[FaultActions, Field(description="The action for each class of fault.")] = (
         FaultActions()
     )
-    max_out_of_service: Annotated[
-        int | str | None,
-        Field(
-            description="The most nodes out of service at once (heal's, a rollout's and those a person drained, together): a count, or a share such as '10%'. Default: one node or 10% of the cluster, whichever is more."
-        ),
-    ] = None
     breaker_fraction: Annotated[
         float,
         Field(
@@ -122,26 +113,3 @@ class HealthPolicy(Strict):
         bool,
         Field(description="Judge and notify, never act (whatever each fault's action says)."),
     ] = False
-
-    @field_validator("max_out_of_service")
-    @classmethod
-    def _budget(cls, v: int | str | None) -> int | str | None:
-        if v is None:
-            return v
-        if isinstance(v, int):
-            if v < 1:
-                raise ValueError("must be at least 1 node, or a share such as '10%'")
-            return v
-        m = _BUDGET.match(v.strip())
-        if not m or not 0 < int(m.group(1)) <= 100:
-            raise ValueError(f"{v!r} is neither a node count nor a share such as '10%'")
-        return f"{int(m.group(1))}%"
-
-    def budget(self, nodes: int) -> int:
-        """The most of `nodes` out of service at once (never less than one)."""
-        v = self.max_out_of_service
-        if v is None:
-            return max(1, nodes // 10)
-        if isinstance(v, int):
-            return v
-        return max(1, nodes * int(v[:-1]) // 100)

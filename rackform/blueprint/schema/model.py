@@ -11,6 +11,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from rackform.blueprint.schema import sections
 from rackform.blueprint.schema.base import Strict, Violation, check, repeated
+from rackform.blueprint.schema.rollout import rollout_rules
 from rackform.blueprint.schema.scheduler import SlurmScheduler, scheduler_rules
 from rackform.blueprint.schema.sections import (
     FABRICS,
@@ -155,6 +156,7 @@ class Blueprint(Strict):
         out += duplicate_waivers(self.waivers)
         out += self._promotion_rules()
         out += scheduler_rules(self)
+        out += rollout_rules(self.lifecycle, self.node_groups)
         if DEFAULT_ENV in self.environments:
             out.append(
                 Violation(

@@ -10,6 +10,12 @@ from pydantic import Field, field_validator
 
 from rackform.blueprint.schema.base import Strict
 from rackform.blueprint.schema.health import HealthPolicy
+from rackform.blueprint.schema.rollout import (
+    BUDGET_DESCRIPTION,
+    RolloutPolicy,
+    budget,
+    parse_budget,
+)
 from rackform.catalog.raid import load_raid_levels
 
 Name = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
@@ -324,3 +330,19 @@ class LifecycleSpec(Strict):
             description="Health policy for `rackform heal`; none = heal judges every node with the default policy and reports, never acts."
         ),
     ] = None
+    max_out_of_service: Annotated[int | str | None, Field(description=BUDGET_DESCRIPTION)] = None
+    rollout: Annotated[
+        RolloutPolicy,
+        Field(
+            description="How a software change that needs a drain reaches running nodes, batch by batch (`rackform configure --rolling`; `rackform diff` shows the batches)."
+        ),
+    ] = RolloutPolicy()
+
+    @field_validator("max_out_of_service")
+    @classmethod
+    def _budget(cls, v: int | str | None) -> int | str | None:
+        return parse_budget(v)
+
+    def budget(self, nodes: int) -> int:
+        """The most of `nodes` out of service at once (never less than one)."""
+        return budget(self.max_out_of_service, nodes)
