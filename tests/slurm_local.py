@@ -2,7 +2,8 @@
 slurmd (Debian builds Slurm with multiple-slurmd, so two nodes share 127.0.0.1 on their own
 ports), in the foreground as the current user, from a generated slurm.conf in a temp dir:
 auth/none (no munge daemon), proctrack/linuxproc (no cgroup), task/none, the job records in
-`jobcomp/filetxt`, every port a free loopback port, MessageTimeout 4 s (a client gives up on a
+`jobcomp/filetxt`, every port a free loopback port, a requeued job eligible again after 6 s
+(Slurm holds it for the credential lifetime plus one, `cred_expire`, 120 s by default), MessageTimeout 4 s (a client gives up on a
 stopped slurmctld after about 3 s rather than Slurm's default 9). Each node has two GPUs as GRES: Slurm
 insists on a device file for a GPU and these are plain files (slurmd logs that they are not
 character devices and counts them all the same), so jobs can ask for `--gres=gpu:N`. What this
@@ -75,6 +76,7 @@ JobCompLoc={root}/jobcomp.log
 ReturnToService=2
 MinJobAge=2
 MessageTimeout=4
+AuthInfo=cred_expire=5
 MpiDefault=none
 {nodes}
 PartitionName={PARTITIONS[0]} Nodes={every} Default=YES MaxTime=INFINITE State=UP
