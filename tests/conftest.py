@@ -4,6 +4,7 @@ whichever conftest pytest loaded last (tests/e2e/conftest.py broke collection th
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -20,6 +21,15 @@ def write(tmp_path):
         return path
 
     return _write
+
+
+@pytest.fixture(scope="session", autouse=True)
+def rollout_state(tmp_path_factory) -> Path:
+    """Where `rackform configure` records what the nodes run (RACKFORM_ROLLOUT_DIR): a
+    directory of the session's, never the user's ~/.rackform."""
+    path = tmp_path_factory.mktemp("rollout-state")
+    os.environ["RACKFORM_ROLLOUT_DIR"] = str(path)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""`rackform configure FILE --env ENV [--limit HOSTS] [--check]`: converge the nodes."""
+"""`rackform configure FILE --env ENV [--limit HOSTS] [--check] [--rolling]`: converge the nodes,
+every node at once, or (--rolling) batch by batch through Slurm (rackform/cli/rolling.py)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,34 @@ def configure(
             help="Keep ansible-runner's event log here (default: kept only on failure).",
         ),
     ] = None,
+    rolling: Annotated[
+        bool,
+        typer.Option(
+            "--rolling",
+            help="Roll a change that needs a drain through the cluster batch by batch (drain, requeue, apply, re-validate, return), within lifecycle.max_out_of_service; a stopped rollout resumes when run again.",
+        ),
+    ] = False,
+    rollback: Annotated[
+        bool,
+        typer.Option(
+            "--rollback",
+            help="With --rolling: apply the old software to a stopped rollout's failed batches, validate and return them.",
+        ),
+    ] = False,
+    abandon: Annotated[
+        bool,
+        typer.Option(
+            "--abandon",
+            help="With --rolling: end a stopped rollout; its failed nodes stay drained.",
+        ),
+    ] = False,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            help="Where rollouts and the last applied configuration are recorded (default: $RACKFORM_ROLLOUT_DIR or ~/.rackform/rollout).",
+        ),
+    ] = None,
 ) -> None:
     """Run the roles (nvidia_driver, nccl_rdma, nvme_raid, dcgm, smoke_train) on the
     blueprint's nodes with a live progress display and a per-host summary. On failure it exits
@@ -91,10 +120,28 @@ def configure(
             f"{file}: {plan.target_type} nodes come from the stack's outputs; configure them through "
             "`pulumi up` (the configure resource), which runs the same roles"
         )
+    if (rollback or abandon) and not rolling:
+        problems.append("--rollback and --abandon go with --rolling")
+    if rolling and (limit or role or check or extra_vars):
+        problems.append(
+            "--rolling takes its batches from the rollout: no --limit, --role, --check or --extra-vars"
+        )
+    if rollback and abandon:
+        problems.append("--rollback or --abandon, not both")
     if problems:
         for p in problems:
             print(p, file=sys.stderr)
         raise typer.Exit(2)
+    if rolling:
+        from rackform.cli.rolling import Options, RollingError
+        from rackform.cli.rolling import rolling as roll
+
+        opts = Options(state_dir, private_key, known_hosts, report_dir, rollback, abandon)
+        try:
+            raise typer.Exit(roll(plan, opts, lambda line: print(line, flush=True)))
+        except RollingError as exc:
+            print(f"rackform configure: {exc}", file=sys.stderr)
+            raise typer.Exit(2) from None
     extras = _extra_vars(extra_vars or [])
 
     def out(line: str) -> None:
@@ -136,3 +183,20 @@ def configure(
         if result.artifacts:
             print(f"rackform configure: event log kept in {result.artifacts}", file=sys.stderr)
         raise typer.Exit(result.rc or 1)
+    if not (limit or role or check or extras):
+        _record_applied(plan, state_dir)
+
+
+def _record_applied(plan, state: Path | None) -> None:
+    """What every node now runs: what a later `--rolling` compares the blueprint with."""
+    from rackform.plan.model import thaw as plain
+    from rackform.rollout.plan import basis
+    from rackform.rollout.record import Store, state_dir
+
+    b = basis(plan)
+    try:
+        Store(state_dir(state), plan.stack).set_applied(
+            dict(b.variables), plain(b.nodes), plan.digest
+        )
+    except OSError as exc:
+        print(f"rackform configure: configured, but not recorded: {exc}", file=sys.stderr)

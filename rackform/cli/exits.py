@@ -40,10 +40,13 @@ EXITS: dict[str, dict[int | str, str]] = {
         2: "invalid input, or the Pulumi CLI is missing (a preflight error does not refuse destroy)",
     },
     "configure": {
-        0: "every host configured",
+        0: "every host configured (--rolling: the rollout done, rolled back or abandoned)",
         "*": "ansible-playbook's exit status when it fails (1 if it gives none), naming host, role and task",
         1: INTERNAL + "; or the deploy extra is not installed",
-        2: INVALID,
+        2: INVALID
+        + "; or (--rolling) no scheduler, another rollout stopped, or nothing to roll back",
+        3: "--rolling: another run holds the stack's rollout lock",
+        4: "--rolling: the rollout stopped (a batch failed, or the out-of-service budget is used); run again to resume",
     },
     "smoke": {
         0: "no check failed (not-run checks do not fail a run)",

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from rackform.gitops.diff import BlueprintDiff, EnvDiff
+from rackform.rollout.plan import duration
 
 RED = "🔴"
 STATUS = {"A": "new", "D": "deleted", "M": "modified", "R": "renamed"}
@@ -95,12 +96,6 @@ def _env_details(e: EnvDiff) -> list[str]:
             f"{f['message']}"
         )
     return [*out, "", "</details>", ""]
-
-
-def duration(minutes: int) -> str:
-    """'about 3 h 40 min', 'about 25 min'."""
-    h, m = divmod(minutes, 60)
-    return "about " + (f"{h} h {m} min" if h and m else f"{h} h" if h else f"{m} min")
 
 
 def _rollout(r: dict[str, Any]) -> list[str]:

@@ -238,8 +238,10 @@ def run_playbook(
     playbook: Path | None = None,
     out: Callable[[str], None] = print,
     keep_artifacts: Path | None = None,
+    timeout_s: int | None = None,
 ) -> RunResult:
-    """Run `playbook` (the site playbook when None) over `inv` and return what happened.
+    """Run `playbook` (the site playbook when None) over `inv` and return what happened;
+    `timeout_s`: ansible-runner ends the run past it (status `timeout`).
     Artifacts (ansible-runner's event log) stay in `keep_artifacts` when given, else in a temporary directory kept on failure."""
     import ansible_runner  # deploy extra; imported here so `rackform validate` never needs it
 
@@ -282,6 +284,7 @@ def run_playbook(
         },
         quiet=True,
         event_handler=progress,
+        timeout=timeout_s,
     )
     result = RunResult(
         rc=runner.rc,
@@ -334,6 +337,7 @@ def run(
     out: Callable[[str], None] = print,
     keep_artifacts: Path | None = None,
     playbook: Path | None = None,
+    timeout_s: int | None = None,
 ) -> RunResult:
     """Converge the nodes of `inventory` with every role (or only `roles`) and the role
     variables `group_vars`; what happened, without raising on a failed host."""
@@ -355,6 +359,7 @@ def run(
         playbook=playbook,
         out=out,
         keep_artifacts=keep_artifacts,
+        timeout_s=timeout_s,
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from rackform.blueprint.schema.rollout import RolloutPolicy, budget, failure_domains
 from rackform.blueprint.schema.sections import LifecycleSpec
 from rackform.plan.inventory import configure_vars
-from rackform.plan.model import Plan
+from rackform.plan.model import Plan, thaw
 from rackform.rollout.changes import SLURM_ORDER, Change, catalog, compare, worst
 
 BASIS = "rackform's per-node estimates (rackform/catalog/rollout.yaml); no rolling run recorded yet"
@@ -37,11 +37,19 @@ def basis(plan: Plan) -> Basis:
         for h in g.hosts
     }
     return Basis(
-        configure_vars(plan.group_vars),
+        thaw(configure_vars(plan.group_vars)),
         nodes,
         failure_domains(plan.node_groups),
         plan.lifecycle,
     )
+
+
+def applied_basis(doc: Mapping[str, Any] | None, lifecycle: LifecycleSpec) -> Basis:
+    """What the nodes run by the record of the last configuration that finished
+    (`Store.applied`); with no record, nothing: every variable then counts as changed."""
+    doc = doc or {}
+    nodes = dict(doc.get("nodes") or {})
+    return Basis(dict(doc.get("variables") or {}), nodes, {"applied": list(nodes)}, lifecycle)
 
 
 def batches(domains: Mapping[str, Sequence[str]], size: int, canary: bool) -> list[list[str]]:
@@ -98,6 +106,12 @@ class Rollout:
         }
 
 
+def duration(minutes: int) -> str:
+    """'about 3 h 40 min', 'about 25 min'."""
+    h, m = divmod(minutes, 60)
+    return "about " + (f"{h} h {m} min" if h and m else f"{h} h" if h else f"{m} min")
+
+
 def _why(cls: str, changes: list[Change], batches: int) -> str:
     named = ", ".join(sorted({c.variable for c in changes if c.cls == cls}))
     if cls == "reboot":
@@ -117,7 +131,10 @@ def rollout(old: Basis, new: Basis) -> Rollout:
     changes = compare(old.variables, new.variables, old.nodes, new.nodes)
     cls = worst(changes)
     rolls = cls in ("reboot", "drain")
-    affected = _affected(old, changes)
+    # The nodes the old revision has (a node only the new one has joins); with no record of
+    # the old (the first rolling change), every node.
+    known = {n for ns in old.domains.values() for n in ns}
+    affected = _affected(known or {n for ns in new.domains.values() for n in ns}, changes)
     domains = {d: [n for n in ns if n in affected] for d, ns in new.domains.items()}
     domains = {d: ns for d, ns in domains.items() if ns}
     nodes = sum(len(ns) for ns in new.domains.values())
@@ -135,11 +152,10 @@ def rollout(old: Basis, new: Basis) -> Rollout:
     return out
 
 
-def _affected(old: Basis, changes: list[Change]) -> set[str]:
-    """The nodes a rolling change reaches: every node the old revision has, or, where each
-    change that needs a drain is a node's own (its drives), those nodes."""
+def _affected(every: set[str], changes: list[Change]) -> set[str]:
+    """The nodes a rolling change reaches: `every` node, or, where each change that needs a
+    drain is a node's own (its drives), those nodes."""
     rolling = [c for c in changes if c.cls in ("reboot", "drain")]
-    every = {n for ns in old.domains.values() for n in ns}
     if any(not c.nodes for c in rolling):
         return every
     return every & {n for c in rolling for n in c.nodes}
