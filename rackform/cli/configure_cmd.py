@@ -183,20 +183,19 @@ def configure(
         if result.artifacts:
             print(f"rackform configure: event log kept in {result.artifacts}", file=sys.stderr)
         raise typer.Exit(result.rc or 1)
-    if not (limit or role or check or extras):
-        _record_applied(plan, state_dir)
+    if not (limit or role or check):
+        _record_applied(plan, state_dir, extras)
 
 
-def _record_applied(plan, state: Path | None) -> None:
-    """What every node now runs: what a later `--rolling` compares the blueprint with."""
-    from rackform.plan.model import thaw as plain
+def _record_applied(plan, state: Path | None, extras: dict) -> None:
+    """What every node now runs (the blueprint's variables, `--extra-vars` over them): what a
+    later `--rolling` compares the blueprint with."""
     from rackform.rollout.plan import basis
     from rackform.rollout.record import Store, state_dir
 
     b = basis(plan)
     try:
-        Store(state_dir(state), plan.stack).set_applied(
-            dict(b.variables), plain(b.nodes), plan.digest
-        )
+        variables = {**b.variables, **extras}
+        Store(state_dir(state), plan.stack).set_applied(variables, thaw(b.nodes), plan.digest)
     except OSError as exc:
         print(f"rackform configure: configured, but not recorded: {exc}", file=sys.stderr)
