@@ -1,10 +1,10 @@
-"""`rackform heal FILE... [--env ENV] --prometheus URL [--json]`
+"""`rackform heal FILE... [--env ENV] --prometheus URL [--apply] [--json]`
 
 Judges every node of every cluster from its telemetry: healthy, suspect, failed or unknown,
 each with its evidence (the series, the value, when) and the action the blueprint's
 lifecycle.health gives, within the cluster's out-of-service budget and behind its breaker. A
-dry run: it says what it would do and does nothing (acting on nodes is not built yet). Exit
-status, for cron:
+dry run by default; `--apply` acts (rackform/cli/heal_apply.py): drain through Slurm, requeue,
+remediate, re-validate the node alone, return it. Exit status, for cron:
   0  every node of every cluster healthy
   2  bad input, nothing done
   3  Prometheus could not answer for some cluster: nothing judged there (the reason in the JSON)
@@ -31,10 +31,10 @@ from rackform.cli.common import (
     prepare_files,
     prometheus_client,
 )
-from rackform.health.run import ClusterHealth, exit_status, judge_all, warnings
+from rackform.health.run import ClusterHealth, exit_status, judge, warnings
 
 
-def _render(c: ClusterHealth) -> list[str]:
+def _render(c: ClusterHealth, applied: bool = False) -> list[str]:
     head = f"{c.source} [{c.environment}] {c.cluster} ({c.target})"
     if c.error:
         return [f"{head}: not judged: {c.error}"]
@@ -52,7 +52,7 @@ def _render(c: ClusterHealth) -> list[str]:
         does = (
             "never acted on (no telemetry)"
             if n.verdict == "unknown"
-            else f"would {n.action} (dry run)" if n.acts
+            else (n.action if applied else f"would {n.action} (dry run)") if n.acts
             else n.action if n.action == "monitor"
             else f"{n.action} waits: {n.waits}"
         )  # fmt: skip
@@ -69,6 +69,29 @@ def heal(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     timeout: PrometheusTimeout = 30.0,
     ca: PrometheusCa = None,
+    apply: Annotated[
+        bool,
+        typer.Option(
+            "--apply",
+            help="Act: drain each node heal acts on through Slurm, requeue its jobs, remediate it, re-validate it alone and return it on a passing report.",
+        ),
+    ] = False,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            help="Where heal's record, the audit log and the lock are (shared with rolling changes; default $RACKFORM_ROLLOUT_DIR or ~/.rackform/rollout).",
+        ),
+    ] = None,
+    private_key: Annotated[
+        Path | None, typer.Option("--private-key", help="SSH key for re-validation (Ansible).")
+    ] = None,
+    known_hosts: Annotated[
+        Path | None, typer.Option("--known-hosts", help="known_hosts file for re-validation.")
+    ] = None,
+    report_dir: Annotated[
+        Path, typer.Option("--report-dir", help="Where re-validation reports are fetched.")
+    ] = Path("reports"),
 ) -> None:
     """Judge each node of GPU clusters from DCGM and node telemetry in Prometheus (XID errors,
     uncorrectable ECC and row remaps, missing GPUs, PCIe replays, throttling, the checkpoint
@@ -77,23 +100,46 @@ def heal(
     unknown, never acted on. Dry run: nothing is done."""
     prom = prometheus_client(prometheus, timeout, ca)
     prepared = [p for _, ps in prepare_files(files, env) for p in ps]
-    clusters = judge_all(prepared, prom, time.time())
+    at = time.time()
+    actions: dict[int, tuple[list, str]] = {}
+    if apply:
+        from rackform.cli.heal_apply import Access, heal_cluster
+
+        access = Access(state_dir, private_key, known_hosts, report_dir)
+        say = (lambda _line: None) if as_json else typer.echo
+        clusters = []
+        for i, p in enumerate(prepared):
+            ch, done, held = heal_cluster(p, prom, at, access, say)
+            clusters.append(ch)
+            actions[i] = (done, held)
+    else:
+        clusters = [judge(p, prom, at) for p in prepared]
     code, why = exit_status(clusters)
     said = warnings(clusters)
     for line in said:
         print(f"rackform: warning: {line}", file=sys.stderr)
     if as_json:
+        docs = [c.as_json() for c in clusters]
+        for i, (done, held) in actions.items():
+            docs[i]["actions"] = [o.as_json() for o in done]
+            if held:
+                docs[i]["not_acted_on"] = held
         doc = {
-            "applied": False,
+            "applied": apply,
             "exit": {"status": code, "reason": why},
             "warnings": said,
-            "clusters": [c.as_json() for c in clusters],
+            "clusters": docs,
         }
         typer.echo(json.dumps(doc, indent=2))
     else:
-        for c in clusters:
-            for line in _render(c):
+        for i, c in enumerate(clusters):
+            for line in _render(c, apply):
                 typer.echo(line)
+            done, held = actions.get(i, ([], ""))
+            for o in done:
+                typer.echo(f"  {o.node}: {o.action}: {o.status}" + (f": {o.why}" if o.why else ""))
+            if held:
+                typer.echo(f"  not acted on: {held}")
         if code:
             print(f"rackform: exit {code}: {why}", file=sys.stderr)
     if code:

@@ -5,7 +5,6 @@ its nodes are `unknown` and the reason is kept."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.health import HealthPolicy
@@ -69,7 +68,10 @@ def unlisted(p: Prepared) -> tuple[str, int] | None:
     return "any", max(g.gpus_per_node for g in groups)
 
 
-def judge(p: Prepared, prom: Prometheus, at: float) -> ClusterHealth:
+def judge(
+    p: Prepared, prom: Prometheus, at: float, out_now: frozenset[str] = frozenset()
+) -> ClusterHealth:
+    """`out_now`: the nodes Slurm has out of service now (drained, down): they use the budget."""
     plan = p.plan
     declared = plan.lifecycle.health
     policy = declared or DEFAULT_POLICY
@@ -90,13 +92,11 @@ def judge(p: Prepared, prom: Prometheus, at: float) -> ClusterHealth:
         ch.error = str(exc)
         ch.nodes = [NodeHealth(n, g, seen=False) for n, (g, _) in roster(p).items()]
         return ch
+    for n in ch.nodes:
+        n.out_of_service = n.node in out_now
     held = None if declared else "the blueprint declares no lifecycle.health: report only"
     ch.breaker = judge_cluster(ch.nodes, policy, held, ch.budget)
     return ch
-
-
-def judge_all(prepared: Sequence[Prepared], prom: Prometheus, at: float) -> list[ClusterHealth]:
-    return [judge(p, prom, at) for p in prepared]
 
 
 def warnings(clusters: list[ClusterHealth]) -> list[str]:

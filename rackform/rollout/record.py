@@ -112,11 +112,13 @@ def _read_json(path: Path) -> Any:
 
 
 class Store:
-    """One stack's rollout files in the state directory."""
+    """One stack's files in the state directory. `kind`: whose record (`rollout`, the rolling
+    change's, `<stack>.json`; `heal`, the remediations', `<stack>.heal.json`); the lock and the
+    audit log are the stack's, shared: heal and a rollout never take nodes out at once."""
 
-    def __init__(self, directory: Path, stack: str):
+    def __init__(self, directory: Path, stack: str, kind: str = "rollout"):
         self.dir, self.stack = directory, stack
-        self.path = directory / f"{stack}.json"
+        self.path = directory / (f"{stack}.json" if kind == "rollout" else f"{stack}.{kind}.json")
         self.log = AuditLog(directory / f"{stack}.log")
 
     def read(self) -> Record | None:
@@ -150,7 +152,9 @@ class Store:
             except BlockingIOError:
                 f.seek(0)
                 holder = f.read().strip() or "another run"
-                raise Held(f"{self.stack}: a rolling change is in progress ({holder})") from None
+                raise Held(
+                    f"{self.stack}: a rolling change or heal is in progress ({holder})"
+                ) from None
             f.seek(0)
             f.truncate()
             f.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")

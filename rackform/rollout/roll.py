@@ -76,12 +76,21 @@ class Roll:
     nodes: Nodes
     out: Callable[[str], None] = print
     requeue_wait_s: float = REQUEUE_WAIT_S
+    # `rollout` or `heal`: whose record. A rollout run again retries its failed batch; heal
+    # leaves a node that failed its re-validation drained for a person.
+    kind: str = "rollout"
+
+    @property
+    def retry_failed(self) -> bool:
+        return self.kind == "rollout"
 
     def _set(self, i: int, status: str, why: str = "") -> None:
         b = self.rec.batches[i]
         b.status, b.why = status, why
         self.store.write(self.rec)
-        self.store.audit("batch", batch=i + 1, nodes=b.nodes, status=status, why=why)
+        self.store.audit(
+            "batch", kind=self.kind, batch=i + 1, nodes=b.nodes, status=status, why=why
+        )
         self.out(
             f"batch {i + 1}/{len(self.rec.batches)} [{', '.join(b.nodes)}]: {status}"
             + (f": {why}" if why else "")
@@ -90,7 +99,7 @@ class Roll:
     def _stop(self, why: str) -> Record:
         self.rec.status, self.rec.why = "stopped", why
         self.store.write(self.rec)
-        self.store.audit("stopped", why=why)
+        self.store.audit("stopped", kind=self.kind, why=why)
         self.out(f"stopped: {why}")
         return self.rec
 
@@ -99,7 +108,7 @@ class Roll:
         self.rec.status, self.rec.why = "running", ""
         self.store.write(self.rec)
         for i, b in enumerate(self.rec.batches):
-            if b.status == DONE:
+            if b.status == DONE or (b.status == FAILED and not self.retry_failed):
                 continue
             try:
                 self._batch(i, b)
@@ -116,7 +125,7 @@ class Roll:
             )
         self.rec.status = "done"
         self.store.write(self.rec)
-        self.store.audit("done")
+        self.store.audit("done", kind=self.kind)
         return self.rec
 
     def _batch(self, i: int, b: Batch) -> None:

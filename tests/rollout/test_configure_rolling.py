@@ -107,7 +107,7 @@ def test_a_second_run_while_one_holds_the_lock_exits_3(tmp_path, slurm):
     bp = write(tmp_path, blueprint())
     with Store(tmp_path / "state", STACK).lock():
         r = configure(bp, ssh_env(slurm, tmp_path), tmp_path / "state")
-    assert r.returncode == 3 and "a rolling change is in progress (pid" in r.stdout
+    assert r.returncode == 3 and "a rolling change or heal is in progress (pid" in r.stdout
 
 
 def test_a_hand_edited_record_is_named_not_a_traceback(tmp_path, slurm):

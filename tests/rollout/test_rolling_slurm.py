@@ -209,7 +209,7 @@ def test_a_second_run_finds_the_lock_held(tmp_path):
     store = Store(tmp_path, "slurm-a-default")
     with (
         store.lock(),
-        pytest.raises(Held, match=r"a rolling change is in progress \(pid "),
+        pytest.raises(Held, match=r"a rolling change or heal is in progress \(pid "),
         Store(tmp_path, "slurm-a-default").lock(),
     ):
         pass

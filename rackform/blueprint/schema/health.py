@@ -109,6 +109,31 @@ class HealthPolicy(Strict):
             le=1440,
         ),
     ] = 30
+    jobs: Annotated[
+        Literal["requeue", "wait"],
+        Field(
+            description="`rackform heal --apply`: a drained node's running jobs are requeued (Slurm signals them to checkpoint first, within its grace time), or waited for up to `wait_minutes`, then requeued."
+        ),
+    ] = "requeue"
+    wait_minutes: Annotated[
+        int, Field(description="jobs: wait: how long heal waits for a node's jobs.", ge=1, le=10080)
+    ] = 60
+    validate_minutes: Annotated[
+        int,
+        Field(
+            description="The most a remediated node's re-validation (host checks and a one-node smoke job) may take before it counts as failed.",
+            ge=1,
+            le=600,
+        ),
+    ] = 20
+    retry_window_hours: Annotated[
+        int,
+        Field(
+            description="A node whose remediation failed twice within this many hours is not remediated again: heal drains it and names it for a person (replace, don't repair).",
+            ge=1,
+            le=720,
+        ),
+    ] = 24
     notify_only: Annotated[
         bool,
         Field(description="Judge and notify, never act (whatever each fault's action says)."),

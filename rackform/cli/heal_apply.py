@@ -1,0 +1,87 @@
+"""`rackform heal --apply`, cluster by cluster: under the stack's lock, finish what a killed run
+left, read which nodes Slurm has out of service (they use the budget), judge, and act
+(rackform/health/apply.py) through the cluster's Slurm controller, the nodes' SSH and BMCs, and
+the roles' smoke job for re-validation. A cluster heal cannot act on (no scheduler, telemetry
+unread, the lock held) is judged and reported with why it was not acted on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rackform.engine import Prepared
+from rackform.health.apply import Outcome, apply_cluster, resume, unfinished
+from rackform.health.remedy import Remedy
+from rackform.health.run import ClusterHealth, judge
+from rackform.plan.inventory import inventory_hosts
+from rackform.plan.model import Plan, thaw
+from rackform.reap.prometheus import Prometheus
+from rackform.rollout.ansible import AnsibleNodes
+from rackform.rollout.record import Held, RecordError, Store, state_dir
+from rackform.rollout.slurm import SlurmSteps
+from rackform.scheduler.remote import RemoteError, controller, host, ssh_to
+from rackform.targets.onprem.redfish import Redfish
+
+
+@dataclass
+class Access:
+    state: Path | None = None
+    private_key: Path | None = None
+    known_hosts: Path | None = None
+    report_dir: Path | None = None
+
+
+def _remedy(plan: Plan, access: Access, out) -> Callable[[dict[str, str]], Remedy]:
+    bmcs = {h.name: h.bmc for g in plan.effective.blueprint.node_groups for h in g.hosts}
+    base = Path(plan.source).parent
+
+    def runner(node: str):
+        h = host(plan, node)
+        if h is None:
+            raise RemoteError(f"{node} is not a listed host")
+        return ssh_to(plan, h)
+
+    def bmc(node: str) -> Redfish | None:
+        spec = bmcs.get(node)
+        return None if spec is None else Redfish(spec, base)
+
+    nodes = AnsibleNodes(
+        thaw(plan.inventory), thaw(plan.group_vars), access.private_key, access.known_hosts,
+        access.report_dir, out,
+    )  # fmt: skip
+    return lambda actions: Remedy(actions, runner, bmc, nodes.validate)
+
+
+def heal_cluster(
+    p: Prepared, prom: Prometheus, at: float, access: Access, out
+) -> tuple[ClusterHealth, list[Outcome], str]:
+    """The cluster judged, what was done, and why nothing was done where nothing was."""
+    plan = p.plan
+    if plan.lifecycle.health is None or plan.lifecycle.health.notify_only:
+        return judge(p, prom, at), [], ""
+    if plan.scheduler is None:
+        why = "heal drains nodes through Slurm and the blueprint declares no scheduler"
+        return judge(p, prom, at), [], why
+    store = Store(state_dir(access.state), plan.stack, kind="heal")
+    hosts = inventory_hosts(plan.inventory)
+    budget = plan.lifecycle.budget(len(hosts))
+    try:
+        slurm = SlurmSteps(controller(plan), hosts)
+        with store.lock():
+            remedy = _remedy(plan, access, out)
+            rec = store.read()
+            if unfinished(rec):
+                resume(store, rec, plan.lifecycle.health, budget, slurm, remedy, out)
+            ch = judge(p, prom, at, frozenset(slurm.out()))
+            if ch.error or (ch.breaker and ch.breaker.tripped):
+                return ch, [], ""
+            done = apply_cluster(
+                plan.stack, plan.digest, ch.nodes, plan.lifecycle.health, ch.budget, store,
+                slurm, remedy, out,
+            )  # fmt: skip
+            return ch, done, ""
+    except Held as exc:
+        return judge(p, prom, at), [], str(exc)
+    except (RemoteError, RecordError) as exc:
+        return judge(p, prom, at), [], f"not acted on: {exc}"

@@ -1,0 +1,121 @@
+"""`rackform heal --apply` for one cluster: the nodes the verdict says heal acts on now go through
+the core a rolling change uses (rackform/rollout/roll.py), each a batch of one: within the
+out-of-service budget (read live from Slurm), drained, its jobs requeued (or waited for),
+remediated (rackform/health/remedy.py), re-validated alone and returned to service only on a
+passing report. A node whose action is `drain`, or whose remediation already failed twice in
+the policy's window, is drained and named for a person (the audit log's `ticket`). A node that
+fails its re-validation stays drained with the reason; heal does not retry it on its own.
+
+The record (`<stack>.heal.json`), lock and audit log are the stack's in the rollout state
+directory: a heal run and a rolling change never take nodes out at once, and a run killed
+mid-remediation is finished by the next run before it judges anew."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rackform.blueprint.schema.health import HealthPolicy
+from rackform.blueprint.schema.rollout import RolloutPolicy
+from rackform.health.verdict import NodeHealth
+from rackform.rollout.record import DONE, FAILED, Record, Store
+from rackform.rollout.roll import Nodes, Roll, Scheduler, new_record
+
+GIVE_UP_AFTER = 2  # failed remediations of one node in the window: then a person's
+
+
+def _policy(h: HealthPolicy) -> RolloutPolicy:
+    return RolloutPolicy(
+        canary=False,
+        jobs=h.jobs,
+        wait_minutes=h.wait_minutes,
+        validate_minutes=h.validate_minutes,
+        pause_on_failure=False,
+    )
+
+
+def failures(store: Store, node: str, since: float) -> int:
+    """How often heal's remediation of `node` failed since `since` (the audit log)."""
+    return sum(
+        1
+        for e in store.log.entries()
+        if e.get("event") == "batch"
+        and e.get("kind") == "heal"
+        and e.get("status") == FAILED
+        and node in (e.get("nodes") or [])
+        and e.get("ts", 0) >= since
+    )
+
+
+@dataclass
+class Outcome:
+    node: str
+    action: str
+    status: str  # done | failed | drained (a person's) | waits
+    why: str = ""
+
+    def as_json(self) -> dict:
+        return {"node": self.node, "action": self.action, "status": self.status, "why": self.why}
+
+
+def unfinished(rec: Record | None) -> bool:
+    return rec is not None and any(b.status not in (DONE, FAILED) for b in rec.batches)
+
+
+def apply_cluster(
+    stack: str,
+    digest: str,
+    nodes: list[NodeHealth],
+    policy: HealthPolicy,
+    budget: int,
+    store: Store,
+    slurm: Scheduler,
+    remedy: Callable[[dict[str, str]], Nodes],
+    out: Callable[[str], None] = print,
+    now: float | None = None,
+) -> list[Outcome]:
+    """Act on the nodes judged to act (`NodeHealth.acts`); each one's outcome. The caller holds
+    the stack's lock."""
+    now = time.time() if now is None else now
+    since = now - policy.retry_window_hours * 3600
+    outcomes: list[Outcome] = []
+    acting = [n for n in nodes if n.acts]
+    ticket = [n for n in acting if n.action == "drain"]
+    ticket += [
+        n for n in acting if n not in ticket and failures(store, n.node, since) >= GIVE_UP_AFTER
+    ]
+    for n in ticket:
+        why = "; ".join(e.detail for e in n.evidence) or n.action
+        if n.action != "drain":
+            why = (
+                f"{n.action} failed {GIVE_UP_AFTER} times in {policy.retry_window_hours} h:"
+                f" replace or repair the node ({why})"
+            )
+        bad = [o for o in slurm.drain([n.node], f"rackform heal: {why}"[:200]) if not o.ok]
+        slurm.requeue([n.node])
+        store.audit("ticket", kind="heal", node=n.node, action=n.action, why=why)
+        outcomes.append(
+            Outcome(n.node, n.action, "failed" if bad else "drained", bad[0].detail if bad else why)
+        )
+    remediate = [n for n in acting if n not in ticket]
+    if not remediate:
+        return outcomes
+    actions = {n.node: n.action for n in remediate}
+    # The record's `new` holds each node's action: a killed run's successor finishes it.
+    rec = new_record(stack, digest, "heal", [[n] for n in actions], {}, actions)
+    store.write(rec)
+    store.audit("heal", kind="heal", nodes=actions)
+    roll = Roll(store, rec, _policy(policy), budget, slurm, remedy(actions), out, kind="heal")
+    roll.run()
+    for b in rec.batches:
+        (node,) = b.nodes
+        status = {DONE: "done", FAILED: "failed"}.get(b.status, "waits")
+        outcomes.append(Outcome(node, actions[node], status, b.why))
+    return outcomes
+
+
+def resume(store: Store, rec: Record, policy: HealthPolicy, budget: int, slurm, remedy, out):
+    """Finish a remediation a killed run left (its record's batches not done nor failed)."""
+    actions = dict(rec.new)
+    return Roll(store, rec, _policy(policy), budget, slurm, remedy(actions), out, kind="heal").run()
