@@ -34,6 +34,22 @@ def rackform(
     )
 
 
+def validate_text(tmp_path: Path, text: str) -> tuple[Path, subprocess.CompletedProcess]:
+    """`rackform validate` of `text` written to tmp_path/bp.yaml: (the file, the run)."""
+    f = tmp_path / "bp.yaml"
+    f.write_text(text)
+    return f, rackform("validate", f)
+
+
+def located_line(f: Path, r: subprocess.CompletedProcess) -> str:
+    """The one line a user mistake in `f` gets (exit 2, no traceback)."""
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith(str(f))]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
 AWS_TRAINING = """
 name: t-cluster
 purpose: training

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from blueprint_helpers import rackform
+from blueprint_helpers import validate_text
 from clusters import bare_metal
 
 AWS = """\
@@ -20,12 +20,6 @@ lifecycle:
 """
 
 
-def validate(tmp_path, text: str):
-    f = tmp_path / "bp.yaml"
-    f.write_text(text)
-    return f, rackform("validate", f)
-
-
 @pytest.mark.parametrize(
     ("purpose", "action", "extra", "where", "message"),
     [
@@ -36,7 +30,7 @@ def validate(tmp_path, text: str):
     ],
 )  # fmt: skip
 def test_aws_refuses_actions_it_cannot_carry_out(tmp_path, purpose, action, extra, where, message):
-    f, r = validate(tmp_path, AWS.format(purpose=purpose, action=action, extra=extra))
+    f, r = validate_text(tmp_path, AWS.format(purpose=purpose, action=action, extra=extra))
     assert r.returncode == 2
     line = r.stderr.strip().splitlines()[0]
     assert line.startswith(f"{f}{where}") and message in line, r.stderr
@@ -46,12 +40,12 @@ def test_aws_scale_to_zero_on_an_inference_group_that_may_go_to_zero_is_valid(tm
     text = AWS.format(
         purpose="inference", action="scale-to-zero", extra=", min_count: 0, max_count: 4"
     )
-    _, r = validate(tmp_path, text)
+    _, r = validate_text(tmp_path, text)
     assert r.returncode == 0, r.stderr
 
 
 def test_owned_hosts_are_not_destroyed_by_a_reaper(tmp_path):
-    _, r = validate(tmp_path, bare_metal("dc", action="destroy"))
+    _, r = validate_text(tmp_path, bare_metal("dc", action="destroy"))
     assert r.returncode == 2
     assert (
         "lifecycle.idle.action: destroy is not an idle action for a training cluster on bare_metal"
@@ -62,7 +56,7 @@ def test_owned_hosts_are_not_destroyed_by_a_reaper(tmp_path):
 
 def test_power_off_needs_a_bmc_on_every_host(tmp_path):
     text = bare_metal("dc", action="power-off", bmcs={"dc-0": ("s0", "PW")})
-    f, r = validate(tmp_path, text)
+    f, r = validate_text(tmp_path, text)
     assert r.returncode == 2
     assert f"{f}:11:" in r.stderr and "node_groups[0].hosts[1].bmc" in r.stderr
     assert "idle action power-off needs a bmc on host 'dc-1'" in r.stderr
@@ -93,7 +87,7 @@ def test_bmc_mistakes_are_located(tmp_path, bmc, message):
               - {{name: h1, address: 10.9.1.1, bmc: {bmc}}}
         network: {{fabric: ethernet}}
         """)
-    f, r = validate(tmp_path, text)
+    f, r = validate_text(tmp_path, text)
     assert r.returncode == 2
     assert r.stderr.startswith(f"{f}:10:") and message in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
