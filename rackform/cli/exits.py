@@ -48,6 +48,12 @@ EXITS: dict[str, dict[int | str, str]] = {
         3: "--rolling: another run holds the stack's rollout lock",
         4: "--rolling: the rollout stopped (a batch failed, or the out-of-service budget is used); run again to resume",
     },
+    "status": {
+        0: "the nodes' states read",
+        1: INTERNAL,
+        2: INVALID + "; or the blueprint declares no scheduler",
+        3: "Slurm could not be read on the controller (the records are still shown)",
+    },
     "smoke": {
         0: "no check failed (not-run checks do not fail a run)",
         1: "a check failed; or torch is not installed here, or validators/ is missing (internal)",

@@ -23,6 +23,7 @@ from rackform.cli import (  # noqa: F401
     smoke_cmd,
     snooze_cmd,
     stack_cmd,
+    status_cmd,
     testbed_cmd,
     validate_cmd,
 )

@@ -158,7 +158,8 @@ class Roll:
                 f" service ({', '.join(sorted(others))}) and the budget is {self.budget}"
             )
             return False
-        reason = f"rackform rollout {self.rec.digest.removeprefix('sha256:')[:12]} batch {i + 1}"
+        digest = self.rec.digest.removeprefix("sha256:")[:12]
+        reason = f"rackform {self.kind} {digest} batch {i + 1}"
         bad = _failed(self.slurm.drain(b.nodes, reason))
         if bad:
             self._set(i, FAILED, f"draining: {bad}")

@@ -37,7 +37,8 @@ for n in "$@"; do
   printf '%s|%s|%s|%s\n' "$n" "$result" "$(state "$n")" "$(flat "$out")"
 done
 """
-NODE_STATES = "exec sinfo --noheader --Node --format='%N|%T'\n"
+# One line a node (a node in two partitions: twice), the reason last: it may hold anything but a newline.
+NODE_REASONS = "exec sinfo --noheader --Node --format='%N|%T|%E'\n"
 
 
 def _outcome(node: str, result: str, state: str, message: str) -> Outcome:
@@ -75,12 +76,19 @@ def drain(run: Runner, nodes: Sequence[str], reason: str) -> list[Outcome]:
 def node_states(run: Runner) -> dict[str, str]:
     """Every node's state as sinfo says it (`drained`, `draining`, `idle`, `down*`, ...);
     RemoteError naming why when sinfo fails."""
-    done = run(NODE_STATES, (), TIMEOUT_S)
+    return {n: state for n, (state, _) in node_reasons(run).items()}
+
+
+def node_reasons(run: Runner) -> dict[str, tuple[str, str]]:
+    """Every node's (state, reason) as sinfo says them (reason 'none' where none is set);
+    RemoteError naming why when sinfo fails."""
+    done = run(NODE_REASONS, (), TIMEOUT_S)
     if done.rc != 0:
         raise RemoteError(f"sinfo failed on {run.where}: {done.why()}")
-    states: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     for line in done.stdout.splitlines():
-        name, sep, state = line.strip().partition("|")
+        name, sep, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
         if sep:
-            states.setdefault(name.strip(), state.strip())  # one line per partition
-    return states
+            out.setdefault(name.strip(), (state.strip(), reason.strip()))
+    return out
