@@ -97,6 +97,16 @@ def exit_status(decisions: list[Decision]) -> tuple[int, str]:
     return 0, "every cluster decided"
 
 
+def _maintenance():
+    """Which stacks a rolling change or heal holds (their records and lock)."""
+    from functools import partial
+
+    from rackform.rollout.record import state_dir as rollout_dir
+    from rackform.rollout.status import in_maintenance
+
+    return partial(in_maintenance, rollout_dir())
+
+
 @app.command()
 def reap(
     files: Annotated[list[Path], typer.Argument(help="Blueprint files.", show_default=False)],
@@ -148,7 +158,8 @@ def reap(
             )
     try:
         decisions = decide_all(prepared, prom, time.time())
-        run_all(decisions, prepared, World(state_dir(state), notifier, prom), apply)
+        world = World(state_dir(state), notifier, prom, maintenance=_maintenance())
+        run_all(decisions, prepared, world, apply)
     except TelemetryError as exc:
         print(f"rackform: {exc}; nothing was decided or done", file=sys.stderr)
         raise typer.Exit(EXIT_TELEMETRY) from None

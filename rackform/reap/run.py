@@ -92,6 +92,9 @@ class World:
     reapers: Callable[[str], Reaper] = reaper
     queue: Callable[[Plan], list[queue.Job]] = queue.of_cluster
     now: Callable[[], float] = time.time
+    # Why a stack is in maintenance (a rolling change or heal under way), or None: the CLI
+    # gives rackform.rollout.status.in_maintenance over the rollout state directory.
+    maintenance: Callable[[str], str | None] | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
@@ -127,6 +130,10 @@ def consider(d: Decision, p: Prepared, world: World) -> None:
         return
     if snoozed:
         d.hold("snoozed", f"snoozed until {iso(snoozed['until'])}: {snoozed.get('reason', '')}")
+        return
+    why = world.maintenance(d.stack) if world.maintenance else None
+    if why and d.verdict in ("idle", "stalled"):
+        d.hold("busy", f"in maintenance: {why}; a cluster being changed or healed is not idle")
         return
     action = d.action
     if action is None:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from rackform.rollout.record import APPLIED, DONE, FAILED, Record
+from rackform.rollout.record import APPLIED, DONE, FAILED, Held, Record, RecordError, Store
 from rackform.rollout.slurm import out_of_service
 
 # Slurm reasons rackform writes: a batch under way (`rackform rollout|heal <digest> batch N`,
@@ -108,3 +109,29 @@ def progress(rec: Record | None) -> dict[str, Any] | None:
         "at": None if at is None else at + 1,
     }
     return {**out, "why": rec.why} if rec.why else out
+
+
+def in_maintenance(directory: Path, stack: str) -> str | None:
+    """Why the stack is in maintenance now (a rolling change stopped or under way, heal
+    remediating, a run holding the stack's lock), or None: what keeps `rackform reap` from
+    calling it idle. A record that cannot be read counts as maintenance (never as none)."""
+    try:
+        rollout = Store(directory, stack).read()
+        heal = Store(directory, stack, kind="heal").read()
+        if (directory / f"{stack}.lock").exists():  # never made here: reap's dry run writes nothing
+            with Store(directory, stack).lock():
+                pass
+    except Held as exc:
+        return str(exc)
+    except (RecordError, OSError) as exc:
+        return f"its maintenance record cannot be read: {exc}"
+    if rollout is not None and rollout.status in ("running", "stopped"):
+        at = rollout.next_batch()
+        return (
+            f"a rolling change is {rollout.status} at batch {(at or 0) + 1} of"
+            f" {len(rollout.batches)}"
+        )
+    if heal is not None and any(b.status not in (DONE, FAILED) for b in heal.batches):
+        nodes = [n for b in heal.batches if b.status not in (DONE, FAILED) for n in b.nodes]
+        return f"heal is remediating {', '.join(nodes)}"
+    return None

@@ -173,3 +173,30 @@ def test_a_job_during_the_grace_period_withdraws_the_warning(prom, files, slurm,
     assert events == ["warn", "withdrawn"]
     assert AuditLog(state / "audit.jsonl").warning("slurm-a-default", "drain") is None
     assert len(posted) == 1  # the warning; withdrawing it sends nothing
+
+
+def test_a_cluster_a_rollout_or_heal_holds_is_not_idle(prom, files, slurm, tmp_path):
+    """Idle GPUs while a rolling change is stopped, or while heal remediates a node, are
+    maintenance, not idleness: reap holds the cluster busy and drains nothing."""
+    from rackform.rollout.record import Store
+    from rackform.rollout.roll import new_record
+
+    rollouts = tmp_path / "rollouts"
+    env = {**ssh_env(slurm, tmp_path), "RACKFORM_ROLLOUT_DIR": str(rollouts)}
+    rec = new_record("slurm-a-default", "sha256:" + "ab" * 32, "drain", [[NODES[0]], [NODES[1]]],
+                     {}, {})  # fmt: skip
+    rec.status = "stopped"
+    Store(rollouts, "slurm-a-default").write(rec)
+    code, d = reap(prom, files["drain"], env, tmp_path / "s", "--apply")
+    assert code == 0 and (d["measured"], d["verdict"], d["outcome"]) == ("idle", "busy", "none")
+    assert any("a rolling change is stopped at batch 1 of 2" in r for r in d["reasons"]), d
+    rec.status = "done"
+    Store(rollouts, "slurm-a-default").write(rec)
+    heal = new_record("slurm-a-default", "sha256:" + "ab" * 32, "heal", [[NODES[1]]], {}, {})
+    heal.batches[0].status = "drained"
+    Store(rollouts, "slurm-a-default", kind="heal").write(heal)
+    code, d = reap(prom, files["drain"], env, tmp_path / "s")
+    assert d["verdict"] == "busy" and any(
+        f"heal is remediating {NODES[1]}" in r for r in d["reasons"]
+    )
+    assert set(slurm.node_states().values()) == {"idle"}
