@@ -105,7 +105,14 @@ class Remedy:
         system = bmc.system()
         before = self._boot_id(node)  # None: not answering (often why it is power-cycled)
         bmc.reset(system, "ForceRestart")
-        if not self._back(node, before, lambda: bmc.power_state(system) == "On"):
+
+        def on() -> bool:
+            try:
+                return bmc.power_state(system) == "On"
+            except BmcError:  # a BMC busy restarting its host may miss a poll: ask again
+                return False
+
+        if not self._back(node, before, on):
             return Result(
                 False, f"{node}: not On and answering {self.back_s:g} s after ForceRestart"
             )
