@@ -2,15 +2,25 @@
 old) variables to one drained batch (`--limit` to its nodes, the nvidia_driver role allowed to
 reboot a node whose new driver needs it), and re-validate the batch with the smoke job and host
 checks on those nodes only. The batch is drained, so Slurm would start no job there: the smoke
-job runs outside Slurm (torchrun over the batch's nodes)."""
+job runs outside Slurm (torchrun over the batch's nodes).
+
+The re-validation passes only on a passing report fetched from every node of the batch: the
+role skips its job on a run over part of the cluster and where the same job's report already
+exists, and a run that skipped must never read as a pass. So the batch is the job's whole
+cluster (`smoke_train_cluster_hosts`, /etc/hosts left as the full converge wrote it), the job
+runs again whatever report is there (`smoke_train_force`), and the reports are fetched into a
+directory of this validation's own and judged by the one verdict rule (rackform/evidence)."""
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rackform.evidence.verdict import verdict
 from rackform.hosts.runner import RunResult, run
 from rackform.rollout.roll import Result
 
@@ -46,16 +56,49 @@ class AnsibleNodes:
         )
 
     def validate(self, batch: Sequence[str], timeout_s: float) -> Result:
-        return _result(
+        base = (self.report_dir or Path("reports")).resolve()
+        base.mkdir(parents=True, exist_ok=True)
+        reports = Path(tempfile.mkdtemp(prefix=f"validate-{batch[0]}-", dir=base))
+        done = _result(
             run(
                 self.inventory,
-                {**self.validation, "smoke_train_run": True, "smoke_train_slurm": False},
+                {**self.validation, **batch_job(batch)},
                 private_key=self.private_key,
                 known_hosts=self.known_hosts,
                 limit=",".join(batch),
                 roles=["smoke_train"],
-                report_dir=self.report_dir,
+                report_dir=reports,
                 out=self.out,
                 timeout_s=int(timeout_s),
             )
         )
+        return done if not done.ok else judge_reports(reports, batch)
+
+
+def batch_job(batch: Sequence[str]) -> dict[str, Any]:
+    """The smoke_train variables that make its job run over the batch alone, now."""
+    return {
+        "smoke_train_run": True,
+        "smoke_train_slurm": False,
+        "smoke_train_cluster_hosts": list(batch),
+        "smoke_train_hosts_file": False,
+        "smoke_train_force": True,
+    }
+
+
+def judge_reports(reports: Path, batch: Sequence[str]) -> Result:
+    """A pass only where every node of the batch left a passing report under `reports`
+    (`<run id>/<node>.json`, as the role fetches them)."""
+    bad = []
+    for node in batch:
+        found = sorted(reports.glob(f"*/{node}.json"))
+        if not found:
+            bad.append(f"{node}: no report (the smoke job did not run there)")
+            continue
+        try:
+            ok, why = verdict(json.loads(found[-1].read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            ok, why = False, f"its report {found[-1]} cannot be read ({exc})"
+        if not ok:
+            bad.append(f"{node}: {why}")
+    return Result(not bad, "; ".join(bad))

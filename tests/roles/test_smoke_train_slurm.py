@@ -10,9 +10,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import role_vars
 import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
 from gpu_collection import ROLES_DIR
 
 from rackform.blueprint.loader import load_effective
@@ -28,17 +27,7 @@ RUN = "0123456789abcdef" * 3
 
 def render(name: str, variables: dict, hosts: list[str] = HOSTS, host: str | None = None) -> object:
     """One of the role's private vars, as Ansible renders it for `host` (the play's first)."""
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
-    env = {
-        **{k: v for k, v in defaults.items() if "{{" not in str(v)},
-        **{k: trust_as_template(v) if isinstance(v, str) else v for k, v in OWN.items()},
-        **variables,
-        "ansible_play_hosts_all": hosts,
-        "inventory_hostname": host or hosts[0],
-        "_smoke_train_run_id": RUN,
-    }
-    expr = "{{ " + name + " }}"
-    return Templar(loader=DataLoader(), variables=env).template(trust_as_template(expr))
+    return role_vars.render("smoke_train", name, variables, hosts, host, _smoke_train_run_id=RUN)
 
 
 def example_vars() -> dict:
