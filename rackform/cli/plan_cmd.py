@@ -63,9 +63,11 @@ def rollout(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, str] | Non
             "Validate finish, and needs no capacity beyond its own"
         )
     elif strategy == "delete-first":
+        budget = plan.lifecycle.budget(plan.nodes)
         downtime = (
-            "an instance refresh terminates before it launches: up to 10% of the group is out "
-            "of service at a time, and no capacity beyond the group's own is needed"
+            "an instance refresh terminates before it launches: at most the out-of-service "
+            f"budget ({budget} of {plan.nodes} nodes, lifecycle.max_out_of_service) is out at "
+            "a time, and no capacity beyond the group's own is needed"
         )
     else:
         downtime = (

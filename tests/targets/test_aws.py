@@ -366,7 +366,8 @@ def test_inference_on_reserved_capacity_refreshes_without_extra_instances(tmp_pa
     )
     asg = one(plan(tmp_path, doc), "autoscaling/group:Group")
     prefs = asg.inputs["instanceRefresh"]["preferences"]
-    assert (prefs["minHealthyPercentage"], prefs["maxHealthyPercentage"]) == (90, 100)
+    # Two nodes, a budget of one (the default, max(1, 10%)): half stays in service.
+    assert (prefs["minHealthyPercentage"], prefs["maxHealthyPercentage"]) == (50, 100)
 
 
 def test_mid_rollout_the_previous_artifacts_nodes_serve_as_the_inventory():
@@ -379,3 +380,28 @@ def test_mid_rollout_the_previous_artifacts_nodes_serve_as_the_inventory():
     # An instance refresh has just started: none carries the new artifact yet, the group still
     # serves from the old ones, and Configure sees them rather than an empty cluster.
     assert serving_nodes([], [], ["i-old"], ["10.0.0.1"]) == [["i-old", "10.0.0.1", 22, "i-old"]]
+
+
+@pytest.mark.parametrize(
+    ("count", "budget", "min_healthy"),
+    [(10, 3, 70), (10, "20%", 80), (3, 1, 67), (1, None, 0), (40, None, 90)],
+)
+def test_an_instance_refresh_keeps_to_the_out_of_service_budget(
+    tmp_path, count, budget, min_healthy
+):
+    """delete-first: no more nodes out at once than lifecycle.max_out_of_service, rounded to
+    the safe side (3 nodes, 1 out: 67% must stay, so AWS keeps 3 x 0.67 -> 3 and replaces one)."""
+    group = {**AWS_INFERENCE["node_groups"][0], "count": count, "max_count": max(count, 6)}
+    lifecycle = {} if budget is None else {"max_out_of_service": budget}
+    doc = variant(
+        AWS_INFERENCE,
+        target={
+            **AWS_INFERENCE["target"],
+            "market": "reservation",
+            "reservation_id": "cr-0123456789abcdef0",
+        },
+        node_groups=[group],
+        lifecycle=lifecycle,
+    )
+    asg = one(plan(tmp_path, doc), "autoscaling/group:Group")
+    assert asg.inputs["instanceRefresh"]["preferences"]["minHealthyPercentage"] == min_healthy

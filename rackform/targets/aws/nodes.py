@@ -5,6 +5,7 @@ placement group, no EFA)."""
 from __future__ import annotations
 
 import base64
+import math
 
 import pulumi
 import pulumi_aws as aws
@@ -243,7 +244,10 @@ class AwsNodeGroup(pulumi.ComponentResource):
             health_check_grace_period=300,
             # A template change (image, driver branch, roles) rolls the group, each new node
             # configuring itself before it takes traffic (refresh_preferences).
-            instance_refresh={"strategy": "Rolling", "preferences": refresh_preferences(plan)},
+            instance_refresh={
+                "strategy": "Rolling",
+                "preferences": refresh_preferences(plan, group.count),
+            },
             wait_for_capacity_timeout=f"{HOOK_TIMEOUT_S // 60 + 10}m",
             tags=asg_tags(plan, name),
             # The autoscaler (or an operator scaling by hand) owns the live size; the
@@ -281,16 +285,21 @@ def serving_nodes(ids, ips, any_ids, any_ips) -> list[list]:
     return [[i, ip, SSH_PORT, i] for i, ip in zip(ids, ips, strict=True)]
 
 
-def refresh_preferences(plan: Plan) -> dict[str, int]:
+def refresh_preferences(plan: Plan, count: int) -> dict[str, int]:
     """An instance refresh's healthy-percentage bounds. create-first: 100% of the desired
     capacity stays in service and up to 200% may run, so a replacement launches (and
     configures itself) before the node it replaces terminates; delete-first: at most the
-    desired capacity runs, and 90% (AWS's default) stays in service. RefreshPreferences
-    (Amazon EC2 Auto Scaling API reference): MinHealthyPercentage 0-100, default 90;
-    MaxHealthyPercentage 100-200, and their difference may not exceed 100."""
+    desired capacity runs, and the share that must stay in service leaves out no more nodes
+    than the cluster's out-of-service budget (lifecycle.max_out_of_service, the one heal and
+    rolling changes keep to), rounded up. RefreshPreferences (Amazon EC2 Auto Scaling API
+    reference): MinHealthyPercentage 0-100, default 90; MaxHealthyPercentage 100-200, and their
+    difference may not exceed 100; at 100% the refresh replaces one instance at a time
+    ("Understand the default values for an instance refresh", Auto Scaling user guide)."""
     if plan.target_plan.rollout == "create-first":
         return {"min_healthy_percentage": 100, "max_healthy_percentage": 200}
-    return {"min_healthy_percentage": 90, "max_healthy_percentage": 100}
+    n = max(count, 1)
+    out = min(plan.lifecycle.budget(plan.nodes), n)
+    return {"min_healthy_percentage": math.ceil(100 * (n - out) / n), "max_healthy_percentage": 100}
 
 
 def asg_name(plan: Plan, group: NodeGroupPlan) -> str:
