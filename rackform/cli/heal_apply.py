@@ -21,7 +21,7 @@ from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.record import Held, RecordError, Store, state_dir
 from rackform.rollout.slurm import SlurmSteps
 from rackform.scheduler.remote import RemoteError, controller, host, ssh_to
-from rackform.targets.onprem.redfish import Redfish
+from rackform.targets.runtimes import runtime
 
 
 @dataclass
@@ -33,8 +33,7 @@ class Access:
 
 
 def _remedy(plan: Plan, access: Access, out) -> Callable[[dict[str, str]], Remedy]:
-    bmcs = {h.name: h.bmc for g in plan.effective.blueprint.node_groups for h in g.hosts}
-    base = Path(plan.source).parent
+    target = runtime(plan.target_type)
 
     def runner(node: str):
         h = host(plan, node)
@@ -42,9 +41,8 @@ def _remedy(plan: Plan, access: Access, out) -> Callable[[dict[str, str]], Remed
             raise RemoteError(f"{node} is not a listed host")
         return ssh_to(plan, h)
 
-    def bmc(node: str) -> Redfish | None:
-        spec = bmcs.get(node)
-        return None if spec is None else Redfish(spec, base)
+    def bmc(node: str):
+        return target.bmc(plan, node)
 
     nodes = AnsibleNodes(
         thaw(plan.inventory), thaw(plan.group_vars), access.private_key, access.known_hosts,

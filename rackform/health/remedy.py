@@ -16,10 +16,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from rackform.reap.target import ActionError
 from rackform.rollout.roll import Result
 from rackform.scheduler.remote import RemoteError, Runner
-from rackform.targets.onprem.redfish import BmcError, Redfish
 
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id\n"
 ROOT = 'if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi'
@@ -31,7 +32,7 @@ REBOOT = f"as_root() {{ {ROOT}; }}\nas_root systemctl reboot 2>&1\n"
 class Remedy:
     actions: Mapping[str, str]  # node -> the action heal takes on it
     runner: Callable[[str], Runner]  # the node's shell (SSH as the plan's user)
-    bmc: Callable[[str], Redfish | None]  # the node's BMC, where the blueprint names one
+    bmc: Callable[[str], Any]  # the node's BMC (the target's runtime hook), or None
     validator: Callable[[Sequence[str], float], Result]
     back_s: float = 900.0
     poll_s: float = 5.0
@@ -54,7 +55,7 @@ class Remedy:
                 return self._reboot(node)
             if action == "power-cycle":
                 return self._power_cycle(node)
-        except (RemoteError, BmcError) as exc:
+        except (RemoteError, ActionError) as exc:
             return Result(False, f"{node}: {action}: {exc}")
         return Result(False, f"{node}: {action} is not built yet; the node stays drained")
 
@@ -109,7 +110,7 @@ class Remedy:
         def on() -> bool:
             try:
                 return bmc.power_state(system) == "On"
-            except BmcError:  # a BMC busy restarting its host may miss a poll: ask again
+            except ActionError:  # a BMC busy restarting its host may miss a poll: ask again
                 return False
 
         if not self._back(node, before, on):

@@ -76,3 +76,9 @@ class TargetRuntime:
         """What carries out `rackform reap`'s actions on this target: its live tags, and the
         actions themselves."""
         raise NotImplementedError
+
+    def bmc(self, plan: Plan, node: str) -> Any | None:
+        """The node's BMC for `rackform heal`'s power cycle (`system()`, `reset(system, kind)`,
+        `power_state(system)`; ActionError when it cannot be used), or None where the node has
+        none (the default: a target without BMCs)."""
+        return None

@@ -15,10 +15,11 @@ import urllib.request
 from pathlib import Path
 
 from rackform.noanswer import no_answer
+from rackform.reap.target import ActionError
 from rackform.targets.onprem.host_spec import Bmc
 
 
-class BmcError(Exception):
+class BmcError(ActionError):
     """The BMC could not be used (credentials, refused, unreachable, too slow): one line."""
 
 

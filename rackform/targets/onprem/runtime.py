@@ -29,3 +29,13 @@ class OnPremRuntime(TargetRuntime):
 
     def reaper(self) -> OnPremReaper:
         return OnPremReaper()
+
+    def bmc(self, plan, node: str):
+        """The host's Redfish BMC as the blueprint names it (credentials read now)."""
+        from pathlib import Path
+
+        from rackform.targets.onprem.redfish import Redfish
+
+        specs = {h.name: h.bmc for g in plan.effective.blueprint.node_groups for h in g.hosts}
+        spec = specs.get(node)
+        return None if spec is None else Redfish(spec, Path(plan.source).parent)
