@@ -36,6 +36,11 @@ class CheckpointFigures:
 
 
 @dataclass(frozen=True)
+class SharedFigures:
+    read_headroom_fraction: Figure  # the data loader may need at most this share of the tier
+
+
+@dataclass(frozen=True)
 class PowerFigures:
     server_power_factor: Figure  # whole-server draw / GPU draw
     rack_warn_fraction: Figure  # warn when a rack's estimated draw passes this share
@@ -67,6 +72,7 @@ class PreflightFigures:
     power: PowerFigures
     utilization: UtilizationFigures
     cost: CostFigures
+    shared: SharedFigures
 
 
 def _section(doc: dict, name: str, cls: type, sources: dict) -> object:
@@ -94,4 +100,5 @@ def load_preflight_figures() -> PreflightFigures:
         power=_section(doc, "power", PowerFigures, src),
         utilization=_section(doc, "utilization", UtilizationFigures, src),
         cost=_section(doc, "cost", CostFigures, src),
+        shared=_section(doc, "shared", SharedFigures, src),
     )

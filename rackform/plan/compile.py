@@ -117,6 +117,7 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
         racks=racks,
         network=bp.network,
         checkpoint=bp.storage.checkpoint,
+        shared=bp.storage.shared,
         software=bp.software,
         workload=bp.workload,
         validation=bp.validation,

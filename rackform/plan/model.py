@@ -24,6 +24,7 @@ from rackform.blueprint.schema.sections import (
     ValidationSpec,
     WorkloadSpec,
 )
+from rackform.blueprint.schema.shared import SharedStorage
 from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
 from rackform.plan.arrays import ArrayPlan
@@ -126,6 +127,7 @@ class Basis:
     racks: tuple[RackPlan, ...]
     network: NetworkSpec
     checkpoint: CheckpointStorage
+    shared: SharedStorage | None  # the data tier every node mounts, if any
     software: SoftwareSpec
     workload: WorkloadSpec | None
     validation: ValidationSpec

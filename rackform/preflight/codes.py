@@ -54,6 +54,15 @@ CODES: dict[str, Code] = {
     ),
     "checkpoint-capacity": Code("error", "the checkpoints kept do not fit a node's array"),
     "checkpoint-raid-drives": Code("error", "too few drives for the checkpoint array's RAID level"),
+    "shared-read-slow": Code(
+        "warning", "the data loader needs more than half of the shared tier's read throughput"
+    ),
+    "shared-checkpoint-slow": Code(
+        "warning", "a checkpoint through the shared tier takes longer than 10 s"
+    ),
+    "shared-throughput-unknown": Code(
+        "warning", "the shared server's throughput is not declared, so it was not checked"
+    ),
     "rack-power-headroom": Code(
         "warning", "a colocation rack's estimated server draw near or over its power budget"
     ),

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from rackform.preflight import checkpoint, memory, power, quotas, rightsizing, utilization
+from rackform.preflight import (
+    checkpoint,
+    memory,
+    power,
+    quotas,
+    rightsizing,
+    shared,
+    utilization,
+)
 from rackform.preflight.base import Rule
 from rackform.preflight.codes import CODES
 
@@ -10,6 +18,7 @@ RULES: tuple[Rule, ...] = (
     *memory.RULES,
     *rightsizing.RULES,
     *checkpoint.RULES,
+    *shared.RULES,
     *power.RULES,
     *utilization.RULES,
     *quotas.RULES,

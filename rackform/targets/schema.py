@@ -84,6 +84,24 @@ class TargetSchema:
         its GPUs and reboot it everywhere (over SSH); a target adds what it has the means for."""
         return ("monitor", "drain", "reset", "reboot")
 
+    def shared_kinds(self) -> tuple[str, ...]:
+        """The data tiers (storage.shared) this target offers: an existing NFS or Lustre server
+        everywhere; a target that can create one adds its own."""
+        return ("server",)
+
+    def shared_rules(self, bp: Cluster) -> list[Violation]:
+        """storage.shared must be a kind this target offers."""
+        shared = bp.storage.shared
+        if shared is None or shared.kind in self.shared_kinds():
+            return []
+        return [
+            Violation(
+                ("storage", "shared", shared.kind),
+                f"{shared.kind} is not a data tier on {self.type}",
+                "use server: an NFS or Lustre server the nodes reach",
+            )
+        ]
+
     def health_rules(self, bp: Cluster) -> list[Violation]:
         """Every action lifecycle.health names must be one this target carries out."""
         health = bp.lifecycle.health

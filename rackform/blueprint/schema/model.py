@@ -169,6 +169,7 @@ class Blueprint(Strict):
         out += SCHEMAS[self.target.type].rules(self, load_catalog())
         out += SCHEMAS[self.target.type].idle_rules(self)
         out += SCHEMAS[self.target.type].health_rules(self)
+        out += SCHEMAS[self.target.type].shared_rules(self)
         check(out)
         return self
 

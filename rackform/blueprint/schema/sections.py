@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from rackform.blueprint.schema.base import Strict
+from rackform.blueprint.schema.base import Strict, Violation, check
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.blueprint.schema.rollout import (
     BUDGET_DESCRIPTION,
@@ -16,6 +16,7 @@ from rackform.blueprint.schema.rollout import (
     budget,
     parse_budget,
 )
+from rackform.blueprint.schema.shared import SharedStorage
 from rackform.catalog.raid import load_raid_levels
 
 Name = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
@@ -116,6 +117,22 @@ class StorageSpec(Strict):
     checkpoint: Annotated[
         CheckpointStorage, Field(description="Local NVMe RAID for checkpoints.")
     ] = CheckpointStorage()
+    shared: Annotated[
+        SharedStorage | None,
+        Field(
+            description="The data tier every node mounts: datasets, checkpoints that outlive a node, home (rackform/blueprint/schema/shared.py)."
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _mounts(self) -> StorageSpec:
+        if self.shared is not None and self.shared.mount == self.checkpoint.mount:
+            check([Violation(
+                ("shared", "mount"),
+                f"{self.shared.mount} is the checkpoint array's mount too",
+                "mount the shared file system elsewhere, e.g. /shared",
+            )])  # fmt: skip
+        return self
 
 
 _DOTTED = re.compile(r"^\d+(\.\d+){0,2}$")
@@ -213,6 +230,14 @@ class WorkloadSpec(Strict):
             le=1000,
         ),
     ] = 3
+    read_bytes_per_token: Annotated[
+        float,
+        Field(
+            description="Bytes the data loader reads from storage per training token: 4 for tokenized text stored as uint32 ids (2 as uint16); far more for images or video (a 150 KB image encoded as 256 tokens is about 600). With storage.shared holding datasets, the data-loading check multiplies it by the tokens the GPUs consume.",
+            gt=0,
+            le=1_000_000,
+        ),
+    ] = 4
 
 
 class Thresholds(Strict):

@@ -299,5 +299,9 @@ class AwsSchema(TargetSchema):
         # brings a new one; there is no BMC to power-cycle.
         return (*super().heal_actions(), "replace")
 
+    def shared_kinds(self) -> tuple[str, ...]:
+        # FSx for Lustre, created in the nodes' subnet or named by id.
+        return (*super().shared_kinds(), "fsx")
+
 
 SCHEMA = AwsSchema()

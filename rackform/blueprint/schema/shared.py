@@ -1,0 +1,200 @@
+"""`storage.shared`: the cluster's data tier, a file system every node mounts for datasets,
+checkpoints that must outlive a node, and home directories. Either an existing NFS or Lustre
+server (every target), or FSx for Lustre, which the stack creates or names by id (AWS: which
+kinds a target offers is its schema's rule, `TargetSchema.shared_kinds`).
+
+FSx for Lustre's rules, from the FSx API reference (CreateFileSystem, CreateFileSystemLustreConfiguration):
+StorageCapacity for SSD deployment types is 1,200 GiB, 2,400 GiB or a multiple of 2,400 GiB
+(which its guide calls 1.2 and 2.4 TiB, the unit `storage_tib` takes and throughput is per);
+PerUnitStorageThroughput is 125, 250, 500 or 1000 MB/s per TiB for PERSISTENT_2 and 50, 100 or
+200 for PERSISTENT_1; SCRATCH_2 has no per-unit setting and gives 200 MB/s per TiB of baseline
+throughput (https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystemLustreConfiguration.html)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from rackform.blueprint.schema.base import Strict, Violation, check, repeated
+
+Holds = Literal["datasets", "checkpoints", "home"]
+Deployment = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
+# MB/s per TiB each deployment type offers (the FSx API reference, above); SCRATCH_2's is fixed.
+PER_TIB: dict[str, tuple[int, ...]] = {
+    "PERSISTENT_2": (125, 250, 500, 1000),
+    "PERSISTENT_1": (50, 100, 200),
+    "SCRATCH_2": (200,),
+}
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+
+
+class SharedServer(Strict):
+    """A file server the cluster's nodes mount that rackform does not create."""
+
+    type: Annotated[Literal["nfs", "lustre"], Field(description="The file system's protocol.")]
+    address: Annotated[
+        str, Field(description="The server's IP address or host name (for Lustre: the MGS).")
+    ]
+    export: Annotated[
+        str,
+        Field(
+            description="What to mount: the NFS export's path (e.g. /export/data), or the Lustre file system name (e.g. lustre).",
+            pattern=r"^\S+$",
+        ),
+    ]
+    options: Annotated[
+        str,
+        Field(description="Mount options beyond rackform's (e.g. nconnect=8 for NFS)."),
+    ] = ""
+    read_gbps: Annotated[
+        float | None,
+        Field(
+            description="What the server delivers to the whole cluster reading at once, in GB/s (measured or the vendor's figure): the data-loading check needs it.",
+            gt=0,
+        ),
+    ] = None
+    write_gbps: Annotated[
+        float | None,
+        Field(
+            description="...and writing at once, in GB/s: the shared checkpoint check needs it.",
+            gt=0,
+        ),
+    ] = None
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        try:
+            return str(ipaddress.ip_address(v))
+        except ValueError:
+            if not _HOST.match(v):
+                raise ValueError(f"{v!r} is neither an IP address nor a host name") from None
+            return v
+
+
+class FsxLustre(Strict):
+    """FSx for Lustre: created by the stack in the nodes' subnet, or an existing one by id."""
+
+    file_system_id: Annotated[
+        str | None,
+        Field(
+            description="An existing file system to mount instead of creating one.",
+            pattern=r"^fs-[0-9a-f]{8,17}$",
+        ),
+    ] = None
+    deployment: Annotated[
+        Deployment, Field(description="Deployment type (PERSISTENT_2 keeps data across failures).")
+    ] = "PERSISTENT_2"
+    storage_tib: Annotated[
+        float,
+        Field(description="Storage capacity in TiB: 1.2, 2.4 or a multiple of 2.4.", gt=0),
+    ] = 2.4
+    mbps_per_tib: Annotated[
+        int | None,
+        Field(
+            description="Throughput per TiB of storage (MB/s): PERSISTENT_2 125/250/500/1000, PERSISTENT_1 50/100/200; SCRATCH_2 has 200 and takes none. Default: the deployment's lowest.",
+        ),
+    ] = None
+    import_path: Annotated[
+        str | None,
+        Field(
+            description="The S3 bucket (and prefix) that holds the datasets, linked to the file system (a data repository association).",
+            pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$",
+        ),
+    ] = None
+
+    @field_validator("storage_tib")
+    @classmethod
+    def _capacity(cls, v: float) -> float:
+        # The API counts GiB: 1,200, 2,400 or a multiple of 2,400 (its "1.2 TiB" is 1,200 GiB).
+        gib = v * 1000
+        if abs(gib - round(gib)) > 1e-6 or not (round(gib) == 1200 or round(gib) % 2400 == 0):
+            raise ValueError(
+                f"{v:g} TiB is not an FSx for Lustre SSD capacity: use 1.2, 2.4 or a multiple of 2.4"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _throughput(self) -> FsxLustre:
+        offered = PER_TIB[self.deployment]
+        if self.mbps_per_tib is not None and self.mbps_per_tib not in offered:
+            check([Violation(
+                ("mbps_per_tib",),
+                f"{self.deployment} offers {', '.join(map(str, offered))} MB/s per TiB, not"
+                f" {self.mbps_per_tib}",
+                "leave it out (SCRATCH_2 has a fixed 200)" if self.deployment == "SCRATCH_2"
+                else f"use one of {', '.join(map(str, offered))}",
+            )])  # fmt: skip
+        return self
+
+    @property
+    def per_tib(self) -> int:
+        return self.mbps_per_tib or PER_TIB[self.deployment][0]
+
+    @property
+    def gbps(self) -> float:
+        """The file system's throughput in GB/s: capacity x per-unit throughput."""
+        return self.storage_tib * self.per_tib / 1000
+
+
+class SharedStorage(Strict):
+    mount: Annotated[str, Field(description="Where every node mounts it.", pattern=r"^/\S*$")] = (
+        "/shared"
+    )
+    holds: Annotated[
+        tuple[Holds, ...],
+        Field(
+            description="What lives there: datasets (the data-loading check reads at the GPUs' rate), checkpoints (written there, checked against its write throughput), home.",
+            min_length=1,
+        ),
+    ] = ("datasets",)
+    server: Annotated[
+        SharedServer | None, Field(description="An existing NFS or Lustre server.")
+    ] = None
+    fsx: Annotated[FsxLustre | None, Field(description="FSx for Lustre (AWS).")] = None
+
+    @field_validator("mount")
+    @classmethod
+    def _mount(cls, v: str) -> str:
+        if v in ("/", "/boot", "/usr", "/var", "/etc", "/home") or ".." in v.split("/"):
+            raise ValueError(
+                f"{v!r} is not a safe mount point; use a dedicated path such as /shared"
+            )
+        return v.rstrip("/") or v
+
+    @model_validator(mode="after")
+    def _one(self) -> SharedStorage:
+        out = []
+        if (self.server is None) == (self.fsx is None):
+            out.append(Violation(
+                ("fsx",) if self.fsx is not None else (),
+                "give exactly one of server (an NFS or Lustre server) or fsx (AWS)",
+                "keep the one the cluster mounts",
+            ))  # fmt: skip
+        out += [
+            Violation(("holds", i), f"{self.holds[i]!r} is named twice", "name it once")
+            for i in repeated(self.holds)
+        ]
+        check(out)
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "fsx" if self.fsx is not None else "server"
+
+    @property
+    def read_gbps(self) -> float | None:
+        return self.fsx.gbps if self.fsx is not None else self.server.read_gbps
+
+    @property
+    def write_gbps(self) -> float | None:
+        return self.fsx.gbps if self.fsx is not None else self.server.write_gbps
+
+    def describe(self) -> str:
+        if self.fsx is not None:
+            f = self.fsx
+            return f"FSx for Lustre {f.deployment}, {f.storage_tib:g} TiB x {f.per_tib} MB/s/TiB"
+        return f"{self.server.type.upper()} {self.server.address}:{self.server.export}"
