@@ -55,6 +55,7 @@ class Record:
     ignore_changes: list[str]
     dependencies: list[str]
     delete_before_replace: bool = False
+    retain_on_delete: bool = False  # `destroy` leaves it (e.g. a shared file system's data)
     replace_on_changes: list[str] = field(default_factory=list)
     dependency_urns: frozenset[str] = frozenset()
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -169,6 +170,7 @@ class RecordingMonitor(MockMonitor):
                     dependencies=sorted({urn_name(u) for u in request.dependencies}),
                     dependency_urns=frozenset(request.dependencies),
                     delete_before_replace=bool(request.deleteBeforeReplace),
+                    retain_on_delete=bool(request.retainOnDelete),
                     replace_on_changes=sorted(request.replaceOnChanges),
                 )
             )

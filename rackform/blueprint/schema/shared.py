@@ -98,6 +98,12 @@ class FsxLustre(Strict):
             description="Throughput per TiB of storage (MB/s): PERSISTENT_2 125/250/500/1000, PERSISTENT_1 50/100/200; SCRATCH_2 has 200 and takes none. Default: the deployment's lowest.",
         ),
     ] = None
+    retain: Annotated[
+        bool,
+        Field(
+            description="`rackform destroy` (and reap's destroy) leave the file system and its data: datasets outlive clusters. false: it goes with the stack.",
+        ),
+    ] = True
     import_path: Annotated[
         str | None,
         Field(

@@ -19,6 +19,7 @@ from rackform.targets.aws.controller import SlurmController
 from rackform.targets.aws.image_pin import ImagePin
 from rackform.targets.aws.network import AwsNetwork
 from rackform.targets.aws.nodes import AwsNodeGroup, asg_name
+from rackform.targets.aws.shared import AwsSharedStorage
 from rackform.targets.aws.tags import aws_tags
 
 SSM_POLICY = "policy/AmazonSSMManagedInstanceCore"
@@ -115,6 +116,12 @@ class AwsCluster(pulumi.ComponentResource):
                 opts=child,
             ).name
 
+        self.shared = None
+        if plan.shared is not None and plan.shared.fsx is not None:
+            self.shared = AwsSharedStorage(
+                f"{name}-shared", plan, self.network.subnet, self.network.security_group, opts=child
+            )
+
         bucket = None
         if joining:
             bucket = ArtifactBucket(f"{name}-bootstrap", plan, self.network.s3_endpoint, opts=child)
@@ -175,6 +182,7 @@ class AwsCluster(pulumi.ComponentResource):
             {
                 "nodes": self.nodes,
                 **({"slurm_controller": self.slurm_controller} if self.slurm_controller else {}),
+                **({"shared_file_system": self.shared.file_system_id} if self.shared else {}),
                 "vpc_id": self.network.vpc.id,
                 "instance_connect_endpoint": self.network.endpoint.id,
             }

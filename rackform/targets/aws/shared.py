@@ -1,0 +1,69 @@
+"""FSx for Lustre as the cluster's shared tier (storage.shared.fsx), in the nodes' subnet and
+their security group, whose rule admitting all traffic between its members covers what Lustre
+needs: TCP 988 and 1018-1023 from the clients and among the file servers ("File system access
+control with Amazon VPC", FSx for Lustre user guide). The datasets' S3 bucket is linked as a
+data repository association on PERSISTENT_2 (the deployment type that has them), as the file
+system's import path on the others ("Linking your file system to an Amazon S3 bucket"). Kept
+on `destroy` unless the blueprint says otherwise (`retain`): datasets outlive clusters."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from rackform.plan.model import Plan
+from rackform.targets.aws.tags import aws_tags
+
+# Lustre 2.15, the newest version FSx offers and the one current distributions' clients match
+# (FSx for Lustre user guide, "Lustre file system versions").
+LUSTRE_VERSION = "2.15"
+DATASETS_PATH = "/datasets"
+
+
+class AwsSharedStorage(pulumi.ComponentResource):
+    """The file system (created, or an existing one by id) and its mount facts as outputs."""
+
+    file_system_id: pulumi.Input[str]
+    dns_name: pulumi.Input[str] | None
+    mount_name: pulumi.Input[str] | None
+
+    def __init__(self, name: str, plan: Plan, subnet, security_group, opts=None):
+        super().__init__("rackform:aws:SharedStorage", name, None, opts)
+        fsx = plan.shared.fsx
+        if fsx.file_system_id:
+            self.file_system_id, self.dns_name, self.mount_name = fsx.file_system_id, None, None
+            self.register_outputs({"file_system_id": fsx.file_system_id})
+            return
+        persistent_2 = fsx.deployment == "PERSISTENT_2"
+        fs = aws.fsx.LustreFileSystem(
+            name,
+            storage_capacity=round(fsx.storage_tib * 1000),  # GiB: 1200, 2400, 4800 ...
+            deployment_type=fsx.deployment,
+            per_unit_storage_throughput=None if fsx.deployment == "SCRATCH_2" else fsx.per_tib,
+            # One subnet (pulumi-aws 7 types subnet_ids as a single id; FSx for Lustre
+            # file systems live in one Availability Zone).
+            subnet_ids=subnet.id,
+            security_group_ids=[security_group.id],
+            file_system_type_version=LUSTRE_VERSION,
+            import_path=None if persistent_2 else fsx.import_path,
+            tags=aws_tags(plan, name),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=fsx.retain),
+        )
+        if persistent_2 and fsx.import_path:
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-datasets",
+                file_system_id=fs.id,
+                data_repository_path=fsx.import_path.rstrip("/"),
+                file_system_path=DATASETS_PATH,
+                batch_import_meta_data_on_create=True,
+                s3={
+                    "auto_import_policy": {"events": ["NEW", "CHANGED", "DELETED"]},
+                    "auto_export_policy": {"events": []},
+                },
+                tags=aws_tags(plan, f"{name}-datasets"),
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=fsx.retain),
+            )
+        self.file_system_id, self.dns_name, self.mount_name = fs.id, fs.dns_name, fs.mount_name
+        self.register_outputs(
+            {"file_system_id": fs.id, "dns_name": fs.dns_name, "mount_name": fs.mount_name}
+        )
