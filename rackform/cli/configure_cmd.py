@@ -122,9 +122,9 @@ def configure(
         )
     if (rollback or abandon) and not rolling:
         problems.append("--rollback and --abandon go with --rolling")
-    if rolling and (limit or role or check or extra_vars):
+    if rolling and (limit or role or check):
         problems.append(
-            "--rolling takes its batches from the rollout: no --limit, --role, --check or --extra-vars"
+            "--rolling takes its batches from the rollout: no --limit, --role or --check"
         )
     if rollback and abandon:
         problems.append("--rollback or --abandon, not both")
@@ -132,17 +132,17 @@ def configure(
         for p in problems:
             print(p, file=sys.stderr)
         raise typer.Exit(2)
+    extras = _extra_vars(extra_vars or [])
     if rolling:
         from rackform.cli.rolling import Options, RollingError
         from rackform.cli.rolling import rolling as roll
 
-        opts = Options(state_dir, private_key, known_hosts, report_dir, rollback, abandon)
+        opts = Options(state_dir, private_key, known_hosts, report_dir, rollback, abandon, extras)
         try:
             raise typer.Exit(roll(plan, opts, lambda line: print(line, flush=True)))
         except RollingError as exc:
             print(f"rackform configure: {exc}", file=sys.stderr)
             raise typer.Exit(2) from None
-    extras = _extra_vars(extra_vars or [])
 
     def out(line: str) -> None:
         print(line, flush=True)
@@ -193,9 +193,9 @@ def _record_applied(plan, state: Path | None, extras: dict) -> None:
     from rackform.rollout.plan import basis
     from rackform.rollout.record import Store, state_dir
 
-    b = basis(plan)
+    b = basis(plan, extras)
     try:
-        variables = {**b.variables, **extras}
+        variables = dict(b.variables)
         Store(state_dir(state), plan.stack).set_applied(variables, thaw(b.nodes), plan.digest)
     except OSError as exc:
         print(f"rackform configure: configured, but not recorded: {exc}", file=sys.stderr)

@@ -9,7 +9,7 @@ failed batches and returns them; `--abandon` ends it, the failed nodes left drai
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackform.plan.inventory import inventory_hosts
@@ -37,6 +37,7 @@ class Options:
     report_dir: Path | None = None
     rollback: bool = False
     abandon: bool = False
+    extras: dict = field(default_factory=dict)  # --extra-vars: over the blueprint's, every run
 
 
 def _live(rec: Record | None) -> bool:
@@ -65,8 +66,10 @@ def rolling(plan: Plan, opts: Options, out: Callable[[str], None] = print) -> in
 
 
 def _ansible(plan: Plan, opts: Options, out) -> AnsibleNodes:
-    inv, variables = thaw(plan.inventory), thaw(plan.group_vars)
-    return AnsibleNodes(inv, variables, opts.private_key, opts.known_hosts, opts.report_dir, out)
+    inv, variables = thaw(plan.inventory), {**thaw(plan.group_vars), **opts.extras}
+    return AnsibleNodes(
+        inv, variables, opts.private_key, opts.known_hosts, opts.report_dir, out, opts.extras
+    )
 
 
 def _roll(plan: Plan, opts: Options, store: Store, rec: Record, out) -> Roll:
@@ -96,7 +99,7 @@ def _locked(plan: Plan, opts: Options, store: Store, out) -> int:
             return 0
         rec = rollback(_roll(plan, opts, store, rec, out))
         return 0 if rec.status == "rolled back" else EXIT_STOPPED
-    new = basis(plan)
+    new = basis(plan, opts.extras)
     if _live(rec) and rec.digest != plan.digest:
         at = rec.next_batch()
         raise RollingError(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class AnsibleNodes:
     known_hosts: Path | None = None
     report_dir: Path | None = None
     out: Callable[[str], None] = print
+    extravars: Mapping[str, Any] = field(default_factory=dict)  # --extra-vars, every run
 
     def apply(self, batch: Sequence[str], variables: Mapping[str, Any], reboot: bool) -> Result:
         return _result(
@@ -49,7 +50,12 @@ class AnsibleNodes:
                 {**variables, "smoke_train_run": False},
                 private_key=self.private_key,
                 known_hosts=self.known_hosts,
-                extravars={"nvidia_driver_reboot": reboot},
+                # Extra vars win over every other variable: what the batch needs wins over them.
+                extravars={
+                    **self.extravars,
+                    "smoke_train_run": False,
+                    "nvidia_driver_reboot": reboot,
+                },
                 limit=",".join(batch),
                 out=self.out,
             )
@@ -62,9 +68,14 @@ class AnsibleNodes:
         done = _result(
             run(
                 self.inventory,
-                {**self.validation, **batch_job(batch)},
+                self.validation,
                 private_key=self.private_key,
                 known_hosts=self.known_hosts,
+                extravars={
+                    **self.extravars,
+                    **batch_job(batch),
+                    "smoke_train_fetch_dir": str(reports),  # judged below: never another's
+                },
                 limit=",".join(batch),
                 roles=["smoke_train"],
                 report_dir=reports,

@@ -30,14 +30,16 @@ class Basis:
     lifecycle: LifecycleSpec
 
 
-def basis(plan: Plan) -> Basis:
+def basis(plan: Plan, extras: Mapping[str, Any] | None = None) -> Basis:
+    """`extras`: --extra-vars over the blueprint's variables (what a configuration run
+    applies with them)."""
     nodes = {
         h.name: {"nvme_raid_devices": list(h.nvme)} if h.nvme else {}
         for g in plan.node_groups
         for h in g.hosts
     }
     return Basis(
-        thaw(configure_vars(plan.group_vars)),
+        {**thaw(configure_vars(plan.group_vars)), **(extras or {})},
         nodes,
         failure_domains(plan.node_groups),
         plan.lifecycle,

@@ -50,7 +50,7 @@ def test_a_cluster_without_a_scheduler_is_refused(tmp_path, slurm):
 def test_flags_that_do_not_go_together_are_refused(tmp_path):
     bp = write(tmp_path, blueprint())
     for extra, says in (
-        (["--limit", NODES[0]], "--rolling takes its batches from the rollout"),
+        (["--limit", NODES[0]], "--rolling takes its batches from the rollout: no --limit"),
         (["--rollback", "--abandon"], "--rollback or --abandon, not both"),
     ):
         r = configure(bp, None, tmp_path / "state", *extra)
@@ -117,3 +117,16 @@ def test_a_hand_edited_record_is_named_not_a_traceback(tmp_path, slurm):
     r = configure(bp, ssh_env(slurm, tmp_path), tmp_path / "state")
     assert r.returncode == 2 and f"{STACK}.json: cannot read" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_extra_vars_are_part_of_what_the_nodes_run(tmp_path, slurm):
+    """The same --extra-vars as the last configuration: no change; without them, their removal
+    is a change (a variable the catalog does not know drains: the safe side)."""
+    bp = write(tmp_path, blueprint())
+    store = Store(tmp_path / "state", STACK)
+    applied(store, bp, slurm_cred_expire_s=10)
+    r = configure(bp, ssh_env(slurm, tmp_path), tmp_path / "state", "-x", "slurm_cred_expire_s=10")
+    assert r.returncode == 0 and "nothing to change" in r.stdout, r.stdout + r.stderr
+    slurm.run("scontrol", "update", f"nodename={NODES[1]}", "state=drain", "reason=hold")
+    r = configure(bp, ssh_env(slurm, tmp_path), tmp_path / "state")
+    assert r.returncode == 4 and "slurm_cred_expire_s needs each node drained" in r.stdout, r.stdout
