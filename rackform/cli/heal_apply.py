@@ -39,7 +39,7 @@ def _remedy(plan: Plan, access: Access, out) -> Callable[[dict[str, str]], Remed
         h = host(plan, node)
         if h is None:
             raise RemoteError(f"{node} is not a listed host")
-        return ssh_to(plan, h)
+        return ssh_to(plan, h, access.private_key, access.known_hosts)
 
     def bmc(node: str):
         return target.bmc(plan, node)
@@ -65,7 +65,7 @@ def heal_cluster(
     hosts = inventory_hosts(plan.inventory)
     budget = plan.lifecycle.budget(len(hosts))
     try:
-        slurm = SlurmSteps(controller(plan), hosts)
+        slurm = SlurmSteps(controller(plan, access.private_key, access.known_hosts), hosts)
         with store.lock():
             remedy = _remedy(plan, access, out)
             rec = store.read()

@@ -75,7 +75,7 @@ def _ansible(plan: Plan, opts: Options, out) -> AnsibleNodes:
 def _roll(plan: Plan, opts: Options, store: Store, rec: Record, out) -> Roll:
     nodes = inventory_hosts(plan.inventory)
     try:
-        slurm = SlurmSteps(controller(plan), nodes)
+        slurm = SlurmSteps(controller(plan, opts.private_key, opts.known_hosts), nodes)
     except RemoteError as exc:
         raise RollingError(str(exc)) from None
     budget = plan.lifecycle.budget(len(nodes))

@@ -62,11 +62,14 @@ def _run(argv: list[str], script: str, timeout: float, where: str, env=None) -> 
 @dataclass(frozen=True)
 class Ssh:
     """A host reached as `user@address:port` with keys or an agent (BatchMode: never a password
-    prompt that would hang a cron job)."""
+    prompt that would hang a cron job); `identity` and `known_hosts`: the key and known_hosts
+    file a command was given (its --private-key and --known-hosts), else ssh's own."""
 
     user: str
     address: str
     port: int = 22
+    identity: str | None = None
+    known_hosts: str | None = None
 
     @property
     def where(self) -> str:
@@ -78,6 +81,9 @@ class Ssh:
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
             "-p", str(self.port),
+            *(["-i", self.identity, "-o", "IdentitiesOnly=yes"] if self.identity else []),
+            # Quoted: ssh reads this option's value as a list of files split on spaces.
+            *(["-o", f'UserKnownHostsFile="{self.known_hosts}"'] if self.known_hosts else []),
             f"{self.user}@{self.address}",
             "sh", "-s", "--", *(shlex.quote(a) for a in args),
         ]  # fmt: skip
@@ -109,12 +115,19 @@ def host(plan: Plan, name: str) -> HostPlan | None:
     return next((h for g in plan.node_groups for h in g.hosts if h.name == name), None)
 
 
-def ssh_to(plan: Plan, h: HostPlan) -> Ssh:
-    return Ssh(plan.ssh_user, h.address, h.port)
+def ssh_to(plan: Plan, h: HostPlan, identity=None, known_hosts=None) -> Ssh:
+    return Ssh(
+        plan.ssh_user,
+        h.address,
+        h.port,
+        None if identity is None else str(identity),
+        None if known_hosts is None else str(known_hosts),
+    )
 
 
-def controller(plan: Plan) -> Runner:
-    """The scheduler's controller host, over SSH as the plan's user."""
+def controller(plan: Plan, identity=None, known_hosts=None) -> Runner:
+    """The scheduler's controller host, over SSH as the plan's user (with the key and
+    known_hosts file given, if any)."""
     if plan.scheduler is None:
         raise RemoteError(f"cluster {plan.name} declares no scheduler")
     if not plan.scheduler.controller_is_node:
@@ -131,4 +144,4 @@ def controller(plan: Plan) -> Runner:
         raise RemoteError(
             f"the scheduler's controller {plan.scheduler.controller!r} is not a listed host"
         )
-    return ssh_to(plan, h)
+    return ssh_to(plan, h, identity, known_hosts)

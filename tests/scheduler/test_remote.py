@@ -32,6 +32,15 @@ def test_the_ssh_argv_never_prompts_and_quotes_each_argument_once():
     ]  # fmt: skip
 
 
+def test_the_key_and_known_hosts_a_command_was_given_go_to_ssh(ssh_on_path):
+    """--private-key and --known-hosts reach the controller's SSH as they reach Ansible's."""
+    ssh = Ssh("ops", "10.60.0.11", 22, "/keys/ops key", "/keys/known hosts")
+    argv = ssh.argv()
+    assert argv[argv.index("-i") + 1] == "/keys/ops key" and "IdentitiesOnly=yes" in argv
+    assert 'UserKnownHostsFile="/keys/known hosts"' in argv
+    assert ssh("exit 0").rc == 0  # the options take their values: the host still parses
+
+
 def test_arguments_arrive_as_the_words_they_were(ssh_on_path):
     done = Ssh("root", "10.77.7.1", 22)(ECHO_ARGS, NASTY)
     assert done.rc == 0, done.stderr
