@@ -518,11 +518,16 @@ def run(
         return compose(host, job, proc, timeout_s, launch_s, slurm=slurm)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The launcher's command line. Values that are themselves command lines (--torchrun,
+    --host-args) are passed as `--torchrun=VALUE` by the smoke_train role: a separate value that
+    starts with an option of this parser (`--nnodes=4 ...`) would be read as that option.
+    No abbreviations: a value's first word must never match an option by its prefix."""
     p = argparse.ArgumentParser(
         prog="validators.launch",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     p.add_argument("--nproc", type=int, required=True, help="Processes (GPUs) on this node.")
     p.add_argument("--json", help="Write the merged report here.")
@@ -543,6 +548,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "job_args", nargs=argparse.REMAINDER, help="-- then arguments for validators.smoke"
     )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
     a = p.parse_args(argv)
     job_args = a.job_args[1:] if a.job_args[:1] == ["--"] else a.job_args
     host_args = None if a.no_host_checks else shlex.split(a.host_args)

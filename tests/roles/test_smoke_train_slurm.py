@@ -10,6 +10,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
 import role_vars
 import yaml
 from gpu_collection import ROLES_DIR
@@ -168,6 +169,29 @@ def test_through_slurm_each_node_starts_its_workers_with_its_rank():
     variables["smoke_train_slurm"] = False
     args = render("_smoke_train_launcher_args", variables, shuffled, "hgx-03")
     assert args == [
-        "--torchrun",
-        f"--nnodes=4 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29400 --rdzv-id={RUN[:12]}",
+        f"--torchrun=--nnodes=4 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29400 --rdzv-id={RUN[:12]}",
     ]
+
+
+@pytest.mark.parametrize("slurm", [True, False])
+@pytest.mark.parametrize("nodes", [HOSTS, HOSTS[1:2]])
+def test_the_rendered_command_line_parses_with_the_launchers_own_parser(slurm, nodes):
+    """What the role renders must mean to validators.launch what the role meant: a value that
+    starts with one of the launcher's options (`--nnodes=4 ...` after `--torchrun`) was read as
+    that option, and every multi-node job without Slurm failed to start (found by a rolling
+    change's one-node re-validation on the testbed)."""
+    from validators import launch
+
+    variables = {**thaw(example_vars()), "smoke_train_slurm": slurm}
+    variables["hostvars"] = _addresses(HOSTS, variables["smoke_train_interface"])
+    variables["smoke_train_cluster_hosts"] = nodes
+    argv = [str(a) for a in render("_smoke_train_argv", variables, nodes, nodes[0])]
+    assert argv[1:3] == ["-m", "validators.launch"]
+    a = launch.parser().parse_args(argv[3:])
+    if slurm:
+        assert (a.node_rank, a.nnodes, a.torchrun) == (0, len(nodes), "")
+    else:
+        assert a.node_rank is None and a.torchrun.startswith(
+            f"--nnodes={len(nodes)} --rdzv-backend=c10d"
+        )
+    assert "--expect-mount" in a.host_args and a.job_args[0] == "--"
