@@ -80,6 +80,7 @@ def _roll(plan: Plan, opts: Options, store: Store, rec: Record, out) -> Roll:
         raise RollingError(str(exc)) from None
     budget = plan.lifecycle.budget(len(nodes))
     ansible = _ansible(plan, opts, out)
+    ansible.roles = rec.roles
     return Roll(store, rec, plan.lifecycle.rollout, budget, slurm, ansible, out)
 
 
@@ -128,7 +129,9 @@ def _locked(plan: Plan, opts: Options, store: Store, out) -> int:
             f"rolling: {len(r.batches)} batches of up to {r.batch_size}, {duration(r.expected_minutes)}: {r.why}"
         )
         old = dict(applied["variables"]) if applied else {}
-        rec = new_record(plan.stack, plan.digest, r.cls, r.batches, old, dict(new.variables))
+        rec = new_record(
+            plan.stack, plan.digest, r.cls, r.batches, old, dict(new.variables), r.roles
+        )
         store.write(rec)
         store.audit("started", digest=plan.digest, batches=r.batches, why=r.why)
     rec = _roll(plan, opts, store, rec, out).run()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rackform.evidence.verdict import verdict
-from rackform.hosts.runner import RunResult, run
+from rackform.hosts.runner import ROLES, RunResult, run
 from rackform.rollout.roll import Result
 
 
@@ -42,6 +42,9 @@ class AnsibleNodes:
     report_dir: Path | None = None
     out: Callable[[str], None] = print
     extravars: Mapping[str, Any] = field(default_factory=dict)  # --extra-vars, every run
+    # The roles a batch's apply runs (the change's; empty: every role): the others' tasks
+    # would only confirm what is there, at a few seconds a task on a drained node.
+    roles: Sequence[str] = ()
 
     def apply(self, batch: Sequence[str], variables: Mapping[str, Any], reboot: bool) -> Result:
         return _result(
@@ -57,9 +60,15 @@ class AnsibleNodes:
                     "nvidia_driver_reboot": reboot,
                 },
                 limit=",".join(batch),
+                roles=self._tags(),
                 out=self.out,
             )
         )
+
+    def _tags(self) -> list[str]:
+        """The change's roles as the site playbook's tags; every role where the change reaches
+        one the playbook cannot run alone (host_bootstrap runs before every role)."""
+        return list(self.roles) if set(self.roles) <= set(ROLES) else []
 
     def validate(self, batch: Sequence[str], timeout_s: float) -> Result:
         base = (self.report_dir or Path("reports")).resolve()

@@ -68,6 +68,7 @@ class Record:
     batches: list[Batch]
     old: dict[str, Any]  # the roles' variables before (a rollback applies them again)
     new: dict[str, Any]  # ...and after
+    roles: list[str] = field(default_factory=list)  # the roles the change touches ([]: every role)
     status: str = "running"  # running | stopped | done | rolled back | abandoned
     why: str = ""
     started: float = field(default_factory=time.time)

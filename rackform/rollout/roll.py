@@ -207,5 +207,10 @@ def rollback(roll: Roll) -> Record:
     return rec
 
 
-def new_record(stack: str, digest: str, cls: str, batches: list[list[str]], old, new) -> Record:
-    return Record(stack, digest, cls, [Batch(list(b)) for b in batches], dict(old), dict(new))
+def new_record(
+    stack: str, digest: str, cls: str, batches: list[list[str]], old, new, roles=()
+) -> Record:
+    """`roles`: the roles the change touches, the ones a batch's apply runs (none: every role)."""
+    rec = Record(stack, digest, cls, [Batch(list(b)) for b in batches], dict(old), dict(new))
+    rec.roles = list(roles)
+    return rec

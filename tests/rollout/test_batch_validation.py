@@ -70,3 +70,12 @@ def test_a_failed_or_empty_or_cut_report_fails_the_batch(tmp_path):
     assert "hgx-02: allreduce_busbw: measured 3.1 GB/s, expected >= 40 GB/s" in r.why
     assert "hgx-03: no check passed (none ran)" in r.why
     assert "hgx-04: its report" in r.why and "cannot be read" in r.why
+
+
+def test_a_batch_applies_only_the_roles_the_change_touches():
+    from rackform.rollout.ansible import AnsibleNodes
+
+    nodes = AnsibleNodes({}, {}, roles=["nccl_rdma", "nvidia_driver"])
+    assert nodes._tags() == ["nccl_rdma", "nvidia_driver"]
+    nodes.roles = ["host_bootstrap"]  # runs before every role: the whole site then
+    assert nodes._tags() == []

@@ -80,6 +80,7 @@ def test_the_budget_used_by_a_person_stops_the_rollout_before_any_drain(tmp_path
     assert f"already out of service ({NODES[1]}) and the budget is 1" in r.stdout
     rec = json.loads(store.path.read_text())
     assert rec["status"] == "stopped" and [b["status"] for b in rec["batches"]] == ["pending"] * 2
+    assert rec["roles"] == ["nvidia_driver"]  # what each batch's apply will run
     assert slurm.node_states()[NODES[0]] == "idle"
     events = [e["event"] for e in store.log.entries()]
     assert events == ["started", "stopped"]
