@@ -50,6 +50,35 @@ def located_line(f: Path, r: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def aws_text(tail: str, count: int = 2) -> str:
+    """A small AWS training blueprint (six lines) with `tail` (YAML text) after them: the
+    schema tests' base, where the line a mistake is reported at is counted from here."""
+    return (
+        "name: gpu-train-1\npurpose: training\nowner: a@example.com\n"
+        "target: {type: aws, region: us-east-1, availability_zone: us-east-1a,"
+        " ssh_cidrs: [10.0.0.0/16]}\n"
+        f"node_groups: [{{name: h100-pool, instance_type: p5.48xlarge, count: {count}}}]\n"
+        "network: {fabric: efa}\n" + tail
+    )
+
+
+def bare_text(tail: str, hosts: int = 1, racks: tuple[str, ...] = ()) -> str:
+    """A small bare-metal training blueprint: group `hgx` of 8 x H100 SXM hosts hgx-01... (one
+    line each, the i-th in racks[i] where given), ethernet, then `tail`."""
+    lines = []
+    for i in range(1, hosts + 1):
+        rack = f", rack: {racks[i - 1]}" if racks else ""
+        lines.append(f"      - {{name: hgx-{i:02d}, address: 10.0.0.{i}{rack}}}\n")
+    return (
+        "name: dc-train\npurpose: training\nowner: a@example.com\n"
+        "target: {type: bare_metal, capex_usd_per_gpu: 30000, amortize_months: 36}\n"
+        "node_groups:\n  - name: hgx\n    gpu: H100-SXM\n    gpus_per_node: 8\n    hosts:\n"
+        + "".join(lines)
+        + "network: {fabric: ethernet}\n"
+        + tail
+    )
+
+
 AWS_TRAINING = """
 name: t-cluster
 purpose: training

@@ -5,7 +5,7 @@ the numbers worked out here from the catalog's figures (H100 SXM 989 bf16 dense 
 from __future__ import annotations
 
 import pytest
-from blueprint_helpers import located_line, validate_text
+from blueprint_helpers import aws_text, bare_text, located_line, validate_text
 from preflight_bp import aws, bare, found, load
 
 from rackform.preflight.shared import data_rate
@@ -78,47 +78,28 @@ def test_a_server_without_figures_is_named_not_passed(tmp_path):
     assert "shared-read-slow" not in out and "shared-checkpoint-slow" not in out
 
 
-AWS = """\
-name: gpu-train-1
-purpose: training
-owner: a@example.com
-target: {{type: aws, region: us-east-1, availability_zone: us-east-1a, ssh_cidrs: [10.0.0.0/16]}}
-node_groups: [{{name: h100-pool, instance_type: p5.48xlarge, count: 2}}]
-network: {{fabric: efa}}
-storage:
-  shared:
-{shared}
-"""
+def on_aws(shared: str) -> str:
+    """Two p5 nodes, with `storage.shared`'s lines."""
+    return aws_text(f"storage:\n  shared:\n{shared}\n")
 
-BARE = """\
-name: dc-train
-purpose: training
-owner: a@example.com
-target: {{type: bare_metal, capex_usd_per_gpu: 30000, amortize_months: 36}}
-node_groups:
-  - name: hgx
-    gpu: H100-SXM
-    gpus_per_node: 8
-    hosts: [{{name: hgx-01, address: 10.0.0.1}}]
-network: {{fabric: ethernet}}
-storage:
-  shared:
-{shared}
-"""
+
+def on_metal(shared: str) -> str:
+    """One bare-metal host, with `storage.shared`'s lines."""
+    return bare_text(f"storage:\n  shared:\n{shared}\n")
 
 
 @pytest.mark.parametrize(
     ("template", "shared"),
     [
-        (AWS, "    fsx: {}"),
-        (AWS, "    fsx: {deployment: SCRATCH_2, storage_tib: 9.6, import_path: 's3://ml-datasets/tokens/'}"),
-        (AWS, "    fsx: {file_system_id: fs-0123456789abcdef0}"),
-        (BARE, "    server: {type: nfs, address: 10.0.9.5, export: /export/data, options: nconnect=8}"),
-        (BARE, "    holds: [datasets, checkpoints, home]\n    mount: /lustre\n    server: {type: lustre, address: mgs-01, export: fs1}"),
+        (on_aws, "    fsx: {}"),
+        (on_aws, "    fsx: {deployment: SCRATCH_2, storage_tib: 9.6, import_path: 's3://ml-datasets/tokens/'}"),
+        (on_aws, "    fsx: {file_system_id: fs-0123456789abcdef0}"),
+        (on_metal, "    server: {type: nfs, address: 10.0.9.5, export: /export/data, options: nconnect=8}"),
+        (on_metal, "    holds: [datasets, checkpoints, home]\n    mount: /lustre\n    server: {type: lustre, address: mgs-01, export: fs1}"),
     ],
 )  # fmt: skip
 def test_a_tier_the_target_offers_is_valid(tmp_path, template, shared):
-    _, r = validate_text(tmp_path, template.format(shared=shared))
+    _, r = validate_text(tmp_path, template(shared))
     assert r.returncode in (0, 1), r.stderr  # 1: a preflight warning elsewhere is fine
     assert "storage.shared" not in r.stderr, r.stderr
 
@@ -126,21 +107,21 @@ def test_a_tier_the_target_offers_is_valid(tmp_path, template, shared):
 @pytest.mark.parametrize(
     ("template", "shared", "where", "message"),
     [
-        (BARE, "    fsx: {}", ":13:", "storage.shared.fsx: fsx is not a data tier on bare_metal"),
-        (AWS, "    fsx: {storage_tib: 3}", ":9:", "3 TiB is not an FSx for Lustre SSD capacity"),
-        (AWS, "    fsx:\n      deployment: PERSISTENT_1\n      mbps_per_tib: 125", ":11:",
+        (on_metal, "    fsx: {}", ":14:", "storage.shared.fsx: fsx is not a data tier on bare_metal"),
+        (on_aws, "    fsx: {storage_tib: 3}", ":9:", "3 TiB is not an FSx for Lustre SSD capacity"),
+        (on_aws, "    fsx:\n      deployment: PERSISTENT_1\n      mbps_per_tib: 125", ":11:",
          "storage.shared.fsx.mbps_per_tib: PERSISTENT_1 offers 50, 100, 200 MB/s per TiB, not 125"),
-        (AWS, "    fsx: {deployment: SCRATCH_2, mbps_per_tib: 500}", ":9:", "leave it out (SCRATCH_2 has a fixed 200)"),
-        (AWS, "    mount: /mnt/checkpoints\n    fsx: {}", ":9:",
+        (on_aws, "    fsx: {deployment: SCRATCH_2, mbps_per_tib: 500}", ":9:", "leave it out (SCRATCH_2 has a fixed 200)"),
+        (on_aws, "    mount: /mnt/checkpoints\n    fsx: {}", ":9:",
          "storage.shared.mount: /mnt/checkpoints is the checkpoint array's mount too"),
-        (AWS, "    holds: [datasets, datasets]\n    fsx: {}", ":9:", "storage.shared.holds[1]: 'datasets' is named twice"),
-        (AWS, "    holds: [datasets]", ":9:", "give exactly one of server"),
-        (BARE, "    server: {type: nfs, address: 'nfs server', export: /d}", ":13:", "'nfs server' is neither an IP address nor a host name"),
-        (AWS, "    fsx: {file_system_id: fsx-1}", ":9:", "file_system_id"),
-        (AWS, "    mount: /home\n    fsx: {}", ":9:", "'/home' is not a safe mount point"),
+        (on_aws, "    holds: [datasets, datasets]\n    fsx: {}", ":9:", "storage.shared.holds[1]: 'datasets' is named twice"),
+        (on_aws, "    holds: [datasets]", ":9:", "give exactly one of server"),
+        (on_metal, "    server: {type: nfs, address: 'nfs server', export: /d}", ":14:", "'nfs server' is neither an IP address nor a host name"),
+        (on_aws, "    fsx: {file_system_id: fsx-1}", ":9:", "file_system_id"),
+        (on_aws, "    mount: /home\n    fsx: {}", ":9:", "'/home' is not a safe mount point"),
     ],
 )  # fmt: skip
 def test_a_mistake_is_one_located_line(tmp_path, template, shared, where, message):
-    f, r = validate_text(tmp_path, template.format(shared=shared))
+    f, r = validate_text(tmp_path, template(shared))
     line = located_line(f, r)
     assert line.startswith(f"{f}{where}") and message in line, line
