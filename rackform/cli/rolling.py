@@ -40,10 +40,6 @@ class Options:
     extras: dict = field(default_factory=dict)  # --extra-vars: over the blueprint's, every run
 
 
-def _live(rec: Record | None) -> bool:
-    return rec is not None and rec.status in ("running", "stopped")
-
-
 def _failed_nodes(rec: Record) -> list[str]:
     return [n for b in rec.batches if b.status == FAILED for n in b.nodes]
 
@@ -87,28 +83,28 @@ def _roll(plan: Plan, opts: Options, store: Store, rec: Record, out) -> Roll:
 def _locked(plan: Plan, opts: Options, store: Store, out) -> int:
     rec = store.read()
     if opts.abandon or opts.rollback:
-        if not _live(rec):
+        if not (rec and rec.live):
             raise RollingError(
                 f"{plan.stack}: no stopped rollout to {'abandon' if opts.abandon else 'roll back'}"
             )
         if opts.abandon:
             rec.status = "abandoned"
             store.write(rec)
-            store.audit("abandoned", drained=_failed_nodes(rec))
             left = _failed_nodes(rec)
+            store.audit("abandoned", drained=left)
             out(f"abandoned; still drained: {', '.join(left)}" if left else "abandoned")
             return 0
         rec = rollback(_roll(plan, opts, store, rec, out))
         return 0 if rec.status == "rolled back" else EXIT_STOPPED
     new = basis(plan, opts.extras)
-    if _live(rec) and rec.digest != plan.digest:
+    if rec and rec.live and rec.digest != plan.digest:
         at = rec.next_batch()
         raise RollingError(
             f"{plan.stack}: the rollout to {rec.digest.removeprefix('sha256:')[:12]} is"
             f" {rec.status} at batch {(at or 0) + 1} of {len(rec.batches)} ({rec.why or 'running'});"
             " run it again with that blueprint to resume, or --rollback / --abandon it first"
         )
-    if not _live(rec):
+    if not (rec and rec.live):
         applied = store.applied()
         r = rollout(applied_basis(applied, plan.lifecycle), new)
         if applied is None:

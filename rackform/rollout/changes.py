@@ -10,19 +10,15 @@ from functools import cache
 from typing import Any
 
 from rackform.catalog import CatalogError, _read
+from rackform.hosts.runner import ROLES as SITE_ROLES
 from rackform.plan.model import thaw
 
 # Most to least disruptive: a change's class is that of its most disruptive variable.
 CLASSES = ("reboot", "drain", "slurm", "in_place", "none")
-ROLES = (
-    "host_bootstrap",
-    "nvidia_driver",
-    "nccl_rdma",
-    "nvme_raid",
-    "dcgm",
-    "slurm",
-    "smoke_train",
-)
+# The classes a change rolls for: each batch drained (and rebooted) in turn.
+ROLLING = ("reboot", "drain")
+# Every role whose variables the plan sets: the site playbook's, and the bootstrap before them.
+ROLES = ("host_bootstrap", *SITE_ROLES)
 # Slurm's upgrade order (https://slurm.schedmd.com/upgrades.html): the database daemon first,
 # then the controller, then the node daemons; each older daemon talks to a newer one, never
 # the other way round.

@@ -14,7 +14,7 @@ from rackform.blueprint.schema.rollout import RolloutPolicy, budget, failure_dom
 from rackform.blueprint.schema.sections import LifecycleSpec
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import Plan, thaw
-from rackform.rollout.changes import SLURM_ORDER, Change, catalog, compare, worst
+from rackform.rollout.changes import ROLLING, SLURM_ORDER, Change, catalog, compare, worst
 
 BASIS = "rackform's per-node estimates (rackform/catalog/rollout.yaml); no rolling run recorded yet"
 
@@ -91,7 +91,7 @@ class Rollout:
     def as_json(self) -> dict[str, Any]:
         return {
             "rolls": self.rolls,
-            "drain": self.cls in ("reboot", "drain"),
+            "drain": self.cls in ROLLING,
             "reboot": self.cls == "reboot",
             "class": self.cls,
             "why": self.why,
@@ -132,7 +132,7 @@ def rollout(old: Basis, new: Basis) -> Rollout:
     have (a node only `new` has joins; one only `old` has leaves)."""
     changes = compare(old.variables, new.variables, old.nodes, new.nodes)
     cls = worst(changes)
-    rolls = cls in ("reboot", "drain")
+    rolls = cls in ROLLING
     # The nodes the old revision has (a node only the new one has joins); with no record of
     # the old (the first rolling change), every node.
     known = {n for ns in old.domains.values() for n in ns}
@@ -157,7 +157,7 @@ def rollout(old: Basis, new: Basis) -> Rollout:
 def _affected(every: set[str], changes: list[Change]) -> set[str]:
     """The nodes a rolling change reaches: `every` node, or, where each change that needs a
     drain is a node's own (its drives), those nodes."""
-    rolling = [c for c in changes if c.cls in ("reboot", "drain")]
+    rolling = [c for c in changes if c.cls in ROLLING]
     if any(not c.nodes for c in rolling):
         return every
     return every & {n for c in rolling for n in c.nodes}

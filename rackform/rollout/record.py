@@ -88,6 +88,11 @@ class Record:
             raise RecordError(f"{where}: unknown batch status {bad[0]!r}")
         return rec
 
+    @property
+    def live(self) -> bool:
+        """Under way or stopped: a later run resumes it (done, rolled back, abandoned: over)."""
+        return self.status in ("running", "stopped")
+
     def next_batch(self) -> int | None:
         return next((i for i, b in enumerate(self.batches) if b.status != DONE), None)
 

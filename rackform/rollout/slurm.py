@@ -11,29 +11,25 @@ from dataclasses import dataclass
 
 from rackform.reap.target import Outcome
 from rackform.scheduler import queue
-from rackform.scheduler.drain import drain, node_states
+from rackform.scheduler.drain import SCONTROL, drain, node_states
 from rackform.scheduler.remote import RemoteError, Runner
 
 # sinfo's states (base state, suffixes stripped) of a node that runs no new job: what the
 # out-of-service budget counts, whoever took the node out (heal, a rollout, a person).
 OUT = ("drain", "down", "fail", "maint", "reboot", "power", "unknown", "inval", "future")
-# scontrol as the ssh user; where Slurm refuses it (an unprivileged user), once more through
-# `sudo -n`, as the drain does. Each subject one line `subject|ok|` or `subject|failed|why`.
-SCONTROL = r"""sc() {
-  out=$(scontrol "$@" 2>&1) && return 0
-  case $out in *[Pp]ermission*) ;; *) return 1 ;; esac
-  [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 || return 1
-  out=$(sudo -n scontrol "$@" 2>&1)
-}
-say() { if [ "$2" = 0 ]; then printf '%s|ok|\n' "$1"; else printf '%s|failed|%s\n' "$1" "$(echo "$out" | tr '\n|' '  ')"; fi; }
+# scontrol as the drain runs it (`sc`, through `sudo -n` where Slurm refuses the ssh user).
+# Each subject one line `subject|ok|` or `subject|failed|why`.
+SAY = r"""say() { if [ "$2" = 0 ]; then printf '%s|ok|\n' "$1"; else printf '%s|failed|%s\n' "$1" "$(echo "$out" | tr '\n|' '  ')"; fi; }
 """
 RESUME = (
     SCONTROL
+    + SAY
     + r"""for n in "$@"; do sc update nodename="$n" state=resume; say "$n" $?; done
 """
 )
 REQUEUE = (
     SCONTROL
+    + SAY
     + r"""for j in "$@"; do sc requeue "$j"; say "$j" $?; done
 """
 )

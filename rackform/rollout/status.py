@@ -48,7 +48,7 @@ class NodeStatus:
 
 def _batches(rec: Record | None) -> dict[str, tuple[int, str]]:
     """node -> (batch number, its status) where the record is under way or stopped."""
-    if rec is None or rec.status in ("done", "abandoned", "rolled back"):
+    if rec is None or not rec.live:
         return {}
     return {n: (i + 1, b.status) for i, b in enumerate(rec.batches) for n in b.nodes}
 
@@ -125,7 +125,7 @@ def in_maintenance(directory: Path, stack: str) -> str | None:
         return str(exc)
     except (RecordError, OSError) as exc:
         return f"its maintenance record cannot be read: {exc}"
-    if rollout is not None and rollout.status in ("running", "stopped"):
+    if rollout is not None and rollout.live:
         at = rollout.next_batch()
         return (
             f"a rolling change is {rollout.status} at batch {(at or 0) + 1} of"

@@ -14,29 +14,36 @@ from rackform.reap.target import Outcome
 from rackform.scheduler.remote import RemoteError, Runner
 
 TIMEOUT_S = 120
+# `sc ARGS`: scontrol ARGS as the ssh user; where Slurm refuses it (an unprivileged user), once
+# more through `sudo -n`. Its output (the error, where it failed) is left in $out. The drain and
+# the rolling change's requeue and resume (rackform/rollout/slurm.py) share it.
+SCONTROL = r"""sc() {
+  out=$(scontrol "$@" 2>&1) && return 0
+  case $out in *[Pp]ermission*) ;; *) return 1 ;; esac
+  [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 || return 1
+  out=$(sudo -n scontrol "$@" 2>&1)
+}
+"""
 # $1: the reason; $2...: the nodes. Per node one line `node|result|state after|message`.
-SCRIPT = r"""reason=$1; shift
+SCRIPT = (
+    SCONTROL
+    + r"""reason=$1; shift
 state() {
   s=$(sinfo --noheader --Node --nodes="$1" --format=%T 2>&1) || { echo "$s" | tail -n 1; return 1; }
   echo "$s" | head -n 1
 }
 flat() { echo "$1" | tr '\n|' '  '; }
-update() {
-  out=$(scontrol update nodename="$1" state=drain reason="$2" 2>&1) && return 0
-  case $out in *[Pp]ermission*) ;; *) return 1 ;; esac
-  [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 || return 1
-  out=$(sudo -n scontrol update nodename="$1" state=drain reason="$2" 2>&1)
-}
 for n in "$@"; do
   if ! before=$(state "$n"); then printf '%s|unread||%s\n' "$n" "$(flat "$before")"; continue; fi
   case $before in
     '') printf '%s|missing||\n' "$n"; continue ;;
     *drain*) printf '%s|already|%s|\n' "$n" "$before"; continue ;;
   esac
-  if update "$n" "$reason"; then result=drained; else result=failed; fi
+  if sc update nodename="$n" state=drain reason="$reason"; then result=drained; else result=failed; fi
   printf '%s|%s|%s|%s\n' "$n" "$result" "$(state "$n")" "$(flat "$out")"
 done
 """
+)
 # One line a node (a node in two partitions: twice), the reason last: it may hold anything but a newline.
 NODE_REASONS = "exec sinfo --noheader --Node --format='%N|%T|%E'\n"
 
