@@ -13,6 +13,7 @@ mid-remediation is finished by the next run before it judges anew."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,17 +36,15 @@ def _policy(h: HealthPolicy) -> RolloutPolicy:
     )
 
 
-def failures(store: Store, node: str, since: float) -> int:
-    """How often heal's remediation of `node` failed since `since` (the audit log)."""
-    return sum(
-        1
-        for e in store.log.entries()
-        if e.get("event") == "batch"
-        and e.get("kind") == "heal"
-        and e.get("status") == FAILED
-        and node in (e.get("nodes") or [])
-        and e.get("ts", 0) >= since
-    )
+def failures(store: Store, since: float) -> Counter[str]:
+    """How often heal's remediation of each node failed since `since` (the audit log, read
+    once)."""
+    out: Counter[str] = Counter()
+    for e in store.log.entries():
+        what = (e.get("event"), e.get("kind"), e.get("status"))
+        if what == ("batch", "heal", FAILED) and e.get("ts", 0) >= since:
+            out.update(e.get("nodes") or [])
+    return out
 
 
 @dataclass
@@ -81,10 +80,9 @@ def apply_cluster(
     since = now - policy.retry_window_hours * 3600
     outcomes: list[Outcome] = []
     acting = [n for n in nodes if n.acts]
+    failed = failures(store, since) if acting else Counter()
     ticket = [n for n in acting if n.action == "drain"]
-    ticket += [
-        n for n in acting if n not in ticket and failures(store, n.node, since) >= GIVE_UP_AFTER
-    ]
+    ticket += [n for n in acting if n not in ticket and failed[n.node] >= GIVE_UP_AFTER]
     for n in ticket:
         why = "; ".join(e.detail for e in n.evidence) or n.action
         if n.action != "drain":
