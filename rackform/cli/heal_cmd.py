@@ -84,10 +84,12 @@ def heal(
         ),
     ] = None,
     private_key: Annotated[
-        Path | None, typer.Option("--private-key", help="SSH key for re-validation (Ansible).")
+        Path | None,
+        typer.Option("--private-key", help="SSH key for the Slurm controller and the nodes."),
     ] = None,
     known_hosts: Annotated[
-        Path | None, typer.Option("--known-hosts", help="known_hosts file for re-validation.")
+        Path | None,
+        typer.Option("--known-hosts", help="known_hosts file for the controller and the nodes."),
     ] = None,
     report_dir: Annotated[
         Path, typer.Option("--report-dir", help="Where re-validation reports are fetched.")

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackform.blueprint.schema.rollout import RolloutPolicy, budget, failure_domains
+from rackform.blueprint.schema.rollout import RolloutPolicy, failure_domains
 from rackform.blueprint.schema.sections import LifecycleSpec
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import Plan, thaw
@@ -140,7 +140,7 @@ def rollout(old: Basis, new: Basis) -> Rollout:
     domains = {d: [n for n in ns if n in affected] for d, ns in new.domains.items()}
     domains = {d: ns for d, ns in domains.items() if ns}
     nodes = sum(len(ns) for ns in new.domains.values())
-    allowed = budget(new.lifecycle.max_out_of_service, nodes)
+    allowed = new.lifecycle.budget(nodes)
     policy = new.lifecycle.rollout
     size = min(policy.batch_size or allowed, allowed)
     out = Rollout(rolls, cls, "", changes, budget=allowed, batch_size=size, policy=policy)

@@ -116,7 +116,7 @@ def rollout_rules(lifecycle: Any, groups: Sequence[Any]) -> list[Violation]:
     domains = failure_domains(groups)
     nodes = sum(len(n) for n in domains.values())
     out: list[Violation] = []
-    allowed = budget(lifecycle.max_out_of_service, nodes)
+    allowed = lifecycle.budget(nodes)
     if nodes > 1 and allowed >= nodes:
         out.append(
             Violation(
