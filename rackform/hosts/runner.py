@@ -25,7 +25,15 @@ from typing import Any
 
 from rackform.paths import collections_root, site
 
-ROLES = ("nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "slurm", "smoke_train")
+ROLES = (
+    "nvidia_driver",
+    "nccl_rdma",
+    "nvme_raid",
+    "dcgm",
+    "shared_storage",
+    "slurm",
+    "smoke_train",
+)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from rackform.catalog.raid import role_table
 from rackform.plan.expectations import Expectations
 from rackform.plan.model import Basis, Plan, thaw
 from rackform.plan.scheduler import slurm_vars
+from rackform.plan.shared import shared_vars
 
 # (name, address, port) of a node that exists, or (name, address, port, instance id) of one a
 # stack created (AWS: the id is what the controller's SSH tunnel names).
@@ -154,6 +155,7 @@ def group_vars(plan: Basis, expectations: Expectations | None) -> dict[str, Any]
         "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
         **_smoke_expectations(expectations),
         **slurm_vars(plan.scheduler, net.interfaces[0] if net.interfaces else ""),
+        **shared_vars(plan.shared, net.interfaces[0] if net.interfaces else ""),
     }
 
 

@@ -66,10 +66,16 @@ class Cluster(pulumi.ComponentResource):
         self.target = runtime(plan.target_type).component(
             name, plan, child, {"host": host_provider}
         )
-        variables = thaw(plan.group_vars)
+        # Role variables the target learns only from what it creates (FSx for Lustre's DNS and
+        # mount names): merged in once known.
+        known = getattr(self.target, "role_outputs", None) or {}
+        plain = thaw(plan.group_vars)
+        variables = (
+            pulumi.Output.all(**known).apply(lambda got: {**plain, **got}) if known else plain
+        )
         # Configuration installs; it never sees how the cluster is checked (smoke steps,
         # thresholds, the digest), so editing those reruns nothing on live nodes.
-        installs = configure_vars(variables)
+        installs = pulumi.Output.from_input(variables).apply(configure_vars)
         roles = roles_hash(collection())
         # Slurm's controller where the stack creates one (AWS): a host of the inventory's
         # slurm_controller group, never of gpu_nodes.
@@ -87,7 +93,9 @@ class Cluster(pulumi.ComponentResource):
                 "inventory": inv,
                 "group_vars": installs,
                 "roles_hash": roles,
-                "content_hash": inv.apply(lambda i: content_hash(roles, installs, i)),
+                "content_hash": pulumi.Output.all(inv, installs).apply(
+                    lambda got: content_hash(roles, got[1], got[0])
+                ),
                 "expected_nodes": dict(zip(("min", "max"), plan.node_range, strict=True)),
                 "access": access,
             },

@@ -35,6 +35,8 @@ KNOWN_AFTER_UP = "(known after up)"
 # Attributes the engine would only know after creating the resource: shown as `<name>.<attr>`,
 # a reference a reader can follow, rather than an invented value.
 COMPUTED = ("arn", "name", "latestVersion")
+# ...and a type's own: what FSx for Lustre gives the nodes to mount (its DNS name, mount name).
+COMPUTED_BY_TYPE = {"aws:fsx/lustreFileSystem:LustreFileSystem": ("dnsName", "mountName")}
 # Attributes left unknown, as in a real preview: the instances' addresses, and the name of a new
 # autoscaling group (so the lookup of its instances stays unknown too, as it would before `up`).
 UNKNOWN_OUTPUTS = {
@@ -112,13 +114,15 @@ class RecordingMocks(Mocks):
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
         inputs = {k: v for k, v in args.inputs.items() if k != PROVIDER_KEY}
         self.inputs[(args.typ, args.name)] = inputs
-        if not args.custom:
+        # A component has no state; a read (`Resource.get`, by id) is a custom resource that
+        # exists already, which the mock monitor does not mark custom.
+        if not args.custom and not args.resource_id:
             return None, {}
         state = {k: _echo(v) for k, v in inputs.items()}
         if args.typ.startswith("pulumi-python:dynamic"):
             # Outputs a dynamic provider computes (declared as None inputs): unknown until up.
             state = {k: (UNKNOWN if v is None else v) for k, v in state.items()}
-        for attr in COMPUTED:
+        for attr in (*COMPUTED, *COMPUTED_BY_TYPE.get(args.typ, ())):
             state.setdefault(attr, f"<{args.name}>.{attr}")
         for attr in UNKNOWN_OUTPUTS.get(args.typ, ()):
             state[attr] = UNKNOWN

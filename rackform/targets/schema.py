@@ -92,13 +92,27 @@ class TargetSchema:
     def shared_rules(self, bp: Cluster) -> list[Violation]:
         """storage.shared must be a kind this target offers."""
         shared = bp.storage.shared
-        if shared is None or shared.kind in self.shared_kinds():
+        if shared is None:
+            return []
+        if shared.kind not in self.shared_kinds():
+            return [
+                Violation(
+                    ("storage", "shared", shared.kind),
+                    f"{shared.kind} is not a data tier on {self.type}",
+                    "use server: an NFS or Lustre server the nodes reach",
+                )
+            ]
+        host = shared.server.host if shared.server is not None else None
+        hosts = [h.name for g in bp.node_groups for h in getattr(g, "hosts", ())]
+        if host is None or host in hosts:
             return []
         return [
             Violation(
-                ("storage", "shared", shared.kind),
-                f"{shared.kind} is not a data tier on {self.type}",
-                "use server: an NFS or Lustre server the nodes reach",
+                ("storage", "shared", "server", "host"),
+                f"{host!r} is not a host of this blueprint",
+                f"name one of {', '.join(hosts)}"
+                if hosts
+                else "give the server's address: this target's nodes are created by the stack",
             )
         ]
 

@@ -34,6 +34,9 @@ ROLE_PACKAGES = (
     "ibverbs-utils",
     "perftest",
     "infiniband-diags",
+    # shared_storage: the NFS client on every node, the server on the host that serves it.
+    "nfs-common",
+    "nfs-kernel-server",
     # slurm: munge and Slurm's daemons and commands; with `scheduler.fairness`, Slurm's
     # accounting database on the controller (the e2e declares none, so the VMs install neither,
     # but a blueprint with fairness converges on the testbed without the network).
@@ -50,7 +53,11 @@ SCHEDULER_PACKAGES = ("munge", "slurmd", "slurm-client", "slurmctld", "mariadb-s
 # What the baked image holds besides the base (`lifecycle.up(baked=True)`): the packages the
 # roles install on a node without a scheduler, so that a scenario booting from it (the node
 # that configures itself) spends its time on what it is about, not on apt under emulation.
-BAKED_PACKAGES = tuple(p for p in ROLE_PACKAGES if p not in SCHEDULER_PACKAGES)
+# The NFS server only where a host serves the shared tier (node1, from the base image): on the
+# baked image's nodes it would start at every boot for nothing.
+BAKED_PACKAGES = tuple(
+    p for p in ROLE_PACKAGES if p not in (*SCHEDULER_PACKAGES, "nfs-kernel-server")
+)
 
 
 def repo_key() -> str:

@@ -96,6 +96,10 @@ def on_metal(shared: str) -> str:
         (on_aws, "    fsx: {file_system_id: fs-0123456789abcdef0}"),
         (on_metal, "    server: {type: nfs, address: 10.0.9.5, export: /export/data, options: nconnect=8}"),
         (on_metal, "    holds: [datasets, checkpoints, home]\n    mount: /lustre\n    server: {type: lustre, address: mgs-01, export: fs1}"),
+        # A small site: the NFS server is one of the blueprint's hosts; users with the same ids.
+        (on_metal, "    holds: [datasets, home]\n    server: {type: nfs, host: hgx-01, export: /srv/shared}\n"
+                   "    groups: [{name: ml, gid: 3000}]\n"
+                   "    users: [{name: alice, uid: 3001, group: ml}, {name: carol-ops, uid: 3003}]"),
     ],
 )  # fmt: skip
 def test_a_tier_the_target_offers_is_valid(tmp_path, template, shared):
@@ -119,6 +123,27 @@ def test_a_tier_the_target_offers_is_valid(tmp_path, template, shared):
         (on_metal, "    server: {type: nfs, address: 'nfs server', export: /d}", ":14:", "'nfs server' is neither an IP address nor a host name"),
         (on_aws, "    fsx: {file_system_id: fsx-1}", ":9:", "file_system_id"),
         (on_aws, "    mount: /home\n    fsx: {}", ":9:", "'/home' is not a safe mount point"),
+        # The serving host must be a host of this blueprint, serve NFS, and export a path.
+        (on_metal, "    server: {type: nfs, host: hgx-09, export: /srv}", ":14:",
+         "storage.shared.server.host: 'hgx-09' is not a host of this blueprint"),
+        (on_metal, "    server: {type: lustre, host: hgx-01, export: fs1}", ":14:",
+         "rackform serves only NFS from a host of the blueprint"),
+        (on_metal, "    server: {type: nfs, host: hgx-01, export: srv}", ":14:", "'srv' is no path on hgx-01"),
+        (on_metal, "    server: {type: nfs, export: /srv}", ":14:", "the nodes need the server's address"),
+        (on_aws, "    server: {type: nfs, host: node-1, export: /srv}", ":9:",
+         "this target's nodes are created by the stack"),
+        # Ids: each once, a user's group declared, a private group's gid free.
+        (on_metal, "    server: {type: nfs, address: 10.0.0.9, export: /d}\n    users:\n"
+                   "      - {name: alice, uid: 3001}\n      - {name: bob, uid: 3001}", ":17:",
+         "storage.shared.users[1].uid: uid 3001 is given twice"),
+        (on_metal, "    server: {type: nfs, address: 10.0.0.9, export: /d}\n"
+                   "    users: [{name: alice, uid: 3001, group: ml}]", ":15:",
+         "'ml' is not one of storage.shared.groups"),
+        (on_metal, "    server: {type: nfs, address: 10.0.0.9, export: /d}\n"
+                   "    groups: [{name: ml, gid: 3001}]\n    users: [{name: alice, uid: 3001}]", ":16:",
+         "alice's own group would take gid 3001, which is ml's"),
+        (on_metal, "    server: {type: nfs, address: 10.0.0.9, export: /d}\n"
+                   "    users: [{name: root, uid: 0}]", ":15:", "greater than or equal to 1000"),
     ],
 )  # fmt: skip
 def test_a_mistake_is_one_located_line(tmp_path, template, shared, where, message):

@@ -54,3 +54,36 @@ def test_an_existing_file_system_is_named_not_created(tmp_path):
 
 def test_no_shared_tier_no_file_system(tmp_path):
     assert of_type(plan(tmp_path, AWS_TRAINING), "LustreFileSystem") == []
+
+
+def _configure_vars(records) -> dict:
+    return one(records, "rackform:Configure").inputs["group_vars"]
+
+
+def test_the_nodes_mount_the_file_system_the_stack_created(tmp_path):
+    records = plan(tmp_path, fsx(storage_tib=2.4))
+    fs = one(records, "fsx/lustreFileSystem:LustreFileSystem")
+    got = _configure_vars(records)
+    # The role mounts DNS@tcp:/MOUNTNAME, both known only once the file system exists.
+    assert got["shared_storage_type"] == "lustre"
+    assert got["shared_storage_address"] == f"<{fs.name}>.dnsName"
+    assert got["shared_storage_export"] == f"<{fs.name}>.mountName"
+    assert got["shared_storage_options"] == ["relatime", "flock"]
+    assert got["shared_storage_mount"] == "/shared"
+    # Validation's variables carry them too (its host checks look at the mount).
+    assert one(records, "rackform:Validate").inputs["group_vars"]["shared_storage_export"] == (
+        f"<{fs.name}>.mountName"
+    )
+
+
+def test_an_existing_file_system_is_read_for_what_the_nodes_mount(tmp_path):
+    got = _configure_vars(plan(tmp_path, fsx(file_system_id="fs-0123456789abcdef0")))
+    # Read from AWS by id (`LustreFileSystem.get`), never created or destroyed.
+    assert got["shared_storage_address"] == "<t-train-default-shared-existing>.dnsName"
+    assert got["shared_storage_export"] == "<t-train-default-shared-existing>.mountName"
+
+
+def test_without_a_shared_tier_the_role_has_nothing_to_do(tmp_path):
+    got = _configure_vars(plan(tmp_path, AWS_TRAINING))
+    assert got["shared_storage_type"] == "none"
+    assert not any(k.startswith("shared_storage_address") for k in got)

@@ -36,8 +36,17 @@ class SharedServer(Strict):
 
     type: Annotated[Literal["nfs", "lustre"], Field(description="The file system's protocol.")]
     address: Annotated[
-        str, Field(description="The server's IP address or host name (for Lustre: the MGS).")
-    ]
+        str | None,
+        Field(
+            description="The server's IP address or host name (for Lustre: the MGS). With `host`, leave it out: the nodes reach that host at its address on the fabric's first interface."
+        ),
+    ] = None
+    host: Annotated[
+        str | None,
+        Field(
+            description="NFS only, for small sites: a host of this blueprint that serves the export itself (rackform installs the NFS server there, exports the path to the cluster's network, and the host uses the path directly)."
+        ),
+    ] = None
     export: Annotated[
         str,
         Field(
@@ -66,13 +75,61 @@ class SharedServer(Strict):
 
     @field_validator("address")
     @classmethod
-    def _address(cls, v: str) -> str:
+    def _address(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         try:
             return str(ipaddress.ip_address(v))
         except ValueError:
             if not _HOST.match(v):
                 raise ValueError(f"{v!r} is neither an IP address nor a host name") from None
             return v
+
+    @model_validator(mode="after")
+    def _where(self) -> SharedServer:
+        out = []
+        if self.address is None and self.host is None:
+            out.append(Violation(
+                ("address",), "the nodes need the server's address",
+                "give address, or host: a host of this blueprint that serves it",
+            ))  # fmt: skip
+        if self.host is not None and self.type != "nfs":
+            out.append(Violation(
+                ("host",), "rackform serves only NFS from a host of the blueprint",
+                "name an existing Lustre file system's MGS in address",
+            ))  # fmt: skip
+        if self.type == "nfs" and not self.export.startswith("/"):
+            out.append(Violation(
+                ("export",), f"{self.export!r} is no path on {self.host or self.address}",
+                "give the export's absolute path, e.g. /srv/shared",
+            ))  # fmt: skip
+        check(out)
+        return self
+
+
+class SharedUser(Strict):
+    """A user with the same id on every node: shared home directories and Slurm need it."""
+
+    name: Annotated[
+        str,
+        Field(description="Login name.", pattern=r"^[a-z_][a-z0-9_-]{0,31}$"),
+    ]
+    uid: Annotated[
+        int, Field(description="User id, the same on every node (1000-59999).", ge=1000, le=59999)
+    ]
+    group: Annotated[
+        str | None,
+        Field(
+            description="Primary group: one of storage.shared.groups; none: a group of the user's own name with gid = uid."
+        ),
+    ] = None
+
+
+class SharedGroup(Strict):
+    name: Annotated[str, Field(description="Group name.", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+    gid: Annotated[
+        int, Field(description="Group id, the same on every node (1000-59999).", ge=1000, le=59999)
+    ]
 
 
 class FsxLustre(Strict):
@@ -161,6 +218,15 @@ class SharedStorage(Strict):
         SharedServer | None, Field(description="An existing NFS or Lustre server.")
     ] = None
     fsx: Annotated[FsxLustre | None, Field(description="FSx for Lustre (AWS).")] = None
+    users: Annotated[
+        tuple[SharedUser, ...],
+        Field(
+            description="Users made with the same uid on every node (with `home` in holds, their home directories are on the shared tier)."
+        ),
+    ] = ()
+    groups: Annotated[
+        tuple[SharedGroup, ...], Field(description="Groups made with the same gid on every node.")
+    ] = ()
 
     @field_validator("mount")
     @classmethod
@@ -184,8 +250,37 @@ class SharedStorage(Strict):
             Violation(("holds", i), f"{self.holds[i]!r} is named twice", "name it once")
             for i in repeated(self.holds)
         ]
+        out += self._id_rules()
         check(out)
         return self
+
+    def _id_rules(self) -> list[Violation]:
+        """Names and ids once each; a user's group declared. A user without a group gets a
+        group of its own name with gid = uid, which must not clash with a declared group."""
+        out = [
+            Violation((f, i, k), f"{k} {getattr(items[i], k)!r} is given twice", "give each once")
+            for f, items, keys in (
+                ("users", self.users, ("name", "uid")),
+                ("groups", self.groups, ("name", "gid")),
+            )
+            for k in keys
+            for i in repeated(getattr(x, k) for x in items)
+        ]
+        groups = {g.name: g.gid for g in self.groups}
+        gids = {g.gid: g.name for g in self.groups}
+        for i, u in enumerate(self.users):
+            if u.group is not None and u.group not in groups:
+                out.append(Violation(
+                    ("users", i, "group"), f"{u.group!r} is not one of storage.shared.groups",
+                    f"declare it in groups, or leave group out for a group named {u.name}",
+                ))  # fmt: skip
+            elif u.group is None and gids.get(u.uid, u.name) != u.name:
+                out.append(Violation(
+                    ("users", i, "group"),
+                    f"{u.name}'s own group would take gid {u.uid}, which is {gids[u.uid]}'s",
+                    f"set group: {gids[u.uid]}, or give {u.name} another uid",
+                ))  # fmt: skip
+        return out
 
     @property
     def kind(self) -> str:
@@ -203,4 +298,5 @@ class SharedStorage(Strict):
         if self.fsx is not None:
             f = self.fsx
             return f"FSx for Lustre {f.deployment}, {f.storage_tib:g} TiB x {f.per_tib} MB/s/TiB"
-        return f"{self.server.type.upper()} {self.server.address}:{self.server.export}"
+        s = self.server
+        return f"{s.type.upper()} {s.address or s.host}:{s.export}"

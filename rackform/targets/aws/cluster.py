@@ -121,6 +121,8 @@ class AwsCluster(pulumi.ComponentResource):
             self.shared = AwsSharedStorage(
                 f"{name}-shared", plan, self.network.subnet, self.network.security_group, opts=child
             )
+        # The shared_storage role's variables only the file system knows (stack/cluster.py).
+        self.role_outputs = self.shared.role_vars() if self.shared else {}
 
         bucket = None
         if joining:

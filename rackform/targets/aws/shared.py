@@ -24,15 +24,30 @@ class AwsSharedStorage(pulumi.ComponentResource):
     """The file system (created, or an existing one by id) and its mount facts as outputs."""
 
     file_system_id: pulumi.Input[str]
-    dns_name: pulumi.Input[str] | None
-    mount_name: pulumi.Input[str] | None
+    dns_name: pulumi.Input[str]
+    mount_name: pulumi.Input[str]
 
     def __init__(self, name: str, plan: Plan, subnet, security_group, opts=None):
         super().__init__("rackform:aws:SharedStorage", name, None, opts)
         fsx = plan.shared.fsx
         if fsx.file_system_id:
-            self.file_system_id, self.dns_name, self.mount_name = fsx.file_system_id, None, None
-            self.register_outputs({"file_system_id": fsx.file_system_id})
+            # Read, never managed: what the nodes mount (its DNS and mount names) comes from
+            # the file system itself, and `destroy` leaves it alone.
+            fs = aws.fsx.LustreFileSystem.get(
+                f"{name}-existing", fsx.file_system_id, opts=pulumi.ResourceOptions(parent=self)
+            )
+            self.file_system_id, self.dns_name, self.mount_name = (
+                fsx.file_system_id,
+                fs.dns_name,
+                fs.mount_name,
+            )
+            self.register_outputs(
+                {
+                    "file_system_id": fsx.file_system_id,
+                    "dns_name": fs.dns_name,
+                    "mount_name": fs.mount_name,
+                }
+            )
             return
         persistent_2 = fsx.deployment == "PERSISTENT_2"
         fs = aws.fsx.LustreFileSystem(
@@ -67,3 +82,9 @@ class AwsSharedStorage(pulumi.ComponentResource):
         self.register_outputs(
             {"file_system_id": fs.id, "dns_name": fs.dns_name, "mount_name": fs.mount_name}
         )
+
+    def role_vars(self) -> dict[str, pulumi.Input[str]]:
+        """What the shared_storage role mounts, known once the file system exists: its DNS name
+        and mount name (`mount -t lustre DNS@tcp:/MOUNTNAME`, FSx for Lustre user guide,
+        "Mounting from an Amazon EC2 instance")."""
+        return {"shared_storage_address": self.dns_name, "shared_storage_export": self.mount_name}
