@@ -5,7 +5,9 @@
 - through NVML (nvidia-ml-py, where importable): GPU count, uncorrectable ECC errors, pending
   or failed row remaps;
 - `dcgmi diag` at the configured level, where DCGM is installed;
-- the storage ceiling of the checkpoint mount (see storage.py).
+- the storage ceiling of the checkpoint mount (see storage.py);
+- with `--shared-mount`, the shared tier: mounted, read at the rate the GPUs consume, and the
+  same file system on every node of the run (see shared_checks.py).
 
 Standard library only, plus pynvml when present. Exit 0 when no check failed, 1 otherwise.
 """
@@ -21,7 +23,7 @@ import socket
 import subprocess
 import sys
 
-from validators import report, storage
+from validators import report, shared_checks, storage
 from validators.report import Check, compare, failed, not_run
 
 # dcgmi diag levels and how long each may take before it counts as hung (DOMAIN: r1 seconds,
@@ -393,6 +395,33 @@ def mount_check(directory: str | None, node: str = "") -> Check:
     return Check(name, report.PASS, "mount point", "mount point", "", "==", directory, node)
 
 
+def shared_checks_for(args: argparse.Namespace) -> list[Check]:
+    """The shared tier's checks: its mount first; reads and the peers' files only on a mount
+    (an unmounted directory would measure the root disk and share nothing)."""
+    mount, node = args.shared_mount, args.node
+    if not mount:
+        return []
+    names = ("shared_mount", "shared_read", "shared_visible")
+    if not os.path.isdir(mount) or not is_mount_point(mount):
+        what = "does not exist" if not os.path.isdir(mount) else "is a plain directory, not mounted"
+        first = failed(
+            names[0], f"{mount} {what}: the shared tier is not there",
+            measured="not mounted", expected="mount point", op="==", node=node,
+        )  # fmt: skip
+        return [first, *(not_run(n, f"{mount} is not mounted", node=node) for n in names[1:])]
+    source = mount_source(mount)
+    mounted = Check(names[0], report.PASS, "mount point", "mount point", "", "==", source, node)
+    peers = [p for p in (args.shared_peers or "").split(",") if p]
+    return [
+        mounted,
+        shared_checks.read_check(
+            mount, args.shared_read_dir, args.shared_read_mb, args.shared_read_min_gbps,
+            args.shared_read_timeout_s, node,
+        ),
+        shared_checks.visible_check(mount, args.shared_run, node, peers, args.shared_wait_s),
+    ]  # fmt: skip
+
+
 def _import_nvml():
     try:
         import pynvml  # nvidia-ml-py; optional
@@ -415,6 +444,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--storage-min-gbps", type=float, help="Floor for the storage ceiling.")
     p.add_argument("--expect-mount", help="This directory must be a mount point (the array).")
     p.add_argument("--node", default="", help="Name to show per check (default: none).")
+    p.add_argument("--shared-mount", help="The shared tier's mount point (storage.shared).")
+    p.add_argument("--shared-read-dir", help="Its datasets directory, read for the read check.")
+    p.add_argument("--shared-read-mb", type=int, default=1024, help="MiB to read (0: skip).")
+    p.add_argument("--shared-read-min-gbps", type=float, help="What the node's GPUs consume.")
+    p.add_argument("--shared-read-timeout-s", type=float, default=60.0, help="Read for at most.")
+    p.add_argument("--shared-run", default="", help="The run's id (the peers' files are its).")
+    p.add_argument("--shared-peers", default="", help="Every node of the run, comma-separated.")
+    p.add_argument("--shared-wait-s", type=float, default=120.0, help="Wait this long for peers.")
     p.add_argument("--no-table", action="store_true", help="Do not print the table.")
     args = p.parse_args(argv)
     node = args.node
@@ -424,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     checks.append(
         storage_check(args.storage_dir, args.storage_probe_mb, args.storage_min_gbps, node)
     )
+    checks += shared_checks_for(args)
     doc = report.make(checks, complete=True, host={"hostname": socket.gethostname()})
     if args.json:
         with open(args.json, "w") as fh:

@@ -37,6 +37,11 @@ class Expectations:
     smoke_steps: int | None = None
     dcgm_level: int = 1
     checkpoint_dir: str | None = None
+    # The shared tier (storage.shared): its mount, the datasets directory the read check reads,
+    # and what each node must read (GB/s).
+    shared_mount: str | None = None
+    shared_read_dir: str | None = None
+    shared_read_gbps: Threshold = Threshold(None, "no shared tier")
 
     def threshold_args(self) -> list[str]:
         """The expectations and thresholds as `validators.smoke` arguments: the end of the job's
@@ -64,7 +69,12 @@ class Expectations:
         out = ["--dcgm-level", str(self.dcgm_level)]
         if self.gpus_per_node is not None:
             out += ["--expect-gpus", str(self.gpus_per_node)]
-        return out + self.storage_write_gbps.arg("--storage-min-gbps")
+        out += self.storage_write_gbps.arg("--storage-min-gbps")
+        if self.shared_mount:
+            out += ["--shared-mount", self.shared_mount]
+            out += ["--shared-read-dir", self.shared_read_dir] if self.shared_read_dir else []
+            out += self.shared_read_gbps.arg("--shared-read-min-gbps")
+        return out
 
     def table(self) -> list[tuple[str, float | None, str]]:
         return [
@@ -75,6 +85,7 @@ class Expectations:
                 ("mfu_pct", self.mfu_pct),
                 ("checkpoint_write_gbps", self.checkpoint_write_gbps),
                 ("storage_write_gbps", self.storage_write_gbps),
+                ("shared_read_gbps", self.shared_read_gbps),
                 ("loss_drop_fraction", self.loss_drop_fraction),
             )
         ]

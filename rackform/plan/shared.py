@@ -1,12 +1,36 @@
-"""The shared_storage role's variables from the blueprint's data tier (storage.shared): what to
-mount where, which host serves it (a host of the blueprint for a small site's NFS), and the
-users and groups made with the same ids on every node."""
+"""The data tier (storage.shared) in the plan: what the cluster's GPUs read from it (preflight
+compares it with the tier's throughput, validation with what each node measures), and the
+shared_storage role's variables: what to mount where, which host serves it (a host of the
+blueprint for a small site's NFS), and the users and groups made with the same ids on every
+node."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rackform.blueprint.schema.shared import SharedStorage
+from rackform.plan.model import Basis, NodeGroupPlan
+
+
+@dataclass(frozen=True)
+class DataRate:
+    tokens_per_s: float
+    gbps: float  # GB/s the data loader reads
+
+
+def data_rate(plan: Basis, groups: tuple[NodeGroupPlan, ...] | None = None) -> DataRate | None:
+    """What the GPUs of `groups` (default: every group with GPUs) read while they train at the
+    catalog's MFU: tokens/s = their bf16 dense peak x MFU / (FLOPs per parameter per token x
+    parameters), times the workload's bytes per token. None without a training workload on GPUs."""
+    w, c = plan.workload, plan.figures.cost
+    groups = tuple(g for _, g in plan.gpu_groups) if groups is None else groups
+    if not plan.training or w is None or not groups:
+        return None
+    peak = sum(g.gpus * g.gpu.bf16_dense_tflops.value for g in groups) * 1e12
+    tokens = peak * c.mfu_fraction.value / (c.flops_per_param_token.value * w.model_params_b * 1e9)
+    return DataRate(tokens, tokens * w.read_bytes_per_token / 1e9)
+
 
 # FSx for Lustre's mount options ("Mounting from an Amazon EC2 instance" and "Mounting Amazon FSx
 # automatically", FSx for Lustre user guide): relatime and flock; the role adds _netdev.

@@ -14,6 +14,7 @@ from rackform.blueprint.schema.sections import RDMA_FABRICS
 from rackform.catalog import Figure, GpuModel
 from rackform.plan.expectations import Expectations, Threshold
 from rackform.plan.model import Basis, NodeGroupPlan
+from rackform.plan.shared import data_rate
 
 # rackform's own factors: (value, why).
 DEFAULTS = {
@@ -140,7 +141,36 @@ def for_group(plan: Basis, group: str | None = None, nodes: int | None = None) -
         smoke_steps=plan.validation.smoke_steps,
         dcgm_level=plan.validation.dcgm_diag_level,
         checkpoint_dir=plan.checkpoint.mount,
+        **_shared(plan, g, override("shared_read_gbps")),
     )
+
+
+def _shared(plan: Basis, g: NodeGroupPlan, given: Threshold | None) -> dict:
+    """The shared tier's expectations: its mount, its datasets directory, and what one node of
+    the group must read from it: the blueprint's figure, else what its GPUs consume."""
+    s = plan.shared
+    if s is None:
+        return {}
+    holds = "datasets" in s.holds
+    out = {"shared_mount": s.mount, "shared_read_dir": f"{s.mount}/datasets" if holds else None}
+    if given is not None:
+        return {**out, "shared_read_gbps": given}
+    if not holds:
+        return {**out, "shared_read_gbps": Threshold(None, "datasets are not on the shared tier")}
+    rate = data_rate(plan, (g,)) if g.count else None
+    if rate is None:
+        why = "no training workload on GPUs in this node group to size the data rate"
+        return {**out, "shared_read_gbps": Threshold(None, why)}
+    per_node = rate.gbps / g.count
+    return {
+        **out,
+        "shared_read_gbps": Threshold(
+            round(per_node, 4),
+            f"what one node's GPUs consume: {rate.tokens_per_s / g.count:,.0f} tokens/s at the"
+            f" catalog's {plan.figures.cost.mfu_fraction.value:.0%} MFU x"
+            f" {plan.workload.read_bytes_per_token:g} bytes a token",
+        ),
+    }
 
 
 def _mfu(gpu: GpuModel | None) -> Threshold:

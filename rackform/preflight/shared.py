@@ -12,28 +12,10 @@ through the one file system), against the same 10 s rule as the node's array."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from rackform.plan.model import Plan
+from rackform.plan.shared import data_rate
 from rackform.preflight.base import Finding, Rule, gb
-
-
-@dataclass(frozen=True)
-class DataRate:
-    tokens_per_s: float
-    gbps: float  # GB/s the data loader reads
-
-
-def data_rate(plan: Plan) -> DataRate | None:
-    """What the cluster's GPUs read while they train at the catalog's MFU; None without a
-    training workload on GPUs."""
-    w, c = plan.workload, plan.figures.cost
-    groups = [g for _, g in plan.gpu_groups]
-    if not plan.training or w is None or not groups:
-        return None
-    peak = sum(g.gpus * g.gpu.bf16_dense_tflops.value for g in groups) * 1e12
-    tokens = peak * c.mfu_fraction.value / (c.flops_per_param_token.value * w.model_params_b * 1e9)
-    return DataRate(tokens, tokens * w.read_bytes_per_token / 1e9)
 
 
 def _rate(gbps: float) -> str:

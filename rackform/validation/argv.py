@@ -8,6 +8,8 @@ run spans, and each node's name."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rackform.plan.thresholds import Expectations
 
 
@@ -27,11 +29,17 @@ def host_argv(
     probe_mb: int,
     expect_mount: str | None,
     node: str | None = None,
+    run: str | None = None,
+    peers: Sequence[str] = (),
 ) -> list[str]:
     """`validators.hostcheck`'s arguments: the node, the mount the checkpoint directory must
-    be (only where it is the blueprint's array), the storage probe, then the expectations."""
+    be (only where it is the blueprint's array), the storage probe, the expectations, then with
+    a shared tier the run's id and every node of the run (each reads the others' files)."""
     out = ["--node", node] if node else []
     if expect_mount:
         out += ["--expect-mount", expect_mount]
     out += ["--storage-dir", storage_dir, "--storage-probe-mb", str(probe_mb)]
-    return out + exp.host_args()
+    out += exp.host_args()
+    if exp.shared_mount and run and peers:
+        out += ["--shared-run", run, "--shared-peers", ",".join(peers)]
+    return out

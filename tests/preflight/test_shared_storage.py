@@ -8,7 +8,7 @@ import pytest
 from blueprint_helpers import aws_text, bare_text, located_line, validate_text
 from preflight_bp import aws, bare, found, load
 
-from rackform.preflight.shared import data_rate
+from rackform.plan.shared import data_rate
 
 
 def tokens_per_s(gpus: int, params_b: float) -> float:

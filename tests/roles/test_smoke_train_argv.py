@@ -37,6 +37,9 @@ def role_lines(variables: dict) -> tuple[list[str], list[str]]:
         **{k: trust_as_template(own[k]) for k in names},
         "ansible_play_hosts_all": HOSTS,
         "inventory_hostname": HOSTS[0],
+        # What the role registers before it composes the lines (the job archive's checksum).
+        "_smoke_train_archive_stat": {"stat": {"checksum": "0" * 40}},
+        **{k: trust_as_template(v) if isinstance(v, str) else v for k, v in own.items()},
     }
     templar = Templar(loader=DataLoader(), variables=env)
     job, host = (templar.template(trust_as_template("{{ %s }}" % name)) for name in names)  # noqa: UP031
@@ -56,9 +59,16 @@ def test_the_roles_lines_are_the_builders(example):
     assert job == job_argv(
         exp, steps=plan.validation.smoke_steps, checkpoint_dir=mount, nodes=len(HOSTS)
     )
-    assert host == host_argv(
-        exp, storage_dir=mount, probe_mb=4096, expect_mount=mount, node=HOSTS[0]
+    shared = (
+        {"run": host[host.index("--shared-run") + 1], "peers": HOSTS} if exp.shared_mount else {}
     )
+    assert host == host_argv(
+        exp, storage_dir=mount, probe_mb=4096, expect_mount=mount, node=HOSTS[0], **shared
+    )
+    # With a shared tier every node checks it sees every other node's file there.
+    assert ("--shared-peers" in host) == (exp.shared_mount is not None)
+    if exp.shared_mount:
+        assert host[host.index("--shared-peers") + 1] == "node-a,node-b,node-c"
 
 
 def test_model_arguments_follow_the_expectations():

@@ -10,8 +10,12 @@ process group, no GPU); the dcgmi, mount and storage cases run their real code o
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import time
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,7 +24,7 @@ from gpu_collection import VALIDATORS_DIR
 from smoke_helpers import FakeNvml
 
 from rackform.docs_gen import emitted_checks
-from validators import collectives, comm_checks, hostcheck, launch, report, storage
+from validators import collectives, comm_checks, hostcheck, launch, report, shared_checks, storage
 from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
 from validators.model import config
@@ -126,6 +130,29 @@ def storage_with(monkeypatch, gbps, error=None, minimum=4.0, tmp_path=None) -> C
     return hostcheck.storage_check(str(tmp_path), 64, minimum)
 
 
+def shared(mount: Path) -> list[Check]:
+    """The shared tier's three checks on `mount` (run, peers and a rate given)."""
+    args = argparse.Namespace(
+        shared_mount=str(mount), node="a", shared_read_dir=None, shared_read_mb=16,
+        shared_read_min_gbps=0.1, shared_read_timeout_s=30, shared_run="r",
+        shared_peers="a,b", shared_wait_s=0.2,
+    )  # fmt: skip
+    return hostcheck.shared_checks_for(args)
+
+
+def unreadable(tmp_path: Path) -> Path:
+    """A mount whose probe directory's place is taken by a file: nothing can be written or read."""
+    (tmp_path / ".rackform").write_text("")
+    return tmp_path
+
+
+def stale(tmp_path: Path) -> Path:
+    d = tmp_path / ".rackform" / "validate" / "r"
+    d.mkdir(parents=True)
+    (d / "b").write_text(json.dumps({"node": "b", "run": "r", "time": time.time() - 7200}))
+    return tmp_path
+
+
 # ---------------------------------------------------------------- the cases
 
 # (check name, what the evidence shows, the verdict it must get, the call). A call taking
@@ -176,6 +203,27 @@ CASES: list[tuple[str, str, str, Callable]] = [
      lambda monkeypatch, tmp_path: hostcheck.storage_check(str(tmp_path / "no"), 8, 1.0)),
     ("storage_write_ceiling", "no declared speed", NOT_RUN,
      lambda monkeypatch, tmp_path: storage_with(monkeypatch, 9.0, minimum=None, tmp_path=tmp_path)),
+    # host checks: the shared tier
+    ("shared_mount", "a plain directory (nothing mounted)", FAIL,
+     lambda monkeypatch, tmp_path: shared(tmp_path)[0]),
+    ("shared_mount", "no such directory", FAIL,
+     lambda monkeypatch, tmp_path: shared(tmp_path / "gone")[0]),
+    ("shared_read", "the tier is not mounted: the root disk is not measured", NOT_RUN,
+     lambda monkeypatch, tmp_path: shared(tmp_path)[1]),
+    ("shared_read", "slower than the node's GPUs consume", FAIL,
+     lambda monkeypatch, tmp_path: shared_checks.read_check(str(tmp_path), None, 16, 1e6, 30)),
+    ("shared_read", "no data rate to compare with", NOT_RUN,
+     lambda monkeypatch, tmp_path: shared_checks.read_check(str(tmp_path), None, 16, None, 30)),
+    ("shared_read", "the read is unreadable (a directory for a mount that is a file)", FAIL,
+     lambda monkeypatch, tmp_path: shared_checks.read_check(str(unreadable(tmp_path)), None, 16, 0.1, 30)),
+    ("shared_visible", "a peer's file never appears (another file system)", FAIL,
+     lambda monkeypatch, tmp_path: shared_checks.visible_check(str(tmp_path), "r", "a", ["a", "b"], 0.2, 0.05)),
+    ("shared_visible", "only an older run's file of the peer", FAIL,
+     lambda monkeypatch, tmp_path: shared_checks.visible_check(str(stale(tmp_path)), "r", "a", ["a", "b"], 0.2, 0.05)),
+    ("shared_visible", "the tier is not mounted", NOT_RUN,
+     lambda monkeypatch, tmp_path: shared(tmp_path)[2]),
+    ("shared_visible", "no peers given", NOT_RUN,
+     lambda monkeypatch, tmp_path: shared_checks.visible_check(str(tmp_path), "r", "a", [], 1)),
     # the job: the nodes and GPUs
     ("node_count", "1 node where the group has 4 (a local run)", FAIL,
      lambda: node_count(1, 4, ["n1"])),

@@ -253,6 +253,13 @@ class Thresholds(Strict):
     checkpoint_write_gbps: Annotated[
         float | None, Field(description="Minimum checkpoint write GB/s.", gt=0)
     ] = None
+    shared_read_gbps: Annotated[
+        float | None,
+        Field(
+            description="What each node must read from the shared tier (GB/s); default: what its GPUs consume (tokens/s at the catalog's MFU x workload.read_bytes_per_token).",
+            gt=0,
+        ),
+    ] = None
     loss_drop_fraction: Annotated[
         float,
         Field(description="Loss must fall by at least this fraction of its start.", gt=0, lt=1),
