@@ -38,6 +38,8 @@ class CheckpointFigures:
 @dataclass(frozen=True)
 class SharedFigures:
     read_headroom_fraction: Figure  # the data loader may need at most this share of the tier
+    # FSx for Lustre's $/GB-month: {deployment type: {MB/s per TiB: price}} (us-east-1)
+    fsx_usd_per_gb_month: Figure
 
 
 @dataclass(frozen=True)

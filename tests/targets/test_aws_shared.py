@@ -5,6 +5,7 @@ on destroy unless the blueprint says otherwise, and nothing created for an exist
 
 from __future__ import annotations
 
+import pytest
 from planhelp import AWS_TRAINING, of_type, one, plan, variant
 
 
@@ -87,3 +88,42 @@ def test_without_a_shared_tier_the_role_has_nothing_to_do(tmp_path):
     got = _configure_vars(plan(tmp_path, AWS_TRAINING))
     assert got["shared_storage_type"] == "none"
     assert not any(k.startswith("shared_storage_address") for k in got)
+
+
+def _cost(tmp_path, doc):
+    from planhelp import write_blueprint
+
+    from rackform.blueprint.loader import load_effective
+    from rackform.engine import compile_effective
+
+    return compile_effective(load_effective(write_blueprint(tmp_path, doc))).cost
+
+
+def test_the_file_system_is_in_the_clusters_cost_and_so_in_the_diffs_delta(tmp_path):
+    without = _cost(tmp_path, AWS_TRAINING)
+    with_fsx = _cost(tmp_path, fsx(storage_tib=4.8, mbps_per_tib=250))
+    (line,) = [ln for ln in with_fsx.compute if ln.item.startswith("FSx")]
+    # 4,800 GB x $0.210/GB-month (PERSISTENT_2 at 250 MB/s/TiB, the catalog's us-east-1 price).
+    assert line.usd_per_month == 4800 * 0.210
+    assert "4,800 GB x 250 MB/s/TiB at $0.21/GB-month" in line.item
+    assert "aws-fsx-lustre-pricing" in line.source
+    # `rackform diff`'s cost delta is the difference of the totals: the file system's month.
+    assert with_fsx.usd_per_month - without.usd_per_month == pytest.approx(4800 * 0.210)
+    scratch = _cost(tmp_path, fsx(deployment="SCRATCH_2", storage_tib=1.2))
+    assert [ln.usd_per_month for ln in scratch.compute if ln.item.startswith("FSx")] == [
+        pytest.approx(1200 * 0.140)
+    ]
+
+
+def test_an_existing_file_system_is_not_this_stacks_cost(tmp_path):
+    cost = _cost(tmp_path, fsx(file_system_id="fs-0123456789abcdef0"))
+    assert not [ln for ln in cost.compute if ln.item.startswith("FSx")]
+    assert "the shared tier fs-0123456789abcdef0 is not created here: not priced" in cost.notes
+
+
+def test_the_catalog_prices_every_throughput_the_schema_offers():
+    from rackform.blueprint.schema.shared import PER_TIB
+    from rackform.catalog.preflight import load_preflight_figures
+
+    prices = load_preflight_figures().shared.fsx_usd_per_gb_month.value
+    assert {d: sorted(p) for d, p in prices.items()} == {d: sorted(t) for d, t in PER_TIB.items()}

@@ -49,6 +49,7 @@ def cost(plan: Basis) -> TargetCost:
                 f"{g.name} autoscales to {g.max_count} nodes: up to "
                 f"${g.max_count * price * hours:,.0f}/month"
             )
+    lines += _fsx(plan, notes)
     spot = None
     if t.market == "spot":
         spot = (lo, hi)
@@ -58,3 +59,27 @@ def cost(plan: Basis) -> TargetCost:
             f"${lo:,.2f}-${hi:,.2f}/hour"
         )
     return TargetCost(f"aws {t.market}", tuple(lines), spot, tuple(notes))
+
+
+def _fsx(plan: Basis, notes: list[str]) -> list[Line]:
+    """The FSx for Lustre file system the stack creates (storage.shared.fsx): its provisioned
+    capacity at the catalog's price for its deployment type and throughput. One named by id is
+    not this stack's to price; it is said so."""
+    fsx = plan.shared.fsx if plan.shared is not None else None
+    if fsx is None:
+        return []
+    if fsx.file_system_id:
+        notes.append(f"the shared tier {fsx.file_system_id} is not created here: not priced")
+        return []
+    price = plan.figures.shared.fsx_usd_per_gb_month
+    per_gb = price.value.get(fsx.deployment, {}).get(fsx.per_tib)
+    if per_gb is None:
+        notes.append(f"the catalog has no FSx price for {fsx.deployment} at {fsx.per_tib} MB/s/TiB")
+        return []
+    gb = round(fsx.storage_tib * 1000)  # FSx's "1.2 TiB" is 1,200 GiB, billed as 1,200 GB
+    month = gb * per_gb
+    what = (
+        f"FSx for Lustre {fsx.deployment} {gb:,} GB x {fsx.per_tib} MB/s/TiB"
+        f" at ${per_gb:g}/GB-month"
+    )
+    return [Line(what, month / plan.figures.cost.hours_per_month.value, month, src(price))]
