@@ -1,6 +1,8 @@
 """The resumable job's training (validators/resumable.py starts it, with its signal flags
 already set): the smoke job's model and training loop, checkpointed every `--checkpoint-every`
-steps and when a signal asks, resumed from the newest checkpoint every node holds."""
+steps and when a signal asks, resumed from the newest checkpoint every node holds. With
+`--object-tier s3://BUCKET/PREFIX` each checkpoint is also copied there in the background
+(validators/tier.py), and a node that lost its copy restores the newest one from there."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from validators import checkpoint, report, slurm_env
 from validators.args import add_mfu, add_training, on_gpu, resolve_training
 from validators.model import GPT, params_for_flops
 from validators.resume import EXIT_STOPPED, Signals, Store, common_step
+from validators.tier import ObjectTier, TierError
+from validators.tier import parse as tier_url
 from validators.train import Faults, TrainResult, train
 from validators.train_checks import replicas_check, training_checks
 
@@ -40,9 +44,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--report", help="The JSON report (default: report.json there).")
     p.add_argument("--loss-drop", type=float, default=0.2, help="Loss must fall by this fraction.")
     p.add_argument("--collective-timeout-s", type=float, default=300.0)
+    p.add_argument(
+        "--object-tier",
+        help="Also copy each checkpoint to s3://BUCKET/PREFIX in the background (the newest"
+        " --keep kept); a node without its local copy restores from there.",
+    )
+    p.add_argument(
+        "--tier-wait-s", type=float, default=120.0, help="At the end, wait this long for copies."
+    )
     add_mfu(p)
     args = p.parse_args(argv)
     resolve_training(p, args)
+    if args.object_tier:
+        try:
+            tier_url(args.object_tier)
+        except TierError as e:
+            p.error(str(e))
     if not args.checkpoint_dir:
         p.error("no checkpoint directory: pass --checkpoint-dir or set RACKFORM_CHECKPOINT_DIR")
     if args.checkpoint_every < 1:
@@ -69,6 +86,16 @@ class Job:
             group_size=local_world, backend="gloo", timeout=timeout
         )
         self.store = Store(args.checkpoint_dir, args.keep)
+        # The object tier, on each node's first rank: every node restores its own copy, and the
+        # first node's copies go up (every node holds the same checkpoint).
+        self.tier: ObjectTier | None = None
+        self._tier_error: str | None = None
+        if args.object_tier and self.leader:
+            try:
+                self.tier = ObjectTier(args.object_tier, args.keep)
+            except TierError as e:
+                self._tier_error = str(e)
+        self.copies_asked = 0
         torch.manual_seed(args.seed)  # the same initial weights on every rank
         self.model = GPT(args.model).to(device)
         self.net = DDP(self.model, device_ids=[local_rank] if device.type == "cuda" else None)
@@ -95,6 +122,7 @@ class Job:
     def resume(self) -> None:
         """Load the newest checkpoint every node holds; the weights, optimizer state, step and
         the record of the runs before continue from there."""
+        restored = self._restore()
         here: list = [None] * self.world
         dist.all_gather_object(here, self.store.steps(), group=self.cpu)
         step = common_step(here)
@@ -121,6 +149,7 @@ class Job:
                 "checkpoint_time": last["time"],
                 "checkpoint_why": last["why"],
                 "age_s": round(time.time() - last["time"], 3),
+                **({"restored_from_tier": restored} if restored else {}),
             }
         self.step = step
         self.run = {
@@ -131,6 +160,28 @@ class Job:
             "slurm_restart_count": (slurm_env.facts() or {}).get("restart_count"),
         }
         self.progress["runs"].append(self.run)
+
+    def _restore(self) -> dict | None:
+        """On each node's first rank: where the object tier holds a newer checkpoint than the
+        node's directory (a node that lost its copy), download it there. Collective: a failure
+        on any node ends the job on every node, saying which."""
+        err, restored = self._tier_error, None
+        if self.tier is not None and err is None:
+            try:
+                remote, local = self.tier.steps(), self.store.steps()
+                if remote and remote[-1] > max(local, default=0):
+                    step = remote[-1]
+                    os.makedirs(self.store.root, exist_ok=True)
+                    start = time.time()
+                    n = self.tier.restore(step, self.store.staging(step), self.store.path(step))
+                    restored = {"step": step, "from": self.tier.url, "bytes": n,
+                                "seconds": round(time.time() - start, 3)}  # fmt: skip
+            except Exception as exc:  # the store's and boto3's errors alike
+                err = f"restoring from {self.args.object_tier}: {type(exc).__name__}: {exc}"
+        err = self._agree(err and f"{os.uname().nodename}: {err}")
+        if err:
+            raise SystemExit(f"resumable: {err}")
+        return restored
 
     def stop_here(self, step: int) -> bool:
         """After each step: whether to stop for a checkpoint, decided by all ranks at once
@@ -161,7 +212,10 @@ class Job:
         self.progress["checkpoints"].append({"step": self.step, "why": why, "time": time.time()})
         self.run["to_step"] = self.step
         if self.leader:
-            self.store.publish(self.step, self.progress)
+            path = self.store.publish(self.step, self.progress)
+            if self.tier is not None and self.rank == 0:
+                self.tier.put(self.step, path)
+                self.copies_asked += 1
         dist.barrier(group=self.cpu)
 
     def train(self) -> None:
@@ -215,6 +269,10 @@ class Job:
         else:
             checks.append(steps_check(self.step, a.steps, self.run["ended"]))
             metrics["losses"] = self.progress["losses"]
+        tier = None
+        if self.tier is not None and self.rank == 0:
+            tier = self.tier.close(a.tier_wait_s)
+            checks.append(tier_check(tier, self.copies_asked, a.tier_wait_s))
         return report.make(
             checks,
             complete=done,
@@ -232,7 +290,29 @@ class Job:
             runs=self.progress["runs"],
             checkpoints=self.progress["checkpoints"],
             metrics=metrics,
+            **({"object_tier": tier} if tier is not None else {}),
         )
+
+
+def tier_check(tier: dict, asked: int, waited_s: float) -> report.Check:
+    """Every checkpoint this run wrote is complete on the object tier: its copies' count,
+    throughput and lag (from the checkpoint's publishing to its copy being complete)."""
+    copies, errors = tier["copies"], tier["errors"]
+    measured = f"{len(copies)}/{asked} copied"
+    if errors or tier["unfinished"] or len(copies) < asked:
+        why = "; ".join(errors) or f"copies still running after {waited_s:g} s"
+        return report.failed(
+            "checkpoint_tier", f"{tier['url']}: {why}", measured=measured,
+            expected=f"{asked}/{asked} copied", op="==",
+        )  # fmt: skip
+    if not copies:
+        return report.not_run("checkpoint_tier", "no checkpoint written in this run")
+    gbps = sum(c["bytes"] for c in copies) / max(1e-9, sum(c["seconds"] for c in copies)) / 1e9
+    detail = (
+        f"{tier['url']}: {sum(c['bytes'] for c in copies) / 1e6:,.1f} MB at {gbps:.3f} GB/s,"
+        f" lag up to {max(c['lag_s'] for c in copies):.1f} s"
+    )
+    return report.Check("checkpoint_tier", report.PASS, measured, measured, "", "==", detail)
 
 
 def final_checks(

@@ -29,7 +29,7 @@ from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
 from validators.model import config
 from validators.report import FAIL, NOT_RUN, PASS, Check
-from validators.resumable_train import steps_check
+from validators.resumable_train import steps_check, tier_check
 from validators.train import TrainResult
 from validators.train_checks import replicas_verdict, training_checks
 
@@ -130,6 +130,9 @@ def storage_with(monkeypatch, gbps, error=None, minimum=4.0, tmp_path=None) -> C
     return hostcheck.storage_check(str(tmp_path), 64, minimum)
 
 
+COPY = {"step": 10, "bytes": 1 << 20, "seconds": 0.5, "gbps": 0.002, "lag_s": 0.6}
+
+
 def shared(mount: Path) -> list[Check]:
     """The shared tier's three checks on `mount` (run, peers and a rate given)."""
     args = argparse.Namespace(
@@ -224,6 +227,16 @@ CASES: list[tuple[str, str, str, Callable]] = [
      lambda monkeypatch, tmp_path: shared(tmp_path)[2]),
     ("shared_visible", "no peers given", NOT_RUN,
      lambda monkeypatch, tmp_path: shared_checks.visible_check(str(tmp_path), "r", "a", [], 1)),
+    # the resumable job's copies to object storage
+    ("checkpoint_tier", "the store refused a copy", FAIL,
+     lambda: tier_check({"url": "s3://b/p", "copies": [], "errors": ["step 10: NoSuchBucket"],
+                         "unfinished": False}, 1, 60)),
+    ("checkpoint_tier", "a copy still running at the deadline", FAIL,
+     lambda: tier_check({"url": "s3://b/p", "copies": [COPY], "errors": [], "unfinished": True}, 2, 60)),
+    ("checkpoint_tier", "fewer copies than checkpoints, no error said", FAIL,
+     lambda: tier_check({"url": "s3://b/p", "copies": [COPY], "errors": [], "unfinished": False}, 2, 60)),
+    ("checkpoint_tier", "no checkpoint in this run", NOT_RUN,
+     lambda: tier_check({"url": "s3://b/p", "copies": [], "errors": [], "unfinished": False}, 0, 60)),
     # the job: the nodes and GPUs
     ("node_count", "1 node where the group has 4 (a local run)", FAIL,
      lambda: node_count(1, 4, ["n1"])),

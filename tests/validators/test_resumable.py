@@ -8,14 +8,17 @@ a checkpoint at once and training goes on."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 from loopback import free_port
+from moto_server import moto_server
 from smoke_helpers import ROOT, env
 
 from validators.resume import EXIT_STOPPED
@@ -45,7 +48,9 @@ runpy.run_module("validators.resumable", run_name="__main__", alter_sys=True)
 """
 
 
-def start(ck: Path, *args: str, gate: Path | None = None) -> list[subprocess.Popen]:
+def start(
+    ck: Path, *args: str, gate: Path | None = None, more_env: dict | None = None
+) -> list[subprocess.Popen]:
     """Two ranks of one Slurm job step on this node (what srun gives each task); with `gate`,
     their `import torch` waits until that file exists."""
     port = str(free_port())
@@ -64,7 +69,7 @@ def start(ck: Path, *args: str, gate: Path | None = None) -> list[subprocess.Pop
                     *ARGS,
                     *args,
                 ],
-                env={**e, **task},
+                env={**e, **task, **(more_env or {})},
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -141,6 +146,44 @@ def test_a_job_stopped_by_sigterm_resumes_where_it_saved_and_ends_as_if_never_st
     assert losses(ck, 120) == losses(uninterrupted, 120)
     assert doc["job"]["slurm"]["job_id"] == "4242"
     assert sorted(p.name for p in ck.glob("step-*")) == ["step-00000110", "step-00000120"]
+
+
+def test_a_node_that_lost_its_copy_resumes_from_the_object_tier(tmp_path, uninterrupted):
+    """Each checkpoint goes to moto's S3 on loopback in the background; the node's directory
+    is then lost (a replaced node) and the requeued job restores the newest copy from the tier
+    and ends as if never stopped."""
+    with moto_server() as endpoint:
+        aws = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint}  # fmt: skip
+        s3 = boto3.client("s3", **{"endpoint_url": endpoint, "region_name": "us-east-1",
+                                   "aws_access_key_id": "testing", "aws_secret_access_key": "testing"})  # fmt: skip
+        s3.create_bucket(Bucket="ckpts")
+        tier = ("--object-tier", "s3://ckpts/llm/run-7")
+        ck = tmp_path / "ck"
+        ck.mkdir()
+        procs = start(ck, *tier, more_env=aws)
+        signal_after_checkpoint(procs, ck, signal.SIGTERM)
+        assert finish(procs) == [EXIT_STOPPED, EXIT_STOPPED]
+        stopped = json.loads((ck / "report.json").read_text())
+        saved = stopped["checkpoints"][-1]["step"]
+        copied = stopped["object_tier"]["copies"]
+        # Every checkpoint of the run went up (the SIGTERM one included), with its figures.
+        assert [c["step"] for c in copied] == [c["step"] for c in stopped["checkpoints"]]
+        assert copied[-1]["step"] == saved and all(c["lag_s"] >= 0 for c in copied)
+        tiered = next(c for c in stopped["checks"] if c["name"] == "checkpoint_tier")
+        assert tiered["status"] == "pass" and "lag up to" in tiered["detail"], tiered
+
+        shutil.rmtree(ck)  # the node lost its array
+        ck.mkdir()
+        assert finish(start(ck, *tier, more_env=aws)) == [0, 0]
+        doc = json.loads((ck / "report.json").read_text())
+        assert doc["ok"] and doc["complete"] and doc["resume"]["from_step"] == saved
+        restored = doc["resume"]["restored_from_tier"]
+        assert restored["step"] == saved and restored["from"] == "s3://ckpts/llm/run-7"
+        assert losses(ck, 120) == losses(uninterrupted, 120)
+        # The tier keeps the newest --keep (2) copies, as the node's directory does.
+        keys = {o["Key"].split("/")[2] for o in s3.list_objects_v2(Bucket="ckpts")["Contents"]}
+        assert keys == {"step-00000110", "step-00000120"}
 
 
 def test_sigusr1_writes_a_checkpoint_at_once_and_training_goes_on(tmp_path):

@@ -1,5 +1,6 @@
-"""moto's AWS server on loopback for the reap tests: EC2 and Auto Scaling as boto3 sees them over
-HTTP, with clients that sign with dummy credentials and record every operation they call.
+"""moto's AWS server on loopback (reap's EC2 and Auto Scaling, a node's artifact bucket, the
+object tier's S3), as boto3 sees it over HTTP, with clients that sign with dummy credentials and
+record every operation they call.
 
 moto keeps its state in this process (ThreadedMotoServer serves the same backends), so `Aws.reset`
 empties it between tests, and `Aws.launched` can set what the API cannot: how long ago an

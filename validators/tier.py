@@ -1,0 +1,180 @@
+"""Checkpoints tiered to object storage (S3, or any store that speaks its API): the job writes
+each checkpoint to the node's array as before, and a background thread copies it to
+`s3://BUCKET/PREFIX/step-NNNNNNNN/`, so training never waits on the object store. A copy is
+complete only once its manifest (`COMPLETE`: every file and its size) is written, last: a copy
+cut short is never restored. The newest `keep` complete copies are kept, older ones deleted.
+
+A node that lost its local copy (a replaced node, a wiped array) restores the newest complete
+copy into its checkpoint directory before the job resumes. The endpoint and credentials are
+boto3's own (`AWS_ENDPOINT_URL_S3` for a store other than AWS's), and boto3 is needed only
+where a job asks for the tier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+MANIFEST = "COMPLETE"
+_URL = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?$")
+_STEP = re.compile(r"step-(\d{8})/" + MANIFEST + "$")
+
+
+class TierError(RuntimeError):
+    """The object tier cannot be used (a bad URL, no boto3, the store refused)."""
+
+
+def parse(url: str) -> tuple[str, str]:
+    m = _URL.match(url or "")
+    if not m:
+        raise TierError(f"{url!r} is not an object-tier URL: write s3://BUCKET/PREFIX")
+    return m.group(1), (m.group(2) or "").strip("/")
+
+
+def client():
+    try:
+        import boto3  # optional: only a job with --object-tier needs it
+    except ImportError:
+        raise TierError("the object tier needs boto3 in the job's Python environment") from None
+    return boto3.client("s3")
+
+
+@dataclass
+class Copy:
+    step: int
+    bytes: int
+    seconds: float
+    lag_s: float  # from the checkpoint's publishing on the node to its copy being complete
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "step": self.step,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "gbps": round(self.gbps, 4),
+            "lag_s": round(self.lag_s, 3),
+        }
+
+
+@dataclass
+class ObjectTier:
+    url: str
+    keep: int = 2
+    s3: Any = None
+    copies: list[Copy] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.bucket, self.prefix = parse(self.url)
+        self.s3 = self.s3 if self.s3 is not None else client()
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def key(self, step: int, rel: str = "") -> str:
+        return "/".join(p for p in (self.prefix, f"step-{step:08d}", rel) if p)
+
+    # ------------------------------------------------------------------ copying up
+
+    def put(self, step: int, path: str) -> None:
+        """Copy the published checkpoint `path` in the background (in order, one at a time)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="object-tier", daemon=True)
+            self._thread.start()
+        self._queue.put((step, path, time.time()))
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self._copy(*item)
+            except Exception as exc:  # recorded and reported, never raised into training
+                self.errors.append(f"step {item[0]}: {type(exc).__name__}: {exc}")
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+
+    def _copy(self, step: int, path: str, published: float) -> None:
+        start, files = time.time(), []
+        for root, _dirs, names in os.walk(path):
+            for name in sorted(names):
+                local = os.path.join(root, name)
+                rel = os.path.relpath(local, path)
+                self.s3.upload_file(local, self.bucket, self.key(step, rel))
+                files.append({"path": rel, "size": os.path.getsize(local)})
+        total = sum(f["size"] for f in files)
+        body = json.dumps({"step": step, "files": files, "bytes": total}).encode()
+        self.s3.put_object(Bucket=self.bucket, Key=self.key(step, MANIFEST), Body=body)
+        done = time.time()
+        self.copies.append(Copy(step, total, done - start, done - published))
+        self._prune()
+
+    def _prune(self) -> None:
+        for old in self.steps()[: -max(1, self.keep)]:
+            # The manifest first: a copy being deleted is never taken for a complete one.
+            self.s3.delete_object(Bucket=self.bucket, Key=self.key(old, MANIFEST))
+            for key in self._keys(self.key(old) + "/"):
+                self.s3.delete_object(Bucket=self.bucket, Key=key)
+
+    def close(self, timeout_s: float) -> dict:
+        """Wait up to `timeout_s` for the copies asked for, then say what happened."""
+        deadline = time.time() + timeout_s
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(max(0.0, deadline - time.time()))
+        pending = self._queue.qsize() if self._thread is not None and self._thread.is_alive() else 0
+        return {
+            "url": self.url,
+            "copies": [c.as_dict() for c in self.copies],
+            "errors": list(self.errors),
+            "unfinished": bool(self._thread is not None and self._thread.is_alive()),
+            "pending": pending,
+        }
+
+    # ------------------------------------------------------------------ reading back
+
+    def _keys(self, prefix: str) -> list[str]:
+        out, token = [], None
+        while True:
+            kw = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                kw["ContinuationToken"] = token
+            page = self.s3.list_objects_v2(**kw)
+            out += [o["Key"] for o in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                return out
+            token = page["NextContinuationToken"]
+
+    def steps(self) -> list[int]:
+        """The complete copies, oldest first."""
+        base = f"{self.prefix}/" if self.prefix else ""
+        found = (_STEP.search(k[len(base) :]) for k in self._keys(base))
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def restore(self, step: int, staging: str, final: str) -> int:
+        """Download the complete copy of `step` into `staging`, each file's size checked
+        against the manifest, then rename it to `final`. Returns the bytes read."""
+        obj = self.s3.get_object(Bucket=self.bucket, Key=self.key(step, MANIFEST))
+        manifest = json.loads(obj["Body"].read())
+        shutil.rmtree(staging, ignore_errors=True)
+        for f in manifest["files"]:
+            local = os.path.join(staging, f["path"])
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            self.s3.download_file(self.bucket, self.key(step, f["path"]), local)
+            if os.path.getsize(local) != f["size"]:
+                raise TierError(
+                    f"{self.key(step, f['path'])}: {os.path.getsize(local)} bytes, the manifest"
+                    f" says {f['size']}"
+                )
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(staging, final)
+        return int(manifest["bytes"])
