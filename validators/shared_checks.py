@@ -14,6 +14,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -148,6 +149,10 @@ def visible_check(
     others = [p for p in peers if p != node]
     seen: set[str] = set()
     while True:
+        # Listing the directory revalidates it (NFS's close-to-open): a peer's new file is seen
+        # at once instead of after the client's cached "no such file" expires (up to acdirmax).
+        with contextlib.suppress(OSError):
+            os.listdir(d)
         for peer in others:
             if peer not in seen and _fresh(os.path.join(d, peer), peer, run, start):
                 seen.add(peer)

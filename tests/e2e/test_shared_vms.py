@@ -39,7 +39,7 @@ SHARED = {
     "users": [{"name": "ml-train", "uid": 3101}],
 }
 # The data-loading check's rate, declared: the VMs have no GPUs to size it from.
-READ_GBPS = 0.01
+READ_GBPS = 0.002
 # Back to a VM without the tier, whatever this file (or a failed run of it) left.
 UNDO = (
     "systemctl disable --now rackform-shared-storage-check.service 2>/dev/null;"
