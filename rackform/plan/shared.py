@@ -32,6 +32,11 @@ def data_rate(plan: Basis, groups: tuple[NodeGroupPlan, ...] | None = None) -> D
     return DataRate(tokens, tokens * w.read_bytes_per_token / 1e9)
 
 
+# EFS's recommended NFS mount options ("Recommended NFS mount settings", EFS user guide): NFS 4.1,
+# 1 MiB reads and writes, hard, a 60 s timeout, 2 retransmissions, noresvport (a new source port
+# when the connection is re-made, so a network recovery event keeps the mount).
+EFS_OPTIONS = ("rsize=1048576", "wsize=1048576", "timeo=600", "retrans=2", "noresvport")
+EFS_NFS_VERSION = "4.1"
 # FSx for Lustre's mount options ("Mounting from an Amazon EC2 instance" and "Mounting Amazon FSx
 # automatically", FSx for Lustre user guide): relatime and flock; the role adds _netdev.
 FSX_OPTIONS = ("relatime", "flock")
@@ -40,7 +45,8 @@ FSX_OPTIONS = ("relatime", "flock")
 def shared_vars(shared: SharedStorage | None, interface: str) -> dict[str, Any]:
     """`shared_storage_*`; type none where the blueprint declares no shared tier (the role then
     does nothing). FSx's address and mount name come from the stack once it has created (or
-    looked up) the file system (`role_outputs` of the AWS cluster); empty until then."""
+    looked up) the file system (`role_outputs` of the AWS cluster), as does EFS's DNS name;
+    empty until then."""
     if shared is None:
         return {"shared_storage_type": "none"}
     users = [{"name": u.name, "uid": u.uid, "group": u.group or u.name} for u in shared.users]
@@ -64,6 +70,18 @@ def shared_vars(shared: SharedStorage | None, interface: str) -> dict[str, Any]:
             "shared_storage_server_host": "",
             "shared_storage_interface": interface,
         }
+    if shared.efs is not None:
+        # Its DNS name comes from the stack (`role_outputs`); the export is the file system's root.
+        return {
+            **common,
+            "shared_storage_type": "nfs",
+            "shared_storage_address": "",
+            "shared_storage_export": "/",
+            "shared_storage_options": list(EFS_OPTIONS),
+            "shared_storage_nfs_version": EFS_NFS_VERSION,
+            "shared_storage_server_host": "",
+            "shared_storage_interface": interface,
+        }
     s = shared.server
     return {
         **common,
@@ -71,6 +89,7 @@ def shared_vars(shared: SharedStorage | None, interface: str) -> dict[str, Any]:
         "shared_storage_address": s.address or "",
         "shared_storage_export": s.export,
         "shared_storage_options": [o for o in s.options.split(",") if o],
+        "shared_storage_nfs_version": s.nfs_version,
         "shared_storage_server_host": s.host or "",
         "shared_storage_interface": interface,
     }

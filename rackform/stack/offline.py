@@ -35,8 +35,11 @@ KNOWN_AFTER_UP = "(known after up)"
 # Attributes the engine would only know after creating the resource: shown as `<name>.<attr>`,
 # a reference a reader can follow, rather than an invented value.
 COMPUTED = ("arn", "name", "latestVersion")
-# ...and a type's own: what FSx for Lustre gives the nodes to mount (its DNS name, mount name).
-COMPUTED_BY_TYPE = {"aws:fsx/lustreFileSystem:LustreFileSystem": ("dnsName", "mountName")}
+# ...and a type's own: what FSx for Lustre and EFS give the nodes to mount (DNS and mount names).
+COMPUTED_BY_TYPE = {
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("dnsName", "mountName"),
+    "aws:efs/fileSystem:FileSystem": ("dnsName",),
+}
 # Attributes left unknown, as in a real preview: the instances' addresses, and the name of a new
 # autoscaling group (so the lookup of its instances stays unknown too, as it would before `up`).
 UNKNOWN_OUTPUTS = {

@@ -94,6 +94,8 @@ def on_metal(shared: str) -> str:
         (on_aws, "    fsx: {}"),
         (on_aws, "    fsx: {deployment: SCRATCH_2, storage_tib: 9.6, import_path: 's3://ml-datasets/tokens/'}"),
         (on_aws, "    fsx: {file_system_id: fs-0123456789abcdef0}"),
+        (on_aws, "    holds: [home]\n    efs: {throughput_mode: bursting}"),
+        (on_aws, "    holds: [home]\n    efs: {file_system_id: fs-0abc1234, retain: false}"),
         (on_metal, "    server: {type: nfs, address: 10.0.9.5, export: /export/data, options: nconnect=8}"),
         (on_metal, "    holds: [datasets, checkpoints, home]\n    mount: /lustre\n    server: {type: lustre, address: mgs-01, export: fs1}"),
         # A small site: the NFS server is one of the blueprint's hosts; users with the same ids.
@@ -112,6 +114,9 @@ def test_a_tier_the_target_offers_is_valid(tmp_path, template, shared):
     ("template", "shared", "where", "message"),
     [
         (on_metal, "    fsx: {}", ":14:", "storage.shared.fsx: fsx is not a data tier on bare_metal"),
+        (on_metal, "    efs: {}", ":14:", "storage.shared.efs: efs is not a data tier on bare_metal"),
+        (on_aws, "    fsx: {}\n    efs: {}", ":10:", "give exactly one of server (an NFS or Lustre server), fsx or efs"),
+        (on_aws, "    efs: {throughput_mode: provisioned}", ":9:", "throughput_mode"),
         (on_aws, "    fsx: {storage_tib: 3}", ":9:", "3 TiB is not an FSx for Lustre SSD capacity"),
         (on_aws, "    fsx:\n      deployment: PERSISTENT_1\n      mbps_per_tib: 125", ":11:",
          "storage.shared.fsx.mbps_per_tib: PERSISTENT_1 offers 50, 100, 200 MB/s per TiB, not 125"),

@@ -127,3 +127,36 @@ def test_the_catalog_prices_every_throughput_the_schema_offers():
 
     prices = load_preflight_figures().shared.fsx_usd_per_gb_month.value
     assert {d: sorted(p) for d, p in prices.items()} == {d: sorted(t) for d, t in PER_TIB.items()}
+
+
+def efs(**kw) -> dict:
+    return variant(AWS_TRAINING, **{"storage": {"shared": {"holds": ["home"], "efs": kw}}})
+
+
+def test_efs_with_a_mount_target_in_the_nodes_subnet_mounted_as_nfs_41(tmp_path):
+    records = plan(tmp_path, efs())
+    fs = one(records, "efs/fileSystem:FileSystem")
+    assert fs.inputs["encrypted"] is True and fs.inputs["throughputMode"] == "elastic"
+    assert fs.retain_on_delete
+    mt = one(records, "efs/mountTarget:MountTarget")
+    (subnet,) = [r for r in of_type(records, "ec2/subnet:Subnet") if r.name.endswith("-nodes")]
+    assert mt.inputs["subnetId"] == f"<{subnet.name}>.id"
+    assert mt.inputs["fileSystemId"] == f"<{fs.name}>.id"
+    got = _configure_vars(records)
+    # EFS's recommended NFS settings, its DNS name from the stack, the file system's root.
+    assert got["shared_storage_type"] == "nfs" and got["shared_storage_nfs_version"] == "4.1"
+    assert got["shared_storage_address"] == f"<{fs.name}>.dnsName"
+    assert got["shared_storage_export"] == "/"
+    assert got["shared_storage_options"] == [
+        "rsize=1048576", "wsize=1048576", "timeo=600", "retrans=2", "noresvport",
+    ]  # fmt: skip
+
+
+def test_an_existing_efs_is_read_not_created_nor_priced(tmp_path):
+    records = plan(tmp_path, efs(file_system_id="fs-0abc1234", retain=False))
+    assert of_type(records, "efs/fileSystem:FileSystem") == []
+    assert of_type(records, "efs/mountTarget:MountTarget") == []
+    got = _configure_vars(records)
+    assert got["shared_storage_address"] == "<t-train-default-shared-existing>.dnsName"
+    cost = _cost(tmp_path, efs())
+    assert "the EFS shared tier is billed by what it holds and moves: not priced" in cost.notes

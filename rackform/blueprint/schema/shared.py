@@ -58,6 +58,12 @@ class SharedServer(Strict):
         str,
         Field(description="Mount options beyond rackform's (e.g. nconnect=8 for NFS)."),
     ] = ""
+    nfs_version: Annotated[
+        Literal["4.2", "4.1", "4.0", "3"],
+        Field(
+            description="NFS only: the protocol version the server speaks (4.2 unless it is older)."
+        ),
+    ] = "4.2"
     read_gbps: Annotated[
         float | None,
         Field(
@@ -203,6 +209,42 @@ class FsxLustre(Strict):
         return self.storage_tib * self.per_tib / 1000
 
 
+class Efs(Strict):
+    """Amazon EFS (AWS), for home directories and code: created by the stack with a mount target
+    in the nodes' subnet, or an existing one by id (reachable from the nodes' subnet already)."""
+
+    file_system_id: Annotated[
+        str | None,
+        Field(
+            description="An existing file system to mount instead of creating one.",
+            pattern=r"^fs-[0-9a-f]{8,17}$",
+        ),
+    ] = None
+    throughput_mode: Annotated[
+        Literal["elastic", "bursting"],
+        Field(
+            description="elastic: throughput scales with the load, billed per GB transferred; bursting: grows with the data stored."
+        ),
+    ] = "elastic"
+    retain: Annotated[
+        bool,
+        Field(
+            description="`rackform destroy` (and reap's destroy) leave the file system and its data; false: it goes with the stack."
+        ),
+    ] = True
+    read_gbps: Annotated[
+        float | None,
+        Field(
+            description="What it delivers to the cluster reading at once (GB/s), for the data-loading check; EFS's depends on its mode and load.",
+            gt=0,
+        ),
+    ] = None
+    write_gbps: Annotated[
+        float | None,
+        Field(description="...and writing at once (GB/s), for the checkpoint check.", gt=0),
+    ] = None
+
+
 class SharedStorage(Strict):
     mount: Annotated[str, Field(description="Where every node mounts it.", pattern=r"^/\S*$")] = (
         "/shared"
@@ -218,6 +260,9 @@ class SharedStorage(Strict):
         SharedServer | None, Field(description="An existing NFS or Lustre server.")
     ] = None
     fsx: Annotated[FsxLustre | None, Field(description="FSx for Lustre (AWS).")] = None
+    efs: Annotated[
+        Efs | None, Field(description="Amazon EFS (AWS): home directories and code.")
+    ] = None
     users: Annotated[
         tuple[SharedUser, ...],
         Field(
@@ -240,10 +285,11 @@ class SharedStorage(Strict):
     @model_validator(mode="after")
     def _one(self) -> SharedStorage:
         out = []
-        if (self.server is None) == (self.fsx is None):
+        given = [k for k in ("server", "fsx", "efs") if getattr(self, k) is not None]
+        if len(given) != 1:
             out.append(Violation(
-                ("fsx",) if self.fsx is not None else (),
-                "give exactly one of server (an NFS or Lustre server) or fsx (AWS)",
+                (given[-1],) if given else (),
+                "give exactly one of server (an NFS or Lustre server), fsx or efs (AWS)",
                 "keep the one the cluster mounts",
             ))  # fmt: skip
         out += [
@@ -284,19 +330,25 @@ class SharedStorage(Strict):
 
     @property
     def kind(self) -> str:
-        return "fsx" if self.fsx is not None else "server"
+        return "fsx" if self.fsx is not None else "efs" if self.efs is not None else "server"
 
     @property
     def read_gbps(self) -> float | None:
-        return self.fsx.gbps if self.fsx is not None else self.server.read_gbps
+        if self.fsx is not None:
+            return self.fsx.gbps
+        return (self.efs or self.server).read_gbps
 
     @property
     def write_gbps(self) -> float | None:
-        return self.fsx.gbps if self.fsx is not None else self.server.write_gbps
+        if self.fsx is not None:
+            return self.fsx.gbps
+        return (self.efs or self.server).write_gbps
 
     def describe(self) -> str:
         if self.fsx is not None:
             f = self.fsx
             return f"FSx for Lustre {f.deployment}, {f.storage_tib:g} TiB x {f.per_tib} MB/s/TiB"
+        if self.efs is not None:
+            return f"EFS {self.efs.file_system_id or '(created by the stack)'}, {self.efs.throughput_mode}"
         s = self.server
         return f"{s.type.upper()} {s.address or s.host}:{s.export}"

@@ -117,7 +117,7 @@ class AwsCluster(pulumi.ComponentResource):
             ).name
 
         self.shared = None
-        if plan.shared is not None and plan.shared.fsx is not None:
+        if plan.shared is not None and plan.shared.kind in ("fsx", "efs"):
             self.shared = AwsSharedStorage(
                 f"{name}-shared", plan, self.network.subnet, self.network.security_group, opts=child
             )

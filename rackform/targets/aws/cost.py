@@ -65,6 +65,11 @@ def _fsx(plan: Basis, notes: list[str]) -> list[Line]:
     """The FSx for Lustre file system the stack creates (storage.shared.fsx): its provisioned
     capacity at the catalog's price for its deployment type and throughput. One named by id is
     not this stack's to price; it is said so."""
+    if plan.shared is not None and plan.shared.efs is not None:
+        # EFS bills what it holds (and, elastic, each GB read and written), not a provisioned
+        # size: nothing the blueprint says gives its month.
+        notes.append("the EFS shared tier is billed by what it holds and moves: not priced")
+        return []
     fsx = plan.shared.fsx if plan.shared is not None else None
     if fsx is None:
         return []

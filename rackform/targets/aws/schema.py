@@ -300,8 +300,8 @@ class AwsSchema(TargetSchema):
         return (*super().heal_actions(), "replace")
 
     def shared_kinds(self) -> tuple[str, ...]:
-        # FSx for Lustre, created in the nodes' subnet or named by id.
-        return (*super().shared_kinds(), "fsx")
+        # FSx for Lustre and EFS, created in the nodes' subnet or named by id.
+        return (*super().shared_kinds(), "fsx", "efs")
 
 
 SCHEMA = AwsSchema()

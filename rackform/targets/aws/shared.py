@@ -1,4 +1,4 @@
-"""FSx for Lustre as the cluster's shared tier (storage.shared.fsx), in the nodes' subnet and
+"""FSx for Lustre (or EFS, below) as the cluster's shared tier (storage.shared.fsx), in the nodes' subnet and
 their security group, whose rule admitting all traffic between its members covers what Lustre
 needs: TCP 988 and 1018-1023 from the clients and among the file servers ("File system access
 control with Amazon VPC", FSx for Lustre user guide). The datasets' S3 bucket is linked as a
@@ -29,6 +29,9 @@ class AwsSharedStorage(pulumi.ComponentResource):
 
     def __init__(self, name: str, plan: Plan, subnet, security_group, opts=None):
         super().__init__("rackform:aws:SharedStorage", name, None, opts)
+        if plan.shared.efs is not None:
+            self._efs(name, plan, subnet, security_group)
+            return
         fsx = plan.shared.fsx
         if fsx.file_system_id:
             # Read, never managed: what the nodes mount (its DNS and mount names) comes from
@@ -83,8 +86,38 @@ class AwsSharedStorage(pulumi.ComponentResource):
             {"file_system_id": fs.id, "dns_name": fs.dns_name, "mount_name": fs.mount_name}
         )
 
+    def _efs(self, name: str, plan: Plan, subnet, security_group) -> None:
+        """EFS: the file system, encrypted at rest, and a mount target in the nodes' subnet and
+        their security group (whose all-traffic rule between members admits NFS, TCP 2049; EFS
+        user guide, "Using VPC security groups"). The nodes mount `DNS:/` (the file system's
+        DNS name resolves to the mount target in their Availability Zone). An existing one is
+        read by id: it must have a mount target the nodes reach already."""
+        efs = plan.shared.efs
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=efs.retain)
+        if efs.file_system_id:
+            fs = aws.efs.FileSystem.get(
+                f"{name}-existing", efs.file_system_id, opts=pulumi.ResourceOptions(parent=self)
+            )
+        else:
+            fs = aws.efs.FileSystem(
+                name,
+                encrypted=True,
+                throughput_mode=efs.throughput_mode,
+                tags=aws_tags(plan, name),
+                opts=keep,
+            )
+            aws.efs.MountTarget(
+                f"{name}-mount",
+                file_system_id=fs.id,
+                subnet_id=subnet.id,
+                security_groups=[security_group.id],
+                opts=keep,
+            )
+        self.file_system_id, self.dns_name, self.mount_name = fs.id, fs.dns_name, "/"
+        self.register_outputs({"file_system_id": fs.id, "dns_name": fs.dns_name})
+
     def role_vars(self) -> dict[str, pulumi.Input[str]]:
         """What the shared_storage role mounts, known once the file system exists: its DNS name
         and mount name (`mount -t lustre DNS@tcp:/MOUNTNAME`, FSx for Lustre user guide,
-        "Mounting from an Amazon EC2 instance")."""
+        "Mounting from an Amazon EC2 instance"; EFS: `DNS:/`)."""
         return {"shared_storage_address": self.dns_name, "shared_storage_export": self.mount_name}
