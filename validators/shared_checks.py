@@ -45,6 +45,21 @@ def _files(directory: str, limit: int) -> list[str]:
     return out
 
 
+def shared_dir(mount: str, *parts: str) -> str:
+    """`<mount>/.rackform/<parts...>`, each level made writable by every node (sticky, 1777):
+    on a tier that maps every node's root to nobody (NFS's root_squash), a directory one node
+    made with the usual 0755 would refuse the next node's files."""
+    path = mount
+    for part in (PROBE_DIR, *parts):
+        path = os.path.join(path, part)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o1777)  # mkdir's mode passes through the umask; chmod does not
+    return path
+
+
 def _drop(fd: int) -> None:
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -52,8 +67,7 @@ def _drop(fd: int) -> None:
 
 def _probe(mount: str, node: str, size: int) -> str:
     """The probe file (written once, full size, flushed to the tier)."""
-    d = os.path.join(mount, PROBE_DIR)
-    os.makedirs(d, exist_ok=True)
+    d = shared_dir(mount)
     path = os.path.join(d, f"read-probe-{node or socket.gethostname()}")
     if os.path.exists(path) and os.path.getsize(path) == size:
         return path
@@ -130,7 +144,7 @@ def visible_check(
     start = time.time()
     token = {"node": node, "run": run, "host": socket.gethostname(), "time": start}
     try:
-        os.makedirs(d, exist_ok=True)
+        shared_dir(mount, "validate", run)
         tmp = os.path.join(d, f".{node}.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(token, f)

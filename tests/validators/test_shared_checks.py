@@ -92,6 +92,8 @@ def test_a_node_that_sees_a_peers_old_file_is_not_fooled(tmp_path):
 def test_two_nodes_on_different_disks_both_fail(tmp_path):
     # Two "nodes" whose mount points are different directories: each writes, neither sees.
     a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
     with ThreadPoolExecutor(2) as pool:
         ca, cb = pool.map(
             lambda x: shared_checks.visible_check(str(x[0]), "r1", x[1], ["n1", "n2"], 0.5, 0.05),
@@ -157,3 +159,16 @@ def test_a_mounted_tier_runs_all_three(tmp_path, monkeypatch):
 def test_the_read_can_be_turned_off(tmp_path):
     c = shared_checks.read_check(str(tmp_path), None, 0, 1.0, 30, "n1")
     assert c.status == NOT_RUN and "disabled" in c.detail
+
+
+def test_the_directories_it_makes_take_every_nodes_files(tmp_path):
+    # Under root_squash each node's root is nobody on the tier: a 0755 directory one node made
+    # would refuse the others' files. Each level is made 1777, whatever the umask.
+    old = os.umask(0o022)
+    try:
+        shared_checks.visible_check(str(tmp_path), "r9", "n1", ["n1"], 0)
+    finally:
+        os.umask(old)
+    for d in (tmp_path / ".rackform", tmp_path / ".rackform" / "validate",
+              tmp_path / ".rackform" / "validate" / "r9"):  # fmt: skip
+        assert d.stat().st_mode & 0o7777 == 0o1777, d
