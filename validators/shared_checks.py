@@ -52,12 +52,26 @@ def shared_dir(mount: str, *parts: str) -> str:
     path = mount
     for part in (PROBE_DIR, *parts):
         path = os.path.join(path, part)
+        # Looked up first: an NFS server answers mkdir in a directory the node may not write
+        # to (the export's root, under root_squash) with EACCES even where the entry exists.
+        if os.path.isdir(path):
+            continue
         try:
             os.mkdir(path)
         except FileExistsError:
             continue
         os.chmod(path, 0o1777)  # mkdir's mode passes through the umask; chmod does not
     return path
+
+
+def _create(path: str):
+    """A new file for writing, made with O_EXCL (a stale one removed first). A plain
+    O_CREAT|O_TRUNC open fails as root on an NFS client under root_squash in a sticky
+    world-writable directory that another node made (the file comes back owned by nobody, and
+    fs.protected_regular, 2 on Debian, refuses it); an exclusive create is never refused so."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb")
 
 
 def _drop(fd: int) -> None:
@@ -72,7 +86,7 @@ def _probe(mount: str, node: str, size: int) -> str:
     if os.path.exists(path) and os.path.getsize(path) == size:
         return path
     block = os.urandom(1 << 20) * (BLOCK >> 20)
-    with open(path + ".tmp", "wb") as f:
+    with _create(path + ".tmp") as f:
         left = size
         while left > 0:
             left -= f.write(block[: min(left, BLOCK)])
@@ -146,8 +160,8 @@ def visible_check(
     try:
         shared_dir(mount, "validate", run)
         tmp = os.path.join(d, f".{node}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(token, f)
+        with _create(tmp) as f:
+            f.write(json.dumps(token).encode())
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, os.path.join(d, node))
