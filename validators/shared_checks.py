@@ -3,9 +3,10 @@
 - `shared_read`: a dataset shard read from the tier with the node's cached pages dropped first
   (posix_fadvise DONTNEED), bounded in time, against what the node's GPUs consume (the plan's
   tokens/s per node x bytes per token). It reads the dataset files themselves where the
-  datasets directory holds some, else a probe file it writes once under `<mount>/.rackform`.
+  datasets directory holds some, else a probe file it writes once under
+  `<mount>/.rackform/<node>/`.
 - `shared_visible`: the tier really is one file system: each node writes a token under
-  `<mount>/.rackform/validate/<run>/<node>` and must read back, within a deadline, the token
+  `<mount>/.rackform/validate/<run>/<node>/token` and must read back, within a deadline, the token
   every other node of the run wrote (a node that mounted nothing writes to its own disk and
   sees nobody; a token left by an earlier run is refused by its run id and time).
 
@@ -25,6 +26,7 @@ from validators.report import PASS, Check, compare, failed, not_run
 
 BLOCK = 8 << 20
 PROBE_DIR = ".rackform"
+TOKEN = "token"
 # The smallest read worth timing: below it, open and metadata round trips are the figure.
 MIN_READ_MB = 16
 
@@ -64,29 +66,31 @@ def shared_dir(mount: str, *parts: str) -> str:
     return path
 
 
-def _create(path: str):
-    """A new file for writing, made with O_EXCL (a stale one removed first). A plain
-    O_CREAT|O_TRUNC open fails as root on an NFS client under root_squash in a sticky
-    world-writable directory that another node made (the file comes back owned by nobody, and
-    fs.protected_regular, 2 on Debian, refuses it); an exclusive create is never refused so."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb")
-
-
 def _drop(fd: int) -> None:
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
+def own_dir(mount: str, node: str, *parts: str) -> str:
+    """This node's own directory under `shared_dir(mount, *parts)`: its files go there, never
+    straight into a sticky directory another node made. As root under root_squash a node is
+    nobody on the tier, and the file it makes there comes back owned by nobody, neither the
+    directory's owner nor root: Linux's fs.protected_regular (2 on Debian) then refuses root's
+    open of it, O_EXCL or not (seen on the testbed's NFS). In its own directory it is the owner."""
+    path = os.path.join(shared_dir(mount, *parts), node or socket.gethostname())
+    with contextlib.suppress(FileExistsError):
+        if not os.path.isdir(path):
+            os.mkdir(path)
+    return path
+
+
 def _probe(mount: str, node: str, size: int) -> str:
     """The probe file (written once, full size, flushed to the tier)."""
-    d = shared_dir(mount)
-    path = os.path.join(d, f"read-probe-{node or socket.gethostname()}")
+    path = os.path.join(own_dir(mount, node), "read-probe")
     if os.path.exists(path) and os.path.getsize(path) == size:
         return path
     block = os.urandom(1 << 20) * (BLOCK >> 20)
-    with _create(path + ".tmp") as f:
+    with open(path + ".tmp", "wb") as f:
         left = size
         while left > 0:
             left -= f.write(block[: min(left, BLOCK)])
@@ -158,13 +162,12 @@ def visible_check(
     start = time.time()
     token = {"node": node, "run": run, "host": socket.gethostname(), "time": start}
     try:
-        shared_dir(mount, "validate", run)
-        tmp = os.path.join(d, f".{node}.tmp")
-        with _create(tmp) as f:
-            f.write(json.dumps(token).encode())
+        mine = own_dir(mount, node, "validate", run)
+        with open(os.path.join(mine, ".token.tmp"), "w", encoding="utf-8") as f:
+            json.dump(token, f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(d, node))
+        os.replace(os.path.join(mine, ".token.tmp"), os.path.join(mine, TOKEN))
     except OSError as e:
         return failed(
             name,
@@ -182,7 +185,7 @@ def visible_check(
         with contextlib.suppress(OSError):
             os.listdir(d)
         for peer in others:
-            if peer not in seen and _fresh(os.path.join(d, peer), peer, run, start):
+            if peer not in seen and _fresh(os.path.join(d, peer, TOKEN), peer, run, start):
                 seen.add(peer)
         if len(seen) == len(others) or time.time() - start >= wait_s:
             break

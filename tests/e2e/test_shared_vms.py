@@ -152,7 +152,7 @@ def test_the_shared_tier_on_two_vms(testbed, apt_repo, phases, tmp_path):
         sh(bed, "node1", "echo 1 > /proc/sys/vm/drop_caches && cd /shared/checkpoints/step-40"
            " && sha256sum -c ../step-40.sha256")  # fmt: skip
         owners = sh(bed, "node1", "stat -c %U /srv/shared/checkpoints/step-40/__0_0.distcp"
-                    " /srv/shared/.rackform/validate/*/node2").split()  # fmt: skip
+                    " /srv/shared/.rackform/validate/*/node2/token").split()  # fmt: skip
         # The user's files are the user's; node2's root is no one on the tier (root_squash).
         assert owners == ["ml-train", "nobody"], owners
 

@@ -66,7 +66,9 @@ def test_a_served_export_is_reached_at_the_servers_fabric_address(tmp_path):
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
     env = {**defaults, **v, "_shared_storage_clients": clients, "ansible_managed": "managed"}
     out = Templar(loader=DataLoader(), variables=env).template(trust_as_template(text))
-    assert out.strip().splitlines()[-1] == "/srv/ml 10.60.0.0/22(rw,sync,no_subtree_check,root_squash)"
+    assert (
+        out.strip().splitlines()[-1] == "/srv/ml 10.60.0.0/22(rw,sync,no_subtree_check,root_squash)"
+    )
 
 
 def test_a_server_without_its_facts_says_so_in_preflight_not_a_crash(tmp_path):

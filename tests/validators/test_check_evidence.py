@@ -150,9 +150,9 @@ def unreadable(tmp_path: Path) -> Path:
 
 
 def stale(tmp_path: Path) -> Path:
-    d = tmp_path / ".rackform" / "validate" / "r"
+    d = tmp_path / ".rackform" / "validate" / "r" / "b"
     d.mkdir(parents=True)
-    (d / "b").write_text(json.dumps({"node": "b", "run": "r", "time": time.time() - 7200}))
+    (d / "token").write_text(json.dumps({"node": "b", "run": "r", "time": time.time() - 7200}))
     return tmp_path
 
 

@@ -47,7 +47,7 @@ def test_without_datasets_a_probe_is_written_once_and_read(tmp_path):
     c = shared_checks.read_check(str(tmp_path), str(tmp_path / "datasets"), 16, None, 30, "n-1")
     # No figure to compare with: not run, but the figure is shown.
     assert c.status == NOT_RUN and c.measured > 0 and "a probe file" in c.detail
-    probe = tmp_path / ".rackform" / "read-probe-n-1"
+    probe = tmp_path / ".rackform" / "n-1" / "read-probe"
     assert probe.stat().st_size == 16 << 20
     before = probe.stat().st_mtime_ns
     shared_checks.read_check(str(tmp_path), None, 16, None, 30, "n-1")
@@ -81,8 +81,9 @@ def test_a_node_that_sees_a_peers_old_file_is_not_fooled(tmp_path):
     d.mkdir(parents=True)
     # Left by an earlier run with the same id, an hour ago; and one naming another node.
     old = {"node": "n2", "run": "run-ab12", "host": "n2", "time": time.time() - 3600}
-    (d / "n2").write_text(json.dumps(old))
-    (d / "n3").write_text(json.dumps({**old, "node": "n9", "time": time.time()}))
+    for peer, token in (("n2", old), ("n3", {**old, "node": "n9", "time": time.time()})):
+        (d / peer).mkdir()
+        (d / peer / "token").write_text(json.dumps(token))
     c = shared_checks.visible_check(str(tmp_path), "run-ab12", "n1", ["n1", "n2", "n3"], 0.3, 0.05)
     assert c.status == FAIL and c.measured == "1/3 nodes", c
     assert "never showed the files that n2, n3 wrote there in 0.3 s" in c.detail
@@ -172,3 +173,7 @@ def test_the_directories_it_makes_take_every_nodes_files(tmp_path):
     for d in (tmp_path / ".rackform", tmp_path / ".rackform" / "validate",
               tmp_path / ".rackform" / "validate" / "r9"):  # fmt: skip
         assert d.stat().st_mode & 0o7777 == 0o1777, d
+    # ...and the node's own file goes into a directory of its own, never straight into one
+    # another node made (under root_squash and protected_regular root could not open it).
+    mine = tmp_path / ".rackform" / "validate" / "r9" / "n1"
+    assert mine.is_dir() and json.loads((mine / "token").read_text())["node"] == "n1"
