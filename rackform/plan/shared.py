@@ -25,6 +25,7 @@ def data_rate(plan: Basis, groups: tuple[NodeGroupPlan, ...] | None = None) -> D
     parameters), times the workload's bytes per token. None without a training workload on GPUs."""
     w, c = plan.workload, plan.figures.cost
     groups = tuple(g for _, g in plan.gpu_groups) if groups is None else groups
+    groups = tuple(g for g in groups if g.has_gpus)  # a CPU-only group reads nothing to size
     if not plan.training or w is None or not groups:
         return None
     peak = sum(g.gpus * g.gpu.bf16_dense_tflops.value for g in groups) * 1e12

@@ -157,7 +157,7 @@ def _shared(plan: Basis, g: NodeGroupPlan, given: Threshold | None) -> dict:
         return {**out, "shared_read_gbps": given}
     if not holds:
         return {**out, "shared_read_gbps": Threshold(None, "datasets are not on the shared tier")}
-    rate = data_rate(plan, (g,)) if g.count else None
+    rate = data_rate(plan, (g,))
     if rate is None:
         why = "no training workload on GPUs in this node group to size the data rate"
         return {**out, "shared_read_gbps": Threshold(None, why)}
@@ -165,7 +165,7 @@ def _shared(plan: Basis, g: NodeGroupPlan, given: Threshold | None) -> dict:
     return {
         **out,
         "shared_read_gbps": Threshold(
-            round(per_node, 4),
+            float(f"{per_node:.3g}"),  # three significant figures: text needs a few kB/s
             f"what one node's GPUs consume: {rate.tokens_per_s / g.count:,.0f} tokens/s at the"
             f" catalog's {plan.figures.cost.mfu_fraction.value:.0%} MFU x"
             f" {plan.workload.read_bytes_per_token:g} bytes a token",
