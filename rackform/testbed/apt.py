@@ -55,9 +55,8 @@ SCHEDULER_PACKAGES = ("munge", "slurmd", "slurm-client", "slurmctld", "mariadb-s
 # that configures itself) spends its time on what it is about, not on apt under emulation.
 # The NFS server only where a host serves the shared tier (node1, from the base image): on the
 # baked image's nodes it would start at every boot for nothing.
-BAKED_PACKAGES = tuple(
-    p for p in ROLE_PACKAGES if p not in (*SCHEDULER_PACKAGES, "nfs-kernel-server")
-)
+SERVER_PACKAGES = ("nfs-kernel-server",)
+BAKED_PACKAGES = tuple(p for p in ROLE_PACKAGES if p not in (*SCHEDULER_PACKAGES, *SERVER_PACKAGES))
 
 
 def repo_key() -> str:

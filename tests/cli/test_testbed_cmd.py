@@ -46,13 +46,20 @@ def test_image_without_debootstrap_says_what_to_run(tmp_path, monkeypatch):
 
 
 def test_image_with_baked_reports_both_images(tmp_path, monkeypatch):
-    from rackform.testbed.apt import BAKED_PACKAGES, ROLE_PACKAGES, SCHEDULER_PACKAGES
+    from rackform.testbed.apt import (
+        BAKED_PACKAGES,
+        ROLE_PACKAGES,
+        SCHEDULER_PACKAGES,
+        SERVER_PACKAGES,
+    )
     from rackform.testbed.image import recipe_key
 
     # The baked image is named by its own recipe (the base's plus the roles' packages): a
     # change to either list builds a new one, and the base image is never taken for it.
     assert recipe_key(BAKED_PACKAGES) != recipe_key()
-    assert set(BAKED_PACKAGES) == set(ROLE_PACKAGES) - set(SCHEDULER_PACKAGES)
+    assert set(BAKED_PACKAGES) == set(ROLE_PACKAGES) - set(SCHEDULER_PACKAGES) - set(
+        SERVER_PACKAGES
+    )
     for kind, key in (("base", recipe_key()), ("baked", recipe_key(BAKED_PACKAGES))):
         (tmp_path / f"{kind}-{key}").mkdir()
         (tmp_path / f"{kind}-{key}" / "done").write_text("")

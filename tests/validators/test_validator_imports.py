@@ -1,5 +1,6 @@
 """validators/ is shipped to nodes as files and run there: it may import only the standard
-library, torch and itself (and pynvml, optionally). Never rackform, pydantic or yaml."""
+library, torch and itself (and, optionally, pynvml for the host checks and boto3 for the object
+tier). Never rackform, pydantic or yaml."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from gpu_collection import VALIDATORS_DIR
 
 VALIDATORS = VALIDATORS_DIR
-ALLOWED = set(sys.stdlib_module_names) | {"torch", "validators", "pynvml"}
+ALLOWED = set(sys.stdlib_module_names) | {"torch", "validators", "pynvml", "boto3"}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -30,14 +31,23 @@ def test_only_stdlib_and_torch(path):
     assert not bad, "validators import more than torch and the standard library: " + ", ".join(bad)
 
 
-def test_pynvml_is_optional():
-    src = (VALIDATORS / "hostcheck.py").read_text()
-    tree = ast.parse(src)
-    guarded = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Try)
-        and any(isinstance(s, ast.Import) and s.names[0].name == "pynvml" for s in n.body)
-        and any(getattr(h.type, "id", "") == "ImportError" for h in n.handlers)
-    ]
-    assert guarded, "pynvml must be imported inside try/except ImportError"
+@pytest.mark.parametrize(("module", "where"), [("pynvml", "hostcheck.py"), ("boto3", "tier.py")])
+def test_the_optional_ones_are_optional(module, where):
+    # Imported only inside try/except ImportError, and nowhere else: a node without them runs
+    # every validator that does not need them.
+    for path in VALIDATORS.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        guarded = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Try)
+            and any(isinstance(s, ast.Import) and s.names[0].name == module for s in n.body)
+            and any(getattr(h.type, "id", "") == "ImportError" for h in n.handlers)
+        ]
+        plain = [line for line, mod in _imports(path) if mod == module]
+        if path.name == where:
+            assert guarded and len(plain) == len(guarded), (
+                f"{module} must be imported in try/except ImportError"
+            )
+        else:
+            assert not plain, f"{path.name} imports {module}"
