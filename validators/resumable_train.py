@@ -295,24 +295,35 @@ class Job:
 
 
 def tier_check(tier: dict, asked: int, waited_s: float) -> report.Check:
-    """Every checkpoint this run wrote is complete on the object tier: its copies' count,
-    throughput and lag (from the checkpoint's publishing to its copy being complete)."""
+    """The newest checkpoint this run wrote is complete on the object tier, and no copy failed:
+    the copies' count, throughput and lag (from the checkpoint's publishing to its copy being
+    complete). An older one still queued when a newer came is superseded, not copied: the
+    node's directory keeps only the newest, and so does what a restore needs."""
     copies, errors = tier["copies"], tier["errors"]
-    measured = f"{len(copies)}/{asked} copied"
-    if errors or tier["unfinished"] or len(copies) < asked:
-        why = "; ".join(errors) or f"copies still running after {waited_s:g} s"
+    skipped = tier.get("superseded") or []
+    newest = tier.get("newest") or 0
+    measured = f"{len(copies)}/{asked} copied" + (f", {len(skipped)} superseded" if skipped else "")
+    newest_copied = any(c["step"] == newest for c in copies)
+    if errors or tier["unfinished"] or (asked and not newest_copied):
+        why = "; ".join(errors) or (
+            f"copies still running after {waited_s:g} s"
+            if tier["unfinished"]
+            else f"the newest checkpoint (step {newest}) is not on the tier"
+        )
         return report.failed(
             "checkpoint_tier", f"{tier['url']}: {why}", measured=measured,
-            expected=f"{asked}/{asked} copied", op="==",
+            expected=f"step {newest} copied", op="==",
         )  # fmt: skip
     if not copies:
         return report.not_run("checkpoint_tier", "no checkpoint written in this run")
     gbps = sum(c["bytes"] for c in copies) / max(1e-9, sum(c["seconds"] for c in copies)) / 1e9
     detail = (
         f"{tier['url']}: {sum(c['bytes'] for c in copies) / 1e6:,.1f} MB at {gbps:.3f} GB/s,"
-        f" lag up to {max(c['lag_s'] for c in copies):.1f} s"
+        f" lag up to {max(c['lag_s'] for c in copies):.1f} s; the newest (step {newest}) copied"
     )
-    return report.Check("checkpoint_tier", report.PASS, measured, measured, "", "==", detail)
+    return report.Check(
+        "checkpoint_tier", report.PASS, measured, f"step {newest} copied", "", "==", detail
+    )
 
 
 def final_checks(

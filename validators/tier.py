@@ -74,12 +74,16 @@ class ObjectTier:
     s3: Any = None
     copies: list[Copy] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Steps not copied because a newer checkpoint came first: the node's directory keeps only
+    # the newest, so an older one still queued (or being read) may be gone, and is not needed.
+    superseded: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.bucket, self.prefix = parse(self.url)
         self.s3 = self.s3 if self.s3 is not None else client()
         self._queue: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._newest = 0  # the newest step asked for
 
     def key(self, step: int, rel: str = "") -> str:
         return "/".join(p for p in (self.prefix, f"step-{step:08d}", rel) if p)
@@ -91,17 +95,34 @@ class ObjectTier:
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name="object-tier", daemon=True)
             self._thread.start()
+        self._newest = max(self._newest, step)
         self._queue.put((step, path, time.time()))
 
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
+            step = item[0]
             try:
-                self._copy(*item)
+                if step < self._newest:
+                    self._supersede(step)
+                else:
+                    self._copy(*item)
+            except FileNotFoundError:
+                if step < self._newest:  # pruned on the node while being read: a newer one is due
+                    self._supersede(step)
+                else:
+                    self.errors.append(f"step {step}: its files went away while being copied")
             except Exception as exc:  # recorded and reported, never raised into training
-                self.errors.append(f"step {item[0]}: {type(exc).__name__}: {exc}")
+                self.errors.append(f"step {step}: {type(exc).__name__}: {exc}")
             finally:
                 self._queue.task_done()
         self._queue.task_done()
+
+    def _supersede(self, step: int) -> None:
+        """Leave `step` for the newer checkpoint, removing what of it went up (it has no
+        manifest, so it was never restorable)."""
+        for key in self._keys(self.key(step) + "/"):
+            self.s3.delete_object(Bucket=self.bucket, Key=key)
+        self.superseded.append(step)
 
     def _copy(self, step: int, path: str, published: float) -> None:
         start, files = time.time(), []
@@ -136,6 +157,8 @@ class ObjectTier:
             "url": self.url,
             "copies": [c.as_dict() for c in self.copies],
             "errors": list(self.errors),
+            "superseded": list(self.superseded),
+            "newest": self._newest,
             "unfinished": bool(self._thread is not None and self._thread.is_alive()),
             "pending": pending,
         }

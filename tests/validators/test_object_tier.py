@@ -47,6 +47,7 @@ def test_copies_go_up_in_the_background_and_the_newest_are_kept(s3, tmp_path):
     tier = ObjectTier(f"s3://{BUCKET}/llm-7b/run-1", keep=2)
     for step in (10, 20, 30):
         tier.put(step, checkpoint(tmp_path, step))
+        tier._queue.join()  # each copy done before the next checkpoint, as on a quiet store
     summary = tier.close(60)
     assert summary["errors"] == [] and not summary["unfinished"]
     assert [c["step"] for c in summary["copies"]] == [10, 20, 30]
@@ -60,6 +61,22 @@ def test_copies_go_up_in_the_background_and_the_newest_are_kept(s3, tmp_path):
         for s in (20, 30)
         for f in (MANIFEST, "progress.json", "shards/__0_0.distcp")
     ]
+
+
+def test_a_checkpoint_a_newer_one_overtook_is_superseded_not_an_error(s3, tmp_path):
+    # Checkpoints come faster than the store takes them, and the node keeps only the newest:
+    # the older ones queued are left (their files may be gone already), the newest is copied.
+    tier = ObjectTier(f"s3://{BUCKET}/run-4", keep=2)
+    for step in (10, 20, 30):
+        tier.put(step, checkpoint(tmp_path, step))
+    (tmp_path / "step-00000010").rename(tmp_path / "pruned")  # the node pruned it meanwhile
+    summary = tier.close(60)
+    assert summary["errors"] == [] and summary["newest"] == 30
+    assert [c["step"] for c in summary["copies"]][-1] == 30
+    assert sorted([c["step"] for c in summary["copies"]] + summary["superseded"]) == [10, 20, 30]
+    # Nothing of a superseded copy is left on the store: only complete copies.
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="run-4/")["Contents"]]
+    assert {k.split("/")[1] for k in keys} == {f"step-{s:08d}" for s in tier.steps()}
 
 
 def test_a_copy_without_its_manifest_is_never_restored(s3, tmp_path):

@@ -167,8 +167,12 @@ def test_a_node_that_lost_its_copy_resumes_from_the_object_tier(tmp_path, uninte
         stopped = json.loads((ck / "report.json").read_text())
         saved = stopped["checkpoints"][-1]["step"]
         copied = stopped["object_tier"]["copies"]
-        # Every checkpoint of the run went up (the SIGTERM one included), with its figures.
-        assert [c["step"] for c in copied] == [c["step"] for c in stopped["checkpoints"]]
+        # Every checkpoint of the run went up or was overtaken by a newer one (on a busy machine
+        # the store lags); the newest, the SIGTERM one, is there, with its figures.
+        skipped = stopped["object_tier"]["superseded"]
+        assert sorted([c["step"] for c in copied] + skipped) == [
+            c["step"] for c in stopped["checkpoints"]
+        ]
         assert copied[-1]["step"] == saved and all(c["lag_s"] >= 0 for c in copied)
         tiered = next(c for c in stopped["checks"] if c["name"] == "checkpoint_tier")
         assert tiered["status"] == "pass" and "lag up to" in tiered["detail"], tiered
