@@ -55,42 +55,38 @@ def shared_vars(shared: SharedStorage | None, interface: str) -> dict[str, Any]:
     # A user without a group gets one of its own name with gid = uid (the schema checks that no
     # declared group has that gid).
     groups += [{"name": u.name, "gid": u.uid} for u in shared.users if u.group is None]
-    common = {
+    out = {
         "shared_storage_mount": shared.mount,
         "shared_storage_holds": list(shared.holds),
         "shared_storage_users": users,
         "shared_storage_groups": groups,
+        "shared_storage_interface": interface,
+        # FSx's and EFS's DNS names come from the stack (`role_outputs`); a server names its own.
+        "shared_storage_address": "",
+        "shared_storage_server_host": "",
     }
     if shared.fsx is not None:
         return {
-            **common,
+            **out,
             "shared_storage_type": "lustre",
-            "shared_storage_address": "",
             "shared_storage_export": "",
             "shared_storage_options": list(FSX_OPTIONS),
-            "shared_storage_server_host": "",
-            "shared_storage_interface": interface,
         }
-    if shared.efs is not None:
-        # Its DNS name comes from the stack (`role_outputs`); the export is the file system's root.
+    if shared.efs is not None:  # the export is the file system's root
         return {
-            **common,
+            **out,
             "shared_storage_type": "nfs",
-            "shared_storage_address": "",
             "shared_storage_export": "/",
             "shared_storage_options": list(EFS_OPTIONS),
             "shared_storage_nfs_version": EFS_NFS_VERSION,
-            "shared_storage_server_host": "",
-            "shared_storage_interface": interface,
         }
     s = shared.server
     return {
-        **common,
+        **out,
         "shared_storage_type": s.type,
         "shared_storage_address": s.address or "",
         "shared_storage_export": s.export,
         "shared_storage_options": [o for o in s.options.split(",") if o],
         "shared_storage_nfs_version": s.nfs_version,
         "shared_storage_server_host": s.host or "",
-        "shared_storage_interface": interface,
     }

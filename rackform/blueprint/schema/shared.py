@@ -28,6 +28,14 @@ PER_TIB: dict[str, tuple[int, ...]] = {
     "PERSISTENT_1": (50, 100, 200),
     "SCRATCH_2": (200,),
 }
+# An existing AWS file system (FSx or EFS) to mount instead of creating one.
+FileSystemId = Annotated[
+    str | None,
+    Field(
+        description="An existing file system to mount instead of creating one.",
+        pattern=r"^fs-[0-9a-f]{8,17}$",
+    ),
+]
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 
 
@@ -141,13 +149,7 @@ class SharedGroup(Strict):
 class FsxLustre(Strict):
     """FSx for Lustre: created by the stack in the nodes' subnet, or an existing one by id."""
 
-    file_system_id: Annotated[
-        str | None,
-        Field(
-            description="An existing file system to mount instead of creating one.",
-            pattern=r"^fs-[0-9a-f]{8,17}$",
-        ),
-    ] = None
+    file_system_id: FileSystemId = None
     deployment: Annotated[
         Deployment, Field(description="Deployment type (PERSISTENT_2 keeps data across failures).")
     ] = "PERSISTENT_2"
@@ -213,13 +215,7 @@ class Efs(Strict):
     """Amazon EFS (AWS), for home directories and code: created by the stack with a mount target
     in the nodes' subnet, or an existing one by id (reachable from the nodes' subnet already)."""
 
-    file_system_id: Annotated[
-        str | None,
-        Field(
-            description="An existing file system to mount instead of creating one.",
-            pattern=r"^fs-[0-9a-f]{8,17}$",
-        ),
-    ] = None
+    file_system_id: FileSystemId = None
     throughput_mode: Annotated[
         Literal["elastic", "bursting"],
         Field(
