@@ -95,7 +95,6 @@ class Job:
                 self.tier = ObjectTier(args.object_tier, args.keep)
             except TierError as e:
                 self._tier_error = str(e)
-        self.copies_asked = 0
         torch.manual_seed(args.seed)  # the same initial weights on every rank
         self.model = GPT(args.model).to(device)
         self.net = DDP(self.model, device_ids=[local_rank] if device.type == "cuda" else None)
@@ -215,7 +214,6 @@ class Job:
             path = self.store.publish(self.step, self.progress)
             if self.tier is not None and self.rank == 0:
                 self.tier.put(self.step, path)
-                self.copies_asked += 1
         dist.barrier(group=self.cpu)
 
     def train(self) -> None:
@@ -272,7 +270,7 @@ class Job:
         tier = None
         if self.tier is not None and self.rank == 0:
             tier = self.tier.close(a.tier_wait_s)
-            checks.append(tier_check(tier, self.copies_asked, a.tier_wait_s))
+            checks.append(tier_check(tier, a.tier_wait_s))
         return report.make(
             checks,
             complete=done,
@@ -294,12 +292,12 @@ class Job:
         )
 
 
-def tier_check(tier: dict, asked: int, waited_s: float) -> report.Check:
+def tier_check(tier: dict, waited_s: float) -> report.Check:
     """The newest checkpoint this run wrote is complete on the object tier, and no copy failed:
     the copies' count, throughput and lag (from the checkpoint's publishing to its copy being
     complete). An older one still queued when a newer came is superseded, not copied: the
     node's directory keeps only the newest, and so does what a restore needs."""
-    copies, errors = tier["copies"], tier["errors"]
+    copies, errors, asked = tier["copies"], tier["errors"], tier["asked"]
     skipped = tier.get("superseded") or []
     newest = tier.get("newest") or 0
     measured = f"{len(copies)}/{asked} copied" + (f", {len(skipped)} superseded" if skipped else "")

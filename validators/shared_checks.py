@@ -71,13 +71,13 @@ def _drop(fd: int) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def own_dir(mount: str, node: str, *parts: str) -> str:
-    """This node's own directory under `shared_dir(mount, *parts)`: its files go there, never
+def own_dir(base: str, node: str) -> str:
+    """This node's own directory under `base` (a `shared_dir`): its files go there, never
     straight into a sticky directory another node made. As root under root_squash a node is
     nobody on the tier, and the file it makes there comes back owned by nobody, neither the
     directory's owner nor root: Linux's fs.protected_regular (2 on Debian) then refuses root's
     open of it, O_EXCL or not (seen on the testbed's NFS). In its own directory it is the owner."""
-    path = os.path.join(shared_dir(mount, *parts), node or socket.gethostname())
+    path = os.path.join(base, node or socket.gethostname())
     with contextlib.suppress(FileExistsError):
         if not os.path.isdir(path):
             os.mkdir(path)
@@ -86,7 +86,7 @@ def own_dir(mount: str, node: str, *parts: str) -> str:
 
 def _probe(mount: str, node: str, size: int) -> str:
     """The probe file (written once, full size, flushed to the tier)."""
-    path = os.path.join(own_dir(mount, node), "read-probe")
+    path = os.path.join(own_dir(shared_dir(mount), node), "read-probe")
     if os.path.exists(path) and os.path.getsize(path) == size:
         return path
     block = os.urandom(1 << 20) * (BLOCK >> 20)
@@ -158,11 +158,11 @@ def visible_check(
     name = "shared_visible"
     if not run or not node or not peers:
         return not_run(name, "no run id, node name or peers given", node=node)
-    d = os.path.join(mount, PROBE_DIR, "validate", run)
+    d = os.path.join(mount, PROBE_DIR, "validate", run)  # what shared_dir makes (or finds)
     start = time.time()
     token = {"node": node, "run": run, "host": socket.gethostname(), "time": start}
     try:
-        mine = own_dir(mount, node, "validate", run)
+        mine = own_dir(shared_dir(mount, "validate", run), node)
         with open(os.path.join(mine, ".token.tmp"), "w", encoding="utf-8") as f:
             json.dump(token, f)
             f.flush()

@@ -84,6 +84,7 @@ class ObjectTier:
         self._queue: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._newest = 0  # the newest step asked for
+        self._asked = 0  # how many copies were asked for
 
     def key(self, step: int, rel: str = "") -> str:
         return "/".join(p for p in (self.prefix, f"step-{step:08d}", rel) if p)
@@ -96,6 +97,7 @@ class ObjectTier:
             self._thread = threading.Thread(target=self._work, name="object-tier", daemon=True)
             self._thread.start()
         self._newest = max(self._newest, step)
+        self._asked += 1
         self._queue.put((step, path, time.time()))
 
     def _work(self) -> None:
@@ -120,9 +122,14 @@ class ObjectTier:
     def _supersede(self, step: int) -> None:
         """Leave `step` for the newer checkpoint, removing what of it went up (it has no
         manifest, so it was never restorable)."""
+        self._delete(step)
+        self.superseded.append(step)
+
+    def _delete(self, step: int) -> None:
+        # The manifest first: a copy being deleted is never taken for a complete one.
+        self.s3.delete_object(Bucket=self.bucket, Key=self.key(step, MANIFEST))
         for key in self._keys(self.key(step) + "/"):
             self.s3.delete_object(Bucket=self.bucket, Key=key)
-        self.superseded.append(step)
 
     def _copy(self, step: int, path: str, published: float) -> None:
         start, files = time.time(), []
@@ -141,10 +148,7 @@ class ObjectTier:
 
     def _prune(self) -> None:
         for old in self.steps()[: -max(1, self.keep)]:
-            # The manifest first: a copy being deleted is never taken for a complete one.
-            self.s3.delete_object(Bucket=self.bucket, Key=self.key(old, MANIFEST))
-            for key in self._keys(self.key(old) + "/"):
-                self.s3.delete_object(Bucket=self.bucket, Key=key)
+            self._delete(old)
 
     def close(self, timeout_s: float) -> dict:
         """Wait up to `timeout_s` for the copies asked for, then say what happened."""
@@ -159,6 +163,7 @@ class ObjectTier:
             "errors": list(self.errors),
             "superseded": list(self.superseded),
             "newest": self._newest,
+            "asked": self._asked,
             "unfinished": bool(self._thread is not None and self._thread.is_alive()),
             "pending": pending,
         }

@@ -1,6 +1,6 @@
-"""FSx for Lustre (or EFS, below) as the cluster's shared tier (storage.shared.fsx), in the nodes' subnet and
-their security group, whose rule admitting all traffic between its members covers what Lustre
-needs: TCP 988 and 1018-1023 from the clients and among the file servers ("File system access
+"""FSx for Lustre (or EFS, below) as the cluster's shared tier (storage.shared.fsx), in the
+nodes' subnet and their security group, whose rule admitting all traffic between its members
+covers what Lustre needs: TCP 988 and 1018-1023 from the clients and among the file servers ("File system access
 control with Amazon VPC", FSx for Lustre user guide). The datasets' S3 bucket is linked as a
 data repository association on PERSISTENT_2 (the deployment type that has them), as the file
 system's import path on the others ("Linking your file system to an Amazon S3 bucket"). Kept
@@ -39,18 +39,7 @@ class AwsSharedStorage(pulumi.ComponentResource):
             fs = aws.fsx.LustreFileSystem.get(
                 f"{name}-existing", fsx.file_system_id, opts=pulumi.ResourceOptions(parent=self)
             )
-            self.file_system_id, self.dns_name, self.mount_name = (
-                fsx.file_system_id,
-                fs.dns_name,
-                fs.mount_name,
-            )
-            self.register_outputs(
-                {
-                    "file_system_id": fsx.file_system_id,
-                    "dns_name": fs.dns_name,
-                    "mount_name": fs.mount_name,
-                }
-            )
+            self._expose(fsx.file_system_id, fs.dns_name, fs.mount_name)
             return
         persistent_2 = fsx.deployment == "PERSISTENT_2"
         fs = aws.fsx.LustreFileSystem(
@@ -81,9 +70,13 @@ class AwsSharedStorage(pulumi.ComponentResource):
                 tags=aws_tags(plan, f"{name}-datasets"),
                 opts=pulumi.ResourceOptions(parent=self, retain_on_delete=fsx.retain),
             )
-        self.file_system_id, self.dns_name, self.mount_name = fs.id, fs.dns_name, fs.mount_name
+        self._expose(fs.id, fs.dns_name, fs.mount_name)
+
+    def _expose(self, file_system_id, dns_name, mount_name) -> None:
+        """What the nodes mount, as attributes (`role_vars`) and as the component's outputs."""
+        self.file_system_id, self.dns_name, self.mount_name = file_system_id, dns_name, mount_name
         self.register_outputs(
-            {"file_system_id": fs.id, "dns_name": fs.dns_name, "mount_name": fs.mount_name}
+            {"file_system_id": file_system_id, "dns_name": dns_name, "mount_name": mount_name}
         )
 
     def _efs(self, name: str, plan: Plan, subnet, security_group) -> None:
@@ -113,8 +106,7 @@ class AwsSharedStorage(pulumi.ComponentResource):
                 security_groups=[security_group.id],
                 opts=keep,
             )
-        self.file_system_id, self.dns_name, self.mount_name = fs.id, fs.dns_name, "/"
-        self.register_outputs({"file_system_id": fs.id, "dns_name": fs.dns_name})
+        self._expose(fs.id, fs.dns_name, "/")
 
     def role_vars(self) -> dict[str, pulumi.Input[str]]:
         """What the shared_storage role mounts, known once the file system exists: its DNS name
