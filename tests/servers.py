@@ -10,6 +10,7 @@ block:
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import ssl
@@ -129,8 +130,12 @@ def _wait(
         try:
             with urllib.request.urlopen(urllib.request.Request(url, **req), timeout=2, context=ctx):
                 return
-        except urllib.error.HTTPError:
-            return  # it answers (e.g. 401 without credentials)
+        except urllib.error.HTTPError as exc:
+            # Prometheus and Alertmanager answer /-/ready with 503 until they have loaded their
+            # data: that is not ready (CI's stop 50 queried a Prometheus still opening its TSDB).
+            if exc.code < 500:
+                return  # it answers (e.g. 401 without credentials)
+            time.sleep(0.2)
         except OSError:
             time.sleep(0.2)
     pytest.fail(f"{url} did not come up in {timeout:.0f} s: {log.read_text()[-2000:]}")
@@ -191,11 +196,12 @@ def prometheus(
         f"--storage.tsdb.path={tsdb}",
         f"--web.listen-address=127.0.0.1:{port}",
     ]
-    ctx = None
+    ctx, headers = None, {}
     if web:
         argv.append(f"--web.config.file={web.config(data)}")
         ctx = ssl.create_default_context(cafile=str(web.cert))
-    with _process(argv, data / "prometheus.log", f"{url}/-/ready", ctx=ctx):
+        headers = {"Authorization": web.basic()}  # else a 401 would pass for ready
+    with _process(argv, data / "prometheus.log", f"{url}/-/ready", ctx=ctx, headers=headers):
         yield url
 
 
@@ -219,6 +225,9 @@ class Web:
             check=True, capture_output=True,
         )  # fmt: skip
         return Web(cert, key, user, password)
+
+    def basic(self) -> str:
+        return _basic(self.user, self.password)
 
     def config(self, directory: Path) -> Path:
         digest = bcrypt.hashpw(self.password.encode(), bcrypt.gensalt(rounds=4)).decode()
@@ -254,12 +263,13 @@ def redfish(systems: dict[str, str], data: Path, user: str, password: str) -> It
         yield url
 
 
-def power_state(url: str, system: str, user: str, password: str) -> str:
-    import base64
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+
+def power_state(url: str, system: str, user: str, password: str) -> str:
     req = urllib.request.Request(
-        f"{url}/redfish/v1/Systems/{system}", headers={"Authorization": f"Basic {token}"}
+        f"{url}/redfish/v1/Systems/{system}", headers={"Authorization": _basic(user, password)}
     )
     with urllib.request.urlopen(req, timeout=5) as r:
         return json.load(r)["PowerState"]
