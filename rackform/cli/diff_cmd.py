@@ -35,6 +35,13 @@ def diff_cmd(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Also write the output to this file.")
     ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            help="Where rolling changes keep their records (default $RACKFORM_ROLLOUT_DIR or ~/.rackform/rollout): a rollout's expected time is made from what the stack's last one measured there, else from the catalog's per-node minutes.",
+        ),
+    ] = None,
 ) -> None:
     """Compare every changed blueprint between two revisions, environment by environment:
     effective fields, resources by URN, preflight findings and the cost delta."""
@@ -52,7 +59,13 @@ def diff_cmd(
         raise user_error(f"{' '.join(paths or [])}: not inside the repository {repo}") from None
     if output is not None and not output.parent.is_dir():
         raise user_error(f"--output {output}: no such directory {output.parent}")
-    diffs = diff(repo, old, new, rel, labels=(base, head))
+    from functools import partial
+
+    from rackform.rollout.measured import last_measured
+    from rackform.rollout.record import state_dir as rollout_dir
+
+    timings = partial(last_measured, rollout_dir(state_dir))
+    diffs = diff(repo, old, new, rel, labels=(base, head), timings=timings)
     text = (
         json.dumps(document(diffs, base, head), indent=2) + "\n"
         if as_json

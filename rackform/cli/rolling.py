@@ -15,6 +15,7 @@ from pathlib import Path
 from rackform.plan.inventory import inventory_hosts
 from rackform.plan.model import Plan, thaw
 from rackform.rollout.ansible import AnsibleNodes
+from rackform.rollout.measured import measure
 from rackform.rollout.plan import applied_basis, basis, duration, rollout
 from rackform.rollout.record import FAILED, Held, Record, RecordError, Store, state_dir
 from rackform.rollout.roll import Roll, new_record, rollback
@@ -124,6 +125,7 @@ def _locked(plan: Plan, opts: Options, store: Store, out) -> int:
         out(
             f"rolling: {len(r.batches)} batches of up to {r.batch_size}, {duration(r.expected_minutes)}: {r.why}"
         )
+        out(f"expected time: {r.basis}")
         old = dict(applied["variables"]) if applied else {}
         rec = new_record(
             plan.stack, plan.digest, r.cls, r.batches, old, dict(new.variables), r.roles
@@ -133,6 +135,12 @@ def _locked(plan: Plan, opts: Options, store: Store, out) -> int:
     rec = _roll(plan, opts, store, rec, out).run()
     if rec.status != "done":
         return EXIT_STOPPED
-    store.set_applied(dict(new.variables), thaw(new.nodes), plan.digest)
+    measured = measure(rec)
+    store.set_applied(
+        dict(new.variables),
+        thaw(new.nodes),
+        plan.digest,
+        measured.as_json() if measured else None,
+    )
     out("done: every batch applied, validated and back in service")
     return 0

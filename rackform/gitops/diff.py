@@ -11,7 +11,8 @@ checked out and the working tree is never touched.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,11 @@ from rackform.engine import Prepared, prepare_all
 from rackform.gitops.gitrev import Change, changes, show
 from rackform.plan.model import Plan
 from rackform.plan.slurm import CONTROLLER_TAG
+from rackform.rollout.measured import Measured
 from rackform.rollout.plan import Basis, basis, rollout
+
+# A stack's name -> what its last rolling change measured (rackform/rollout/measured.py).
+Timings = Callable[[str], Measured | None]
 
 # Resources that are running nodes: deleting or replacing one (or an update that rolls a
 # group's instances) is shown red, with the reason (rackform/stack/replacement.py).
@@ -44,6 +49,7 @@ class Side:
     planned: bool = True  # False: an unwaived preflight error kept the program from running
     promoted_from: str | None = None  # the promotion rule into this environment, if any
     nodes: Basis | None = None  # what a software change's rollout reads (rackform/rollout)
+    stack: str = ""  # the stack it deploys (its rollout record's name)
 
 
 @dataclass
@@ -114,6 +120,7 @@ def side_of(p: Prepared, shown: str, rules: dict[str, str]) -> Side:
         not p.blocked,
         rules.get(plan.environment),
         basis(plan),
+        plan.stack,
     )
 
 
@@ -178,7 +185,11 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else b - a
 
 
-def compare_env(env: str, old: Side | None, new: Side | None) -> EnvDiff:
+def compare_env(
+    env: str, old: Side | None, new: Side | None, timings: Timings | None = None
+) -> EnvDiff:
+    """`timings`: what a stack's last rolling change measured (its rollout's time is then
+    estimated from it), or None for the catalog's minutes."""
     status = "added" if old is None else "deleted" if new is None else "changed"
     empty = Side("", {}, {}, {}, None, None)
     o, n = old or empty, new or empty
@@ -203,7 +214,8 @@ def compare_env(env: str, old: Side | None, new: Side | None) -> EnvDiff:
         which = " and ".join(w for w, s in (("base", o), ("head", n)) if not s.planned)
         d.not_planned = f"not planned at {which}: unwaived preflight errors"
     if old and new and o.nodes and n.nodes:
-        r = rollout(o.nodes, n.nodes)
+        measured = timings(o.stack) if timings else None
+        r = rollout(replace(o.nodes, measured=measured) if measured else o.nodes, n.nodes)
         d.rollout = r.as_json() if any(c.cls != "none" for c in r.changes) else None
     if o.promoted_from != n.promoted_from and (old and new):
         d.promotion = _rule_change(o.promoted_from, n.promoted_from)
@@ -249,7 +261,14 @@ def _sides(
     return sides, prepared[0].plan.name, []
 
 
-def diff_change(repo: Path, change: Change, base: str, head: str, labels=("base", "head")):
+def diff_change(
+    repo: Path,
+    change: Change,
+    base: str,
+    head: str,
+    labels=("base", "head"),
+    timings: Timings | None = None,
+):
     with tempfile.TemporaryDirectory(prefix="rackform-diff-") as d:
         scratch = Path(d)
         old, new, problems, name = {}, {}, [], ""
@@ -263,10 +282,19 @@ def diff_change(repo: Path, change: Change, base: str, head: str, labels=("base"
         # Invalid at one revision: nothing to compare against; the problems say which.
         return bd
     for env in sorted(old.keys() | new.keys(), key=lambda e: (e != "default", e)):
-        bd.environments.append(compare_env(env, old.get(env), new.get(env)))
+        bd.environments.append(compare_env(env, old.get(env), new.get(env), timings))
     return bd
 
 
-def diff(repo: Path, base: str, head: str, paths: list[str], labels=("base", "head")):
+def diff(
+    repo: Path,
+    base: str,
+    head: str,
+    paths: list[str],
+    labels=("base", "head"),
+    timings: Timings | None = None,
+):
     """Every changed blueprint under `paths` between the two commits."""
-    return [diff_change(repo, c, base, head, labels) for c in changes(repo, base, head, paths)]
+    return [
+        diff_change(repo, c, base, head, labels, timings) for c in changes(repo, base, head, paths)
+    ]

@@ -115,6 +115,7 @@ def _rollout(r: dict[str, Any]) -> list[str]:
     out += [f"  - batch {i}: {', '.join(b)}" for i, b in enumerate(shown, 1)]
     if len(r["batches"]) > len(shown):
         out.append(f"  - … {len(r['batches']) - len(shown)} more batches")
+    out.append(f"  - the time: {r['basis']}")
     return out
 
 

@@ -6,6 +6,7 @@ changed environment; a rolling `rackform configure` carries it out batch by batc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from rackform.blueprint.schema.sections import LifecycleSpec
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import Plan, thaw
 from rackform.rollout.changes import ROLLING, SLURM_ORDER, Change, catalog, compare, worst
+from rackform.rollout.measured import Measured
 
 BASIS = "rackform's per-node estimates (rackform/catalog/rollout.yaml); no rolling run recorded yet"
 
@@ -28,6 +30,9 @@ class Basis:
     nodes: Mapping[str, Mapping[str, Any]]
     domains: Mapping[str, Sequence[str]]
     lifecycle: LifecycleSpec
+    # What the cluster's last rolling change measured (on the revision the nodes run): the
+    # next rollout's estimate is made from it.
+    measured: Measured | None = None
 
 
 def basis(plan: Plan, extras: Mapping[str, Any] | None = None) -> Basis:
@@ -51,7 +56,13 @@ def applied_basis(doc: Mapping[str, Any] | None, lifecycle: LifecycleSpec) -> Ba
     (`Store.applied`); with no record, nothing: every variable then counts as changed."""
     doc = doc or {}
     nodes = dict(doc.get("nodes") or {})
-    return Basis(dict(doc.get("variables") or {}), nodes, {"applied": list(nodes)}, lifecycle)
+    return Basis(
+        dict(doc.get("variables") or {}),
+        nodes,
+        {"applied": list(nodes)},
+        lifecycle,
+        Measured.from_json(doc.get("measured")),
+    )
 
 
 def batches(domains: Mapping[str, Sequence[str]], size: int, canary: bool) -> list[list[str]]:
@@ -79,6 +90,7 @@ class Rollout:
     slurm_order: list[str] = field(default_factory=list)
     minutes_per_batch: int = 0
     policy: RolloutPolicy = field(default_factory=RolloutPolicy)
+    basis: str = BASIS  # what the expected time is made from
 
     @property
     def roles(self) -> list[str]:
@@ -104,7 +116,7 @@ class Rollout:
             "batches": self.batches,
             "slurm_order": self.slurm_order,
             "expected_minutes": self.expected_minutes,
-            "basis": BASIS,
+            "basis": self.basis,
         }
 
 
@@ -129,7 +141,8 @@ def _why(cls: str, changes: list[Change], batches: int) -> str:
 
 def rollout(old: Basis, new: Basis) -> Rollout:
     """The rollout of the change from `old` to `new`, under `new`'s policy, over the nodes both
-    have (a node only `new` has joins; one only `old` has leaves)."""
+    have (a node only `new` has joins; one only `old` has leaves); its time from what `old`'s
+    last rolling change measured, else from the catalog."""
     changes = compare(old.variables, new.variables, old.nodes, new.nodes)
     cls = worst(changes)
     rolls = cls in ROLLING
@@ -146,7 +159,9 @@ def rollout(old: Basis, new: Basis) -> Rollout:
     out = Rollout(rolls, cls, "", changes, budget=allowed, batch_size=size, policy=policy)
     if rolls:
         out.batches = batches(domains, size, policy.canary)
-        out.minutes_per_batch = _minutes(out)
+        out.minutes_per_batch = _minutes(out, old.measured)
+        if old.measured is not None:
+            out.basis = old.measured.describe()
     if any(c.cls == "slurm" for c in changes):
         daemons = SLURM_ORDER if new.variables.get("slurm_accounting") else SLURM_ORDER[1:]
         out.slurm_order = list(daemons)
@@ -163,10 +178,20 @@ def _affected(every: set[str], changes: list[Change]) -> set[str]:
     return every & {n for c in rolling for n in c.nodes}
 
 
-def _minutes(r: Rollout) -> int:
+def _minutes(r: Rollout, measured: Measured | None = None) -> int:
     """One batch, start to end: its jobs checkpointed and requeued (or waited for), the changed
-    roles' converges, a reboot where one is needed, and its re-validation."""
+    roles' converges, a reboot where one is needed, and its re-validation; each from what the
+    last rolling change measured where it measured it (rollout/measured.py), else the catalog's."""
     c = catalog()
-    drain = c.requeue if r.policy.jobs == "requeue" else r.policy.wait_minutes
-    converge = sum(c.converge.get(role, 0) for role in r.roles)
-    return drain + converge + (c.reboot if r.cls == "reboot" else 0) + c.validate
+    pace = {role: 1.0 for role in c.converge} | {"reboot": 1.0}
+    requeue, validate = float(c.requeue), float(c.validate)
+    if measured is not None:
+        ran = list(measured.roles or c.converge) + (["reboot"] if measured.cls == "reboot" else [])
+        weight = sum(c.converge.get(p, 0) for p in ran) + (c.reboot if "reboot" in ran else 0)
+        if weight:
+            pace |= {p: measured.apply_s / 60 / weight for p in ran}
+        requeue, validate = measured.drain_s / 60, measured.validate_s / 60
+    drain = requeue if r.policy.jobs == "requeue" else r.policy.wait_minutes
+    converge = sum(c.converge.get(role, 0) * pace.get(role, 1.0) for role in r.roles)
+    reboot = c.reboot * pace["reboot"] if r.cls == "reboot" else 0
+    return max(1, math.ceil(drain + converge + reboot + validate))

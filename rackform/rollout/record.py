@@ -6,7 +6,8 @@ come from more than one machine).
 every step (a temporary file, fsync, rename), so a run killed at any moment leaves the last step
 it finished, and a later run resumes there without touching a finished batch twice.
 `<stack>.applied.json` is what the nodes run since the last configuration that finished: the
-roles' variables a later rolling change is compared with. `<stack>.log` is the audit log (JSON
+roles' variables a later rolling change is compared with, and what the last rolling run measured
+(the next estimate's basis). `<stack>.log` is the audit log (JSON
 lines, appended only). The lock is an flock on `<stack>.lock`: a second run finds it held and
 stops, naming it."""
 
@@ -141,8 +142,23 @@ class Store:
             raise RecordError(f"{self.dir / f'{self.stack}.applied.json'}: no `variables`")
         return doc
 
-    def set_applied(self, variables: dict[str, Any], nodes: dict[str, Any], digest: str) -> None:
+    def set_applied(
+        self,
+        variables: dict[str, Any],
+        nodes: dict[str, Any],
+        digest: str,
+        measured: dict[str, Any] | None = None,
+    ) -> None:
+        """`measured`: what the rolling run that got there measured (rollout/measured.py);
+        without one (a full configure, a rollout that timed nothing), the last one is kept."""
         doc = {"variables": variables, "nodes": nodes, "digest": digest, "at": time.time()}
+        if measured is None:
+            try:
+                measured = (self.applied() or {}).get("measured")
+            except RecordError:
+                measured = None  # the record is rewritten whole; what it measured is lost
+        if measured is not None:
+            doc["measured"] = measured
         _write_json(self.dir / f"{self.stack}.applied.json", doc)
 
     def audit(self, event: str, **fields: Any) -> None:

@@ -13,6 +13,7 @@ again to the failed batches, validated, returned), or is abandoned (the record k
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -79,6 +80,7 @@ class Roll:
     # `rollout` or `heal`: whose record. A rollout run again retries its failed batch; heal
     # leaves a node that failed its re-validation drained for a person.
     kind: str = "rollout"
+    clock: Callable[[], float] = time.monotonic  # each step's seconds, in its batch's record
 
     @property
     def retry_failed(self) -> bool:
@@ -129,17 +131,21 @@ class Roll:
         return self.rec
 
     def _batch(self, i: int, b: Batch) -> None:
-        if b.status in (PENDING, FAILED) and not self._drain(i, b):
+        if b.status in (PENDING, FAILED) and not self._drain(i, b, self.clock()):
             return
         if b.status == DRAINED:
+            start = self.clock()
             r = self.nodes.apply(b.nodes, self.rec.new, reboot=self.rec.cls == "reboot")
             if not r.ok:
                 return self._set(i, FAILED, f"applying: {r.why}")
+            b.seconds["apply"] = self.clock() - start
             self._set(i, APPLIED)
         if b.status == APPLIED:
+            start = self.clock()
             r = self.nodes.validate(b.nodes, self.policy.validate_minutes * 60)
             if not r.ok:
                 return self._set(i, FAILED, f"validation: {r.why}")
+            b.seconds["validate"] = self.clock() - start
             self._set(i, VALIDATED)
         if b.status == VALIDATED:
             bad = _failed(self.slurm.resume(b.nodes))
@@ -148,9 +154,10 @@ class Roll:
             self._set(i, DONE)
         return None
 
-    def _drain(self, i: int, b: Batch) -> bool:
+    def _drain(self, i: int, b: Batch, start: float) -> bool:
         """The batch drained and holding no job, within the budget; False (the batch's why
-        says so) where it is not."""
+        says so) where it is not. `start`: the clock when the batch began (its drain's time,
+        its jobs' requeue included, is recorded)."""
         others = self.slurm.out() - set(b.nodes)
         if b.status == PENDING and len(others) + len(b.nodes) > self.budget:
             b.why = (
@@ -168,6 +175,7 @@ class Roll:
         if left:
             self._set(i, FAILED, "jobs still running: " + "; ".join(left))
             return False
+        b.seconds["drain"] = self.clock() - start
         self._set(i, DRAINED)
         return True
 

@@ -20,13 +20,25 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from loopback import http_server
-from vms import TORCH, booted_testbed, find_torch_wheel, sh
+from slurm_helpers import (
+    MOUNT_TMPFS,
+    SLURM_VARS,
+    check_formed,
+    formed,
+    slurm_blueprint,
+    smoke_vars,
+    start_imds,
+    stop,
+)
+from vms import TORCH, booted_testbed, cli, find_torch_wheel, sh
 
 from rackform.paths import cache_dir
+from rackform.testbed import lifecycle
 
 PHASE_LINES = pytest.StashKey[list[str]]()
 
@@ -191,3 +203,41 @@ def apt_repo(testbed, phases):
                 " touch -d @0 /var/lib/apt/lists",
             )
         yield port
+
+
+@dataclass
+class Cluster:
+    bed: lifecycle.Testbed
+    converge: list | None  # `rackform configure` arguments of this file's converge, but the roles
+    first: object | None  # its CompletedProcess (None: the cluster was found formed)
+
+
+@pytest.fixture(scope="module")
+def cluster(testbed, apt_repo, wheel_server, phases, tmp_path_factory):
+    """The VMs as the Slurm cluster (tests/e2e/slurm_helpers.py) for one e2e file (the Slurm
+    e2e's, the rolling change's): the one the configure e2e formed, else formed here; each
+    VM's metadata stand-in and a mounted checkpoint directory, gone again after."""
+    bed, tmp = testbed, tmp_path_factory.mktemp("slurm")
+    for node in ("node1", "node2"):
+        start_imds(bed, node)
+        sh(bed, node, MOUNT_TMPFS)
+    try:
+        if formed(bed):
+            phases.notes.append("slurm: the cluster the configure e2e formed, used as it is")
+            yield Cluster(bed, None, None)
+            return
+        if wheel_server is None:
+            pytest.fail(f"no torch {TORCH} CPU wheel on this machine for the smoke job")
+        reports = tmp / "reports"
+        converge = [slurm_blueprint(bed, tmp), "--private-key", bed.key, "--known-hosts",
+                    bed.known_hosts, "--report-dir", reports, *SLURM_VARS,
+                    *smoke_vars(wheel_server)]  # fmt: skip
+        with phases("slurm: converge slurm and smoke_train; the smoke job through Slurm"):
+            first = cli("configure", *converge, "--role", "slurm", "--role", "smoke_train")
+        check_formed(bed, first, reports)
+        yield Cluster(bed, converge, first)
+    finally:
+        sh(bed, "node1", "scancel --user=root; scontrol update nodename=node1,node2 state=resume",
+           check=False)  # fmt: skip
+        for node in ("node1", "node2"):
+            stop(bed, node)

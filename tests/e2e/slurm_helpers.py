@@ -158,3 +158,21 @@ def check_formed(bed: lifecycle.Testbed, proc: subprocess.CompletedProcess, repo
     assert gang["status"] == "pass", gang
     record = job_record(bed, merged["slurm"]["job_id"])
     assert record["JobState"] == "COMPLETED" and record["Name"].startswith("rackform-smoke-")
+
+
+def until(bed, condition: str, what: str, timeout: int = 300) -> str:
+    """Wait on node1 (one SSH session, polling there every second) until the shell condition
+    holds; its time in seconds."""
+    out = (
+        bed.ssh("node1")
+        .run(
+            f"t=0; until {condition}; do sleep 1; t=$((t+1));"
+            f" if [ $t -ge {timeout} ]; then echo TIMEOUT; exit 0; fi; done; echo $t",
+            timeout=timeout + 60,
+        )
+        .stdout
+    )
+    assert "TIMEOUT" not in out, f"{what}: not within {timeout} s\n" + sh(
+        bed, "node1", "squeue; sinfo -N; tail -30 /root/resumable-*.out", check=False
+    )
+    return out.strip()

@@ -25,62 +25,13 @@ The VMs have no GPUs: the GRES lines are tested on the rendered files
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from slurm_helpers import (
-    MOUNT_TMPFS,
-    NOTICE,
-    SLURM_VARS,
-    check_formed,
-    formed,
-    job_record,
-    slurm_blueprint,
-    smoke_vars,
-    start_imds,
-    stop,
-)
-from vms import MOUNT, TORCH, cli, sh, shown, summary
-
-from rackform.testbed import lifecycle
+from slurm_helpers import NOTICE, job_record, until
+from vms import MOUNT, cli, sh, shown, summary
 
 pytestmark = pytest.mark.slow
-
-
-@dataclass
-class Cluster:
-    bed: lifecycle.Testbed
-    converge: list | None  # `rackform configure` arguments of this file's converge, but the roles
-    first: object | None  # its CompletedProcess (None: the cluster was found formed)
-
-
-@pytest.fixture(scope="module")
-def cluster(testbed, apt_repo, wheel_server, phases, tmp_path_factory):
-    bed, tmp = testbed, tmp_path_factory.mktemp("slurm")
-    for node in ("node1", "node2"):
-        start_imds(bed, node)
-        sh(bed, node, MOUNT_TMPFS)
-    try:
-        if formed(bed):
-            phases.notes.append("slurm: the cluster the configure e2e formed, used as it is")
-            yield Cluster(bed, None, None)
-            return
-        if wheel_server is None:
-            pytest.fail(f"no torch {TORCH} CPU wheel on this machine for the smoke job")
-        reports = tmp / "reports"
-        converge = [slurm_blueprint(bed, tmp), "--private-key", bed.key, "--known-hosts",
-                    bed.known_hosts, "--report-dir", reports, *SLURM_VARS,
-                    *smoke_vars(wheel_server)]  # fmt: skip
-        with phases("slurm: converge slurm and smoke_train; the smoke job through Slurm"):
-            first = cli("configure", *converge, "--role", "slurm", "--role", "smoke_train")
-        check_formed(bed, first, reports)
-        yield Cluster(bed, converge, first)
-    finally:
-        sh(bed, "node1", "scancel --user=root; scontrol update nodename=node1,node2 state=resume",
-           check=False)  # fmt: skip
-        for node in ("node1", "node2"):
-            stop(bed, node)
 
 
 def test_the_vms_form_a_slurm_cluster_that_runs_a_two_node_job(cluster, phases):
@@ -126,24 +77,6 @@ cd /opt/rackform/smoke
 srun --label /opt/rackform/venv/bin/python -m validators.resumable --steps 20 --checkpoint-every 4 \\
   --batch 4 --seq-len 32 --lr 0.006
 """
-
-
-def until(bed, condition: str, what: str, timeout: int = 300) -> str:
-    """Wait on node1 (one SSH session, polling there every second) until the shell condition
-    holds; its time in seconds."""
-    out = (
-        bed.ssh("node1")
-        .run(
-            f"t=0; until {condition}; do sleep 1; t=$((t+1));"
-            f" if [ $t -ge {timeout} ]; then echo TIMEOUT; exit 0; fi; done; echo $t",
-            timeout=timeout + 60,
-        )
-        .stdout
-    )
-    assert "TIMEOUT" not in out, f"{what}: not within {timeout} s\n" + sh(
-        bed, "node1", "squeue; sinfo -N; tail -30 /root/resumable-*.out", check=False
-    )
-    return out.strip()
 
 
 def test_a_preempted_then_spot_interrupted_job_resumes_from_its_checkpoints(cluster, phases):

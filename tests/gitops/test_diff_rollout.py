@@ -10,6 +10,9 @@ from pathlib import Path
 
 from gitrepo import commit, make_remote
 
+from rackform.engine import prepare
+from rackform.rollout.record import Store
+
 ROOT = Path(__file__).resolve().parents[2]
 SLURM = (ROOT / "blueprints" / "baremetal-slurm.yaml").read_text()
 PATH = "blueprints/baremetal-slurm.yaml"
@@ -53,6 +56,37 @@ def test_a_driver_branch_rolls_rack_by_rack_with_a_canary(rackform, tmp_path):
     assert "rolling: 3 batches, about" in md
     assert "🔁 **rolling**: 3 batches of up to 2 nodes, a canary node first, about" in md
     assert "  - batch 3: hgx-03, hgx-04" in md
+    assert "  - the time: rackform's per-node estimates" in md
+
+
+def test_the_time_is_this_clusters_own_once_a_rollout_measured_it(rackform, tmp_path):
+    """The stack's last rolling change measured its drain, its driver converge with the reboot,
+    and its re-validation (`--state-dir`, where `configure --rolling` keeps them): the estimate
+    is made from them; a state directory without them leaves the catalog's."""
+    text = SLURM.replace("storage:", "software: {driver_branch: '560'}\nstorage:", 1)
+    _, work = make_remote(tmp_path, {PATH: SLURM})
+    commit(work, "driver 560", {PATH: text})
+    stack = prepare(ROOT / PATH).plan.stack
+    state = tmp_path / "state"
+    measured = {"at": 1795000000, "batches": 4, "cls": "reboot", "roles": ["nvidia_driver"],
+                "drain_s": 120, "apply_s": 600, "validate_s": 240}  # fmt: skip
+    Store(state, stack).set_applied({}, {}, "sha256:" + "00" * 32, measured)
+
+    def rollout_of(*flags):
+        proc = rackform("diff", "--base", "HEAD~1", "--json", *flags, cwd=work)
+        assert proc.returncode == 0, proc.stderr
+        (bp,) = json.loads(proc.stdout)["blueprints"]
+        return {e["environment"]: e["rollout"] for e in bp["environments"]}["default"]
+
+    guess, known = rollout_of("--state-dir", tmp_path / "empty"), rollout_of("--state-dir", state)
+    assert guess["basis"].startswith("rackform's per-node estimates")
+    assert known["basis"].startswith("measured by this cluster's last rolling change (2026-")
+    # 2 min of drain, 10 of driver and reboot, 4 of re-validation: 16 a batch.
+    assert known["expected_minutes"] == 16 * len(known["batches"])
+    assert known["batches"] == guess["batches"]
+    assert known["expected_minutes"] < guess["expected_minutes"]
+    md = rackform("diff", "--base", "HEAD~1", "--state-dir", state, cwd=work).stdout
+    assert "  - the time: measured by this cluster's last rolling change" in md
 
 
 def test_a_dcgm_upgrade_applies_in_place(rackform, tmp_path):
