@@ -10,6 +10,7 @@ from rackform.gitops.pin import pin_of
 from rackform.paths import collection
 from rackform.plan.inventory import configure_vars, with_nodes
 from rackform.plan.model import Plan, thaw
+from rackform.rollout.inputs import rollout_input
 from rackform.stack.stages import (
     Configure,
     ConfigureProvider,
@@ -98,6 +99,8 @@ class Cluster(pulumi.ComponentResource):
                 ),
                 "expected_nodes": dict(zip(("min", "max"), plan.node_range, strict=True)),
                 "access": access,
+                # A change that needs a drain rolls through Slurm (rackform/rollout/stage.py).
+                "rollout": rollout_input(plan),
             },
             provider=configure_provider,
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.target.node_resources),

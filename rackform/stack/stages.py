@@ -52,6 +52,8 @@ from rackform.stack.shipped import SHIPPED, roles_hash  # noqa: F401  (the stage
 
 CONFIGURE_WORK = "rackform.hosts.runner:configure"
 DRIFT_WORK = "rackform.hosts.runner:drift"
+ROLL_WORK = "rackform.rollout.stage:roll"
+RECORD_WORK = "rackform.rollout.stage:record"
 VALIDATE_WORK = "rackform.validation.cluster:validate_cluster"
 Work = Callable[..., dict] | str
 
@@ -63,6 +65,7 @@ CONFIGURE_INPUTS = (
     "content_hash",
     "expected_nodes",
     "access",
+    "rollout",
 )
 VALIDATE_INPUTS = (
     "cluster",
@@ -123,10 +126,18 @@ def _inputs(props: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 class ConfigureProvider(ResourceProvider):
     serialize_as_secret_always = False
 
-    def __init__(self, work: Work = CONFIGURE_WORK, drift: Work = DRIFT_WORK):
+    def __init__(
+        self,
+        work: Work = CONFIGURE_WORK,
+        drift: Work = DRIFT_WORK,
+        roll: Work = ROLL_WORK,
+        record: Work = RECORD_WORK,
+    ):
         super().__init__()
         self.work = work
         self.drift = drift
+        self.roll = roll
+        self.record = record
 
     def _run(self, props: dict[str, Any]) -> dict[str, Any]:
         hosts = inventory_hosts(props["inventory"])
@@ -142,6 +153,10 @@ class ConfigureProvider(ResourceProvider):
             group_vars=props["group_vars"],
             access=props.get("access"),
         )
+        if props.get("rollout"):
+            resolve(self.record, "configure")(
+                group_vars=props["group_vars"], rollout=props["rollout"]
+            )
         return {**_inputs(props, CONFIGURE_INPUTS), "result": result, "drift": {}}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -155,7 +170,25 @@ class ConfigureProvider(ResourceProvider):
         return DiffResult(changes=changed or bool(replaces), replaces=replaces, stables=[])
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(self._run(news))
+        """A change to node software that needs a drain, on a cluster with a scheduler (the
+        `rollout` input), rolls batch by batch first (rackform/rollout/stage.py); the converge
+        after it finds those nodes changed and converges the rest (joined nodes, what applies
+        in place, drift). A rollout that stops fails the update: the next `up` resumes it."""
+        rolled = None
+        if news.get("rollout") and olds.get("group_vars") is not None:
+            known = {
+                "variables": olds["group_vars"],
+                "nodes": (olds.get("rollout") or {}).get("nodes") or {},
+            }
+            rolled = resolve(self.roll, "configure")(
+                inventory=news["inventory"],
+                group_vars=news["group_vars"],
+                rollout=news["rollout"],
+                known=known,
+                access=news.get("access"),
+            )
+        outs = self._run(news)
+        return UpdateResult({**outs, "rolled": rolled} if rolled else outs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """What `pulumi refresh` sees: the roles in check mode over the recorded inventory. A
@@ -209,7 +242,25 @@ class ValidateProvider(ResourceProvider):
         return DiffResult(changes=bool(changed), replaces=[], stables=[])
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(self._run(news))
+        """A change to node software that needs a drain, on a cluster with a scheduler (the
+        `rollout` input), rolls batch by batch first (rackform/rollout/stage.py); the converge
+        after it finds those nodes changed and converges the rest (joined nodes, what applies
+        in place, drift). A rollout that stops fails the update: the next `up` resumes it."""
+        rolled = None
+        if news.get("rollout") and olds.get("group_vars") is not None:
+            known = {
+                "variables": olds["group_vars"],
+                "nodes": (olds.get("rollout") or {}).get("nodes") or {},
+            }
+            rolled = resolve(self.roll, "configure")(
+                inventory=news["inventory"],
+                group_vars=news["group_vars"],
+                rollout=news["rollout"],
+                known=known,
+                access=news.get("access"),
+            )
+        outs = self._run(news)
+        return UpdateResult({**outs, "rolled": rolled} if rolled else outs)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         return None
