@@ -132,6 +132,11 @@ class FakeNvml:
     class NVMLError_GpuIsLost(NVMLError):
         pass
 
+    class NVMLError_InvalidArgument(NVMLError):
+        pass
+
+    NVML_NVLINK_MAX_LINKS = 18
+
     def __init__(
         self,
         gpus=8,
@@ -140,7 +145,14 @@ class FakeNvml:
         ecc_supported=True,
         remap_supported=True,
         lost=(),
+        nvlinks=None,
+        pcie=None,
     ):
+        """`nvlinks`: GPU -> each link's state (1 up, 0 down; links past the list are not
+        supported), none: every NVLink query NotSupported (as on a VM of one GPU). `pcie`: GPU
+        -> (current width, max width, max generation, the GPU's own max generation), default
+        x16 of x16, gen 5 of 5."""
+        self.nvlinks, self.pcie = nvlinks or {}, pcie or {}
         self.gpus, self.ecc, self.remap = gpus, ecc or {}, remap or {}
         self.ecc_supported, self.remap_supported = ecc_supported, remap_supported
         self.lost = set(lost)  # GPUs that answer every query with NVMLError_GpuIsLost
@@ -172,3 +184,28 @@ class FakeNvml:
         if not self.remap_supported:
             raise self.NVMLError_NotSupported()
         return (0, 0, *self.remap.get(h, (False, False)))
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        if h in self.lost:
+            raise self.NVMLError_GpuIsLost("GPU is lost")
+        states = self.nvlinks.get(h, [])
+        if link >= len(states):
+            raise self.NVMLError_NotSupported("Not Supported")
+        return states[link]
+
+    def _pcie(self, h, i):
+        if h in self.lost:
+            raise self.NVMLError_GpuIsLost("GPU is lost")
+        return self.pcie.get(h, (16, 16, 5, 5))[i]
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        return self._pcie(h, 0)
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return self._pcie(h, 1)
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
+        return self._pcie(h, 2)
+
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h):
+        return self._pcie(h, 3)

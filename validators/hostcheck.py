@@ -3,7 +3,8 @@
     python -m validators.hostcheck --json host.json --expect-gpus 8 --storage-dir /mnt/checkpoints
 
 - through NVML (nvidia-ml-py, where importable): GPU count, uncorrectable ECC errors, pending
-  or failed row remaps;
+  or failed row remaps, every NVLink up and each PCIe link at full width and generation, and
+  the NVSwitch fabric manager running where the node has NVSwitches (see link_checks.py);
 - `dcgmi diag` at the configured level, where DCGM is installed;
 - the storage ceiling of the checkpoint mount (see storage.py);
 - with `--shared-mount`, the shared tier: mounted, read at the rate the GPUs consume, and the
@@ -23,7 +24,7 @@ import socket
 import subprocess
 import sys
 
-from validators import report, shared_checks, storage
+from validators import link_checks, report, shared_checks, storage
 from validators.report import Check, compare, failed, not_run
 
 # dcgmi diag levels and how long each may take before it counts as hung (DOMAIN: r1 seconds,
@@ -31,10 +32,16 @@ from validators.report import Check, compare, failed, not_run
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600}
 
 
-def nvml_checks(nvml, expect_gpus: int | None, node: str = "") -> list[Check]:
+def nvml_checks(
+    nvml,
+    expect_gpus: int | None,
+    node: str = "",
+    expect_nvlinks: int | None = None,
+    expect_pcie_gen: int | None = None,
+) -> list[Check]:
     """`nvml` is the pynvml module (or None when it cannot be imported). NVML sees every GPU
     the driver knows, whatever CUDA_VISIBLE_DEVICES says."""
-    names = ("nvml_gpu_count", "ecc_uncorrectable", "row_remap")
+    names = ("nvml_gpu_count", "ecc_uncorrectable", "row_remap", "nvlink_up", "pcie_link")
     if nvml is None:
         return _nvml_absent(names, expect_gpus, "nvidia-ml-py (pynvml) is not installed", node)
     try:
@@ -58,6 +65,8 @@ def nvml_checks(nvml, expect_gpus: int | None, node: str = "") -> list[Check]:
         ]
         out.append(_ecc(nvml, handles, node))
         out.append(_remap(nvml, handles, node))
+        out.append(link_checks.nvlink_check(nvml, handles, expect_nvlinks, node))
+        out.append(link_checks.pcie_check(nvml, handles, expect_pcie_gen, node))
         return out
     finally:
         nvml.nvmlShutdown()
@@ -438,6 +447,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", help="Write the JSON report here.")
     p.add_argument("--expect-gpus", type=int, help="GPUs this node should have.")
+    p.add_argument("--expect-nvlinks", type=int, help="NVLinks up on each GPU (the model's).")
+    p.add_argument("--expect-pcie-gen", type=int, help="PCIe generation each GPU runs at.")
+    p.add_argument(
+        "--expect-fabric-manager", action="store_true", help="The node's GPUs use NVSwitches."
+    )
     p.add_argument("--dcgm-level", type=int, choices=(1, 2, 3), default=1)
     p.add_argument("--storage-dir", help="The checkpoint mount to probe.")
     p.add_argument("--storage-probe-mb", type=int, default=4096, help="MiB to write (0: skip).")
@@ -455,7 +469,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-table", action="store_true", help="Do not print the table.")
     args = p.parse_args(argv)
     node = args.node
-    checks = nvml_checks(_import_nvml(), args.expect_gpus, node)
+    checks = nvml_checks(
+        _import_nvml(), args.expect_gpus, node, args.expect_nvlinks, args.expect_pcie_gen
+    )
+    checks.append(link_checks.fabric_manager_check(args.expect_fabric_manager, node))
     checks.append(dcgm_check(args.dcgm_level, node))
     checks.append(mount_check(args.expect_mount, node))
     checks.append(

@@ -55,6 +55,10 @@ class GpuModel:
     # The smoke job's MFU floor (percent), calibrated from this project's measured runs of its
     # default preset on this GPU; None where none was measured (still to be measured).
     smoke_mfu_pct_min: Figure | None = None
+    # NVLink links per GPU and the PCIe generation it runs at: what the host checks want up
+    # (None: not checked, e.g. an NVLink bridge that is optional on a PCIe card).
+    nvlinks: Figure | None = None
+    pcie_gen: Figure | None = None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,11 @@ class Expectations:
     shared_mount: str | None = None
     shared_read_dir: str | None = None
     shared_read_gbps: Threshold = Threshold(None, "no shared tier")
+    # The GPUs' links (the catalog's): NVLinks up on each GPU, the PCIe generation each runs
+    # at, and whether the node's GPUs talk through NVSwitches (the fabric manager must run).
+    nvlinks: int | None = None
+    pcie_gen: int | None = None
+    fabric_manager: bool = False
 
     def threshold_args(self) -> list[str]:
         """The expectations and thresholds as `validators.smoke` arguments: the end of the job's
@@ -69,6 +74,9 @@ class Expectations:
         out = ["--dcgm-level", str(self.dcgm_level)]
         if self.gpus_per_node is not None:
             out += ["--expect-gpus", str(self.gpus_per_node)]
+        out += ["--expect-nvlinks", str(self.nvlinks)] if self.nvlinks else []
+        out += ["--expect-pcie-gen", str(self.pcie_gen)] if self.pcie_gen else []
+        out += ["--expect-fabric-manager"] if self.fabric_manager else []
         out += self.storage_write_gbps.arg("--storage-min-gbps")
         if self.shared_mount:
             out += ["--shared-mount", self.shared_mount]

@@ -142,7 +142,24 @@ def for_group(plan: Basis, group: str | None = None, nodes: int | None = None) -
         dcgm_level=plan.validation.dcgm_diag_level,
         checkpoint_dir=plan.checkpoint.mount,
         **_shared(plan, g, override("shared_read_gbps")),
+        **_links(gpu, g.gpus_per_node),
     )
+
+
+# An NVSwitch board holds 8 GPUs (HGX); 4-GPU boards join their GPUs by NVLink directly.
+SWITCH_BOARD_GPUS = 8
+
+
+def _links(gpu, gpus_per_node: int | None) -> dict:
+    """What the host checks want of the GPUs' links: the catalog's NVLinks per GPU and PCIe
+    generation, and the fabric manager on a board of NVSwitches."""
+    if gpu is None:
+        return {}
+    return {
+        "nvlinks": int(gpu.nvlinks.value) if gpu.nvlinks else None,
+        "pcie_gen": int(gpu.pcie_gen.value) if gpu.pcie_gen else None,
+        "fabric_manager": bool(gpu.nvswitch and (gpus_per_node or 0) >= SWITCH_BOARD_GPUS),
+    }
 
 
 def _shared(plan: Basis, g: NodeGroupPlan, given: Threshold | None) -> dict:

@@ -149,7 +149,34 @@ def test_job_and_host_arguments(write):
         "--checkpoint-write-min": "7",
         "--loss-drop": "0.2",
     }
-    assert e.host_args() == ["--dcgm-level", "1", "--expect-gpus", "8"]
+    assert e.host_args() == [
+        "--dcgm-level", "1", "--expect-gpus", "8",
+        # The catalog's H100 SXM: 18 NVLinks, PCIe gen 5, an 8-GPU board of NVSwitches.
+        "--expect-nvlinks", "18", "--expect-pcie-gen", "5", "--expect-fabric-manager",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("gpu", "per_node", "links"),
+    [
+        ("H100-SXM", 4, ["--expect-nvlinks", "18", "--expect-pcie-gen", "5"]),  # no NVSwitch
+        ("A100-SXM-80GB", 8, ["--expect-nvlinks", "12", "--expect-pcie-gen", "4",
+                              "--expect-fabric-manager"]),
+        ("L4", 4, ["--expect-pcie-gen", "4"]),  # no NVLink on the model
+        ("H100-PCIe", 2, ["--expect-pcie-gen", "5"]),  # its NVLink bridge is optional
+        ("A10G", 1, []),  # the catalog gives neither
+    ],
+)  # fmt: skip
+def test_the_links_a_node_must_have_come_from_the_catalog(write, gpu, per_node, links):
+    text = BARE_METAL.replace(
+        "gpu: H100-SXM\n    gpus_per_node: 8", f"gpu: {gpu}\n    gpus_per_node: {per_node}"
+    )
+    assert text != BARE_METAL
+    args = for_group(spec_of(write, text)).host_args()
+    assert args[:4] == ["--dcgm-level", "1", "--expect-gpus", str(per_node)]
+    flags = ("--expect-nvlinks", "--expect-pcie-gen", "--expect-fabric-manager")
+    i = next((args.index(f) for f in flags if f in args), len(args))
+    assert args[i:] == links
 
 
 def test_groups(write):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,16 @@ from gpu_collection import VALIDATORS_DIR
 from smoke_helpers import FakeNvml
 
 from rackform.docs_gen import emitted_checks
-from validators import collectives, comm_checks, hostcheck, launch, report, shared_checks, storage
+from validators import (
+    collectives,
+    comm_checks,
+    hostcheck,
+    launch,
+    link_checks,
+    report,
+    shared_checks,
+    storage,
+)
 from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
 from validators.model import config
@@ -41,6 +51,34 @@ CUDA, CPU = torch.device("cuda"), torch.device("cpu")  # a device object needs n
 
 def nvml(name: str, expect_gpus=8, **fake) -> Check:
     return by_name(hostcheck.nvml_checks(FakeNvml(**fake), expect_gpus))[name]
+
+
+UP = [1] * 18  # an H100 SXM's NVLinks, all up
+
+
+def links(name: str, expect=18, gen=5, **fake) -> Check:
+    """The link checks of an 8-GPU H100 SXM node (18 NVLinks each, PCIe gen 5)."""
+    fake.setdefault("nvlinks", {g: UP for g in range(8)})
+    return by_name(hostcheck.nvml_checks(FakeNvml(**fake), 8, "", expect, gen))[name]
+
+
+def fabric(state="active", switches=("/dev/nvidia-nvswitch0",), expected=True, run=None) -> Check:
+    def answer(argv, **kw):
+        assert argv[1:] == ["is-active", "nvidia-fabricmanager"]
+        return SimpleNamespace(returncode=0 if state == "active" else 3, stdout=state + "\n")
+
+    return link_checks.fabric_manager_check(
+        expected, switches=lambda: list(switches), run=run or answer, systemctl="/bin/systemctl"
+    )
+
+
+def hung(argv, **kw):
+    raise subprocess.TimeoutExpired(argv, kw.get("timeout", 30))
+
+
+def no_systemctl(monkeypatch, tmp_path) -> Check:
+    monkeypatch.setattr(link_checks.shutil, "which", lambda exe: None)
+    return link_checks.fabric_manager_check(True, switches=lambda: [])
 
 
 def by_name(checks) -> dict[str, Check]:
@@ -181,6 +219,34 @@ CASES: list[tuple[str, str, str, Callable]] = [
      lambda: nvml("row_remap", lost={0})),
     ("row_remap", "no GPU to read", NOT_RUN, lambda: nvml("row_remap", gpus=0)),
     ("row_remap", "no NVML", NOT_RUN, lambda: hostcheck.nvml_checks(None, 8)[2]),
+    # host checks: the GPUs' links
+    ("nvlink_up", "GPU 3 with 17 of its 18 NVLinks up", FAIL,
+     lambda: links("nvlink_up", nvlinks={**{g: UP for g in range(8)}, 3: [1] * 17 + [0]})),
+    ("nvlink_up", "no NVLink reported on an 8-GPU node (PCIe for every peer)", FAIL,
+     lambda: links("nvlink_up", nvlinks={})),
+    ("nvlink_up", "a GPU fallen off the bus", FAIL, lambda: links("nvlink_up", lost={2})),
+    ("nvlink_up", "links up but fewer than the model has (12 of 18)", FAIL,
+     lambda: links("nvlink_up", nvlinks={g: [1] * 12 for g in range(8)})),
+    ("nvlink_up", "one GPU: no peer to reach", NOT_RUN, lambda: links("nvlink_up", gpus=1)),
+    ("nvlink_up", "a model without NVLink", NOT_RUN, lambda: links("nvlink_up", expect=None)),
+    ("nvlink_up", "no NVML", NOT_RUN, lambda: hostcheck.nvml_checks(None, 8)[3]),
+    ("pcie_link", "GPU 5 trained down to x8", FAIL,
+     lambda: links("pcie_link", pcie={5: (8, 16, 5, 5)})),
+    ("pcie_link", "a gen 4 slot under a gen 5 GPU", FAIL,
+     lambda: links("pcie_link", pcie={0: (16, 16, 4, 5)})),
+    ("pcie_link", "below the GPU's own generation where the catalog names none", FAIL,
+     lambda: links("pcie_link", gen=None, pcie={0: (16, 16, 3, 4)})),
+    ("pcie_link", "a GPU fallen off the bus", FAIL, lambda: links("pcie_link", lost={1})),
+    ("pcie_link", "no GPU to read", NOT_RUN, lambda: links("pcie_link", gpus=0)),
+    ("pcie_link", "no NVML", NOT_RUN, lambda: hostcheck.nvml_checks(None, 8)[4]),
+    ("fabric_manager", "NVSwitches present, the fabric manager inactive", FAIL,
+     lambda: fabric("inactive", expected=False)),
+    ("fabric_manager", "the model's nodes have NVSwitches, the fabric manager failed", FAIL,
+     lambda: fabric("failed", switches=())),
+    ("fabric_manager", "systemctl does not answer", FAIL, lambda: fabric(run=hung)),
+    ("fabric_manager", "no NVSwitch on the node", NOT_RUN,
+     lambda: fabric(switches=(), expected=False)),
+    ("fabric_manager", "no systemctl to ask", NOT_RUN, no_systemctl),
     # host checks: DCGM
     ("dcgm_diag", "a failed test", FAIL, lambda: diag([("memory", "fail", "ECC"), ("pcie", "pass", "")])),
     ("dcgm_diag", "a status word not known", FAIL,
@@ -378,6 +444,9 @@ def test_the_healthy_evidence_does_pass():
         nvml("nvml_gpu_count"),
         nvml("ecc_uncorrectable"),
         nvml("row_remap"),
+        links("nvlink_up"),
+        links("pcie_link"),
+        fabric(),
         diag([("sw", "pass", "")]),
         node_count(4, 4, ["a", "b", "c", "d"]),
         device("gpu_count", [gpus(8)], expect_gpus=8),
