@@ -467,18 +467,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared-peers", default="", help="Every node of the run, comma-separated.")
     p.add_argument("--shared-wait-s", type=float, default=120.0, help="Wait this long for peers.")
     p.add_argument("--no-table", action="store_true", help="Do not print the table.")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="Only what takes seconds (NVML, the fabric manager, the mount): Slurm's health check"
+        " between jobs; no DCGM diagnostic, no storage probe, no read of the shared tier.",
+    )
     args = p.parse_args(argv)
     node = args.node
     checks = nvml_checks(
         _import_nvml(), args.expect_gpus, node, args.expect_nvlinks, args.expect_pcie_gen
     )
     checks.append(link_checks.fabric_manager_check(args.expect_fabric_manager, node))
+    if args.quick:
+        checks.append(mount_check(args.expect_mount, node))
+        return _finish(args, checks)
     checks.append(dcgm_check(args.dcgm_level, node))
     checks.append(mount_check(args.expect_mount, node))
     checks.append(
         storage_check(args.storage_dir, args.storage_probe_mb, args.storage_min_gbps, node)
     )
     checks += shared_checks_for(args)
+    return _finish(args, checks)
+
+
+def _finish(args: argparse.Namespace, checks: list[Check]) -> int:
     doc = report.make(checks, complete=True, host={"hostname": socket.gethostname()})
     if args.json:
         with open(args.json, "w") as fh:

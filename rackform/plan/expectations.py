@@ -69,14 +69,20 @@ class Expectations:
         out += self.loss_drop_fraction.arg("--loss-drop")
         return out
 
-    def host_args(self) -> list[str]:
-        """Arguments for `validators.hostcheck`."""
-        out = ["--dcgm-level", str(self.dcgm_level)]
+    def gpu_args(self) -> list[str]:
+        """What `validators.hostcheck` expects of the node's GPUs and their links: also what
+        Slurm's health check between jobs runs with (the slurm role's health_check.sh)."""
+        out = []
         if self.gpus_per_node is not None:
             out += ["--expect-gpus", str(self.gpus_per_node)]
         out += ["--expect-nvlinks", str(self.nvlinks)] if self.nvlinks else []
         out += ["--expect-pcie-gen", str(self.pcie_gen)] if self.pcie_gen else []
         out += ["--expect-fabric-manager"] if self.fabric_manager else []
+        return out
+
+    def host_args(self) -> list[str]:
+        """Arguments for `validators.hostcheck`."""
+        out = ["--dcgm-level", str(self.dcgm_level), *self.gpu_args()]
         out += self.storage_write_gbps.arg("--storage-min-gbps")
         if self.shared_mount:
             out += ["--shared-mount", self.shared_mount]

@@ -155,6 +155,12 @@ def group_vars(plan: Basis, expectations: Expectations | None) -> dict[str, Any]
         "smoke_train_interface": net.interfaces[0] if net.interfaces else "",
         **_smoke_expectations(expectations),
         **slurm_vars(plan.scheduler, net.interfaces[0] if net.interfaces else ""),
+        # Slurm's health check between jobs expects what the host checks expect of the GPUs.
+        **(
+            {"slurm_health_check_args": expectations.gpu_args() if expectations else []}
+            if plan.scheduler
+            else {}
+        ),
         **shared_vars(plan.shared, net.interfaces[0] if net.interfaces else ""),
     }
 

@@ -38,6 +38,10 @@ SLURM_VARS = [
     "-x", f"slurm_spot_agent_imds_url={IMDS_URL}",
     "-x", "slurm_spot_agent_interval_s=1",
     "-x", "slurm_spot_agent_requeue_after_s=2",
+    # Slurm's health check would drain a node whose checkpoint mount the storage scenarios take
+    # away, between the e2e files; it runs against the local Slurm instead
+    # (tests/roles/test_slurm_health_check.py).
+    "-x", "slurm_health_check_interval_s=0",
 ]  # fmt: skip
 
 

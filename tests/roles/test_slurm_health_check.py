@@ -1,0 +1,116 @@
+"""Slurm's HealthCheckProgram as the slurm role writes it (its template rendered by Ansible's
+templar), run as slurmd runs it, against the local Slurm (tests/slurm_local.py), with the real
+quick host checks (validators.hostcheck --quick) from this checkout: a node that fails them
+drains itself with the failed checks as the reason; one it drained returns once they pass; a
+node a person drained is never returned nor relabelled; checks that hang past their limit
+drain the node; a node without the checks' Python changes nothing. The GPU checks find no
+driver here; the checkpoint mount is what fails or passes (a plain directory, or `/`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from gpu_collection import ROLES_DIR
+from slurm_local import NODES
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROLES_DIR / "slurm"
+NODE = NODES[0]
+
+
+def render(name: str, **variables) -> str:
+    loader = DataLoader()
+    v = {
+        **loader.load_from_file(str(ROLE / "defaults" / "main.yml"), trusted_as_template=True),
+        **loader.load_from_file(str(ROLE / "vars" / "main.yml"), trusted_as_template=True),
+        "inventory_hostname": NODE,
+        "ansible_managed": "Ansible managed",
+        **variables,
+    }
+    text = (ROLE / "templates" / name).read_text(encoding="utf-8")
+    return Templar(loader=loader, variables=v).template(trust_as_template(text))
+
+
+def health(slurm, tmp_path: Path, mount: str, **variables) -> subprocess.CompletedProcess:
+    script = tmp_path / "health_check.sh"
+    script.write_text(
+        render(
+            "health_check.sh.j2",
+            slurm_health_check_python=variables.pop("python", sys.executable),
+            slurm_health_check_validators=str(ROOT),
+            slurm_checkpoint_dir=mount,
+            _slurm_health_report=str(tmp_path / "health.json"),
+            **variables,
+        )
+    )
+    script.chmod(0o755)
+    env = {**os.environ, **slurm.env}
+    return subprocess.run([str(script)], capture_output=True, text=True, env=env, timeout=120)
+
+
+def state(slurm) -> tuple[str, str]:
+    """The node's state ('*', slurmd slow to answer on a busy machine, dropped) and reason (one
+    line: sinfo prints the node once per partition)."""
+    out = slurm.run("sinfo", "--noheader", "--Node", f"--nodes={NODE}", "--format=%T|%E").stdout
+    s, _, reason = out.strip().splitlines()[0].partition("|")
+    return s.rstrip("*"), reason
+
+
+def test_a_node_that_fails_drains_and_returns_once_it_passes(slurm, tmp_path):
+    done = health(slurm, tmp_path, str(tmp_path))  # a plain directory: no mount there
+    assert done.returncode == 0, done.stderr
+    s, reason = state(slurm)
+    assert s.startswith("drain"), (s, reason)
+    assert reason.startswith("rackform health: checkpoint_mount (") and str(tmp_path) in reason
+    # The array is back (here: a mount point): the node it drained returns.
+    assert health(slurm, tmp_path, "/").returncode == 0
+    assert state(slurm) == ("idle", "none")
+
+
+def test_a_node_a_person_drained_is_left_as_it_is(slurm, tmp_path):
+    slurm.run("scontrol", "update", f"nodename={NODE}", "state=drain", "reason=ops: cable swap")
+    health(slurm, tmp_path, "/")  # passes: still the person's
+    assert state(slurm) == ("drained", "ops: cable swap")
+    health(slurm, tmp_path, str(tmp_path))  # fails: not relabelled
+    assert state(slurm) == ("drained", "ops: cable swap")
+
+
+def test_checks_that_hang_drain_the_node(slurm, tmp_path):
+    stuck = tmp_path / "python"
+    stuck.write_text("#!/bin/sh\nsleep 30\n")
+    stuck.chmod(0o755)
+    health(slurm, tmp_path, "/", python=str(stuck), slurm_health_check_timeout_s=2)
+    s, reason = state(slurm)
+    assert s.startswith("drain") and reason == "rackform health: the checks did not finish in 2 s"
+
+
+def test_a_node_without_the_checks_changes_nothing(slurm, tmp_path):
+    done = health(slurm, tmp_path, str(tmp_path), python=str(tmp_path / "no-venv" / "python"))
+    assert done.returncode == 0 and state(slurm)[0] == "idle"
+
+
+@pytest.mark.parametrize(("interval", "lines"), [(300, 3), (0, 0)])
+def test_slurm_runs_it_every_interval_or_not_at_all(interval, lines):
+    conf = render(
+        "slurm.conf.j2",
+        slurm_health_check_interval_s=interval,
+        slurm_cluster_name="c",
+        slurm_controller=NODE,
+        slurm_nodes=[],
+        slurm_partitions=[],
+        hostvars={NODE: {"_slurm_node": {"address": "10.0.0.1", "hostname": NODE}}},
+    )
+    found = [ln for ln in conf.splitlines() if ln.startswith("HealthCheck")]
+    assert len(found) == lines, found
+    if lines:
+        assert found == [
+            "HealthCheckProgram=/etc/slurm/health_check.sh",
+            f"HealthCheckInterval={interval}",
+            "HealthCheckNodeState=ANY,CYCLE",
+        ]
