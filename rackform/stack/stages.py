@@ -5,6 +5,9 @@ Configure reruns only when its content hash changes: the roles' files, the varia
 they install (`rackform.plan.inventory.configure_vars`: never smoke steps, thresholds, owner or
 the blueprint's digest) and the inventory. Its `read` (what `pulumi refresh` calls) runs the
 roles in check mode and reports the hosts that drifted, so the next `up` converges them again.
+On a cluster with a Slurm controller among its hosts, an update whose change needs a drain rolls
+it batch by batch before the converge (rackform/rollout/stage.py: `roll`, and `record`, what
+the nodes run after each converge, are the stage's other works).
 
 Validate runs on create, when the configuration or the nodes change, and when asked
 (`rackform up --revalidate` sets the `request` input); a cosmetic edit never reruns it. It never
@@ -242,25 +245,7 @@ class ValidateProvider(ResourceProvider):
         return DiffResult(changes=bool(changed), replaces=[], stables=[])
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """A change to node software that needs a drain, on a cluster with a scheduler (the
-        `rollout` input), rolls batch by batch first (rackform/rollout/stage.py); the converge
-        after it finds those nodes changed and converges the rest (joined nodes, what applies
-        in place, drift). A rollout that stops fails the update: the next `up` resumes it."""
-        rolled = None
-        if news.get("rollout") and olds.get("group_vars") is not None:
-            known = {
-                "variables": olds["group_vars"],
-                "nodes": (olds.get("rollout") or {}).get("nodes") or {},
-            }
-            rolled = resolve(self.roll, "configure")(
-                inventory=news["inventory"],
-                group_vars=news["group_vars"],
-                rollout=news["rollout"],
-                known=known,
-                access=news.get("access"),
-            )
-        outs = self._run(news)
-        return UpdateResult({**outs, "rolled": rolled} if rolled else outs)
+        return UpdateResult(self._run(news))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         return None
