@@ -13,11 +13,9 @@ from rackform.plan.model import Plan, thaw
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import basis
 from rackform.rollout.record import Store, state_dir
-from rackform.rollout.run import EXIT_HELD, EXIT_STOPPED, Cluster, RollingError, carry_out
+from rackform.rollout.run import Cluster, RollingError, carry_out
 from rackform.rollout.slurm import SlurmSteps
 from rackform.scheduler.remote import controller
-
-__all__ = ["EXIT_HELD", "EXIT_STOPPED", "Options", "RollingError", "rolling"]
 
 
 @dataclass

@@ -191,7 +191,7 @@ class ConfigureProvider(ResourceProvider):
                 access=news.get("access"),
             )
         outs = self._run(news)
-        return UpdateResult({**outs, "rolled": rolled} if rolled else outs)
+        return UpdateResult(outs if rolled is None else {**outs, "rolled": rolled})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """What `pulumi refresh` sees: the roles in check mode over the recorded inventory. A
