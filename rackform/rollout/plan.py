@@ -183,7 +183,7 @@ def _minutes(r: Rollout, measured: Measured | None = None) -> int:
     roles' converges, a reboot where one is needed, and its re-validation; each from what the
     last rolling change measured where it measured it (rollout/measured.py), else the catalog's."""
     c = catalog()
-    pace = {role: 1.0 for role in c.converge} | {"reboot": 1.0}
+    pace: dict[str, float] = {}  # minutes per catalog minute, where measured (else 1)
     requeue, validate = float(c.requeue), float(c.validate)
     if measured is not None:
         ran = list(measured.roles or c.converge) + (["reboot"] if measured.cls == "reboot" else [])
@@ -193,5 +193,5 @@ def _minutes(r: Rollout, measured: Measured | None = None) -> int:
         requeue, validate = measured.drain_s / 60, measured.validate_s / 60
     drain = requeue if r.policy.jobs == "requeue" else r.policy.wait_minutes
     converge = sum(c.converge.get(role, 0) * pace.get(role, 1.0) for role in r.roles)
-    reboot = c.reboot * pace["reboot"] if r.cls == "reboot" else 0
+    reboot = c.reboot * pace.get("reboot", 1.0) if r.cls == "reboot" else 0
     return max(1, math.ceil(drain + converge + reboot + validate))
