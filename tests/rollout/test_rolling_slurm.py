@@ -84,9 +84,12 @@ def roll(slurm, tmp_path, nodes, policy=None, budget=1, batches=None, rec=None):
 
 RESUMABLE = (
     # A job that counts to 10, half a second a step, from the count its last run left: run
-    # again after a requeue, it goes on from there. Each start is a line in starts.
+    # again after a requeue, it goes on from there. Each start is a line in starts. The count
+    # is written aside and renamed, as a checkpoint must be: a requeue's kill between `>`'s
+    # truncation and the write left an empty count, and the rerun stopped at once (CI, stop 50).
     'n=$(cat {d}/count 2>/dev/null || echo 0); echo "$SLURMD_NODENAME $n" >> {d}/starts; '
-    'while [ "$n" -lt 10 ]; do n=$((n+1)); echo $n > {d}/count; sleep 0.5; done'
+    'while [ "$n" -lt 10 ]; do n=$((n+1)); echo $n > {d}/count.new; mv {d}/count.new {d}/count;'
+    " sleep 0.5; done"
 )
 
 
