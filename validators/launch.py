@@ -345,7 +345,8 @@ def compose(
         checks.append(done)
         complete = done.status == report.PASS
     if job is None:
-        checks.append(not_run("smoke_job_checks", "the job wrote no report"))
+        why = f"not started: {not_started}" if not_started else "the job wrote no report"
+        checks.append(not_run("smoke_job_checks", why))
     else:
         for name in job.get("pending", []):
             checks.append(not_run(name, "the job ended before this check ran"))
@@ -473,9 +474,12 @@ def run(
     torchrun_args: list[str] | None = None,
     out=None,
     layout: Layout | None = None,
+    host_gate: bool = False,
 ) -> dict:
     """Host checks (unless host_args is None), then the job (under torchrun, or its workers
-    started here where `layout` places the node); the merged report."""
+    started here where `layout` places the node); the merged report. `host_gate`: a host
+    check that fails ends the run there, the job not started (a one-node run only: see
+    `one_node`)."""
     launch_s: dict[str, float] = {}
     slurm = slurm_env.facts()  # under sbatch/srun: the job and what Slurm allocated it
     with tempfile.TemporaryDirectory(prefix="rackform-smoke-") as tmp:
@@ -497,6 +501,11 @@ def run(
             if host is None:
                 host = host_missing(hproc)
             launch_s["host_checks"] = round(time.time() - start, 3)
+            bad = host_failures(host)
+            if host_gate and bad:
+                why = f"the host checks failed ({', '.join(bad)})"
+                print(f"smoke: {why}: the job is not started", file=out or sys.stderr, flush=True)
+                return compose(host, None, None, timeout_s, launch_s, why, slurm)
         missing = numpy_missing()
         if missing:  # the job would die in its first collective; say why instead
             print(f"smoke: {missing}", file=out or sys.stderr, flush=True)
@@ -516,6 +525,29 @@ def run(
             # (torchrun and) the workers importing torch, the rendezvous and the process group
             launch_s["until_job_started"] = round(began - start, 3)
         return compose(host, job, proc, timeout_s, launch_s, slurm=slurm)
+
+
+def host_failures(host: dict) -> list[str]:
+    """The names of the host checks that failed (a report that cannot be read: one entry)."""
+    try:
+        return [c.name for c in report.checks_of(host) if c.status == report.FAIL]
+    except report.ReportError as exc:
+        return [f"unreadable host report: {exc}"]
+
+
+def one_node(layout: Layout | None, torchrun_args: list[str]) -> bool:
+    """Whether the job runs on this node alone. Only such a run may skip its job when the
+    host checks fail: in a job over several nodes the others would wait for this one at the
+    rendezvous until their timeout."""
+    if layout is not None:
+        return layout.nnodes == 1
+    nnodes = None
+    for i, arg in enumerate(torchrun_args):
+        if arg.startswith("--nnodes="):
+            nnodes = arg.split("=", 1)[1]
+        elif arg == "--nnodes" and i + 1 < len(torchrun_args):
+            nnodes = torchrun_args[i + 1]
+    return nnodes is None or nnodes in ("1", "1:1")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -544,6 +576,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="HOST:PORT of the node of rank 0 (with --node-rank).")
     p.add_argument("--host-args", default="", help="Arguments for validators.hostcheck.")
     p.add_argument("--no-host-checks", action="store_true")
+    p.add_argument(
+        "--skip-job-on-host-failure",
+        action="store_true",
+        help="When a host check fails, end there: the job is not started and the report says"
+        " so (its verdict fails either way). A run on one node only: a node of a larger job"
+        " would leave the others waiting at the rendezvous.",
+    )
     p.add_argument("--timeout-s", type=float, default=900.0)
     p.add_argument(
         "job_args", nargs=argparse.REMAINDER, help="-- then arguments for validators.smoke"
@@ -565,7 +604,18 @@ def main(argv: list[str] | None = None) -> int:
             layout = Layout.parse(a.node_rank, a.nnodes, a.master)
         except ValueError as e:
             p.error(str(e))
-    doc = run(a.nproc, job_args, host_args, a.timeout_s, shlex.split(a.torchrun), layout=layout)
+    torchrun_args = shlex.split(a.torchrun)
+    if a.skip_job_on_host_failure and not one_node(layout, torchrun_args):
+        p.error("--skip-job-on-host-failure is for a job on one node only")
+    doc = run(
+        a.nproc,
+        job_args,
+        host_args,
+        a.timeout_s,
+        torchrun_args,
+        layout=layout,
+        host_gate=a.skip_job_on_host_failure,
+    )
     if a.json:
         Path(a.json).write_text(report.dumps(doc))
     print(report.table(doc), flush=True)

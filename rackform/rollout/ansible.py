@@ -103,6 +103,8 @@ def batch_job(batch: Sequence[str]) -> dict[str, Any]:
         "smoke_train_cluster_hosts": list(batch),
         "smoke_train_hosts_file": False,
         "smoke_train_force": True,
+        # A one-node batch whose host checks fail is not worth its smoke job's minutes.
+        "smoke_train_skip_job_on_host_failure": True,
     }
 
 

@@ -12,6 +12,7 @@ from role_vars import render
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
+from rackform.plan.model import thaw
 from rackform.rollout.ansible import batch_job, judge_reports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,3 +80,22 @@ def test_a_batch_applies_only_the_roles_the_change_touches():
     assert nodes._tags() == ["nccl_rdma", "nvidia_driver"]
     nodes.roles = ["host_bootstrap"]  # runs before every role: the whole site then
     assert nodes._tags() == []
+
+
+def test_a_one_node_batch_skips_its_job_when_a_host_check_fails_and_a_larger_one_does_not():
+    """The launcher ends a gated run at a failed host check; the role asks for the gate only
+    where the run is one node (a node of a larger batch that skipped its part would leave its
+    peers waiting at the rendezvous), and a configure or validation run never asks for it."""
+    # What the play has registered and gathered by then: the validators archive, the facts.
+    facts = {n: {"ansible_facts": {"ib0": {"ipv4": {"address": f"10.0.0.{i}"}}}}
+             for i, n in enumerate(ALL, 1)}  # fmt: skip
+    seen = {"_smoke_train_archive_stat": {"stat": {"checksum": "0" * 40}}, "hostvars": facts}
+
+    def argv(variables: dict, hosts: list[str]) -> list[str]:
+        every = {**thaw(plan_vars()), **variables, **seen}  # the plan's tuples as Ansible's lists
+        return render("smoke_train", "_smoke_train_argv", every, hosts)
+
+    gate = "--skip-job-on-host-failure"
+    assert gate in argv(batch_job(["hgx-02"]), ["hgx-02"])
+    assert gate not in argv(batch_job(["hgx-02", "hgx-03"]), ["hgx-02", "hgx-03"])
+    assert gate not in argv({}, ["hgx-02"])  # a configure or a validation: never gated

@@ -4,9 +4,14 @@ that stops a run whatever it is doing."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from validators import launch, report
 from validators.report import FAIL, NOT_RUN, PASS, compare
@@ -29,6 +34,7 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : Signal 9 (SIGKILL) received by PID 18854
 ============================================================""".splitlines()
+ROOT = Path(__file__).resolve().parents[2]
 
 RAISED = """\
 Root Cause (first observed failure):
@@ -316,3 +322,77 @@ def test_a_job_run_by_slurm_names_its_job_and_allocation():
     doc = launch.compose(None, _done([]), launch.Proc(0, [], False), 900, slurm=slurm)
     assert doc["slurm"] == slurm
     assert "slurm" not in launch.compose(None, _done([]), launch.Proc(0, [], False), 900)
+
+
+def _run_launcher(tmp_path, *args: str, timeout: float = 120):
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "validators.launch", "--nproc", "1", "--json", str(out), *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    )  # fmt: skip
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_a_failed_host_check_ends_a_gated_one_node_run_before_the_job(tmp_path):
+    """--skip-job-on-host-failure: the mount check fails (no such directory), so the job is
+    never started (no torch, no launch time for it), and the verdict fails, naming the check."""
+    proc, doc = _run_launcher(
+        tmp_path, "--skip-job-on-host-failure",
+        f"--host-args=--node n1 --expect-mount {tmp_path / 'nowhere'}", "--", "--steps", "2",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    by = {c["name"]: c for c in doc["checks"]}
+    assert by["checkpoint_mount"]["status"] == FAIL
+    job = by["job_completed"]
+    assert job["status"] == FAIL
+    assert job["detail"] == "not started: the host checks failed (checkpoint_mount)"
+    assert by["smoke_job_checks"]["status"] == NOT_RUN
+    assert not doc["ok"] and "job" not in doc
+    assert set(doc["launch_s"]) == {"host_checks"}
+    assert "the job is not started" in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_gate_lets_the_job_run_when_the_host_checks_pass(tmp_path):
+    """The same gate with host checks that fail nothing (not-run is no failure): the job runs
+    and its own checks decide, so the gate never turns a run into a pass or skips a good one."""
+    proc, doc = _run_launcher(
+        tmp_path, "--skip-job-on-host-failure", "--host-args=--node n1", "--",
+        "--steps", "3", "--allreduce-max-mb", "0.25", "--checkpoint-dir", str(tmp_path / "ck"),
+        timeout=300,
+    )  # fmt: skip
+    by = {c["name"]: c for c in doc["checks"]}
+    assert by["job_completed"]["status"] == PASS, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "torchrun" in doc["launch_s"] and doc["job"]["world_size"] == 1
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        ["--node-rank", "0", "--nnodes", "2", "--master", "127.0.0.1:29500"],
+        ["--torchrun=--nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=n1:29500"],
+        ["--torchrun=--nnodes 1:4 --rdzv-backend=c10d --rdzv-endpoint=n1:29500"],
+    ],
+)
+def test_the_gate_is_refused_for_a_job_over_several_nodes(tmp_path, layout):
+    """A node of a larger job that skipped its part would leave the others waiting at the
+    rendezvous until their timeout: refused before anything runs."""
+    proc, doc = _run_launcher(tmp_path, "--skip-job-on-host-failure", *layout, "--")
+    assert proc.returncode == 2 and doc is None
+    assert "--skip-job-on-host-failure is for a job on one node only" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("layout", "torchrun", "one"),
+    [
+        (None, [], True),  # torchrun --standalone
+        (None, ["--nnodes=1", "--rdzv-endpoint=n1:1"], True),
+        (None, ["--nnodes", "1"], True),
+        (None, ["--nnodes=2"], False),
+        (None, ["--nnodes", "1:2"], False),
+        (launch.Layout(0, 1, "n1", 29500), [], True),
+        (launch.Layout(1, 3, "n1", 29500), [], False),
+    ],
+)
+def test_one_node_reads_the_layout_and_torchruns_nnodes(layout, torchrun, one):
+    assert launch.one_node(layout, torchrun) is one
