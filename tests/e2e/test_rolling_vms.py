@@ -113,6 +113,8 @@ def test_a_change_rolls_one_vm_at_a_time_and_the_job_over_both_finishes(
         sh(bed, "node1", f"mount -o remount,rw {MOUNT}")
         assert stopped.returncode == 4, shown(stopped)
         assert "batch 1/2 [node1]: failed: validation:" in stopped.stdout, shown(stopped)
+        # A one-node batch ends at its failed host checks: its smoke job never starts.
+        assert "job_completed: measured not started" in stopped.stdout, shown(stopped)
         assert "[node2]" not in stopped.stdout, shown(stopped)
         rec = json.loads((state / f"{plan.stack}.json").read_text())
         assert [(b["nodes"], b["status"]) for b in rec["batches"]] == [
@@ -155,6 +157,11 @@ def test_a_change_rolls_one_vm_at_a_time_and_the_job_over_both_finishes(
         "rolling: a batch's steps, the median of the two (s): "
         + ", ".join(f"{k} {s:.0f}" for k, s in steps.items())
     )
+    for path in sorted((tmp_path / "reports").glob("*/*/*.json"), key=lambda p: p.stat().st_mtime):
+        took = json.loads(path.read_text()).get("launch_s") or {}
+        phases.notes.append(
+            f"rolling: re-validation on {path.stem}, the node's own seconds: {took}"
+        )
 
     # No job lost: it counted to its end on both nodes, Slurm ran it again at least once, and
     # each run after the first went on from a checkpoint, never from 0.
