@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.blueprint.schema.rollout import RolloutPolicy
 from rackform.health.verdict import NodeHealth
+from rackform.reap.audit_view import Fold, view
 from rackform.rollout.record import DONE, FAILED, Record, Store
 from rackform.rollout.roll import Nodes, Roll, Scheduler, new_record
 
@@ -36,15 +37,32 @@ def _policy(h: HealthPolicy) -> RolloutPolicy:
     )
 
 
+KEPT = 2 * GIVE_UP_AFTER  # the latest failures kept per node: enough for any window
+
+
+def _failed(state: dict, e: dict) -> None:
+    """Per node, when heal's remediation of it last failed (the latest KEPT)."""
+    if (e.get("event"), e.get("kind"), e.get("status")) != ("batch", "heal", FAILED):
+        return
+    ts = e.get("ts")
+    for node in e.get("nodes") or []:
+        if isinstance(node, str) and isinstance(ts, int | float):
+            state[node] = [*state.get(node, []), ts][-KEPT:]
+
+
+FAILED_AT = Fold("heal-failures", dict, _failed)
+
+
 def failures(store: Store, since: float) -> Counter[str]:
-    """How often heal's remediation of each node failed since `since` (the audit log, read
-    once)."""
-    out: Counter[str] = Counter()
-    for e in store.log.entries():
-        what = (e.get("event"), e.get("kind"), e.get("status"))
-        if what == ("batch", "heal", FAILED) and e.get("ts", 0) >= since:
-            out.update(e.get("nodes") or [])
-    return out
+    """How often heal's remediation of each node failed since `since` (up to KEPT: more than
+    GIVE_UP_AFTER is all the decision asks), from the audit log's incremental view."""
+    return Counter(
+        {
+            n: c
+            for n, ts in view(store.log.path, FAILED_AT).items()
+            if (c := sum(t >= since for t in ts))
+        }
+    )
 
 
 @dataclass

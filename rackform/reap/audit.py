@@ -6,6 +6,9 @@ mid-way leaves at most a cut last line, which readers skip. Before an action sta
 says so; a rerun that finds it (within the cluster's window) does not act again, whether or not
 the first run lived to record the result.
 
+The decisions read it through an incremental view (audit_view.py): each run reads only the
+entries appended since the last, whatever the log's length.
+
 The lock is an flock on one file per stack: a second reaper run (two cron jobs overlapping)
 finds it held and leaves that cluster alone.
 """
@@ -19,6 +22,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from rackform.reap.audit_view import Fold, view
 
 DEFAULT_DIR = Path("~/.rackform/reap")
 DIR_ENV = "RACKFORM_REAP_DIR"
@@ -64,28 +69,44 @@ class AuditLog:
                 if isinstance(entry, dict):
                     yield entry
 
+    def _latest(self, stack: str, action: str) -> dict:
+        return view(self.path, STANDING).get(stack, {}).get(action, {})
+
     def acted_since(self, stack: str, action: str, since: float) -> dict | None:
         """The latest action on `stack` begun after `since` that did not fail, if any."""
-        last = None
-        for e in self.entries():
-            if e.get("stack") != stack or e.get("action") != action or e.get("ts", 0) < since:
-                continue
-            if e.get("event") == "action":
-                last = e if e.get("state") in ("started", "done", "partial") else None
-        return last
+        last = self._latest(stack, action).get("action")
+        if last is None or _ts(last) < since:
+            return None
+        return last if last.get("state") in ("started", "done", "partial") else None
 
     def warning(self, stack: str, action: str) -> dict | None:
         """The warning that `stack` is idle and `action` follows, still standing: the latest
         warn entry not withdrawn (activity since) nor followed by the action itself."""
-        last = None
-        for e in self.entries():
-            if e.get("stack") != stack or e.get("action") != action:
-                continue
-            if e.get("event") == "warn" and e.get("state") == "sent":
-                last = last or e  # the first warning of a standing streak sets the clock
-            elif e.get("event") in ("withdrawn", "action"):
-                last = None
-        return last
+        return self._latest(stack, action).get("warning")
+
+
+def _ts(entry: dict) -> float:
+    ts = entry.get("ts", 0)
+    return ts if isinstance(ts, int | float) else 0
+
+
+def _standing(state: dict, e: dict) -> None:
+    """Per stack and action: the latest action entry, and the first warning of the streak that
+    still stands (a withdrawal or the action itself ends it)."""
+    stack, action, event = e.get("stack"), e.get("action"), e.get("event")
+    if not isinstance(stack, str) or not isinstance(action, str):
+        return
+    now = state.setdefault(stack, {}).setdefault(action, {"action": None, "warning": None})
+    if event == "action":
+        now["action"], now["warning"] = e, None
+    elif event == "warn" and e.get("state") == "sent":
+        now["warning"] = now["warning"] or e  # the first warning of a standing streak
+    elif event == "withdrawn":
+        now["warning"] = None
+
+
+# The decisions read the log through this view: only what was appended since the last run.
+STANDING = Fold("standing", dict, _standing)
 
 
 class Held(Exception):

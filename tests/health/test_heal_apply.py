@@ -224,3 +224,26 @@ def test_a_bmc_that_misses_a_poll_does_not_fail_the_power_cycle(tmp_path):
     r = Remedy({"n1": "power-cycle"}, lambda n: shell, lambda n: bmc, Validator(), back_s=10,
                poll_s=0.01, boot_id=f"cat {boot}\n", sleep=lambda s: boot.write_text("boot-2\n"))  # fmt: skip
     assert r.apply(["n1"], {}, False) == Result(True) and bmc.polls >= 2
+
+
+def test_failures_in_the_window_come_from_the_logs_view_per_node(tmp_path):
+    """How often each node's remediation failed, counted inside the window only, read from the
+    audit log's incremental view as new entries arrive (other kinds and statuses not counted)."""
+    from rackform.health.apply import failures
+    from rackform.rollout.record import Store
+
+    store = Store(tmp_path / "state", "gpu-a-prod", kind="heal")
+    log = store.log
+    for ts, nodes, status, kind in [
+        (100, ["hgx-01"], "failed", "heal"),
+        (200, ["hgx-01", "rack-2-hgx-07"], "failed", "heal"),
+        (250, ["hgx-01"], "failed", "rollout"),  # a rollout's batch: not heal's
+        (260, ["hgx-01"], "done", "heal"),
+    ]:
+        log.append({"ts": ts, "event": "batch", "kind": kind, "nodes": nodes, "status": status})
+    assert failures(store, 150) == {"hgx-01": 1, "rack-2-hgx-07": 1}
+    log.append(
+        {"ts": 300, "event": "batch", "kind": "heal", "nodes": ["hgx-01"], "status": "failed"}
+    )
+    assert failures(store, 0) == {"hgx-01": 3, "rack-2-hgx-07": 1}
+    assert failures(store, 301) == {}
