@@ -313,19 +313,36 @@ def is_mount_point(directory: str, mountinfo: str = "/proc/self/mountinfo") -> b
     return os.path.ismount(real)
 
 
-def mount_source(directory: str, mountinfo: str = "/proc/self/mountinfo") -> str:
-    """The device mounted at `directory` (the last mount there wins), or "" if none is."""
-    real, source = os.path.realpath(directory), ""
+def _mount_entry(directory: str, mountinfo: str) -> tuple[list[str], list[str]] | None:
+    """The mount table's line for `directory` (the last mount there wins): its fields before
+    the " - " separator and after, or None where nothing is mounted there."""
+    real, found = os.path.realpath(directory), None
     try:
         with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
                 head, _sep, tail = line.partition(" - ")
                 fields = head.split(" ")
-                if len(fields) > 4 and _unescape(fields[4]) == real and len(tail.split()) > 1:
-                    source = _unescape(tail.split()[1])
+                if len(fields) > 5 and _unescape(fields[4]) == real and len(tail.split()) > 2:
+                    found = (fields, tail.split())
     except OSError:
         pass
-    return source
+    return found
+
+
+def mount_source(directory: str, mountinfo: str = "/proc/self/mountinfo") -> str:
+    """The device mounted at `directory` (the last mount there wins), or "" if none is."""
+    entry = _mount_entry(directory, mountinfo)
+    return _unescape(entry[1][1]) if entry else ""
+
+
+def read_only(directory: str, mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether the mount at `directory` takes no writes: read-only as mounted, or its
+    filesystem remounted read-only (ext4's errors=remount-ro after an I/O error)."""
+    entry = _mount_entry(directory, mountinfo)
+    if entry is None:
+        return False
+    mount_opts, super_opts = entry[0][5].split(","), entry[1][2].split(",")
+    return "ro" in mount_opts or "ro" in super_opts
 
 
 def md_health(device: str, sys_root: str = "/sys") -> str:
@@ -385,6 +402,16 @@ def mount_check(directory: str | None, node: str = "") -> Check:
             name,
             f"{directory} is a plain directory, not a mounted filesystem",
             measured="not mounted",
+            expected="mount point",
+            op="==",
+            node=node,
+        )
+    if read_only(directory):
+        return failed(
+            name,
+            f"{directory} is mounted read-only: no checkpoint can be written there (a filesystem"
+            " remounted read-only after an I/O error: read the kernel log, repair, remount)",
+            measured="read-only",
             expected="mount point",
             op="==",
             node=node,

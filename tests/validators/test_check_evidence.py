@@ -262,6 +262,11 @@ CASES: list[tuple[str, str, str, Callable]] = [
     ("checkpoint_mount", "no such directory", FAIL,
      lambda monkeypatch, tmp_path: hostcheck.mount_check(str(tmp_path / "missing"))),
     ("checkpoint_mount", "no mount declared", NOT_RUN, lambda: hostcheck.mount_check(None)),
+    ("checkpoint_mount", "a mount point, read-only (the table says ro)", FAIL,
+     lambda monkeypatch, tmp_path: (
+         monkeypatch.setattr(hostcheck, "read_only", lambda d: d == "/"),
+         hostcheck.mount_check("/"),
+     )[1]),
     ("storage_write_ceiling", "below 0.8 x the declared speed", FAIL,
      lambda monkeypatch, tmp_path: storage_with(monkeypatch, 1.0, tmp_path=tmp_path)),
     ("storage_write_ceiling", "the probe's write failed", FAIL,

@@ -351,3 +351,46 @@ def test_checkpoint_mount_fails_on_an_unhealthy_array(tmp_path, monkeypatch):
     monkeypatch.setattr(hostcheck, "md_health", lambda dev: real(dev, sys_root))
     c = hostcheck.mount_check(str(tmp_path))
     assert c.status == FAIL and "not healthy" in c.detail and "/dev/nvme0n1" in c.detail
+
+
+def test_a_read_only_mount_is_read_from_the_mount_table(tmp_path):
+    info = tmp_path / "mountinfo"
+    rows = {
+        "/mnt/ck-a": "rw,noatime - xfs /dev/md127 rw,attr2",
+        "/mnt/ck-b": "ro,noatime - xfs /dev/md127 ro,attr2",  # mounted read-only
+        "/mnt/ck-c": "rw,noatime - ext4 /dev/md1 ro,errors=remount-ro",  # remounted after EIO
+        "/mnt/ck-d": "rw,noatime - ext4 /dev/md2 rw,errors=remount-ro",  # only the policy
+    }
+    info.write_text("".join(f"3{i} 1 9:1 / {m} {o}\n" for i, (m, o) in enumerate(rows.items())))
+    assert [hostcheck.read_only(m, str(info)) for m in rows] == [False, True, True, False]
+    assert hostcheck.mount_source("/mnt/ck-c", str(info)) == "/dev/md1"
+    assert not hostcheck.read_only("/mnt/elsewhere", str(info))
+
+
+@pytest.mark.skipif(not MOUNTS, reason="no private mount namespace can be made here")
+def test_a_read_only_checkpoint_filesystem_fails_two_checks_and_crashes_nothing(tmp_path):
+    """What a rolling change's canary met on the VMs: the host checks crashed (unlink of the
+    probe file on a read-only filesystem raises EROFS even for a file never made). Now the
+    mount check says read-only, the storage probe (fio or Python) says why it could not write,
+    and the report is written."""
+    ck, out = tmp_path / "ck", tmp_path / "host.json"
+    ck.mkdir()
+    code = (
+        "import sys; from validators import storage;"
+        "print(storage.measure(sys.argv[1], 8, use_fio=False).error)"
+    )
+    ro = f"mount --bind {ck} {ck} && mount -o remount,ro,bind {ck}"
+    py = subprocess.run([*isolated(ro), sys.executable, "-c", code, ck], capture_output=True,
+                        text=True, env=env(), cwd=ROOT, timeout=60)  # fmt: skip
+    assert py.returncode == 0, py.stderr
+    assert py.stdout.strip() == f"write to {ck} failed: [Errno 30] Read-only file system"
+    cmd = [sys.executable, "-m", "validators.hostcheck", "--json", str(out), "--no-table",
+           "--expect-mount", str(ck), "--storage-dir", str(ck), "--storage-probe-mb", "8"]  # fmt: skip
+    r = subprocess.run([*isolated(ro), *cmd], capture_output=True, text=True, env=env(),
+                       cwd=ROOT, timeout=60)  # fmt: skip
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    by = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
+    assert by["checkpoint_mount"]["status"] == FAIL
+    assert by["checkpoint_mount"]["detail"].startswith(f"{ck} is mounted read-only")
+    assert by["storage_write_ceiling"]["status"] == FAIL
+    assert "Read-only file system" in by["storage_write_ceiling"]["detail"]
