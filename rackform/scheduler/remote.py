@@ -46,6 +46,11 @@ class Runner(Protocol):
         """Run `script` with `args` as $1...; RemoteError when it could not run at all."""
         ...
 
+    def hold(self, script: str, args: Sequence[str] = ()) -> subprocess.Popen:
+        """Start `script` (bash) with `args` and leave it running, its stdin, stdout and
+        stderr pipes (text); RemoteError when it cannot start."""
+        ...
+
 
 def _run(argv: list[str], script: str, timeout: float, where: str, env=None) -> Done:
     try:
@@ -57,6 +62,21 @@ def _run(argv: list[str], script: str, timeout: float, where: str, env=None) -> 
     except OSError as exc:
         raise RemoteError(f"cannot run {argv[0]}: {exc.strerror}") from None
     return Done(done.returncode, done.stdout, done.stderr)
+
+
+def _popen(argv: list[str], env) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,  # a ^C to the caller reaches it through its own release
+        )
+    except OSError as exc:
+        raise RemoteError(f"cannot run {argv[0]}: {exc.strerror}") from None
 
 
 @dataclass(frozen=True)
@@ -75,7 +95,11 @@ class Ssh:
     def where(self) -> str:
         return f"{self.user}@{self.address}:{self.port}"
 
-    def argv(self, args: Sequence[str] = ()) -> list[str]:
+    def argv(
+        self, args: Sequence[str] = (), command: Sequence[str] = ("sh", "-s", "--")
+    ) -> list[str]:
+        """ssh's command line running `command` then `args` on the host, each word quoted
+        once for the remote login shell."""
         return [
             "ssh",
             "-o", "BatchMode=yes",
@@ -85,8 +109,19 @@ class Ssh:
             # Quoted: ssh reads this option's value as a list of files split on spaces.
             *(["-o", f'UserKnownHostsFile="{self.known_hosts}"'] if self.known_hosts else []),
             f"{self.user}@{self.address}",
-            "sh", "-s", "--", *(shlex.quote(a) for a in args),
+            *command[:1], *(shlex.quote(a) for a in [*command[1:], *args]),
         ]  # fmt: skip
+
+    def hold(self, script: str, args: Sequence[str] = ()) -> subprocess.Popen:
+        """`script` under bash on the host, left running with its input, output and errors
+        as pipes (a lease's heartbeat in, its answer out); ssh gives up on a host silent for
+        30 s."""
+        ssh = shutil.which("ssh")
+        if ssh is None:
+            raise RemoteError("no `ssh` client on PATH; install openssh-client")
+        alive = ["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
+        argv = self.argv(args, ("bash", "-c", script, "bash"))
+        return _popen([ssh, *alive, *argv[1:]], None)
 
     def __call__(self, script: str, args: Sequence[str] = (), timeout: float = 60) -> Done:
         ssh = shutil.which("ssh")
@@ -108,6 +143,10 @@ class Local:
     def __call__(self, script: str, args: Sequence[str] = (), timeout: float = 60) -> Done:
         env = None if self.env is None else dict(self.env)
         return _run(["sh", "-s", "--", *args], script, timeout, self.where, env)
+
+    def hold(self, script: str, args: Sequence[str] = ()) -> subprocess.Popen:
+        env = None if self.env is None else dict(self.env)
+        return _popen(["bash", "-c", script, "bash", *args], env)
 
 
 def host(plan: Plan, name: str) -> HostPlan | None:
