@@ -20,6 +20,7 @@ from rackform.reap.prometheus import Prometheus
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.record import Held, RecordError, Store, state_dir
 from rackform.rollout.slurm import SlurmSteps
+from rackform.scheduler import lease
 from rackform.scheduler.remote import RemoteError, controller, host, ssh_to
 from rackform.targets.runtimes import runtime
 
@@ -66,7 +67,7 @@ def heal_cluster(
     budget = plan.lifecycle.budget(len(hosts))
     try:
         slurm = SlurmSteps(controller(plan, access.private_key, access.known_hosts), hosts)
-        with store.lock():
+        with store.lock(), slurm.lock(plan.stack, "heal"):
             remedy = _remedy(plan, access, out)
             rec = store.read()
             if unfinished(rec):
@@ -79,7 +80,7 @@ def heal_cluster(
                 slurm, remedy, out,
             )  # fmt: skip
             return ch, done, ""
-    except Held as exc:
+    except (Held, lease.Held) as exc:
         return judge(p, prom, at), [], str(exc)
     except (RemoteError, RecordError) as exc:
         return judge(p, prom, at), [], f"not acted on: {exc}"

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,8 +28,8 @@ from rackform.reap.prometheus import Prometheus, TelemetryError
 from rackform.reap.snooze import iso
 from rackform.reap.target import Outcome, Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, gpus_by_node, protected
-from rackform.scheduler import queue
-from rackform.scheduler.remote import RemoteError
+from rackform.scheduler import lease, queue
+from rackform.scheduler.remote import RemoteError, controller
 from rackform.targets.runtimes import reaper
 
 # A warning older than this (the reaper stopped running for a while) is stale: warn again rather
@@ -96,6 +97,8 @@ class World:
     # gives rackform.rollout.status.in_maintenance over the rollout state directory.
     maintenance: Callable[[str], str | None] | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    # The stack's lock where every run against the cluster sees it (its Slurm controller).
+    shared_lock: Callable[[Plan], AbstractContextManager[None]] = lambda plan: shared_lock(plan)
 
     @property
     def audit(self) -> AuditLog:
@@ -108,15 +111,30 @@ def run_all(
     """Each cluster under its lock: the safety rules, then (with apply) what is due."""
     for d, p in zip(decisions, prepared, strict=True):
         try:
-            with cluster_lock(world.state_dir / "locks", d.stack):
+            with cluster_lock(world.state_dir / "locks", d.stack), world.shared_lock(p.plan):
                 consider(d, p, world)
                 if apply:
                     execute(d, p, world)
-        except Held as exc:
+        except (Held, lease.Held) as exc:
             d.hold("locked", str(exc))
             if apply:
                 d.outcome = "skipped"
                 world.audit.append(_entry(world.run_id, d, "decision"))
+        except RemoteError as exc:  # the controller's lock could not be asked for
+            d.hold("unknown", f"cannot take the cluster's lock on its controller: {exc}")
+            d.read_failed = True
+            if apply:
+                d.outcome = "skipped"
+                world.audit.append(_entry(world.run_id, d, "decision"))
+
+
+def shared_lock(plan: Plan) -> AbstractContextManager[None]:
+    """A cluster whose Slurm controller is one of its hosts: the stack's lock there, which
+    heal and rolling changes take too (a cluster being changed or healed from another host is
+    held as locked, never reaped under them). Other clusters: their local lock alone."""
+    if plan.scheduler is None or not plan.scheduler.controller_is_node:
+        return nullcontext()
+    return lease.controller_lock(controller(plan), plan.stack, "reap")
 
 
 def consider(d: Decision, p: Prepared, world: World) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,6 +47,7 @@ class Result:
 
 
 class Scheduler(Protocol):
+    def lock(self, stack: str, purpose: str) -> AbstractContextManager[None]: ...
     def out(self) -> set[str]: ...
     def drain(self, batch: Sequence[str], reason: str) -> list[Outcome]: ...
     def requeue(self, batch: Sequence[str]) -> list[Outcome]: ...

@@ -12,6 +12,7 @@ the failed nodes left drained and named."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from rackform.rollout.measured import measure
 from rackform.rollout.plan import Basis, applied_basis, duration, rollout
 from rackform.rollout.record import FAILED, Held, Record, RecordError, Store
 from rackform.rollout.roll import Nodes, Roll, Scheduler, new_record, rollback
+from rackform.scheduler import lease
 from rackform.scheduler.remote import RemoteError
 
 EXIT_HELD = 3  # another run holds the stack's rollout lock
@@ -60,13 +62,38 @@ def carry_out(
     a change in place failed), EXIT_HELD, or EXIT_STOPPED. `known`: what the nodes run where the state directory has no record
     (the Pulumi state's last configuration: `{"variables", "nodes"}`)."""
     try:
-        with store.lock():
-            return _locked(c, store, out, rollback_, abandon, known)
-    except Held as exc:
+        with store.lock(), ExitStack() as held:
+            shared = _Shared(c, held)
+            return _locked(c, store, out, rollback_, abandon, known, shared)
+    except (Held, lease.Held) as exc:
         out(f"rackform configure: {exc}")
         return EXIT_HELD
     except RecordError as exc:
         raise RollingError(str(exc)) from None
+    except RemoteError as exc:  # the lock on the controller could not be asked for
+        raise RollingError(f"{c.stack}: {exc}; nothing was changed") from None
+
+
+@dataclass
+class _Shared:
+    """The stack's lock on the Slurm controller, taken the first time the run is about to
+    touch the cluster (a run with nothing to change asks nothing of it), held to the end: a run
+    from another host (a CI runner, a cron host) finds it there, where it cannot see this
+    one's files."""
+
+    c: Cluster
+    held: ExitStack
+    taken: bool = False
+
+    def __call__(self) -> None:
+        if self.taken:
+            return
+        try:
+            steps = self.c.slurm()
+        except RemoteError as exc:
+            raise RollingError(str(exc)) from None
+        self.held.enter_context(steps.lock(self.c.stack, "rolling change"))
+        self.taken = True
 
 
 def _roll(c: Cluster, store: Store, rec: Record, out) -> Roll:
@@ -78,7 +105,9 @@ def _roll(c: Cluster, store: Store, rec: Record, out) -> Roll:
     return Roll(store, rec, c.lifecycle.rollout, budget, slurm, c.ansible(rec.roles), out)
 
 
-def _locked(c: Cluster, store: Store, out, rollback_: bool, abandon: bool, known) -> int:
+def _locked(
+    c: Cluster, store: Store, out, rollback_: bool, abandon: bool, known, shared: _Shared
+) -> int:
     rec = store.read()
     if abandon or rollback_:
         if not (rec and rec.live):
@@ -92,6 +121,7 @@ def _locked(c: Cluster, store: Store, out, rollback_: bool, abandon: bool, known
             store.audit("abandoned", drained=left)
             out(f"abandoned; still drained: {', '.join(left)}" if left else "abandoned")
             return 0
+        shared()
         rec = rollback(_roll(c, store, rec, out))
         return 0 if rec.status == "rolled back" else EXIT_STOPPED
     if rec and rec.live and rec.digest != c.digest:
@@ -111,12 +141,14 @@ def _locked(c: Cluster, store: Store, out, rollback_: bool, abandon: bool, known
             return 0
         if not r.rolls:
             out(f"in place: {r.why}")
+            shared()
             done = c.ansible(r.roles).apply(list(c.nodes), dict(c.new.variables), reboot=False)
             if not done.ok:
                 out(f"rackform configure: {done.why}")
                 return 1
             store.set_applied(dict(c.new.variables), dict(c.new.nodes), c.digest)
             return 0
+        shared()
         out(
             f"rolling: {len(r.batches)} batches of up to {r.batch_size}, {duration(r.expected_minutes)}: {r.why}"
         )
@@ -125,6 +157,7 @@ def _locked(c: Cluster, store: Store, out, rollback_: bool, abandon: bool, known
         rec = new_record(c.stack, c.digest, r.cls, r.batches, old, dict(c.new.variables), r.roles)
         store.write(rec)
         store.audit("started", digest=c.digest, batches=r.batches, why=r.why)
+    shared()  # a resumed rollout
     rec = _roll(c, store, rec, out).run()
     if rec.status != "done":
         return EXIT_STOPPED

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from rackform.reap.target import Outcome
 from rackform.scheduler import queue
 from rackform.scheduler.drain import SCONTROL, drain, node_states
+from rackform.scheduler.lease import controller_lock
 from rackform.scheduler.remote import RemoteError, Runner
 
 # sinfo's states (base state, suffixes stripped) of a node that runs no new job: what the
@@ -55,6 +57,11 @@ class SlurmSteps:
     nodes: Sequence[str]  # the cluster's nodes: only these count against the budget
     poll_s: float = 5.0
     sleep: Callable[[float], None] = time.sleep
+
+    def lock(self, stack: str, purpose: str) -> AbstractContextManager[None]:
+        """The stack's lock on the controller, where every run against the cluster sees it
+        (lease.Held where another has it)."""
+        return controller_lock(self.run, stack, purpose)
 
     def out(self) -> set[str]:
         """The cluster's nodes out of service now; RemoteError where sinfo cannot say."""

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rackform.scheduler.remote import RemoteError, Runner
+from rackform.scheduler.remote import SSH_FAILED, RemoteError, Runner
 
 # $1 the stack, $2 who takes it, $3 the lease in seconds. Prints `locked`, or `held: WHO` (75).
 HOLD = r"""
@@ -75,10 +75,10 @@ def controller_lock(
                 err = proc.stderr.read().strip()
             except subprocess.TimeoutExpired:
                 err = ""
-            raise RemoteError(
-                f"cannot take {stack}'s lock on {runner.where}: "
-                + (err.splitlines()[-1] if err else line or f"exited {proc.returncode}")
-            )
+            last = err.splitlines()[-1] if err else line or f"exited {proc.returncode}"
+            if proc.returncode == SSH_FAILED:
+                raise RemoteError(f"{runner.where} is not reachable over SSH: {last}")
+            raise RemoteError(f"cannot take {stack}'s lock on {runner.where}: {last}")
         stop = threading.Event()
         beat = threading.Thread(target=_beat, args=(proc, stop, beat_s), daemon=True)
         beat.start()

@@ -17,6 +17,8 @@ from slurm_local import GPUS_PER_NODE, NODES, blueprint, ssh_env
 
 from rackform.reap import labels as L
 from rackform.rollout.record import Store
+from rackform.scheduler.lease import controller_lock
+from rackform.scheduler.remote import Local
 
 NAME = "slurm-a"
 
@@ -77,6 +79,13 @@ def test_a_cluster_heal_cannot_act_on_says_why(slurm, tmp_path):
         with Store(tmp_path / "state", "slurm-a-default").lock():
             r, doc = heal(url, bp, ssh_env(slurm, tmp_path), tmp_path / "state")
         assert "a rolling change or heal is in progress" in doc["clusters"][0]["not_acted_on"]
+        assert doc["clusters"][0]["actions"] == []
+        # A rolling change from another host (its own state directory) holds the lock on the
+        # controller: found there.
+        with controller_lock(Local(), "slurm-a-default", "rolling change"):
+            r, doc = heal(url, bp, ssh_env(slurm, tmp_path), tmp_path / "state")
+        held = doc["clusters"][0]["not_acted_on"]
+        assert held.startswith("slurm-a-default: held on root@10.77.7.1:2222 by rolling change:")
         assert doc["clusters"][0]["actions"] == []
         no_slurm = tmp_path / "plain.yaml"
         no_slurm.write_text(text().split("scheduler:")[0] + "lifecycle:\n  health: {}\n")

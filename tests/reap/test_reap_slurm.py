@@ -21,6 +21,8 @@ from servers import prometheus
 from slurm_local import NODES, PARTITIONS, blueprint, ssh_env
 
 from rackform.reap.audit import AuditLog
+from rackform.scheduler.lease import controller_lock
+from rackform.scheduler.remote import Local
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +77,12 @@ def test_a_running_job_keeps_a_cluster_whose_gpus_are_idle(prom, files, slurm, t
     same_decision(dry, applied)
     assert slurm.state(job) == "RUNNING"
     assert "drain" not in "".join(slurm.node_states().values())
-    # Two reads on the controller per run, as the plan's ssh user on its port: the nodes' Slurm
-    # state (drained already?) and the queue, each once.
+    # Three calls on the controller per run, as the plan's ssh user on its port: the stack's
+    # lock there (the one heal and rolling changes take), the nodes' Slurm state (drained
+    # already?) and the queue, each once.
     calls = [json.loads(line) for line in (tmp_path / "ssh.log").read_text().splitlines()]
-    assert len(calls) == 4 and all("root@10.77.7.1" in c and "2222" in c for c in calls)
+    assert len(calls) == 6 and all("root@10.77.7.1" in c and "2222" in c for c in calls)
+    assert sum("flock" in " ".join(c) for c in calls) == 2
 
 
 def test_a_pending_job_alone_keeps_it_too(prom, files, slurm, tmp_path):
@@ -199,4 +203,16 @@ def test_a_cluster_a_rollout_or_heal_holds_is_not_idle(prom, files, slurm, tmp_p
     assert d["verdict"] == "busy" and any(
         f"heal is remediating {NODES[1]}" in r for r in d["reasons"]
     )
+    assert set(slurm.node_states().values()) == {"idle"}
+
+
+def test_a_cluster_healed_from_another_host_is_locked_never_drained(prom, files, slurm, tmp_path):
+    """Heal (or a rolling change) holds the stack's lock on the controller from another host:
+    reap, whose own state directory shows nothing, finds it there and leaves the idle cluster
+    alone, naming the holder."""
+    with controller_lock(Local(), "slurm-a-default", "heal"):  # the fake ssh's commands run here
+        code, d = reap(prom, files["drain"], ssh_env(slurm, tmp_path), tmp_path / "s", "--apply")
+    assert code == 5  # not decided, as for a lock held on this host
+    assert d["verdict"] == "locked" and d["outcome"] == "skipped", d
+    assert any("held on root@10.77.7.1:2222 by heal: pid " in r for r in d["reasons"]), d
     assert set(slurm.node_states().values()) == {"idle"}

@@ -16,6 +16,8 @@ from rackform.engine import prepare_all
 from rackform.rollout.plan import basis
 from rackform.rollout.record import Store
 from rackform.rollout.roll import new_record
+from rackform.scheduler.lease import controller_lock
+from rackform.scheduler.remote import Local
 
 STACK = "slurm-a-default"
 
@@ -109,6 +111,20 @@ def test_a_second_run_while_one_holds_the_lock_exits_3(tmp_path, slurm):
     with Store(tmp_path / "state", STACK).lock():
         r = configure(bp, ssh_env(slurm, tmp_path), tmp_path / "state")
     assert r.returncode == 3 and "a rolling change or heal is in progress (pid" in r.stdout
+
+
+def test_a_run_from_another_host_finds_the_lock_on_the_controller(tmp_path, slurm):
+    """Heal holds the stack's lock on the controller from another host (its own state
+    directory, which this run cannot see): the rolling change is refused there (exit 3,
+    naming the holder) before it drains a node or writes a record."""
+    bp = write(tmp_path, blueprint())
+    applied(Store(tmp_path / "state", STACK), bp, nvidia_driver_branch="535")
+    with controller_lock(Local(), STACK, "heal"):  # the fake ssh's commands run here
+        r = configure(bp, ssh_env(slurm, tmp_path), tmp_path / "state")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"{STACK}: held on root@10.77.7.1:2222 by heal: pid " in r.stdout
+    assert set(slurm.node_states().values()) <= {"idle", "allocated", "mixed"}
+    assert Store(tmp_path / "state", STACK).read() is None
 
 
 def test_a_hand_edited_record_is_named_not_a_traceback(tmp_path, slurm):
