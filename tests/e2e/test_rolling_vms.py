@@ -114,7 +114,10 @@ def test_a_change_rolls_one_vm_at_a_time_and_the_job_over_both_finishes(
         assert stopped.returncode == 4, shown(stopped)
         assert "batch 1/2 [node1]: failed: validation:" in stopped.stdout, shown(stopped)
         # A one-node batch ends at its failed host checks: its smoke job never starts.
-        assert "job_completed: measured not started" in stopped.stdout, shown(stopped)
+        assert (
+            "the host checks failed (checkpoint_mount, storage_write_ceiling): the job is not"
+            " started" in stopped.stdout
+        ), shown(stopped)
         assert "[node2]" not in stopped.stdout, shown(stopped)
         rec = json.loads((state / f"{plan.stack}.json").read_text())
         assert [(b["nodes"], b["status"]) for b in rec["batches"]] == [
