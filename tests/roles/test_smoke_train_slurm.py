@@ -171,6 +171,11 @@ def test_through_slurm_each_node_starts_its_workers_with_its_rank():
     assert args == [
         f"--torchrun=--nnodes=4 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29400 --rdzv-id={RUN[:12]}",
     ]
+    # One node without Slurm (a re-validation of a one-node batch): no torchrun agent to import
+    # torch before the workers do; the launcher starts them, the store on the node itself.
+    variables["smoke_train_cluster_hosts"] = ["hgx-03"]
+    args = render("_smoke_train_launcher_args", variables, ["hgx-03"], "hgx-03")
+    assert args == ["--node-rank", "0", "--nnodes", "1", "--master", "10.0.0.3:29400"]
 
 
 @pytest.mark.parametrize("slurm", [True, False])
@@ -188,7 +193,7 @@ def test_the_rendered_command_line_parses_with_the_launchers_own_parser(slurm, n
     argv = [str(a) for a in render("_smoke_train_argv", variables, nodes, nodes[0])]
     assert argv[1:3] == ["-m", "validators.launch"]
     a = launch.parser().parse_args(argv[3:])
-    if slurm:
+    if slurm or len(nodes) == 1:  # one node: the launcher starts its workers, as under Slurm
         assert (a.node_rank, a.nnodes, a.torchrun) == (0, len(nodes), "")
     else:
         assert a.node_rank is None and a.torchrun.startswith(

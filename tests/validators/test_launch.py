@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -356,14 +357,20 @@ def test_a_failed_host_check_ends_a_gated_one_node_run_before_the_job(tmp_path):
 def test_the_gate_lets_the_job_run_when_the_host_checks_pass(tmp_path):
     """The same gate with host checks that fail nothing (not-run is no failure): the job runs
     and its own checks decide, so the gate never turns a run into a pass or skips a good one."""
+    with socket.socket() as s:  # a free port for the job's store
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # One node, its worker started by the launcher (as the smoke_train role runs a one-node
+    # re-validation: no torchrun agent importing torch first).
     proc, doc = _run_launcher(
-        tmp_path, "--skip-job-on-host-failure", "--host-args=--node n1", "--",
+        tmp_path, "--skip-job-on-host-failure", "--host-args=--node n1",
+        "--node-rank", "0", "--nnodes", "1", "--master", f"127.0.0.1:{port}", "--",
         "--steps", "3", "--allreduce-max-mb", "0.25", "--checkpoint-dir", str(tmp_path / "ck"),
         timeout=300,
     )  # fmt: skip
     by = {c["name"]: c for c in doc["checks"]}
     assert by["job_completed"]["status"] == PASS, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "torchrun" in doc["launch_s"] and doc["job"]["world_size"] == 1
+    assert "workers" in doc["launch_s"] and doc["job"]["world_size"] == 1
 
 
 @pytest.mark.parametrize(
