@@ -501,8 +501,7 @@ def run(
             if host is None:
                 host = host_missing(hproc)
             launch_s["host_checks"] = round(time.time() - start, 3)
-            bad = host_failures(host)
-            if host_gate and bad:
+            if host_gate and (bad := host_failures(host)):
                 why = f"the host checks failed ({', '.join(bad)})"
                 print(f"smoke: {why}: the job is not started", file=out or sys.stderr, flush=True)
                 return compose(host, None, None, timeout_s, launch_s, why, slurm)

@@ -83,6 +83,15 @@ def _with_idle(plan: Plan, idle: IdlePolicy) -> Plan:
     return replace(plan, lifecycle=plan.lifecycle.model_copy(update={"idle": idle}))
 
 
+def shared_lock(plan: Plan) -> AbstractContextManager[None]:
+    """A cluster whose Slurm controller is one of its hosts: the stack's lock there, which
+    heal and rolling changes take too (a cluster being changed or healed from another host is
+    held as locked, never reaped under them). Other clusters: their local lock alone."""
+    if plan.scheduler is None or not plan.scheduler.controller_is_node:
+        return nullcontext()
+    return lease.controller_lock(controller(plan), plan.stack, "reap")
+
+
 @dataclass
 class World:
     """What the safety rules and the actions read and change besides Prometheus."""
@@ -98,7 +107,7 @@ class World:
     maintenance: Callable[[str], str | None] | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     # The stack's lock where every run against the cluster sees it (its Slurm controller).
-    shared_lock: Callable[[Plan], AbstractContextManager[None]] = lambda plan: shared_lock(plan)
+    shared_lock: Callable[[Plan], AbstractContextManager[None]] = shared_lock
 
     @property
     def audit(self) -> AuditLog:
@@ -126,15 +135,6 @@ def run_all(
             if apply:
                 d.outcome = "skipped"
                 world.audit.append(_entry(world.run_id, d, "decision"))
-
-
-def shared_lock(plan: Plan) -> AbstractContextManager[None]:
-    """A cluster whose Slurm controller is one of its hosts: the stack's lock there, which
-    heal and rolling changes take too (a cluster being changed or healed from another host is
-    held as locked, never reaped under them). Other clusters: their local lock alone."""
-    if plan.scheduler is None or not plan.scheduler.controller_is_node:
-        return nullcontext()
-    return lease.controller_lock(controller(plan), plan.stack, "reap")
 
 
 def consider(d: Decision, p: Prepared, world: World) -> None:

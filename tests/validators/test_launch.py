@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from loopback import free_port
 
 from validators import launch, report
 from validators.report import FAIL, NOT_RUN, PASS, compare
@@ -357,9 +357,7 @@ def test_a_failed_host_check_ends_a_gated_one_node_run_before_the_job(tmp_path):
 def test_the_gate_lets_the_job_run_when_the_host_checks_pass(tmp_path):
     """The same gate with host checks that fail nothing (not-run is no failure): the job runs
     and its own checks decide, so the gate never turns a run into a pass or skips a good one."""
-    with socket.socket() as s:  # a free port for the job's store
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # for the job's store
     # One node, its worker started by the launcher (as the smoke_train role runs a one-node
     # re-validation: no torchrun agent importing torch first).
     proc, doc = _run_launcher(

@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from loopback import free_port
 from smoke_helpers import MOUNTS, ROOT, env
 
 from validators import launch
@@ -130,18 +131,12 @@ class _Sink:
         pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _two_nodes(tmp_path, *job_args: str) -> list[tuple[int, dict, str]]:
     """Two launchers, as two Slurm tasks (one per node) start them, one worker each. The
     checkpoint directory is one path on every node, each node's own storage, as the role gives
     it: here each launcher's own directory, bound at that path in a mount namespace of its own.
     Each node's exit status, report and output."""
-    master = f"127.0.0.1:{_free_port()}"
+    master = f"127.0.0.1:{free_port()}"
     ck = tmp_path / "ck"
     ck.mkdir()
     procs = []
