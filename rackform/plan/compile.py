@@ -118,6 +118,7 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
         network=bp.network,
         checkpoint=bp.storage.checkpoint,
         shared=bp.storage.shared,
+        object_tier=bp.storage.object,
         software=bp.software,
         workload=bp.workload,
         validation=bp.validation,

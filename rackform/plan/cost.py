@@ -3,7 +3,8 @@
 - Capacity: the target's compiler prices it (`targets/<type>/compile.py`): AWS instances at the
   catalog's price for the market, bare metal as amortized hardware plus electricity, colocation
   as committed kW plus amortized hardware.
-- Checkpoint storage: size x checkpoints retained x $/GB-month of durable object storage.
+- Checkpoint storage: size x checkpoints retained (what each job keeps on the object tier,
+  `storage.object`: the Slurm prolog gives jobs that figure) x $/GB-month of object storage.
 - A training run, when the workload gives tokens: 6 x params x tokens / (GPUs x peak x MFU)
   of GPU time, stretched by utilization; shown at the shared-cloud and target utilization and
   at the blueprint's expected one.
@@ -27,9 +28,15 @@ def _storage(plan: Basis, sizing: Sizing) -> Line | None:
     price = f.cost.storage_usd_per_gb_month
     size = sizing.checkpoint_gb * w.checkpoints_retained
     month = size * price.value
+    # What the jobs keep there: the Slurm prolog hands them checkpoints_retained as their keep.
+    where = (
+        f"kept in {plan.object_tier.url} (storage.object)"
+        if plan.object_tier is not None
+        else "in object storage (no storage.object: rackform copies none there)"
+    )
     item = (
         f"{w.checkpoints_retained} checkpoints x {sizing.checkpoint_gb:,.0f} GB "
-        f"({w.checkpoint_contents}) in object storage at ${price.value:g}/GB-month"
+        f"({w.checkpoint_contents}) {where} at ${price.value:g}/GB-month"
     )
     return Line(item, month / f.cost.hours_per_month.value, month, src(price))
 

@@ -44,6 +44,10 @@ class Expectations:
     shared_read_gbps: Threshold = Threshold(None, "no shared tier")
     # The GPUs' links (the catalog's): NVLinks up on each GPU, the PCIe generation each runs
     # at, and whether the node's GPUs talk through NVSwitches (the fabric manager must run).
+    # Where the smoke job copies its checkpoint (object storage, or the shared tier), and the
+    # S3 endpoint of a store that is not AWS's.
+    checkpoint_tier: str | None = None
+    tier_endpoint: str | None = None
     nvlinks: int | None = None
     pcie_gen: int | None = None
     fabric_manager: bool = False
@@ -67,6 +71,8 @@ class Expectations:
         out += self.allreduce_busbw_gbps.arg("--busbw-min")
         out += self.checkpoint_write_gbps.arg("--checkpoint-write-min")
         out += self.loss_drop_fraction.arg("--loss-drop")
+        out += ["--object-tier", self.checkpoint_tier] if self.checkpoint_tier else []
+        out += ["--tier-endpoint", self.tier_endpoint] if self.tier_endpoint else []
         return out
 
     def gpu_args(self) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rackform.blueprint.schema.sections import WorkloadSpec
 from rackform.catalog.raid import role_table
 from rackform.plan.expectations import Expectations
 from rackform.plan.model import Basis, Plan, thaw
@@ -162,6 +163,24 @@ def group_vars(plan: Basis, expectations: Expectations | None) -> dict[str, Any]
             else {}
         ),
         **shared_vars(plan.shared, net.interfaces[0] if net.interfaces else ""),
+        **(_tier_vars(plan) if plan.scheduler else {}),
+    }
+
+
+def _tier_vars(plan: Basis) -> dict[str, Any]:
+    """What the Slurm prolog gives every job: its place on the checkpoint tier
+    (`<tier>/<job id>`), how many checkpoints it keeps (the workload's, which sizes the array and
+    prices the tier), and the endpoint of an S3-compatible store."""
+    keep = (
+        plan.workload.checkpoints_retained
+        if plan.workload
+        else WorkloadSpec.model_fields["checkpoints_retained"].default
+    )
+    endpoint = plan.object_tier.endpoint_url if plan.object_tier is not None else None
+    return {
+        "slurm_checkpoint_tier": plan.checkpoint_tier or "",
+        "slurm_checkpoint_keep": keep,
+        "slurm_checkpoint_tier_endpoint": endpoint or "",
     }
 
 

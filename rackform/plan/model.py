@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rackform.blueprint.loader import Effective
+from rackform.blueprint.schema.object_tier import ObjectStorage
 from rackform.blueprint.schema.sections import (
     CheckpointStorage,
     LifecycleSpec,
@@ -128,6 +129,7 @@ class Basis:
     network: NetworkSpec
     checkpoint: CheckpointStorage
     shared: SharedStorage | None  # the data tier every node mounts, if any
+    object_tier: ObjectStorage | None  # where checkpoints are copied (storage.object), if set
     software: SoftwareSpec
     workload: WorkloadSpec | None
     validation: ValidationSpec
@@ -166,6 +168,17 @@ class Basis:
     @property
     def gpus(self) -> int:
         return sum(g.gpus for g in self.node_groups)
+
+    @property
+    def checkpoint_tier(self) -> str | None:
+        """Where checkpoints are copied as jobs write them (each job, each validation under its
+        own prefix): `storage.object`'s URL, else the `checkpoints` directory of a shared tier
+        that holds them, else nowhere."""
+        if self.object_tier is not None:
+            return self.object_tier.url
+        if self.shared is not None and "checkpoints" in self.shared.holds:
+            return f"{self.shared.mount}/checkpoints"
+        return None
 
     @property
     def node_range(self) -> tuple[int, int]:

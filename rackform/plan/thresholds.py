@@ -143,7 +143,18 @@ def for_group(plan: Basis, group: str | None = None, nodes: int | None = None) -
         checkpoint_dir=plan.checkpoint.mount,
         **_shared(plan, g, override("shared_read_gbps")),
         **_links(gpu, g.gpus_per_node),
+        **_tier(plan),
     )
+
+
+def _tier(plan: Basis) -> dict:
+    """Where the smoke job copies its checkpoint (each node under `<tier>/smoke/<node>`,
+    replaced at each validation): the plan's checkpoint tier, with its S3 endpoint."""
+    tier = plan.checkpoint_tier
+    if tier is None:
+        return {}
+    endpoint = plan.object_tier.endpoint_url if plan.object_tier is not None else None
+    return {"checkpoint_tier": f"{tier}/smoke", "tier_endpoint": endpoint}
 
 
 # An NVSwitch board holds 8 GPUs (HGX); 4-GPU boards join their GPUs by NVLink directly.

@@ -169,3 +169,14 @@ def test_a_parked_group_costs_nothing_and_finds_nothing_about_checkpoints(write)
 
     codes = {lf.finding.code for lf in run(plan).findings}
     assert not codes & {"checkpoint-overhead", "checkpoint-slow", "checkpoint-throughput-unknown"}
+
+
+def test_the_object_tier_is_priced_at_what_the_jobs_keep(write):
+    w = "workload: {model_params_b: 7, method: full, checkpoints_retained: 4}\n"
+    tier = "storage: {object: {url: 's3://team-ckpt/runs'}}\n"
+    c = cost_of(write(AWS_TRAINING + w + tier))
+    # 7B full state, 14 bytes a parameter: 98 GB, four kept (the jobs' RACKFORM_CHECKPOINT_KEEP).
+    assert c.storage.usd_per_month == pytest.approx(98 * 4 * S3)
+    assert "kept in s3://team-ckpt/runs (storage.object)" in c.storage.item
+    c = cost_of(write(AWS_TRAINING + w, "no-tier.yaml"))
+    assert "no storage.object: rackform copies none there" in c.storage.item

@@ -389,3 +389,60 @@ def test_the_site_playbook_runs_slurm_and_the_smoke_job_only_where_they_belong(t
     # `rackform drift` (check mode) to count.
     grouped = [b for b in scheduled.stdout.split("\nTASK [")[1:] if b.startswith("Group ")]
     assert len(grouped) == 2 and all("\nok: [localhost]" in b for b in grouped), grouped
+
+
+def _with_storage(tmp_path: Path, extra: str) -> Path:
+    """The Slurm example with `extra` (YAML lines under storage:) added."""
+    text = (ROOT / "blueprints" / "baremetal-slurm.yaml").read_text(encoding="utf-8")
+    text = text.replace("storage:\n", f"storage:\n{extra}", 1)
+    path = tmp_path / "dc2-train.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _task_env(prolog: str, tmp_path: Path) -> dict[str, str]:
+    """What the task prolog puts in a task's environment, as slurmd reads its output."""
+    script = tmp_path / "task_prolog.sh"
+    script.write_text(prolog, encoding="utf-8")
+    out = subprocess.run(
+        ["sh", str(script)], env={"SLURM_JOB_ID": "4242", "PATH": os.environ["PATH"]},
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines())
+
+
+def test_each_job_gets_its_place_on_the_object_tier(tmp_path):
+    bp = _with_storage(
+        tmp_path, "  object: {url: s3://dc2-ckpt/train/, endpoint_url: 'https://s3.dc2.lab:9000'}\n"
+    )
+    env = _task_env(render(bp)["task_prolog.sh"], tmp_path)
+    assert env == {
+        "RACKFORM_CHECKPOINT_DIR": "/mnt/checkpoints/slurm/4242",
+        "RACKFORM_CHECKPOINT_TIER": "s3://dc2-ckpt/train/4242",
+        # The workload's checkpoints_retained (the schema's default): what sizes the array and
+        # prices the tier is what the job keeps.
+        "RACKFORM_CHECKPOINT_KEEP": "3",
+        "AWS_ENDPOINT_URL_S3": "https://s3.dc2.lab:9000",
+    }
+
+
+def test_a_shared_tier_that_holds_checkpoints_takes_the_copies(tmp_path):
+    text = (ROOT / "blueprints" / "baremetal-slurm.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "dc2-train.yaml"
+    path.write_text(
+        text.replace("holds: [datasets, home]", "holds: [datasets, home, checkpoints]").replace(
+            "  checkpoint_interval_min: 30\n",
+            "  checkpoint_interval_min: 30\n  checkpoints_retained: 5\n",
+        ),
+        encoding="utf-8",
+    )
+    env = _task_env(render(path)["task_prolog.sh"], tmp_path)
+    assert env["RACKFORM_CHECKPOINT_TIER"] == "/shared/checkpoints/4242"
+    assert env["RACKFORM_CHECKPOINT_KEEP"] == "5"
+    assert "AWS_ENDPOINT_URL_S3" not in env
+
+
+def test_without_a_tier_a_job_gets_only_its_directory(example, tmp_path):
+    assert _task_env(example["task_prolog.sh"], tmp_path) == {
+        "RACKFORM_CHECKPOINT_DIR": "/mnt/checkpoints/slurm/4242"
+    }

@@ -28,13 +28,18 @@ def test_the_gpus_a_node_expects(host_args, found, gpus):
     assert int(got) == gpus
 
 
-def test_the_packages_of_a_node_with_gpus():
+def pip_names() -> str:
+    """The expression the role's pip task installs from."""
     task = next(
         t
         for t in yaml.safe_load((ROLES_DIR / "smoke_train" / "tasks" / "venv.yml").read_text())
         if t.get("name") == "Install torch and the job's other packages into the virtualenv"
     )
-    expr = task["ansible.builtin.pip"]["name"].strip().removeprefix("{{").removesuffix("}}")
+    return task["ansible.builtin.pip"]["name"].strip().removeprefix("{{").removesuffix("}}")
+
+
+def test_the_packages_of_a_node_with_gpus():
+    expr = pip_names()
 
     def packages(host_args):
         return render("smoke_train", expr, {"smoke_train_host_args": host_args}, ["n1"],
@@ -45,3 +50,21 @@ def test_the_packages_of_a_node_with_gpus():
     torch = packages([])[0]
     assert torch.startswith("torch==") and packages([]) == [torch, "numpy"]
     assert packages(["--expect-gpus", "8"]) == [torch, "numpy", "nvidia-ml-py"]
+
+
+@pytest.mark.parametrize(
+    ("job_args", "boto3"),
+    [
+        (["--loss-drop", "0.2", "--object-tier", "s3://dc2-ckpt/train/smoke"], True),
+        # The shared tier is a directory: the job copies with the standard library.
+        (["--object-tier", "/shared/checkpoints/smoke"], False),
+        (["--loss-drop", "0.2"], False),
+        # A value that only mentions s3 elsewhere is not a tier.
+        (["--tier-endpoint", "s3://x", "--object-tier", "/shared/c"], False),
+    ],
+)
+def test_an_object_tier_brings_boto3(job_args, boto3):
+    expr = pip_names()
+    got = render("smoke_train", expr, {"smoke_train_job_args": job_args}, ["n1"],
+                 ansible_check_mode=True)  # fmt: skip
+    assert ("boto3" in got) is boto3, got

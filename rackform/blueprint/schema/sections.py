@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check
 from rackform.blueprint.schema.health import HealthPolicy
+from rackform.blueprint.schema.object_tier import ObjectStorage
 from rackform.blueprint.schema.rollout import (
     BUDGET_DESCRIPTION,
     RolloutPolicy,
@@ -121,6 +122,12 @@ class StorageSpec(Strict):
         SharedStorage | None,
         Field(
             description="The data tier every node mounts: datasets, checkpoints that outlive a node, home (rackform/blueprint/schema/shared.py)."
+        ),
+    ] = None
+    object: Annotated[
+        ObjectStorage | None,
+        Field(
+            description="Checkpoints copied to object storage in the background (rackform/blueprint/schema/object_tier.py)."
         ),
     ] = None
 

@@ -21,6 +21,7 @@ from rackform.targets.aws.network import AwsNetwork
 from rackform.targets.aws.nodes import AwsNodeGroup, asg_name
 from rackform.targets.aws.shared import AwsSharedStorage
 from rackform.targets.aws.tags import aws_tags
+from rackform.targets.aws.tier import on_aws, tier_policy
 
 SSM_POLICY = "policy/AmazonSSMManagedInstanceCore"
 
@@ -55,7 +56,9 @@ class AwsCluster(pulumi.ComponentResource):
         name = plan.stack  # children are named after the cluster, as their Name tags are
         # Inference groups scale on their own: their nodes configure themselves at boot.
         joining = [g for g in plan.node_groups if plan.purpose == "inference"]
-        self.network = AwsNetwork(f"{name}-network", plan, s3_endpoint=bool(joining), opts=child)
+        # Joining nodes fetch their artifact from S3, and jobs copy checkpoints to an S3 tier.
+        s3 = bool(joining) or on_aws(plan.object_tier)
+        self.network = AwsNetwork(f"{name}-network", plan, s3_endpoint=s3, opts=child)
         self.keys = NodeKeys(f"{name}-keys", plan.stack, opts=child)
         self.access = access(self.keys)
 
@@ -81,6 +84,13 @@ class AwsCluster(pulumi.ComponentResource):
                 policy=node_policy(
                     tp.partition, target.region, [asg_name(plan, g) for g in joining]
                 ),
+                opts=child,
+            )
+        if on_aws(plan.object_tier):
+            aws.iam.RolePolicy(
+                f"{name}-node-checkpoints",
+                role=role.id,
+                policy=tier_policy(tp.partition, plan.object_tier),
                 opts=child,
             )
         profile = aws.iam.InstanceProfile(
