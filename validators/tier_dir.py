@@ -128,7 +128,7 @@ class DirStore:
         base = Prefix.rsplit("/", 1)[0] if "/" in Prefix else ""
         top = self.path(Bucket, base) if base else Bucket
         keys = []
-        for folder, _dirs, names in os.walk(top):
+        for folder, _dirs, names in os.walk(top, onerror=_unless_gone):
             rel = os.path.relpath(folder, Bucket)
             for name in names:
                 if name.startswith(_TMP):
@@ -157,6 +157,13 @@ class DirStore:
                 return fh.read()
         except FileNotFoundError:
             raise NoSuchKey(f"no such key {key!r} in {bucket}") from None
+
+
+def _unless_gone(exc: OSError) -> None:
+    """A listing's error is raised (an unreadable directory is the store refusing, as S3's
+    AccessDenied), unless the directory is not there (no such prefix, or pruned meanwhile)."""
+    if not isinstance(exc, FileNotFoundError):
+        raise exc
 
 
 def _fsync_dir(path: str) -> None:
