@@ -3,7 +3,8 @@ variables, the rendezvous on loopback), stopped the way Slurm stops a preempted 
 (SIGCONT and SIGTERM) after its first checkpoint, then started again in the same checkpoint
 directory, as the requeued job is. It resumes from the step it saved on SIGTERM and ends with
 exactly the losses of a run that was never interrupted. SIGUSR1 (the spot agent's signal) writes
-a checkpoint at once and training goes on."""
+a checkpoint at once and training goes on. A node that lost its directory resumes from the
+checkpoint tier, on S3 (moto) and on a shared directory given by $RACKFORM_CHECKPOINT_TIER."""
 
 from __future__ import annotations
 
