@@ -10,6 +10,8 @@ import tempfile
 import torch
 
 from validators.model import PRESETS, config
+from validators.tier import FORMS, TierError
+from validators.tier import parse as tier_url
 
 FABRICS = ("efa", "infiniband", "roce", "ethernet")
 
@@ -99,6 +101,18 @@ def build() -> argparse.ArgumentParser:
     )
     g.add_argument("--checkpoint-threads", type=int, help="Writer threads per rank.")
     g.add_argument("--keep-checkpoint", action="store_true")
+    g.add_argument(
+        "--object-tier",
+        metavar="URL",
+        help=f"Each node also copies its checkpoint to <URL>/<hostname> ({FORMS}), in the"
+        " background while it reads it back, and the job reports checkpoint_tier.",
+    )
+    g.add_argument(
+        "--tier-wait-s",
+        type=float,
+        default=120.0,
+        help="How long each node waits for its copy to the tier (--object-tier).",
+    )
     g = p.add_argument_group("expectations (from the blueprint)")
     g.add_argument("--expect-nodes", type=int)
     g.add_argument("--expect-gpus", type=int, help="GPUs per node.")
@@ -164,4 +178,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--loss-drop must be between 0 and 1")
     if args.allreduce_min_mb > args.allreduce_max_mb:
         p.error("--allreduce-min-mb exceeds --allreduce-max-mb")
+    if args.object_tier is not None:
+        try:
+            tier_url(args.object_tier)
+        except TierError as e:
+            p.error(f"--object-tier: {e}")
+    if args.tier_wait_s < 0:
+        p.error("--tier-wait-s must not be negative")
     return args

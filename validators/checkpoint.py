@@ -125,9 +125,16 @@ def roundtrip(
     heartbeat=lambda: None,
     threads: int = 1,
     keep: bool = False,
+    copy=None,
 ) -> Result:
     """Save to `path` (created here; its parent must exist, it must not), read back, compare. `group` holds
-    this node's ranks; `leader` is true on one rank of it (it makes and removes the dir)."""
+    this node's ranks; `leader` is true on one rank of it (it makes and removes the dir).
+
+    `copy` (given on every rank of the job, or on none): a copy of the checkpoint elsewhere
+    (ckpt_checks.NodeCopy, to the tier), told on the leader once the checkpoint is written
+    (`copy.start(path)`), so it runs while the checkpoint is read back, and waited for before
+    the directory is removed (`copy.settle()`: on every rank, whatever the round trip's
+    outcome, for it is a collective of the copy's own)."""
     res = Result(path)
     err = None
     if leader:
@@ -139,15 +146,21 @@ def roundtrip(
             err = f"cannot create {path}: {exc.strerror or exc} (errno {exc.errno})"
     res.error = _agree(err, group)
     if res.error:
+        if copy is not None:  # nothing to copy here; other nodes may have
+            copy.settle()
         return res
     try:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd}
         res.error = _save(state, path, group, threads, res, heartbeat)
+        if res.error is None and leader and copy is not None:
+            copy.start(path)
         if res.error is None:
             res.error = _load_and_compare(state, path, group, leader, res, heartbeat)
     finally:
         dist.barrier(group=group)
+        if copy is not None:  # the copy reads the files: they stay until it is done
+            copy.settle()
         if leader and not keep:
             shutil.rmtree(path, ignore_errors=True)
     return res

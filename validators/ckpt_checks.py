@@ -1,9 +1,13 @@
 """The checkpoint phase: run the round trip on every node (see checkpoint.py) and turn the
-per-node results into checks, reporting the slowest node and every node that failed."""
+per-node results into checks, reporting the slowest node and every node that failed. With
+`--object-tier`, each node also copies the checkpoint it wrote to `<url>/<hostname>` (each node
+its own copy, as each node's array holds its own) while it reads it back, and the job reports
+`checkpoint_tier` for every node (validators/tier_checks.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import resource
 import socket
@@ -15,6 +19,8 @@ import torch.distributed as dist
 
 from validators import report
 from validators.report import compare, failed, not_run
+from validators.tier import ObjectTier, TierError, join
+from validators.tier_checks import nodes_tier_check, unused
 
 
 def checkpoint_checks(
@@ -31,6 +37,11 @@ def checkpoint_checks(
     # fails before this phase need not pay.
     from validators.checkpoint import roundtrip
 
+    copy = None
+    if args.object_tier:
+        copy = NodeCopy(
+            args.object_tier, args.steps, args.tier_wait_s, local_rank == 0, cpu_group, heartbeat
+        )
     with _file_size_cap(args.fault_ckpt_fsize):
         res = roundtrip(
             model,
@@ -41,6 +52,7 @@ def checkpoint_checks(
             heartbeat,
             threads=args.checkpoint_threads,
             keep=args.keep_checkpoint,
+            copy=copy,
         )
     # The slowest node is the one to report; every node's failure is reported.
     per_rank: list = [None] * world
@@ -60,7 +72,75 @@ def checkpoint_checks(
         h: {"error": s[1], "bytes": s[2], "write_gbps": s[3], "read_gbps": s[4], "writer": s[7]}
         for h, s in nodes.items()
     }
-    return checkpoint_verdicts(per_rank, args.checkpoint_write_min)
+    checks = checkpoint_verdicts(per_rank, args.checkpoint_write_min)
+    if copy is None:
+        return checks
+    # Every node's copy: each node's first rank holds its summary, the others none.
+    tiers: list = [None] * world
+    dist.all_gather_object(tiers, (socket.gethostname(), copy.summary()), group=cpu_group)
+    per_node = {h: t for h, t in tiers if t is not None}
+    metrics["checkpoint_tier"] = per_node
+    read = next(i for i, c in enumerate(checks) if c.name == "checkpoint_read")
+    if checks[read].measured is not None:  # the copy read the files too: said beside the figure
+        detail = f"{checks[read].detail}; read while the node's copy to the tier ran"
+        checks[read] = dataclasses.replace(checks[read], detail=detail)
+    return [*checks, nodes_tier_check(per_node, args.tier_wait_s)]
+
+
+class NodeCopy:
+    """The node's copy of the round trip's checkpoint to the tier, under `<url>/<hostname>`,
+    as step `step` (the training steps the checkpoint holds). The node's first rank (the one
+    that makes and removes the checkpoint directory) copies it in the background, from when it
+    is written, while the node reads it back; the job waits for every node's copy, up to
+    `wait_s`, before the directories are removed (roundtrip's `copy`). `group` is the job's
+    (every rank of every node): its waits are collectives there."""
+
+    def __init__(self, url: str, step: int, wait_s: float, leader: bool, group, heartbeat):
+        self.url, self.step, self.wait_s = join(url, socket.gethostname()), step, wait_s
+        self.leader, self.group, self.heartbeat = leader, group, heartbeat
+        self.tier: ObjectTier | None = None
+        self._summary: dict | None = None
+        if leader:
+            try:
+                self.tier = ObjectTier(self.url, keep=1)
+            except TierError as e:  # no boto3 for an s3:// tier: the copy's failure, no other
+                self._summary = unused(self.url, str(e))
+
+    def start(self, path: str) -> None:
+        if self.tier is not None:
+            self.tier.put(self.step, path)
+
+    def settle(self) -> None:
+        """Collective over the job, on every rank: each node's first rank waits for its copy,
+        saying every second that it still does; every other rank, and a first rank whose copy
+        is done, waits with it in rounds of a second, beating the watchdog, until none waits.
+        No rank waits for another node's copy in one collective that could time out, however
+        long the copies take (up to `wait_s`)."""
+
+        def tick() -> None:
+            _waiting(True, self.group)
+            self.heartbeat()
+
+        if self.leader and self.tier is not None:
+            self._summary = self.tier.close(self.wait_s, tick=tick)
+        while _waiting(False, self.group):
+            self.heartbeat()
+
+    def summary(self) -> dict | None:
+        """On the first rank: what the copy did (ObjectTier.close's summary); None elsewhere."""
+        if not self.leader:
+            return None
+        if self._summary is None and self.tier is not None:  # the round trip never settled
+            self._summary = self.tier.close(0)
+        return self._summary
+
+
+def _waiting(me: bool, group) -> bool:
+    """One round of the wait for the nodes' copies: each rank says whether it still waits for
+    its node's (only a first rank can); whether any does."""
+    flags: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(flags, me, group=group)
+    return any(flags)
 
 
 def _slowest(values: list) -> float | None:

@@ -1,8 +1,10 @@
 """The resumable job's training (validators/resumable.py starts it, with its signal flags
 already set): the smoke job's model and training loop, checkpointed every `--checkpoint-every`
 steps and when a signal asks, resumed from the newest checkpoint every node holds. With
-`--object-tier s3://BUCKET/PREFIX` each checkpoint is also copied there in the background
-(validators/tier.py), and a node that lost its copy restores the newest one from there."""
+`--object-tier` (s3://BUCKET/PREFIX, or a directory on the shared file system; default
+$RACKFORM_CHECKPOINT_TIER, which the Slurm prolog can set for every job) each checkpoint is also
+copied there in the background (validators/tier.py), and a node that lost its copy restores the
+newest one from there."""
 
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ from validators import checkpoint, report, slurm_env
 from validators.args import add_mfu, add_training, on_gpu, resolve_training
 from validators.model import GPT, params_for_flops
 from validators.resume import EXIT_STOPPED, Signals, Store, common_step
-from validators.tier import ObjectTier, TierError
+from validators.tier import FORMS, ObjectTier, TierError
 from validators.tier import parse as tier_url
+from validators.tier_checks import tier_check
 from validators.train import Faults, TrainResult, train
 from validators.train_checks import replicas_check, training_checks
 
@@ -40,14 +43,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="This job's checkpoints (default $RACKFORM_CHECKPOINT_DIR).",
     )
     p.add_argument("--checkpoint-every", type=int, default=20, help="Steps between checkpoints.")
-    p.add_argument("--keep", type=int, default=2, help="Checkpoints kept.")
+    p.add_argument(
+        "--keep",
+        type=int,
+        help="Checkpoints kept, on the node and on the tier (default $RACKFORM_CHECKPOINT_KEEP,"
+        " else 2).",
+    )
     p.add_argument("--report", help="The JSON report (default: report.json there).")
     p.add_argument("--loss-drop", type=float, default=0.2, help="Loss must fall by this fraction.")
     p.add_argument("--collective-timeout-s", type=float, default=300.0)
     p.add_argument(
         "--object-tier",
-        help="Also copy each checkpoint to s3://BUCKET/PREFIX in the background (the newest"
-        " --keep kept); a node without its local copy restores from there.",
+        help=f"Also copy each checkpoint to this tier in the background ({FORMS}; the newest"
+        " --keep kept); a node without its local copy restores from there (default"
+        " $RACKFORM_CHECKPOINT_TIER).",
     )
     p.add_argument(
         "--tier-wait-s", type=float, default=120.0, help="At the end, wait this long for copies."
@@ -55,11 +64,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     add_mfu(p)
     args = p.parse_args(argv)
     resolve_training(p, args)
-    if args.object_tier:
-        try:
-            tier_url(args.object_tier)
-        except TierError as e:
-            p.error(str(e))
+    env_defaults(p, args)
     if not args.checkpoint_dir:
         p.error("no checkpoint directory: pass --checkpoint-dir or set RACKFORM_CHECKPOINT_DIR")
     if args.checkpoint_every < 1:
@@ -67,6 +72,31 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.report = args.report or os.path.join(args.checkpoint_dir, "report.json")
     args.warmup = args.warmup if args.warmup is not None else max(1, min(10, args.steps // 5))
     return args
+
+
+def env_defaults(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--object-tier and --keep not given: $RACKFORM_CHECKPOINT_TIER and
+    $RACKFORM_CHECKPOINT_KEEP (the Slurm prolog gives every job its tier), each checked as the
+    option is, an error naming the variable."""
+    tier_from = "--object-tier"
+    if args.object_tier is None and os.environ.get("RACKFORM_CHECKPOINT_TIER"):
+        args.object_tier = os.environ["RACKFORM_CHECKPOINT_TIER"]
+        tier_from = "$RACKFORM_CHECKPOINT_TIER"
+    if args.object_tier:
+        try:
+            tier_url(args.object_tier)
+        except TierError as e:
+            p.error(f"{tier_from}: {e}")
+    if args.keep is None:
+        keep = os.environ.get("RACKFORM_CHECKPOINT_KEEP") or "2"
+        try:
+            args.keep = int(keep)
+        except ValueError:
+            p.error(f"$RACKFORM_CHECKPOINT_KEEP={keep!r}: the checkpoints kept, a whole number")
+        if args.keep < 1:
+            p.error(f"$RACKFORM_CHECKPOINT_KEEP={keep!r}: keep at least 1 checkpoint")
+    elif args.keep < 1:
+        p.error("--keep must be at least 1")
 
 
 class Job:
@@ -290,38 +320,6 @@ class Job:
             metrics=metrics,
             **({"object_tier": tier} if tier is not None else {}),
         )
-
-
-def tier_check(tier: dict, waited_s: float) -> report.Check:
-    """The newest checkpoint this run wrote is complete on the object tier, and no copy failed:
-    the copies' count, throughput and lag (from the checkpoint's publishing to its copy being
-    complete). An older one still queued when a newer came is superseded, not copied: the
-    node's directory keeps only the newest, and so does what a restore needs."""
-    copies, errors, asked = tier["copies"], tier["errors"], tier["asked"]
-    skipped = tier.get("superseded") or []
-    newest = tier.get("newest") or 0
-    measured = f"{len(copies)}/{asked} copied" + (f", {len(skipped)} superseded" if skipped else "")
-    newest_copied = any(c["step"] == newest for c in copies)
-    if errors or tier["unfinished"] or (asked and not newest_copied):
-        why = "; ".join(errors) or (
-            f"copies still running after {waited_s:g} s"
-            if tier["unfinished"]
-            else f"the newest checkpoint (step {newest}) is not on the tier"
-        )
-        return report.failed(
-            "checkpoint_tier", f"{tier['url']}: {why}", measured=measured,
-            expected=f"step {newest} copied", op="==",
-        )  # fmt: skip
-    if not copies:
-        return report.not_run("checkpoint_tier", "no checkpoint written in this run")
-    gbps = sum(c["bytes"] for c in copies) / max(1e-9, sum(c["seconds"] for c in copies)) / 1e9
-    detail = (
-        f"{tier['url']}: {sum(c['bytes'] for c in copies) / 1e6:,.1f} MB at {gbps:.3f} GB/s,"
-        f" lag up to {max(c['lag_s'] for c in copies):.1f} s; the newest (step {newest}) copied"
-    )
-    return report.Check(
-        "checkpoint_tier", report.PASS, measured, f"step {newest} copied", "", "==", detail
-    )
 
 
 def final_checks(

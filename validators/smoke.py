@@ -5,17 +5,20 @@
 It checks, and reports with measured, expected and status: the GPUs (count, model), all-reduce
 bus bandwidth, that a small GPT learns (loss falls, never NaN) with tokens/s and MFU, that DDP
 replicas stay identical, a torch.distributed.checkpoint round trip (bit for bit, GB/s), and
-the NCCL version and transport. The first rank of every node rewrites the JSON report after
-every phase, so a job that dies half-way still leaves what it measured. Only after every rank
-has come through the last phase (a collective all of them must join) does it write the end
-marker, `ended`, and `complete: true`: the evidence that the job ran to the end.
+the NCCL version and transport; with `--object-tier`, each node's copy of that checkpoint to
+the tier (object storage or a directory on the shared file system). The first rank of every
+node rewrites the JSON report after every phase, so a job that dies half-way still leaves what
+it measured. Only after every rank has come through the last phase (a collective all of them
+must join) does it write the end marker, `ended`, and `complete: true`: the evidence that the
+job ran to the end.
 
 Exit 0 when no check failed, 1 when one did (rank 0 carries the verdict), 2 when numpy is
 missing (checked before anything starts), 3 when a rank stalled (see watchdog.py). Under
 validators.launch (`--verdict-in-report`) every rank that reached the end exits 0: torchrun
 treats a rank's exit 1 as a crash and stops the others, so a failed check must not look like one.
 
-It imports only torch and the standard library: rackform passes every expectation in.
+It imports only torch and the standard library (and boto3, only for an s3:// tier): rackform
+passes every expectation in.
 """
 
 from __future__ import annotations
@@ -61,14 +64,18 @@ CHECKS = (
     "nccl_version",
     "nccl_transport",
 )
+# With --object-tier, after the round trip's checks: every node's copy to the tier.
+TIER_CHECKS = ("checkpoint_tier",)
 EXIT_SETUP = 2  # something the job needs is missing; nothing ran
 
 
 class Job:
     """Collects checks and metrics; the writer rewrites the report after each phase."""
 
-    def __init__(self, path: str | None, writer: bool, facts: dict):
-        self.path, self.writer = path, writer
+    def __init__(
+        self, path: str | None, writer: bool, facts: dict, expected: tuple[str, ...] = CHECKS
+    ):
+        self.path, self.writer, self.expected = path, writer, expected
         self.checks: list[report.Check] = []
         self.metrics: dict = {}
         self.facts = facts
@@ -105,7 +112,7 @@ class Job:
         doc = report.make(
             self.checks,
             complete=ended is not None,
-            pending=[n for n in CHECKS if n not in done],
+            pending=[n for n in self.expected if n not in done],
             **extra,
             job=self.facts,
             metrics=self.metrics,
@@ -116,6 +123,15 @@ class Job:
                 fh.write(report.dumps(doc))
             os.replace(tmp, self.path)
         return doc
+
+
+def expected_checks(args) -> tuple[str, ...]:
+    """The checks this run reports, in order: CHECKS, and with --object-tier the tier's after
+    the round trip's."""
+    if not args.object_tier:
+        return CHECKS
+    at = CHECKS.index("checkpoint_read") + 1
+    return CHECKS[:at] + TIER_CHECKS + CHECKS[at:]
 
 
 def _env_int(name: str, default: int) -> int:
@@ -171,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 "torch": torch.__version__,
                 "started": time.time(),
             },
+            expected_checks(args),
         )
         phases(args, job, wd, device, cpu_group, nccl_log, local_rank, local_world)
         if args.fault_kill_at_end == rank:

@@ -1,13 +1,17 @@
-"""Checkpoints tiered to object storage (S3, or any store that speaks its API): the job writes
-each checkpoint to the node's array as before, and a background thread copies it to
-`s3://BUCKET/PREFIX/step-NNNNNNNN/`, so training never waits on the object store. A copy is
-complete only once its manifest (`COMPLETE`: every file and its size) is written, last: a copy
-cut short is never restored. The newest `keep` complete copies are kept, older ones deleted.
+"""Checkpoints tiered to a second store: object storage (S3, or any store that speaks its API),
+or a directory on the cluster's shared file system (NFS, Lustre). The job writes each checkpoint
+to the node's array as before, and a background thread copies it to `step-NNNNNNNN/` under the
+tier (`s3://BUCKET/PREFIX`, or an absolute directory: `/shared/ckpts/job-42` or
+`file:///shared/ckpts/job-42`), so training never waits on the tier. A copy is complete only
+once its manifest (`COMPLETE`: every file and its size) is written, last: a copy cut short is
+never restored. The newest `keep` complete copies are kept, older ones deleted.
 
 A node that lost its local copy (a replaced node, a wiped array) restores the newest complete
-copy into its checkpoint directory before the job resumes. The endpoint and credentials are
-boto3's own (`AWS_ENDPOINT_URL_S3` for a store other than AWS's), and boto3 is needed only
-where a job asks for the tier.
+copy into its checkpoint directory before the job resumes. For S3 the endpoint and credentials
+are boto3's own (`AWS_ENDPOINT_URL_S3` for a store other than AWS's), and boto3 is needed only
+where a job asks for an S3 tier. A directory is written through validators/tier_dir.py, which
+offers the same six calls of boto3's S3 client with S3's semantics (each file written under a
+temporary name, fsync'd, renamed), so the logic here is one for both.
 """
 
 from __future__ import annotations
@@ -25,17 +29,56 @@ from typing import Any
 MANIFEST = "COMPLETE"
 _URL = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?$")
 _STEP = re.compile(r"step-(\d{8})/" + MANIFEST + "$")
+FORMS = "s3://BUCKET/PREFIX, or a shared directory: /ABS/PATH or file:///ABS/PATH"
 
 
 class TierError(RuntimeError):
-    """The object tier cannot be used (a bad URL, no boto3, the store refused)."""
+    """The tier cannot be used (a bad URL, no boto3, the store refused)."""
+
+
+def directory(url: str) -> str | None:
+    """The tier's directory where `url` names one (an absolute path, or file:///ABS/PATH),
+    normalized; None for any other URL. A relative path or one with `..` is refused."""
+    url = url or ""
+    if url.startswith("file://"):
+        path = url[len("file://") :]
+        if not path.startswith("/"):
+            raise TierError(
+                f"{url!r} is not an object-tier URL: a file URL names an absolute path on this"
+                f" node (file:///ABS/PATH, three slashes); write {FORMS}"
+            )
+    elif "://" in url or not url:
+        return None
+    else:
+        path = url
+        if not path.startswith("/"):
+            raise TierError(
+                f"{url!r} is not an object-tier URL: a directory must be an absolute path (every"
+                f" node must find the same one); write {FORMS}"
+            )
+    if ".." in path.split("/"):
+        raise TierError(f"{url!r} is not an object-tier URL: no '..' in the path; write {FORMS}")
+    path = os.path.normpath(path)
+    if path == "/":
+        raise TierError(f"{url!r} is not an object-tier URL: not / itself; write {FORMS}")
+    return path
 
 
 def parse(url: str) -> tuple[str, str]:
+    """(bucket, prefix) of an s3:// URL; (the directory, "") of a directory tier."""
+    path = directory(url)
+    if path is not None:
+        return path, ""
     m = _URL.match(url or "")
     if not m:
-        raise TierError(f"{url!r} is not an object-tier URL: write s3://BUCKET/PREFIX")
+        raise TierError(f"{url!r} is not an object-tier URL: write {FORMS}")
     return m.group(1), (m.group(2) or "").strip("/")
+
+
+def join(url: str, name: str) -> str:
+    """The tier `name` under `url` (each node's own copy: the smoke job's `<url>/<host>`)."""
+    parse(url)
+    return f"{url.rstrip('/')}/{name}"
 
 
 def client():
@@ -80,7 +123,13 @@ class ObjectTier:
 
     def __post_init__(self) -> None:
         self.bucket, self.prefix = parse(self.url)
-        self.s3 = self.s3 if self.s3 is not None else client()
+        if self.s3 is None:
+            if directory(self.url) is not None:
+                from validators.tier_dir import DirStore  # it imports this module
+
+                self.s3 = DirStore()
+            else:
+                self.s3 = client()
         self._queue: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._newest = 0  # the newest step asked for
@@ -133,6 +182,8 @@ class ObjectTier:
 
     def _copy(self, step: int, path: str, published: float) -> None:
         start, files = time.time(), []
+        # A copy of this step already there (an earlier run's) is incomplete from here on.
+        self.s3.delete_object(Bucket=self.bucket, Key=self.key(step, MANIFEST))
         for root, _dirs, names in os.walk(path):
             for name in sorted(names):
                 local = os.path.join(root, name)
@@ -150,12 +201,17 @@ class ObjectTier:
         for old in self.steps()[: -max(1, self.keep)]:
             self._delete(old)
 
-    def close(self, timeout_s: float) -> dict:
-        """Wait up to `timeout_s` for the copies asked for, then say what happened."""
+    def close(self, timeout_s: float, tick=None, tick_s: float = 1.0) -> dict:
+        """Wait up to `timeout_s` for the copies asked for, then say what happened. `tick`,
+        when given, is called every `tick_s` while waiting (a heartbeat, or a collective that
+        keeps the node's other ranks waiting with this one)."""
         deadline = time.time() + timeout_s
         if self._thread is not None:
             self._queue.put(None)
-            self._thread.join(max(0.0, deadline - time.time()))
+            while self._thread.is_alive() and (left := deadline - time.time()) > 0:
+                self._thread.join(min(left, tick_s) if tick else left)
+                if tick and self._thread.is_alive():
+                    tick()
         pending = self._queue.qsize() if self._thread is not None and self._thread.is_alive() else 0
         return {
             "url": self.url,

@@ -37,6 +37,9 @@ def test_overrides_reach_the_model():
         (["--d-model", "66"], "d_model 66 is not a multiple of heads 4"),
         (["--allreduce-min-mb", "8", "--allreduce-max-mb", "1"], "exceeds --allreduce-max-mb"),
         (["--expect-fabric", "carrier-pigeon"], "invalid choice: 'carrier-pigeon'"),
+        (["--object-tier", "ckpts/smoke"], "--object-tier: 'ckpts/smoke' is not an object-tier"),
+        (["--object-tier", "gs://b/p"], "write s3://BUCKET/PREFIX, or a shared directory"),
+        (["--object-tier", "/shared/smoke", "--tier-wait-s", "-1"], "must not be negative"),
     ],
 )
 def test_mistakes_exit_2(argv, message, capsys):
@@ -44,6 +47,13 @@ def test_mistakes_exit_2(argv, message, capsys):
         parse(["--device", "cpu", *argv])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_tier_is_optional_and_takes_either_form():
+    assert parse(["--device", "cpu"]).object_tier is None
+    for url in ("s3://ml-ckpts/smoke", "/shared/smoke", "file:///shared/smoke"):
+        a = parse(["--device", "cpu", "--object-tier", url])
+        assert (a.object_tier, a.tier_wait_s) == (url, 120.0)
 
 
 def test_the_fabrics_are_the_schemas():

@@ -39,7 +39,8 @@ from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
 from validators.model import config
 from validators.report import FAIL, NOT_RUN, PASS, Check
-from validators.resumable_train import steps_check, tier_check
+from validators.resumable_train import steps_check
+from validators.tier_checks import nodes_tier_check, tier_check, unused
 from validators.train import TrainResult
 from validators.train_checks import replicas_verdict, training_checks
 
@@ -169,6 +170,13 @@ def storage_with(monkeypatch, gbps, error=None, minimum=4.0, tmp_path=None) -> C
 
 
 COPY = {"step": 10, "bytes": 1 << 20, "seconds": 0.5, "gbps": 0.002, "lag_s": 0.6}
+
+
+def node_tier(host: str, **over) -> dict:
+    """A node's summary of its copy of the round trip's checkpoint (step 30) to the tier."""
+    copy = {**COPY, "step": 30}
+    return {"url": f"/shared/smoke/{host}", "copies": [copy], "errors": [], "superseded": [],
+            "newest": 30, "asked": 1, "unfinished": False, "pending": 0, **over}  # fmt: skip
 
 
 def shared(mount: Path) -> list[Check]:
@@ -311,6 +319,16 @@ CASES: list[tuple[str, str, str, Callable]] = [
     ("checkpoint_tier", "no checkpoint in this run", NOT_RUN,
      lambda: tier_check({"url": "s3://b/p", "copies": [], "errors": [], "unfinished": False,
                          "newest": 0, "asked": 0}, 60)),
+    # the smoke job's copies, one per node
+    ("checkpoint_tier", "one node's copy refused, the other's done", FAIL,
+     lambda: nodes_tier_check({"a": node_tier("a"), "b": node_tier("b", errors=["step 30: EROFS"])}, 60)),
+    ("checkpoint_tier", "one node's copy still running at the deadline", FAIL,
+     lambda: nodes_tier_check({"a": node_tier("a", unfinished=True), "b": node_tier("b")}, 60)),
+    ("checkpoint_tier", "a node whose tier could not be used at all", FAIL,
+     lambda: nodes_tier_check({"a": unused("s3://b/p/a", "no boto3"), "b": node_tier("b")}, 60)),
+    ("checkpoint_tier", "a node with no checkpoint to copy (its round trip failed)", NOT_RUN,
+     lambda: nodes_tier_check({"a": node_tier("a", copies=[], asked=0), "b": node_tier("b")}, 60)),
+    ("checkpoint_tier", "no node reported", NOT_RUN, lambda: nodes_tier_check({}, 60)),
     # the job: the nodes and GPUs
     ("node_count", "1 node where the group has 4 (a local run)", FAIL,
      lambda: node_count(1, 4, ["n1"])),
@@ -462,6 +480,18 @@ def test_the_healthy_evidence_does_pass():
         replicas_verdict([["1.0", "2.0"], ["1.0", "2.0"]]),
         ckpt("checkpoint_roundtrip", [rank(), rank()]),
         ckpt("checkpoint_write", [rank(write=2.0)]),
+        tier_check(
+            {
+                "url": "s3://b/p",
+                "copies": [COPY],
+                "errors": [],
+                "unfinished": False,
+                "newest": 10,
+                "asked": 1,
+            },
+            60,
+        ),
+        nodes_tier_check({"a": node_tier("a"), "b": node_tier("b")}, 60),
         comm_checks.nccl_version_check("2.21.5", "2.21.5"),
         comm_checks.nccl_transport_check(transport("AWS Libfabric"), "efa", "log"),
         job(job_report({"ranks": 2, "world_size": 2})),

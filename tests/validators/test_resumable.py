@@ -3,16 +3,21 @@ variables, the rendezvous on loopback), stopped the way Slurm stops a preempted 
 (SIGCONT and SIGTERM) after its first checkpoint, then started again in the same checkpoint
 directory, as the requeued job is. It resumes from the step it saved on SIGTERM and ends with
 exactly the losses of a run that was never interrupted. SIGUSR1 (the spot agent's signal) writes
-a checkpoint at once and training goes on."""
+a checkpoint at once and training goes on. A node that lost its directory resumes from the
+checkpoint tier, on S3 (moto) and on a shared directory given by $RACKFORM_CHECKPOINT_TIER."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import boto3
@@ -148,20 +153,60 @@ def test_a_job_stopped_by_sigterm_resumes_where_it_saved_and_ends_as_if_never_st
     assert sorted(p.name for p in ck.glob("step-*")) == ["step-00000110", "step-00000120"]
 
 
-def test_a_node_that_lost_its_copy_resumes_from_the_object_tier(tmp_path, uninterrupted):
-    """Each checkpoint goes to moto's S3 on loopback in the background; the node's directory
-    is then lost (a replaced node) and the requeued job restores the newest copy from the tier
-    and ends as if never stopped."""
+@dataclass
+class Tier:
+    """The tier a job is given, and what of it is on the store (read from the store itself)."""
+
+    url: str
+    args: tuple[str, ...]
+    env: dict[str, str]
+    keep: int
+    steps: Callable[[], set[str]]  # the step-NNNNNNNN copies on the store
+
+
+@contextlib.contextmanager
+def tier_store(kind: str, tmp_path: Path) -> Iterator[Tier]:
+    """moto's S3 on loopback, given by --object-tier (the newest 2 kept, the default); or a
+    directory standing for the shared file system, given as the Slurm prolog gives it
+    ($RACKFORM_CHECKPOINT_TIER, $RACKFORM_CHECKPOINT_KEEP=3) to a Python in which boto3
+    cannot be imported: a directory tier needs none."""
+    if kind == "dir":
+        (tmp_path / "shared").mkdir()
+        root = tmp_path / "shared" / "job-4242"
+        e = env()
+        (tmp_path / "no-boto3").mkdir()
+        (tmp_path / "no-boto3" / "sitecustomize.py").write_text(
+            "import sys\nsys.modules['boto3'] = None\n"
+        )
+        yield Tier(
+            str(root), (),
+            {"RACKFORM_CHECKPOINT_TIER": str(root), "RACKFORM_CHECKPOINT_KEEP": "3",
+             "PYTHONPATH": os.pathsep.join([str(tmp_path / "no-boto3"), e["PYTHONPATH"]])},
+            3, lambda: {p.name for p in root.iterdir()},
+        )  # fmt: skip
+        return
     with moto_server() as endpoint:
         aws = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint}  # fmt: skip
         s3 = boto3.client("s3", **{"endpoint_url": endpoint, "region_name": "us-east-1",
                                    "aws_access_key_id": "testing", "aws_secret_access_key": "testing"})  # fmt: skip
         s3.create_bucket(Bucket="ckpts")
-        tier = ("--object-tier", "s3://ckpts/llm/run-7")
+        url = "s3://ckpts/llm/run-7"
+        yield Tier(
+            url, ("--object-tier", url), aws, 2,
+            lambda: {o["Key"].split("/")[2] for o in s3.list_objects_v2(Bucket="ckpts")["Contents"]},
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["s3", "dir"])
+def test_a_node_that_lost_its_copy_resumes_from_the_object_tier(tmp_path, uninterrupted, kind):
+    """Each checkpoint goes to the tier in the background (moto's S3 on loopback, or a shared
+    directory); the node's directory is then lost (a replaced node) and the requeued job
+    restores the newest copy from the tier and ends as if never stopped."""
+    with tier_store(kind, tmp_path) as tier:
         ck = tmp_path / "ck"
         ck.mkdir()
-        procs = start(ck, *tier, more_env=aws)
+        procs = start(ck, *tier.args, more_env=tier.env)
         signal_after_checkpoint(procs, ck, signal.SIGTERM)
         assert finish(procs) == [EXIT_STOPPED, EXIT_STOPPED]
         stopped = json.loads((ck / "report.json").read_text())
@@ -179,20 +224,20 @@ def test_a_node_that_lost_its_copy_resumes_from_the_object_tier(tmp_path, uninte
 
         shutil.rmtree(ck)  # the node lost its array
         ck.mkdir()
-        assert finish(start(ck, *tier, more_env=aws)) == [0, 0]
+        assert finish(start(ck, *tier.args, more_env=tier.env)) == [0, 0]
         doc = json.loads((ck / "report.json").read_text())
         assert doc["ok"] and doc["complete"] and doc["resume"]["from_step"] == saved
         restored = doc["resume"]["restored_from_tier"]
-        assert restored["step"] == saved and restored["from"] == "s3://ckpts/llm/run-7"
+        assert restored["step"] == saved and restored["from"] == tier.url
         assert losses(ck, 120) == losses(uninterrupted, 120)
-        # The tier keeps the newest --keep (2) copies that went up, as the node's directory
-        # keeps its newest two: the last step's among them. Which ones went up depends on how
-        # far the store lagged (a copy overtaken by a newer checkpoint is skipped: fresh run #20
+        # The tier keeps the newest --keep copies that went up, as the node's directory keeps
+        # its newest: the last step's among them. Which ones went up depends on how far the
+        # store lagged (a copy overtaken by a newer checkpoint is skipped: fresh run #20
         # skipped step 110 and kept 100), so they are read from the two runs' reports.
-        keys = {o["Key"].split("/")[2] for o in s3.list_objects_v2(Bucket="ckpts")["Contents"]}
         went_up = {c["step"] for c in copied} | {c["step"] for c in doc["object_tier"]["copies"]}
         assert 120 in went_up
-        assert keys == {f"step-{step:08d}" for step in sorted(went_up)[-2:]}, (keys, went_up)
+        kept = {f"step-{step:08d}" for step in sorted(went_up)[-tier.keep :]}
+        assert tier.steps() == kept, (tier.steps(), went_up)
 
 
 def test_sigusr1_writes_a_checkpoint_at_once_and_training_goes_on(tmp_path):

@@ -5,7 +5,11 @@ is tested through `rackform smoke` (tests/cli/test_smoke_cmd.py), where its repo
 
 The full-disk case is a real full filesystem: a 256 KiB tmpfs mounted in a private mount
 namespace (the kernel answers ENOSPC). Where mounts are not allowed, the kernel's file-size
-limit (RLIMIT_FSIZE, answered with EFBIG) makes the same write fail instead."""
+limit (RLIMIT_FSIZE, answered with EFBIG) makes the same write fail instead.
+
+With `--object-tier` a directory (the shared file system's), each node's copy of its checkpoint
+goes to <tier>/<host> and the job reports checkpoint_tier; an unwritable tier fails that check
+alone, naming the node."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import pytest
 from smoke_helpers import MOUNTS, isolated, torchrun
 
 from validators import smoke
+from validators.args import parse
 from validators.smoke import CHECKS
 
 pytestmark = pytest.mark.slow
@@ -57,6 +62,17 @@ def test_phases_never_add_up_to_more_than_the_job(monkeypatch):
     doc = job.flush(ended={"ranks": 1, "world_size": 1})
     assert doc["metrics"]["phases_s"] == {"a": 0.0, "b": 0.001, "c": 0.0}  # each 0.6 ms
     assert doc["job"]["duration_s"] == 0.002
+
+
+def test_the_tier_check_is_expected_only_with_a_tier_and_pending_until_it_runs():
+    assert smoke.expected_checks(parse(["--device", "cpu"])) == CHECKS
+    a = parse(["--device", "cpu", "--object-tier", "/shared/smoke"])
+    at = CHECKS.index("checkpoint_read") + 1
+    expected = (*CHECKS[:at], "checkpoint_tier", *CHECKS[at:])
+    assert smoke.expected_checks(a) == expected
+    # A job that ended before its checkpoint phase lists the tier's check with the rest.
+    job = smoke.Job(None, writer=False, facts={}, expected=smoke.expected_checks(a))
+    assert job.flush()["pending"] == list(expected)
 
 
 @pytest.fixture
@@ -124,7 +140,9 @@ def _ro_prefix(d) -> list[str] | None:
 
 
 def test_read_only_checkpoint_dir(tmp_path, ckdir):
-    r, doc, _ = run(tmp_path, prefix=_ro_prefix(ckdir))
+    # With a tier too: a node whose round trip wrote nothing has nothing to copy.
+    (tmp_path / "shared").mkdir()
+    r, doc, _ = run(tmp_path, "--object-tier", str(tmp_path / "shared"), prefix=_ro_prefix(ckdir))
     assert r.returncode == 1
     c = checks(doc)["checkpoint_roundtrip"]
     assert c["status"] == "fail"
@@ -132,6 +150,9 @@ def test_read_only_checkpoint_dir(tmp_path, ckdir):
     assert "Read-only file system" in c["detail"] or "Permission denied" in c["detail"]
     assert checks(doc)["checkpoint_write"]["status"] == "not-run"
     assert checks(doc)["loss_drop"]["status"] == "pass"
+    tiered = checks(doc)["checkpoint_tier"]
+    assert tiered["status"] == "not-run" and "no checkpoint to copy on" in tiered["detail"]
+    assert doc["complete"] and list((tmp_path / "shared").iterdir()) == []
 
 
 def test_full_checkpoint_dir(tmp_path, ckdir):
@@ -147,3 +168,54 @@ def test_full_checkpoint_dir(tmp_path, ckdir):
     c = checks(doc)["checkpoint_roundtrip"]
     assert c["status"] == "fail" and c["detail"].startswith(f"{os.uname().nodename}: write failed")
     assert any(w in c["detail"] for w in want), c["detail"]
+
+
+def test_each_node_copies_its_checkpoint_to_the_tier(tmp_path, ckdir):
+    """With --object-tier a directory (the shared file system's), the node's first rank copies
+    the checkpoint its round trip wrote to <tier>/<host>, while the node reads it back, before
+    the checkpoint is removed; the job reports checkpoint_tier after the round trip's checks."""
+    tier = tmp_path / "shared"
+    tier.mkdir()
+    r, doc, _ = run(tmp_path, "--object-tier", str(tier))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert doc["complete"] and doc["ok"] and doc["pending"] == []
+    c = checks(doc)
+    at = CHECKS.index("checkpoint_read") + 1
+    assert list(c) == [*CHECKS[:at], "checkpoint_tier", *CHECKS[at:]]
+    host = doc["job"]["hosts"][0]
+    assert c["checkpoint_tier"]["status"] == "pass", c["checkpoint_tier"]
+    assert c["checkpoint_tier"]["measured"] == "1/1 nodes copied"
+    assert f"{tier / host}: " in c["checkpoint_tier"]["detail"]
+    assert (
+        "GB/s" in c["checkpoint_tier"]["detail"] and "lag up to" in c["checkpoint_tier"]["detail"]
+    )
+    assert "read while the node's copy to the tier ran" in c["checkpoint_read"]["detail"]
+    # The node's copy, complete: every file the manifest names, at its size; nothing else.
+    copy = tier / host / "step-00000012"
+    manifest = json.loads((copy / "COMPLETE").read_text())
+    assert manifest["step"] == 12 and manifest["bytes"] > 0
+    assert sorted(f["path"] for f in manifest["files"]) == sorted(
+        p.name for p in copy.iterdir() if p.name != "COMPLETE"
+    )
+    assert all((copy / f["path"]).stat().st_size == f["size"] for f in manifest["files"])
+    assert doc["metrics"]["checkpoint_tier"][host]["copies"][0]["bytes"] == manifest["bytes"]
+    assert list(ckdir.iterdir()) == []  # the node's checkpoint removed, after the copy
+
+
+def test_a_tier_that_refuses_the_copy_fails_the_check_naming_the_node(tmp_path, ckdir):
+    """The tier's directory unwritable (mode 0555, or for root a read-only bind mount): the
+    copy's failure is the checkpoint_tier check's, naming the node; every other check runs."""
+    tier = tmp_path / "shared"
+    tier.mkdir()
+    r, doc, _ = run(tmp_path, "--object-tier", str(tier), prefix=_ro_prefix(tier))
+    assert r.returncode == 1
+    assert doc["complete"] and doc["pending"] == []
+    c = checks(doc)
+    host = doc["job"]["hosts"][0]
+    tiered = c["checkpoint_tier"]
+    assert tiered["status"] == "fail" and tiered["measured"] == "0/1 nodes copied"
+    assert tiered["detail"].startswith(f"{host}: {tier / host}: step 12: "), tiered["detail"]
+    assert "Read-only file system" in tiered["detail"] or "Permission denied" in tiered["detail"]
+    assert [n for n, x in c.items() if x["status"] == "fail"] == ["checkpoint_tier"]
+    assert c["checkpoint_roundtrip"]["status"] == "pass" and c["loss_drop"]["status"] == "pass"
+    assert list(ckdir.iterdir()) == []
