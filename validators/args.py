@@ -113,6 +113,11 @@ def build() -> argparse.ArgumentParser:
         default=120.0,
         help="How long each node waits for its copy to the tier (--object-tier).",
     )
+    g.add_argument(
+        "--tier-endpoint",
+        metavar="URL",
+        help="An S3-compatible store's endpoint (MinIO, Ceph's RGW): boto3's AWS_ENDPOINT_URL_S3.",
+    )
     g = p.add_argument_group("expectations (from the blueprint)")
     g.add_argument("--expect-nodes", type=int)
     g.add_argument("--expect-gpus", type=int, help="GPUs per node.")
@@ -185,4 +190,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--object-tier: {e}")
     if args.tier_wait_s < 0:
         p.error("--tier-wait-s must not be negative")
+    if args.tier_endpoint:
+        # boto3 reads the endpoint of its S3 client from here (botocore's service-specific
+        # endpoint variable), as the resumable job's comes from the Slurm prolog.
+        os.environ["AWS_ENDPOINT_URL_S3"] = args.tier_endpoint
     return args

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from validators import report
 from validators.report import compare, failed, not_run
-from validators.tier import ObjectTier, TierError, join
+from validators.tier import ObjectTier, TierError, directory, join
 from validators.tier_checks import nodes_tier_check, unused
 
 
@@ -101,6 +101,10 @@ class NodeCopy:
         self.tier: ObjectTier | None = None
         self._summary: dict | None = None
         if leader:
+            base = directory(url)
+            if base is not None:  # <url> itself, made where its parent is (the shared mount's)
+                with contextlib.suppress(OSError):
+                    os.mkdir(base)
             try:
                 self.tier = ObjectTier(self.url, keep=1)
             except TierError as e:  # no boto3 for an s3:// tier: the copy's failure, no other

@@ -8,7 +8,8 @@ at /shared on node1 and mounts it over NFS on node2, with a user of the same uid
   them, on both VMs at once: the mount, a dataset shard read with the page cache dropped against
   the blueprint's declared rate (under emulation reads come from the host's page cache, so the
   figure proves the plumbing, not the speed), and each VM reading the file the other wrote;
-- checkpoint files written on node2 read back identical on node1 through the tier;
+- a checkpoint node2 copies to the tier (the directory form of the checkpoint tier) is restored
+  byte for byte on node1, as the same user;
 - a VM whose tier is unmounted fails the check by name, and fstab mounts it again.
 
 Its share of the suite's budget: under three minutes (the phases' table says what it took). The
@@ -19,6 +20,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shlex
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,8 +48,28 @@ UNDO = (
     " umount -f -l /shared 2>/dev/null; sed -i '\\# /shared #d' /etc/fstab;"
     " rm -f /etc/exports.d/rackform.exports /etc/systemd/system/rackform-shared-storage-check.service;"
     " (exportfs -ra; systemctl stop nfs-server) 2>/dev/null; userdel ml-train 2>/dev/null;"
-    " groupdel ml-train 2>/dev/null; rm -rf /srv/shared /opt/rackform-e2e; true"
+    " groupdel ml-train 2>/dev/null; rm -rf /srv/shared /opt/rackform-e2e /tmp/ckpt /tmp/restored*"
+    " /tmp/ckpt.sha256; true"
 )
+
+
+# The checkpoint tier on the shared file system, as a job's RACKFORM_CHECKPOINT_TIER names it.
+TIER_DIR = "/shared/checkpoints/4242"
+COPY_UP = (
+    "import json; from validators.tier import ObjectTier;"
+    f' t = ObjectTier({TIER_DIR!r}, keep=2); t.put(40, "/tmp/ckpt/step-40");'
+    ' r = t.close(120); assert not r["errors"] and r["copies"], r'
+)
+RESTORE = (
+    "import json; from validators.tier import ObjectTier;"
+    f" t = ObjectTier({TIER_DIR!r}, keep=2); steps = t.steps();"
+    ' n = t.restore(steps[-1], "/tmp/restored.part", "/tmp/restored");'
+    ' print(json.dumps({"steps": steps, "bytes": n}))'
+)
+
+
+def as_user(command: str) -> str:
+    return f"su -s /bin/sh ml-train -c {shlex.quote(command)}"
 
 
 def undo(bed, check: bool = True) -> None:
@@ -143,16 +165,22 @@ def test_the_shared_tier_on_two_vms(testbed, apt_repo, phases, tmp_path):
             assert "48 MiB of 1 dataset file(s) under /shared/datasets" in read["detail"], read
             assert got["shared_visible"]["measured"] == "2/2 nodes"
 
-        # A user's job on node2 writes checkpoint files (checkpoints is world-writable, sticky);
-        # they read back identical on node1, its cache of them dropped, owned by the same user
-        # there (the same uid on every node).
-        sh(bed, "node2", "su -s /bin/sh ml-train -c 'mkdir -p /shared/checkpoints/step-40"
-           " && cd /shared/checkpoints/step-40 && for r in 0 1; do head -c 16M /dev/urandom"
-           " > __${r}_0.distcp; done && sha256sum __*.distcp > ../step-40.sha256' && sync")  # fmt: skip
-        sh(bed, "node1", "echo 1 > /proc/sys/vm/drop_caches && cd /shared/checkpoints/step-40"
-           " && sha256sum -c ../step-40.sha256")  # fmt: skip
-        owners = sh(bed, "node1", "stat -c %U /srv/shared/checkpoints/step-40/__0_0.distcp"
-                    " /srv/shared/.rackform/validate/*/node2/token").split()  # fmt: skip
+        # A user's job on node2 copies its checkpoint to the tier (validators/tier.py, the
+        # directory form the resumable job's RACKFORM_CHECKPOINT_TIER takes where the shared
+        # tier holds checkpoints); node1, its own copy gone, restores it byte for byte, owned
+        # by the same user there (the same uid on every node).
+        sh(bed, "node2", as_user("mkdir -p /tmp/ckpt/step-40 && cd /tmp/ckpt/step-40 && for r in 0 1;"
+           " do head -c 16M /dev/urandom > __${r}_0.distcp; done && sha256sum __*.distcp > /tmp/ckpt.sha256"
+           f" && cd /opt/rackform-e2e && python3 -c {shlex.quote(COPY_UP)}"))  # fmt: skip
+        sh(bed, "node1", "echo 1 > /proc/sys/vm/drop_caches")
+        got = sh(
+            bed, "node1", as_user(f"cd /opt/rackform-e2e && python3 -c {shlex.quote(RESTORE)}")
+        )
+        assert json.loads(got) == {"steps": [40], "bytes": 32 << 20}, got
+        sums = sh(bed, "node2", "cat /tmp/ckpt.sha256")
+        sh(bed, "node1", f"cd /tmp/restored && printf %s {shlex.quote(sums)} | sha256sum -c")
+        owners = sh(bed, "node1", f"stat -c %U {TIER_DIR.replace('/shared', '/srv/shared')}"
+                    "/step-00000040/__0_0.distcp /srv/shared/.rackform/validate/*/node2/token").split()  # fmt: skip
         # The user's files are the user's; node2's root is no one on the tier (root_squash).
         assert owners == ["ml-train", "nobody"], owners
 

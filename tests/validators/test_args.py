@@ -3,6 +3,8 @@ starts (argparse's exit 2, no traceback)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from rackform.blueprint.schema.sections import FABRICS
@@ -54,6 +56,23 @@ def test_the_tier_is_optional_and_takes_either_form():
     for url in ("s3://ml-ckpts/smoke", "/shared/smoke", "file:///shared/smoke"):
         a = parse(["--device", "cpu", "--object-tier", url])
         assert (a.object_tier, a.tier_wait_s) == (url, 120.0)
+
+
+def test_a_stores_endpoint_reaches_boto3_as_its_s3_endpoint_variable(monkeypatch):
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    parse(["--device", "cpu", "--object-tier", "s3://ckpt/smoke"])
+    assert "AWS_ENDPOINT_URL_S3" not in os.environ
+    parse(
+        [
+            "--device",
+            "cpu",
+            "--object-tier",
+            "s3://ckpt/smoke",
+            "--tier-endpoint",
+            "http://127.0.0.1:9",
+        ]
+    )
+    assert os.environ["AWS_ENDPOINT_URL_S3"] == "http://127.0.0.1:9"
 
 
 def test_the_fabrics_are_the_schemas():

@@ -174,8 +174,9 @@ def test_each_node_copies_its_checkpoint_to_the_tier(tmp_path, ckdir):
     """With --object-tier a directory (the shared file system's), the node's first rank copies
     the checkpoint its round trip wrote to <tier>/<host>, while the node reads it back, before
     the checkpoint is removed; the job reports checkpoint_tier after the round trip's checks."""
-    tier = tmp_path / "shared"
-    tier.mkdir()
+    (tmp_path / "shared" / "checkpoints").mkdir(parents=True)
+    # As the plan names it (<tier>/smoke): made by the node where its parent is.
+    tier = tmp_path / "shared" / "checkpoints" / "smoke"
     r, doc, _ = run(tmp_path, "--object-tier", str(tier))
     assert r.returncode == 0, r.stdout + r.stderr
     assert doc["complete"] and doc["ok"] and doc["pending"] == []
