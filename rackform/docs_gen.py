@@ -342,7 +342,7 @@ def _guide_table(guide: Path, head: str) -> str:
 
 def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str:
     sys.path.insert(0, str(ROOT))
-    from validators.smoke import CHECKS
+    from validators.smoke import CHECKS, TIER_CHECKS
 
     described = _guide_checks(guide)
     names = emitted_checks()
@@ -353,7 +353,13 @@ def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str
         )
     rows = []
     for n in sorted(names):
-        where = "smoke job" if n in CHECKS else "host checks / launcher"
+        where = (
+            "smoke job"
+            if n in CHECKS
+            else "smoke job, resumable job (a tier)"
+            if n in TIER_CHECKS
+            else "host checks / launcher"
+        )
         rows.append([f"`{n}`", where, *described[n]])
     return (
         "# Validation checks\n\n"
