@@ -2,7 +2,9 @@
 
     torchrun --nproc-per-node 8 -m validators.smoke --report /tmp/smoke.json [options]
 
-It checks, and reports with measured, expected and status: the GPUs (count, model), all-reduce
+It checks, and reports with measured, expected and status: the GPUs (count, model), the node's own
+figures measured alone (matmul, host to device copies, an all-reduce within the node: compared
+between nodes by rackform), all-reduce
 bus bandwidth, that a small GPT learns (loss falls, never NaN) with tokens/s and MFU, that DDP
 replicas stay identical, a torch.distributed.checkpoint round trip (bit for bit, GB/s), and
 the NCCL version and transport; with `--object-tier`, each node's copy of that checkpoint to
@@ -37,7 +39,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from validators import collectives, report
+from validators import collectives, node_perf, report
 from validators.args import parse
 from validators.ckpt_checks import checkpoint_checks
 from validators.comm_checks import allreduce_check, nccl_checks
@@ -230,6 +232,19 @@ def _begin(job: Job, wd: Watchdog, phase: str) -> None:
     job.phase(phase)
 
 
+def self_measure(args, device, local_world: int, wd: Watchdog) -> dict:
+    """This node alone (validators/node_perf.py): its devices' matrix multiply, host to device
+    copies and an all-reduce among its own ranks; rackform compares nodes when it merges."""
+    timeout = timedelta(seconds=args.collective_timeout_s)
+    # Every rank makes every node's groups (new_subgroups' rule), on the device's backend and
+    # over gloo for the objects.
+    node_group, _ = dist.new_subgroups(group_size=local_world, timeout=timeout)
+    cpu_node_group, _ = dist.new_subgroups(group_size=local_world, backend="gloo", timeout=timeout)
+    return node_perf.measure(
+        device, local_world, node_group, cpu_node_group, lambda: wd.beat("node self-measure")
+    )
+
+
 def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank, local_world):
     world = dist.get_world_size()
     nodes = world // local_world
@@ -238,6 +253,10 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
     facts = node_facts(device, cpu_group)
     job.facts["hosts"] = sorted({f["host"] for f in facts})
     job.add(*device_checks(args, facts, nodes))
+    job.flush()
+
+    _begin(job, wd, "node self-measure")
+    job.metrics["node_perf"] = self_measure(args, device, local_world, wd)
     job.flush()
 
     _begin(job, wd, "all-reduce sweep")

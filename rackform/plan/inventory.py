@@ -118,6 +118,12 @@ def inventory_hosts(inv: Mapping[str, Any]) -> list[str]:
     return sorted(h for g in groups.values() for h in (g.get("hosts") or {}))
 
 
+def host_groups(inv: Mapping[str, Any]) -> dict[str, str]:
+    """Each node's node group, by host name (the inventory's `ng_<group>` children)."""
+    groups = inv["all"]["children"]["gpu_nodes"]["children"]
+    return {h: g.removeprefix("ng_") for g, v in groups.items() for h in (v.get("hosts") or {})}
+
+
 def group_vars(plan: Basis, expectations: Expectations | None) -> dict[str, Any]:
     """Role variables for every node, named `<role>_<var>` (see each role's argument_specs);
     `expectations`: the cluster-wide smoke run's (`Plan.expectations`)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pulumi
 
+from rackform.blueprint.schema.health import HealthPolicy
 from rackform.gitops.pin import pin_of
 from rackform.paths import collection
 from rackform.plan.inventory import configure_vars, with_nodes
@@ -31,6 +32,8 @@ def validation_input(plan: Plan) -> dict:
             "nodes": plan.nodes,
             "gpus": plan.gpus,
             "fabric": plan.network.fabric,
+            # A node below this share of its group's median is named (lifecycle.health's).
+            "outlier_fraction": (plan.lifecycle.health or HealthPolicy()).outlier_fraction,
             "groups": {
                 g.name: {"count": g.count, "gpu": g.gpu_key, "gpus_per_node": g.gpus_per_node}
                 for g in plan.node_groups

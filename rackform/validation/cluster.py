@@ -22,6 +22,7 @@ import copy
 import json
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ import yaml
 
 from rackform.hosts import serving_checks
 from rackform.hosts.runner import access_files, run
-from rackform.plan.inventory import group_name, inventory_hosts
+from rackform.plan.inventory import group_name, host_groups, inventory_hosts
+from rackform.validation import outliers
 
 
 def _host_of(report_path: Path) -> str:
@@ -44,14 +46,24 @@ def read_reports(report_dir: Path) -> dict[str, dict]:
     }
 
 
-def merge_reports(expected_hosts: list[str], reports: dict[str, dict], rc: int) -> dict[str, Any]:
+def merge_reports(
+    expected_hosts: list[str],
+    reports: dict[str, dict],
+    rc: int,
+    groups: Mapping[str, str] | None = None,
+    outlier_fraction: float = outliers.DEFAULT_FRACTION,
+) -> dict[str, Any]:
     """One report for the cluster: every node's checks, named `<host>/<check>`, plus a
     `node_reports` check that fails when a node sent no report (a node that said nothing
-    proved nothing)."""
+    proved nothing). With `groups` (node -> its node group), each node's own figures against
+    its group's median (`<host>/node_perf`, rackform/validation/outliers.py)."""
     checks: list[dict[str, Any]] = []
     for host in sorted(reports):
         for c in reports[host].get("checks", []):
             checks.append({**c, "name": f"{host}/{c.get('name')}", "node": host})
+    if groups is not None:
+        for c in outliers.node_checks(reports, groups, outlier_fraction):
+            checks.append({**c, "name": f"{c['node']}/{c['name']}"})
     missing = [h for h in expected_hosts if h not in reports]
     checks.append(
         {
@@ -145,7 +157,11 @@ def validate_cluster(
                 **options,
             )
         reports = read_reports(reports_at)
-    return merge_reports(inventory_hosts(inventory), reports, result.rc)
+    # Serving nodes measure nothing of themselves (no job): only training nodes are compared.
+    serving = group_vars.get("rackform_purpose") == "inference"
+    fraction = validation.get("expected", {}).get("outlier_fraction", outliers.DEFAULT_FRACTION)
+    groups = None if serving else host_groups(inventory)
+    return merge_reports(inventory_hosts(inventory), reports, result.rc, groups, fraction)
 
 
 def serving_playbook(report_dir: Path) -> list[dict[str, Any]]:

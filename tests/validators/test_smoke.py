@@ -97,8 +97,14 @@ def test_normal_run_passes_with_every_check(tmp_path, ckdir):
     assert doc["metrics"]["training"]["tokens_per_s"] > 0
     phases = doc["metrics"]["phases_s"]  # every phase timed, in order, within the job's time
     assert list(phases) == [
-        "device checks", "all-reduce sweep", "training", "replica comparison", "checkpoint", "nccl"
+        "device checks", "node self-measure", "all-reduce sweep", "training", "replica comparison",
+        "checkpoint", "nccl",
     ]  # fmt: skip
+    # The node measured alone: two ranks, one node, so an all-reduce within it; no GPU to copy to.
+    perf = doc["metrics"]["node_perf"]
+    assert perf["devices"] == 2 and perf["h2d_gbps"] is None
+    assert perf["matmul_tflops"] > 0 and perf["local_busbw_gbps"] > 0
+    assert perf["matmul_tflops"] == min(perf["matmul_tflops_per_device"])
     assert all(t >= 0 for t in phases.values()) and phases["training"] > 0
     assert sum(ms(t) for t in phases.values()) <= ms(doc["job"]["duration_s"])
     assert doc["job"]["world_size"] == 2 and doc["job"]["backend"] == "gloo"
