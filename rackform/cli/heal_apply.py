@@ -13,6 +13,7 @@ from pathlib import Path
 from rackform.engine import Prepared
 from rackform.health.apply import Outcome, apply_cluster, resume, unfinished
 from rackform.health.remedy import Remedy
+from rackform.health.reported import Reported, revalidated
 from rackform.health.run import ClusterHealth, judge
 from rackform.plan.inventory import inventory_hosts
 from rackform.plan.model import Plan, thaw
@@ -53,16 +54,21 @@ def _remedy(plan: Plan, access: Access, out) -> Callable[[dict[str, str]], Remed
 
 
 def heal_cluster(
-    p: Prepared, prom: Prometheus, at: float, access: Access, out
+    p: Prepared, prom: Prometheus, at: float, access: Access, out, reported: Reported | None = None
 ) -> tuple[ClusterHealth, list[Outcome], str]:
-    """The cluster judged, what was done, and why nothing was done where nothing was."""
+    """The cluster judged (`reported`: its last validation report, if given), what was done,
+    and why nothing was done where nothing was."""
     plan = p.plan
+    store = Store(state_dir(access.state), plan.stack, kind="heal")
+
+    def judged(out_now: frozenset[str] = frozenset()) -> ClusterHealth:
+        return judge(p, prom, at, out_now, reported, revalidated(store) if reported else None)
+
     if plan.lifecycle.health is None or plan.lifecycle.health.notify_only:
-        return judge(p, prom, at), [], ""
+        return judged(), [], ""
     if plan.scheduler is None:
         why = "heal drains nodes through Slurm and the blueprint declares no scheduler"
-        return judge(p, prom, at), [], why
-    store = Store(state_dir(access.state), plan.stack, kind="heal")
+        return judged(), [], why
     hosts = inventory_hosts(plan.inventory)
     budget = plan.lifecycle.budget(len(hosts))
     try:
@@ -72,7 +78,7 @@ def heal_cluster(
             rec = store.read()
             if unfinished(rec):
                 resume(store, rec, plan.lifecycle.health, budget, slurm, remedy, out)
-            ch = judge(p, prom, at, frozenset(slurm.out()))
+            ch = judged(frozenset(slurm.out()))
             if ch.error or (ch.breaker and ch.breaker.tripped):
                 return ch, [], ""
             done = apply_cluster(
@@ -81,6 +87,6 @@ def heal_cluster(
             )  # fmt: skip
             return ch, done, ""
     except (Held, lease.Held) as exc:
-        return judge(p, prom, at), [], str(exc)
+        return judged(), [], str(exc)
     except (RemoteError, RecordError) as exc:
-        return judge(p, prom, at), [], f"not acted on: {exc}"
+        return judged(), [], f"not acted on: {exc}"

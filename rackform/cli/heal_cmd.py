@@ -30,8 +30,13 @@ from rackform.cli.common import (
     PrometheusUrl,
     prepare_files,
     prometheus_client,
+    user_error,
 )
+from rackform.gitops.evidence import EvidenceError
+from rackform.health.reported import Reported, load, revalidated
 from rackform.health.run import ClusterHealth, exit_status, judge, warnings
+from rackform.rollout.record import Store
+from rackform.rollout.record import state_dir as rollout_dir
 
 
 def _render(c: ClusterHealth, applied: bool = False) -> list[str]:
@@ -59,6 +64,28 @@ def _render(c: ClusterHealth, applied: bool = False) -> list[str]:
         lines.append(f"  node {n.node} ({n.group}): {n.verdict}: {does}")
         lines += [f"    - {e.detail}" for e in n.evidence]
     return lines
+
+
+def _reported(paths: list[Path], stacks: list[str]) -> dict[str, Reported]:
+    """Each saved validation statement by its stack; a file that is no statement, or one of a
+    stack none of the blueprints makes, is a user's mistake (exit 2, nothing judged)."""
+    out: dict[str, Reported] = {}
+    for path in paths:
+        try:
+            rep = load(path)
+        except EvidenceError as exc:
+            raise user_error(str(exc)) from None
+        if rep.stack not in stacks:
+            raise user_error(
+                f"{path}: the validation of stack {rep.stack}, which none of the blueprints"
+                f" makes (they make {', '.join(stacks) or 'none'})"
+            )
+        if rep.stack in out:
+            raise user_error(
+                f"{path}: a second validation of stack {rep.stack} ({out[rep.stack].source})"
+            )
+        out[rep.stack] = rep
+    return out
 
 
 @app.command()
@@ -94,6 +121,13 @@ def heal(
     report_dir: Annotated[
         Path, typer.Option("--report-dir", help="Where re-validation reports are fetched.")
     ] = Path("reports"),
+    evidence: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--evidence",
+            help="A cluster's last validation (its stack's `evidence` output, saved with `pulumi stack output evidence --json`); repeat for several. A node slower than its group there is a performance fault, one that failed another check a validation fault, unless rackform re-validated it since.",
+        ),
+    ] = None,
 ) -> None:
     """Judge each node of GPU clusters from DCGM and node telemetry in Prometheus (XID errors,
     uncorrectable ECC and row remaps, missing GPUs, PCIe replays, throttling, the checkpoint
@@ -102,6 +136,7 @@ def heal(
     unknown, never acted on. Dry run: nothing is done."""
     prom = prometheus_client(prometheus, timeout, ca)
     prepared = [p for _, ps in prepare_files(files, env) for p in ps]
+    reported = _reported(evidence or [], [p.plan.stack for p in prepared])
     at = time.time()
     actions: dict[int, tuple[list, str]] = {}
     if apply:
@@ -111,11 +146,15 @@ def heal(
         say = (lambda _line: None) if as_json else typer.echo
         clusters = []
         for i, p in enumerate(prepared):
-            ch, done, held = heal_cluster(p, prom, at, access, say)
+            ch, done, held = heal_cluster(p, prom, at, access, say, reported.get(p.plan.stack))
             clusters.append(ch)
             actions[i] = (done, held)
     else:
-        clusters = [judge(p, prom, at) for p in prepared]
+        clusters = []
+        for p in prepared:
+            rep = reported.get(p.plan.stack)
+            since = revalidated(Store(rollout_dir(state_dir), p.plan.stack)) if rep else None
+            clusters.append(judge(p, prom, at, reported=rep, since=since))
     code, why = exit_status(clusters)
     said = warnings(clusters)
     for line in said:

@@ -11,6 +11,8 @@ from rackform.blueprint.schema.health import HealthPolicy
 from rackform.blueprint.schema.rollout import budget
 from rackform.engine import Prepared
 from rackform.health import signals
+from rackform.health.reported import Reported
+from rackform.health.reported import evidence as reported_evidence
 from rackform.health.verdict import FAILED, SUSPECT, UNKNOWN, Breaker, NodeHealth, judge_cluster
 from rackform.reap.measure import Key
 from rackform.reap.prometheus import Prometheus, TelemetryError
@@ -69,9 +71,16 @@ def unlisted(p: Prepared) -> tuple[str, int] | None:
 
 
 def judge(
-    p: Prepared, prom: Prometheus, at: float, out_now: frozenset[str] = frozenset()
+    p: Prepared,
+    prom: Prometheus,
+    at: float,
+    out_now: frozenset[str] = frozenset(),
+    reported: Reported | None = None,
+    since: dict[str, float] | None = None,
 ) -> ClusterHealth:
-    """`out_now`: the nodes Slurm has out of service now (drained, down): they use the budget."""
+    """`out_now`: the nodes Slurm has out of service now (drained, down): they use the budget.
+    `reported`: the cluster's last validation report, read for each node rackform has not
+    re-validated since (`since`: node -> when it last passed a re-validation)."""
     plan = p.plan
     declared = plan.lifecycle.health
     policy = declared or DEFAULT_POLICY
@@ -92,8 +101,10 @@ def judge(
         ch.error = str(exc)
         ch.nodes = [NodeHealth(n, g, seen=False) for n, (g, _) in roster(p).items()]
         return ch
+    found = reported_evidence(reported, policy, since) if reported else {}
     for n in ch.nodes:
         n.out_of_service = n.node in out_now
+        n.evidence += found.get(n.node, [])
     held = None if declared else "the blueprint declares no lifecycle.health: report only"
     ch.breaker = judge_cluster(ch.nodes, policy, held, ch.budget)
     return ch
