@@ -20,6 +20,7 @@ import os
 import shutil
 import uuid
 
+from validators.storage import fsync_dir
 from validators.tier import TierError
 
 _TMP = ".tier-tmp-"  # the prefix of a file being written; never listed
@@ -82,7 +83,7 @@ class DirStore:
         except BaseException:
             _unlink(tmp)
             raise
-        _fsync_dir(folder)
+        fsync_dir(folder)
 
     # ------------------------------------------------------------------ S3's calls
 
@@ -164,14 +165,6 @@ def _unless_gone(exc: OSError) -> None:
     AccessDenied), unless the directory is not there (no such prefix, or pruned meanwhile)."""
     if not isinstance(exc, FileNotFoundError):
         raise exc
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _unlink(path: str) -> None:

@@ -19,7 +19,9 @@ from pydantic import Field, field_validator
 
 from rackform.blueprint.schema.base import Strict
 
-_URL = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[A-Za-z0-9._/-]*)?$")
+# A bucket name S3 accepts (also the datasets' bucket of FSx: rackform/blueprint/schema/shared.py).
+S3_BUCKET = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+_URL = re.compile(rf"^s3://({S3_BUCKET})(/[A-Za-z0-9._/-]*)?$")
 
 
 class ObjectStorage(Strict):

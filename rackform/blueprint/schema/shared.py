@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check, repeated
+from rackform.blueprint.schema.object_tier import S3_BUCKET
 
 Holds = Literal["datasets", "checkpoints", "home"]
 Deployment = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
@@ -173,7 +174,7 @@ class FsxLustre(Strict):
         str | None,
         Field(
             description="The S3 bucket (and prefix) that holds the datasets, linked to the file system (a data repository association).",
-            pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$",
+            pattern=rf"^s3://{S3_BUCKET}(/\S*)?$",
         ),
     ] = None
 
