@@ -7,7 +7,10 @@ under Pulumi's mock runtime, output), median of --repeat runs.
     .venv/bin/python benchmarks/plan_bench.py [--repeat 3] [--sizes 1,8,64,512,4096]
         [--target aws|bare_metal] [--against REF]
 
-Target: 512 AWS nodes in 5 s or less on a 2-core machine, growing close to linearly. With
+Target: 512 AWS nodes in 5 s or less on a 2-core machine, growing close to linearly; 4,096
+nodes in 8 s of CPU or less (issue 42). `--attribute` profiles the largest size once and
+prints whose code the time is spent in: rackform's, or the Pulumi SDK's mock runtime (the floor
+of any plan that runs the real program under the mocks). With
 `--against REF` the same sizes also run on a checkout of the git revision REF (a temporary
 worktree), interleaved run by run on the same machine, and the CPU-time ratio of this tree to
 REF is printed per size (noise hits both alike). This prints figures; it asserts nothing.
@@ -129,12 +132,55 @@ def compare(ref: str, sizes: list[int], repeat: int, paths: dict[int, Path]) -> 
             )
 
 
+def _owner(file: str) -> str:
+    """Whose code a profiled function is: rackform's, the Pulumi SDK's (pulumi, pulumi_aws, its
+    protobuf and grpc), asyncio (which the SDK runs every registration on), the interpreter's
+    built-ins (called from all of them), the rest of the standard library, another package."""
+    if "/rackform/" in file:
+        return "rackform"
+    if "site-packages/" in file:
+        package = file.split("site-packages/", 1)[1].split("/", 1)[0]
+        sdk = package.startswith(("pulumi", "google", "grpc"))
+        return "pulumi SDK and its protobuf/grpc" if sdk else f"{package}"
+    if "asyncio" in file:
+        return "asyncio"
+    return "built-ins" if file == "~" else "standard library"
+
+
+def attribute(path: Path) -> None:
+    """One profiled run: its time by whose code ran (each function's own time, not counting what
+    it called). What is not rackform's is the floor of an offline plan under Pulumi's mocks."""
+    import pstats
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "plan.prof"
+        subprocess.run(
+            [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "rackform", "plan",
+             str(path), "--json"],
+            cwd=ROOT, check=True, capture_output=True,
+        )  # fmt: skip
+        shares: dict[str, float] = {}
+        for (file, _line, _fn), (_cc, _nc, own, _cum, _callers) in pstats.Stats(
+            str(out)
+        ).stats.items():
+            shares[_owner(file)] = shares.get(_owner(file), 0.0) + own
+    total = sum(shares.values())
+    print(f"where the time of {path.name} goes (profiled, so slower than the figures above):")
+    for who, t in sorted(shares.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"  {who:<34} {t:>6.2f} s {100 * t / total:>5.1f}%")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", default="1,8,64,512", help=f"node counts, 1 to {MAX_NODES}")
     ap.add_argument("--target", choices=TARGETS, default="aws")
     ap.add_argument("--against", metavar="REF", help="also time the git revision REF")
+    ap.add_argument(
+        "--attribute",
+        action="store_true",
+        help="profile the largest size: whose code takes the time",
+    )
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if not all(1 <= n <= MAX_NODES for n in sizes):
@@ -181,6 +227,9 @@ def main() -> None:
         wall = next(r[2] for r in rows if r[0] == 512)
         verdict = "within" if wall <= 5.0 else "OVER"
         print(f"512 nodes: {wall:.2f} s wall (median), {verdict} the 5 s target")
+    if args.attribute:
+        with tempfile.TemporaryDirectory() as tmp:
+            attribute(write_blueprints(tmp, args.target, sizes[-1:])[sizes[-1]])
     if args.against:
         with tempfile.TemporaryDirectory() as tmp:
             paths = write_blueprints(tmp, args.target, sizes)

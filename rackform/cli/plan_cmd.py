@@ -40,7 +40,7 @@ def plan_resources(plan: Plan) -> list[dict[str, Any]]:
             "inputs": r.inputs,
             "options": r.options,
         }
-        for r in record(plan)
+        for r in record(plan, exiting=True)
     ]
 
 
