@@ -29,11 +29,7 @@ def _storage(plan: Basis, sizing: Sizing) -> Line | None:
     size = sizing.checkpoint_gb * w.checkpoints_retained
     month = size * price.value
     # What the jobs keep there: the Slurm prolog hands them checkpoints_retained as their keep.
-    where = (
-        f"kept in {plan.object_tier.url} (storage.object)"
-        if plan.object_tier is not None
-        else "in object storage (no storage.object: rackform copies none there)"
-    )
+    where = f"in {plan.object_tier.url}" if plan.object_tier is not None else "in object storage"
     item = (
         f"{w.checkpoints_retained} checkpoints x {sizing.checkpoint_gb:,.0f} GB "
         f"({w.checkpoint_contents}) {where} at ${price.value:g}/GB-month"
