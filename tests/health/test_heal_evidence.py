@@ -68,7 +68,10 @@ def test_a_slow_node_is_suspect_and_a_failed_check_drains(tmp_path):
         (e,) = slow["evidence"]
         assert e["fault"] == "performance" and e["series"] == "rackform validation report"
         assert "node_perf failed in the validation of" in e["detail"]
-        assert "matmul 385 TFLOPS = 0.55 x the median of node group hgx-pool (700, 10 nodes)" in e["detail"]
+        assert (
+            "matmul 385 TFLOPS = 0.55 x the median of node group hgx-pool (700, 10 nodes)"
+            in e["detail"]
+        )
         assert (bad["verdict"], bad["action"], bad["acts"]) == ("failed", "drain", True)
         assert "ecc_uncorrectable failed" in bad["evidence"][0]["detail"]
         # A check that did not run says nothing; everyone else is healthy.
