@@ -22,7 +22,7 @@ from typing import Any
 
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.gitops.evidence import PREDICATE_TYPE, EvidenceError, from_file
-from rackform.gitops.signing import payload
+from rackform.gitops.signing import SigningError, payload
 from rackform.health.verdict import Evidence
 from rackform.reap.audit_view import Fold, view
 from rackform.rollout.record import DONE, VALIDATED, Store
@@ -50,7 +50,7 @@ def load(path: Path) -> Reported:
         at = datetime.fromisoformat(pred["validated_at"]).timestamp()
         checks = tuple(c for c in pred["report"]["checks"] if isinstance(c, dict))
         return Reported(str(pred["stack"]), str(path), at, checks)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, SigningError) as exc:
         raise EvidenceError(
             f"{path}: not a rackform validation statement ({type(exc).__name__}: {exc})"
         ) from None

@@ -94,10 +94,18 @@ def test_a_statement_that_is_not_this_clusters_is_refused(tmp_path):
     other = saved(tmp_path, stack="dc-x-default", name="other.json")
     junk = tmp_path / "junk.json"
     junk.write_text("{not json")
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    garbled = tmp_path / "garbled.json"  # an envelope whose payload is no statement
+    garbled.write_text(
+        json.dumps({"payloadType": "application/vnd.in-toto+json", "payload": "aGk="})
+    )
     with prometheus(gpus(NAME, range(1, 11)), tmp_path / "prom") as url:
         for args, said in (
             ((other,), "the validation of stack dc-x-default, which none of the blueprints makes"),
             ((junk,), "not evidence (not JSON"),
+            ((listed,), "not a rackform validation statement (SigningError"),
+            ((garbled,), "not a rackform validation statement (JSONDecodeError"),
             ((saved(tmp_path), saved(tmp_path, name="again.json")), "a second validation of stack"),
         ):
             r, doc = heal(url, bp, *[a for p in args for a in ("--evidence", p)])
