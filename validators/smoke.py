@@ -2,9 +2,7 @@
 
     torchrun --nproc-per-node 8 -m validators.smoke --report /tmp/smoke.json [options]
 
-It checks, and reports with measured, expected and status: the GPUs (count, model), the node's own
-figures measured alone (matmul, host to device copies, an all-reduce within the node: compared
-between nodes by rackform), all-reduce
+It checks, and reports with measured, expected and status: the GPUs (count, model), all-reduce
 bus bandwidth, that a small GPT learns (loss falls, never NaN) with tokens/s and MFU, that DDP
 replicas stay identical, a torch.distributed.checkpoint round trip (bit for bit, GB/s), and
 the NCCL version and transport; with `--object-tier`, each node's copy of that checkpoint to
@@ -12,7 +10,9 @@ the tier (object storage or a directory on the shared file system). The first ra
 node rewrites the JSON report after every phase, so a job that dies half-way still leaves what
 it measured. Only after every rank has come through the last phase (a collective all of them
 must join) does it write the end marker, `ended`, and `complete: true`: the evidence that the
-job ran to the end.
+job ran to the end. Before the cluster-wide phases each node measures itself alone (matmul, host
+to device copies, an all-reduce within the node: `metrics.node_perf`), which rackform compares
+between the nodes of a group when it merges their reports.
 
 Exit 0 when no check failed, 1 when one did (rank 0 carries the verdict), 2 when numpy is
 missing (checked before anything starts), 3 when a rank stalled (see watchdog.py). Under
