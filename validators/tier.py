@@ -26,14 +26,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from validators.tier_dir import DirStore, TierError
+
 MANIFEST = "COMPLETE"
 _URL = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?$")
 _STEP = re.compile(r"step-(\d{8})/" + MANIFEST + "$")
 FORMS = "s3://BUCKET/PREFIX, or a shared directory: /ABS/PATH or file:///ABS/PATH"
-
-
-class TierError(RuntimeError):
-    """The tier cannot be used (a bad URL, no boto3, the store refused)."""
 
 
 def directory(url: str) -> str | None:
@@ -125,8 +123,6 @@ class ObjectTier:
         self.bucket, self.prefix = parse(self.url)
         if self.s3 is None:
             if directory(self.url) is not None:
-                from validators.tier_dir import DirStore  # it imports this module
-
                 self.s3 = DirStore()
             else:
                 self.s3 = client()

@@ -21,7 +21,12 @@ import shutil
 import uuid
 
 from validators.storage import fsync_dir
-from validators.tier import TierError
+
+
+class TierError(RuntimeError):
+    """The tier cannot be used (a bad URL, no boto3, the store refused). Defined here, below
+    validators/tier.py, which uses this store and names the error for its callers."""
+
 
 _TMP = ".tier-tmp-"  # the prefix of a file being written; never listed
 
