@@ -39,7 +39,7 @@ def _best(run, device: torch.device, repeats: int, heartbeat) -> float:
     run()
     _sync(device)
     best = float("inf")
-    for _ in range(repeats):
+    for _rep in range(repeats):
         t0 = time.perf_counter()
         run()
         _sync(device)
@@ -77,7 +77,7 @@ def local_busbw_gbps(
     best = float("inf")
     dist.all_reduce(buf, group=node_group)
     _sync(device)
-    for _ in range(repeats):
+    for _rep in range(repeats):
         dist.barrier(group=node_group)
         t0 = time.perf_counter()
         dist.all_reduce(buf, group=node_group)

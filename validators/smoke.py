@@ -238,8 +238,10 @@ def self_measure(args, device, local_world: int, wd: Watchdog) -> dict:
     timeout = timedelta(seconds=args.collective_timeout_s)
     # Every rank makes every node's groups (new_subgroups' rule), on the device's backend and
     # over gloo for the objects.
-    node_group, _ = dist.new_subgroups(group_size=local_world, timeout=timeout)
-    cpu_node_group, _ = dist.new_subgroups(group_size=local_world, backend="gloo", timeout=timeout)
+    node_group, _every = dist.new_subgroups(group_size=local_world, timeout=timeout)
+    cpu_node_group, _every_cpu = dist.new_subgroups(
+        group_size=local_world, backend="gloo", timeout=timeout
+    )
     return node_perf.measure(
         device, local_world, node_group, cpu_node_group, lambda: wd.beat("node self-measure")
     )
