@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rackform.blueprint.schema.sections import WorkloadSpec
@@ -118,10 +118,12 @@ def inventory_hosts(inv: Mapping[str, Any]) -> list[str]:
     return sorted(h for g in groups.values() for h in (g.get("hosts") or {}))
 
 
-def host_groups(inv: Mapping[str, Any]) -> dict[str, str]:
-    """Each node's node group, by host name (the inventory's `ng_<group>` children)."""
+def host_groups(inv: Mapping[str, Any], names: Iterable[str]) -> dict[str, str]:
+    """Each node's node group as the blueprint names it (`names`: the node groups'), by host
+    name, from the inventory's `ng_<group>` children (whose names lose the group's hyphens)."""
+    named = {group_name(n): n for n in names}
     groups = inv["all"]["children"]["gpu_nodes"]["children"]
-    return {h: g.removeprefix("ng_") for g, v in groups.items() for h in (v.get("hosts") or {})}
+    return {h: named.get(g, g) for g, v in groups.items() for h in (v.get("hosts") or {})}
 
 
 def group_vars(plan: Basis, expectations: Expectations | None) -> dict[str, Any]:

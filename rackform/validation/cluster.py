@@ -159,8 +159,9 @@ def validate_cluster(
         reports = read_reports(reports_at)
     # Serving nodes measure nothing of themselves (no job): only training nodes are compared.
     serving = group_vars.get("rackform_purpose") == "inference"
-    fraction = validation.get("expected", {}).get("outlier_fraction", outliers.DEFAULT_FRACTION)
-    groups = None if serving else host_groups(inventory)
+    expected = validation.get("expected", {})
+    fraction = expected.get("outlier_fraction", outliers.DEFAULT_FRACTION)
+    groups = None if serving else host_groups(inventory, expected.get("groups") or {})
     return merge_reports(inventory_hosts(inventory), reports, result.rc, groups, fraction)
 
 

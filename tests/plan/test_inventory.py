@@ -9,7 +9,7 @@ from planhelp import AWS_SLURM, BARE_METAL, write_blueprint
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
-from rackform.plan.inventory import SLURM_CONTROLLER_GROUP, inventory_hosts, with_nodes
+from rackform.plan.inventory import SLURM_CONTROLLER_GROUP, host_groups, inventory_hosts, with_nodes
 from rackform.validation.cluster import merge_reports
 
 CTL = "llm-train-a-dev-slurmctld"
@@ -67,3 +67,15 @@ def test_before_up_and_without_a_controller_the_group_is_empty(tmp_path):
     bare = compile_effective(load_effective(write_blueprint(tmp_path, BARE_METAL, "bm.yaml")))
     assert bare.inventory["all"]["children"][SLURM_CONTROLLER_GROUP]["hosts"] == {}
     assert inventory_hosts(bare.inventory) == ["n1", "n2"]
+
+
+def test_each_node_s_group_is_named_as_the_blueprint_names_it(tmp_path):
+    """`gpu-a` and `gpu-a-1` are `ng_gpu_a` and `ng_gpu_a_1` in the inventory; the outlier check
+    names the group as its owner wrote it."""
+    plan = aws_plan(tmp_path)
+    inv = with_nodes(plan, NODES, [CTL, "10.0.0.5", 22, "i-0ctl"])
+    assert host_groups(inv, [g.name for g in plan.node_groups]) == {
+        "llm-train-a-dev-gpu-a-0": "gpu-a",
+        "llm-train-a-dev-gpu-a-1": "gpu-a",
+        "llm-train-a-dev-gpu-a-1-0": "gpu-a-1",
+    }
