@@ -13,7 +13,6 @@ import resource
 import socket
 import time
 import uuid
-from datetime import timedelta
 
 import torch.distributed as dist
 
@@ -24,15 +23,13 @@ from validators.tier_checks import nodes_tier_check, unused
 
 
 def checkpoint_checks(
-    args, metrics: dict, model, opt, cpu_group, local_rank, local_world, heartbeat
+    args, metrics: dict, model, opt, cpu_group, node_group, local_rank, heartbeat
 ) -> list[report.Check]:
+    """`node_group`: this node's ranks over gloo (the round trip's writer and readers)."""
     world = dist.get_world_size()
     run: list = [f"rackform-smoke-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"]
     dist.broadcast_object_list(run, src=0, group=cpu_group)
     path = os.path.join(args.checkpoint_dir, run[0])
-    node_group, _groups = dist.new_subgroups(
-        group_size=local_world, backend="gloo", timeout=timedelta(seconds=args.collective_timeout_s)
-    )
     # Imported here: torch.distributed.checkpoint takes a second to import, which a run that
     # fails before this phase need not pay.
     from validators.checkpoint import roundtrip

@@ -232,16 +232,13 @@ def _begin(job: Job, wd: Watchdog, phase: str) -> None:
     job.phase(phase)
 
 
-def self_measure(args, device, local_world: int, wd: Watchdog) -> dict:
+def self_measure(args, device, local_world: int, cpu_node_group, wd: Watchdog) -> dict:
     """This node alone (validators/node_perf.py): its devices' matrix multiply, host to device
-    copies and an all-reduce among its own ranks; rackform compares nodes when it merges."""
+    copies and an all-reduce among its own ranks; rackform compares nodes when it merges.
+    `cpu_node_group`: the node's ranks over gloo, for the objects."""
     timeout = timedelta(seconds=args.collective_timeout_s)
-    # Every rank makes every node's groups (new_subgroups' rule), on the device's backend and
-    # over gloo for the objects.
+    # Every rank makes every node's group (new_subgroups' rule), on the device's backend.
     node_group, _every = dist.new_subgroups(group_size=local_world, timeout=timeout)
-    cpu_node_group, _every_cpu = dist.new_subgroups(
-        group_size=local_world, backend="gloo", timeout=timeout
-    )
     return node_perf.measure(
         device, local_world, node_group, cpu_node_group, lambda: wd.beat("node self-measure")
     )
@@ -250,6 +247,11 @@ def self_measure(args, device, local_world: int, wd: Watchdog) -> dict:
 def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank, local_world):
     world = dist.get_world_size()
     nodes = world // local_world
+    # Each node's ranks over gloo, made once by every rank (new_subgroups' rule): the
+    # self-measure's objects and the checkpoint round trip's coordination.
+    cpu_node_group, _every = dist.new_subgroups(
+        group_size=local_world, backend="gloo", timeout=timedelta(seconds=args.collective_timeout_s)
+    )
 
     _begin(job, wd, "device checks")
     facts = node_facts(device, cpu_group)
@@ -258,7 +260,7 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
     job.flush()
 
     _begin(job, wd, "node self-measure")
-    job.metrics["node_perf"] = self_measure(args, device, local_world, wd)
+    job.metrics["node_perf"] = self_measure(args, device, local_world, cpu_node_group, wd)
     job.flush()
 
     _begin(job, wd, "all-reduce sweep")
@@ -309,8 +311,8 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
             model,
             opt,
             cpu_group,
+            cpu_node_group,
             local_rank,
-            local_world,
             lambda: wd.beat("checkpoint"),
         )
     )
