@@ -184,11 +184,10 @@ def _tier_vars(plan: Basis) -> dict[str, Any]:
         if plan.workload
         else WorkloadSpec.model_fields["checkpoints_retained"].default
     )
-    endpoint = plan.object_tier.endpoint_url if plan.object_tier is not None else None
     return {
         "slurm_checkpoint_tier": plan.checkpoint_tier or "",
         "slurm_checkpoint_keep": keep,
-        "slurm_checkpoint_tier_endpoint": endpoint or "",
+        "slurm_checkpoint_tier_endpoint": plan.tier_endpoint or "",
     }
 
 

@@ -181,6 +181,11 @@ class Basis:
         return None
 
     @property
+    def tier_endpoint(self) -> str | None:
+        """The S3 endpoint of a checkpoint tier that is a site's S3-compatible store."""
+        return self.object_tier.endpoint_url if self.object_tier is not None else None
+
+    @property
     def node_range(self) -> tuple[int, int]:
         """How many nodes configuration must find and validation must hear from, as (low, high):
         the count, or for an autoscaling group anything between its minimum and maximum (the

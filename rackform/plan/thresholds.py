@@ -153,8 +153,7 @@ def _tier(plan: Basis) -> dict:
     tier = plan.checkpoint_tier
     if tier is None:
         return {}
-    endpoint = plan.object_tier.endpoint_url if plan.object_tier is not None else None
-    return {"checkpoint_tier": f"{tier}/smoke", "tier_endpoint": endpoint}
+    return {"checkpoint_tier": f"{tier}/smoke", "tier_endpoint": plan.tier_endpoint}
 
 
 # An NVSwitch board holds 8 GPUs (HGX); 4-GPU boards join their GPUs by NVLink directly.

@@ -14,6 +14,7 @@ Heal reads the same check: a node that fails it is `suspect` (its `performance` 
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
@@ -31,8 +32,9 @@ CHECK = "node_perf"
 
 
 def _number(v: Any) -> float | None:
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and v > 0 and v == v
-    return float(v) if ok and v != float("inf") else None
+    """A figure: a positive, finite number (no bool, no NaN, no string)."""
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    return float(v) if ok else None
 
 
 def figures(report: Mapping[str, Any]) -> dict[str, float]:
