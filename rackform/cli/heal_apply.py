@@ -19,6 +19,7 @@ from rackform.plan.inventory import inventory_hosts
 from rackform.plan.model import Plan, thaw
 from rackform.reap.prometheus import Prometheus
 from rackform.rollout.ansible import AnsibleNodes
+from rackform.rollout.plan import applied_extras
 from rackform.rollout.record import Held, RecordError, Store, state_dir
 from rackform.rollout.slurm import SlurmSteps
 from rackform.scheduler import lease
@@ -34,7 +35,11 @@ class Access:
     report_dir: Path | None = None
 
 
-def _remedy(plan: Plan, access: Access, out) -> Callable[[dict[str, str]], Remedy]:
+def _remedy(
+    plan: Plan, access: Access, out, applied: dict | None
+) -> Callable[[dict[str, str]], Remedy]:
+    """`applied`: the record of the last configuration that finished (its extra variables are
+    the re-validation's too)."""
     target = runtime(plan.target_type)
 
     def runner(node: str):
@@ -48,7 +53,7 @@ def _remedy(plan: Plan, access: Access, out) -> Callable[[dict[str, str]], Remed
 
     nodes = AnsibleNodes(
         thaw(plan.inventory), thaw(plan.group_vars), access.private_key, access.known_hosts,
-        access.report_dir, out,
+        access.report_dir, out, applied_extras(plan, applied),
     )  # fmt: skip
     return lambda actions: Remedy(actions, runner, bmc, nodes.validate)
 
@@ -74,7 +79,7 @@ def heal_cluster(
     try:
         slurm = SlurmSteps(controller(plan, access.private_key, access.known_hosts), hosts)
         with store.lock(), slurm.lock(plan.stack, "heal"):
-            remedy = _remedy(plan, access, out)
+            remedy = _remedy(plan, access, out, store.applied())
             rec = store.read()
             if unfinished(rec):
                 resume(store, rec, plan.lifecycle.health, budget, slurm, remedy, out)

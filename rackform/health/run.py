@@ -54,8 +54,13 @@ class ClusterHealth:
 
 
 def roster(p: Prepared) -> dict[str, tuple[str, int]]:
-    """The nodes the blueprint lists (bare metal, colocation): name -> (group, GPUs)."""
-    return {h.name: (g.name, g.gpus_per_node) for _, g in p.plan.gpu_groups for h in g.hosts}
+    """The nodes the blueprint lists (bare metal, colocation): name -> (group, GPUs). The GPU
+    groups' nodes; in a cluster without GPUs (the testbed's VMs), every node, with none."""
+    return {
+        h.name: (g.name, g.gpus_per_node if g.has_gpus else 0)
+        for g in p.plan.writing_groups
+        for h in g.hosts
+    }
 
 
 def unlisted(p: Prepared) -> tuple[str, int] | None:

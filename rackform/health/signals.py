@@ -4,7 +4,8 @@ and aggregated by node and GPU, so a series whose other labels change (a new dri
 a re-addressed exporter) is still one GPU, and a gap in a series is a gap, never a zero.
 
 Signals, each a few queries per cluster (never one per node):
-- seen: a node with no GPU series in the last STALE_S is `unknown` (never acted on);
+- seen: a node with no GPU series in the last STALE_S is `unknown` (never acted on); a node
+  without GPUs (a cluster of CPU nodes, the testbed's VMs), with no node_exporter series;
 - gpu_missing: fewer GPUs reporting now than its node group has;
 - xid: every non-zero XID code a GPU reported in the lookback window (dcgm-exporter keeps the
   last code in DCGM_FI_DEV_XID_ERRORS), each with NVIDIA's action or the policy's;
@@ -45,6 +46,9 @@ MD_REQUIRED, MD_DISKS, FS_READONLY = (
 )
 IB_STATE, IB_LINK_DOWNED = "node_infiniband_state_id", "node_infiniband_link_downed_total"
 IB_ACTIVE = 4  # the port state ACTIVE (node_exporter's infiniband collector: state_id)
+# node_exporter's stat collector (on by default) exports it on every Linux host: a node
+# without GPUs is seen by it.
+NODE_SEEN = "node_boot_time_seconds"
 
 
 def _sel(key: Key, **extra: str) -> str:
@@ -94,6 +98,12 @@ def read(
                     f"{len(gpus)} of {want} GPUs report (GPUs {', '.join(sorted(gpus))})",
                     policy.actions.gpu_missing, L.GPU_UTIL, len(gpus), at,
                 ))  # fmt: skip
+
+    if any(g == 0 for _, g in groups.values()):
+        seen = f"count by ({L.NODE}) (last_over_time({NODE_SEEN}{sel}[{STALE_S}s]))"
+        for s in prom.query(seen, at):
+            if _node(s) in nodes and groups[_node(s)][1] == 0:
+                nodes[_node(s)].seen = True
 
     # Every non-zero XID code in the window, by GPU, with the last time each was seen.
     codes: dict[tuple[str, str, int], float] = {}

@@ -65,6 +65,16 @@ def applied_basis(doc: Mapping[str, Any] | None, lifecycle: LifecycleSpec) -> Ba
     )
 
 
+def applied_extras(plan: Plan, doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the last configuration that finished applied over the blueprint's variables (its
+    `--extra-vars`, by its record `Store.applied`): a node's re-validation outside a
+    configuration run (heal's) runs the smoke job as the nodes have it, the site's package
+    mirror and job size included."""
+    base = basis(plan).variables
+    applied = dict((doc or {}).get("variables") or {})
+    return {k: v for k, v in applied.items() if k not in base or base[k] != v}
+
+
 def batches(domains: Mapping[str, Sequence[str]], size: int, canary: bool) -> list[list[str]]:
     """The batches in order: the first node alone (canary), then each failure domain's nodes in
     batches of at most `size`, never two domains in one batch."""

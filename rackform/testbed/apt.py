@@ -34,6 +34,8 @@ ROLE_PACKAGES = (
     "ibverbs-utils",
     "perftest",
     "infiniband-diags",
+    # dcgm: node_exporter on every node, GPUs or not.
+    "prometheus-node-exporter",
     # shared_storage: the NFS client on every node, the server on the host that serves it.
     "nfs-common",
     "nfs-kernel-server",

@@ -3,7 +3,7 @@ dcgm-exporter and node_exporter series for bare-metal clusters of ten nodes with
 names: series that relabel half-way and series with gaps stay one healthy GPU; each fault gets
 its verdict and action; the budget, the breaker and a blueprint without lifecycle.health keep
 heal's hands off; a node without telemetry is unknown; Prometheus that does not answer is exit
-3 with nothing judged. Every run is a dry run (acting is not built yet)."""
+3 with nothing judged. Every run is a dry run (acting: test_heal_apply*.py)."""
 
 from __future__ import annotations
 
@@ -283,3 +283,61 @@ def test_an_aws_cluster_s_nodes_are_the_ones_its_telemetry_names(tmp_path):
     assert (nodes[node(18)]["verdict"], nodes[node(18)]["action"]) == ("failed", "reboot")
     assert nodes[node(18)]["evidence"][0]["detail"].startswith("7 of 8 GPUs report")
     assert (nodes[node(19)]["verdict"], nodes[node(19)]["acts"]) == ("unknown", False)
+
+
+def test_a_cluster_without_gpus_is_judged_on_node_exporter(tmp_path):
+    """CPU nodes (the testbed's VMs' kind) are seen by node_exporter and judged on its series;
+    a GPU node with node_exporter alone is still unknown: its GPUs are what it is for."""
+    name = "cpu-farm"
+    bp = tmp_path / f"{name}.yaml"
+    hosts = "\n".join(f"      - {{name: {name}-{i}, address: 10.7.0.{i}}}" for i in range(1, 5))
+    bp.write_text(
+        textwrap.dedent(f"""\
+        name: {name}
+        purpose: training
+        owner: ops@example.com
+        target: {{type: bare_metal}}
+        node_groups:
+          - name: cpu-pool
+            hosts:
+        """)
+        + hosts
+        + textwrap.dedent("""
+        network: {fabric: ethernet}
+        storage: {checkpoint: {mount: /mnt/ckpt-a}}
+        lifecycle:
+          health: {actions: {storage: reboot}}
+          max_out_of_service: 1
+        """)
+    )
+    boot = [
+        # cpu-farm-4's exporter stopped 20 minutes ago: unknown.
+        Series("node_boot_time_seconds", ids(name, f"{name}-{i}"), 1.7e9,
+               start_min=180, end_min=20 if i == 4 else 0)
+        for i in range(1, 5)
+    ]  # fmt: skip
+    ro = [
+        Series("node_filesystem_readonly", (*ids(name, f"{name}-{i}"), ("mountpoint", mount)), v)
+        for i, mount, v in ((1, "/mnt/ckpt-a", 0.0), (2, "/mnt/ckpt-a", 1.0), (3, "/boot", 1.0))
+    ]
+    # A GPU cluster whose node has node_exporter but no GPU series.
+    gpu_bp = blueprint(tmp_path, "gpu-b", hosts=2)
+    gpu_boot = [Series("node_boot_time_seconds", ids("gpu-b", "gpu-b-02"), 1.7e9)]
+    with prometheus(
+        gpus("gpu-b", range(1, 2)), tmp_path / "prom", series=[*boot, *ro, *gpu_boot]
+    ) as url:
+        r, doc = heal(url, bp)
+        _, doc2 = heal(url, gpu_bp)
+    assert r.returncode == 6, r.stderr
+    got = {n: (v["verdict"], v["action"]) for n, v in by_node(doc).items()}
+    assert got == {
+        f"{name}-1": ("healthy", "none"),
+        f"{name}-2": ("failed", "reboot"),
+        f"{name}-3": ("healthy", "none"),  # read-only, but not the checkpoint filesystem
+        f"{name}-4": ("unknown", "none"),
+    }, got
+    assert by_node(doc)[f"{name}-2"]["evidence"][0]["detail"] == (
+        "the checkpoint filesystem /mnt/ckpt-a is read-only"
+    )
+    assert by_node(doc2)["gpu-b-02"]["verdict"] == "unknown", doc2
+    assert by_node(doc2)["gpu-b-01"]["verdict"] == "healthy", doc2

@@ -1,7 +1,8 @@
 """The dcgm role's Prometheus scrape config, proven with a real Prometheus on loopback.
 
 Ansible runs the role's own scrape tasks (roles/dcgm/tasks/scrape.yml) over the local connection
-for three inventory hosts, one of which ends early as a GPU-less host does in the role. Real
+for three inventory hosts, one of which the role skips as it does a GPU-less host: every node
+is a node_exporter target, only the other two dcgm-exporter targets. Real
 Prometheus (Debian's package, installed by scripts/setup.sh --test) loads a configuration made
 by pasting the written snippet under `scrape_configs`, passes `promtool check config`, scrapes
 each target and answers a query with the role's labels. dcgm-exporter needs a GPU, so each
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 from loopback import free_port, http_server
 
 from rackform.hosts import runner as ansible_run
@@ -32,8 +34,9 @@ PLAY = """
   hosts: gpu_nodes
   gather_facts: false
   tasks:
-    - name: A host without GPUs goes no further, as the role ends for it
-      ansible.builtin.meta: end_host
+    - name: A host without GPUs is one the role skips (its preflight says why)
+      ansible.builtin.set_fact:
+        _dcgm_skip_reason: dcgm skipped on cpu-node
       when: inventory_hostname == 'cpu-node'
     - name: The role's scrape tasks
       ansible.builtin.include_role:
@@ -56,10 +59,19 @@ def _need(tool: str) -> str:
     return path
 
 
+# What node_exporter's md collector serves for a node's checkpoint array.
+NODE_METRICS = """\
+# HELP node_md_disks_required Total number of disks of device.
+# TYPE node_md_disks_required gauge
+node_md_disks_required{{device="md0"}} {disks}
+"""
+
+
 @contextmanager
-def fake_exporter(host: str, util: int):
-    """Stands in for dcgm-exporter (which needs a GPU): serves /metrics on 127.0.0.1."""
-    body = METRICS.format(uuid=f"{util:08d}", host=host, util=util).encode()
+def fake_exporter(host: str, util: int, text: str = METRICS):
+    """Stands in for dcgm-exporter (which needs a GPU), or node_exporter: serves /metrics on
+    127.0.0.1."""
+    body = text.format(uuid=f"{util:08d}", host=host, util=util, disks=util).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -129,14 +141,21 @@ LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.execut
 
 
 def run_scrape_tasks(
-    tmp_path: Path, ports: dict[str, int], limit: str | None = None, **extravars
+    tmp_path: Path,
+    ports: dict[str, int],
+    limit: str | None = None,
+    node_ports: dict[str, int] | None = None,
+    **extravars,
 ) -> ansible_run.RunResult:
-    """The role's scrape tasks for a GPU-less `cpu-node` and one node per exporter port."""
+    """The role's scrape tasks for a GPU-less `cpu-node` and one node per exporter port;
+    `node_ports`, node_exporter's port on each host (cpu-node's included)."""
     play = tmp_path / "scrape.yml"
     play.write_text(textwrap.dedent(PLAY))
     hosts = {"cpu-node": dict(LOCAL)}
     for name, port in ports.items():
         hosts[name] = {**LOCAL, "dcgm_scrape_address": "127.0.0.1", "dcgm_exporter_port": port}
+    for name, port in (node_ports or {}).items():
+        hosts[name] |= {"dcgm_scrape_address": "127.0.0.1", "dcgm_node_exporter_port": port}
     inv = {
         "all": {
             "vars": {
@@ -157,19 +176,31 @@ def run_scrape_tasks(
     return result
 
 
-def write_scrape_config(tmp_path: Path, ports: dict[str, int]) -> Path:
+def write_scrape_config(
+    tmp_path: Path, ports: dict[str, int], node_ports: dict[str, int] | None = None
+) -> Path:
     out = tmp_path / "reports" / "prometheus-dcgm.yml"
     out.parent.mkdir()
-    run_scrape_tasks(tmp_path, ports, dcgm_prometheus_file=str(out))
+    run_scrape_tasks(tmp_path, ports, node_ports=node_ports, dcgm_prometheus_file=str(out))
     return out
 
 
 def test_prometheus_scrapes_every_node_the_role_configured_with_its_labels(tmp_path):
     promtool = _need("promtool")
-    with fake_exporter("node-a", 42) as port_a, fake_exporter("node-b", 17) as port_b:
+    with (
+        fake_exporter("node-a", 42) as port_a,
+        fake_exporter("node-b", 17) as port_b,
+        fake_exporter("node-a", 2, NODE_METRICS) as node_a,
+        fake_exporter("node-b", 4, NODE_METRICS) as node_b,
+        fake_exporter("cpu-node", 0, NODE_METRICS) as node_cpu,
+    ):
         ports = {"node-a": port_a, "node-b": port_b}
-        snippet = write_scrape_config(tmp_path, ports).read_text()
-        assert "cpu-node" not in snippet  # ended before the role's tasks: no exporter there
+        node_ports = {"node-a": node_a, "node-b": node_b, "cpu-node": node_cpu}
+        snippet = write_scrape_config(tmp_path, ports, node_ports).read_text()
+        jobs = {j["job_name"]: j for j in yaml.safe_load(snippet)}
+        # The node the role skips: node_exporter's target, not dcgm-exporter's.
+        assert "cpu-node" not in json.dumps(jobs["dcgm"])
+        assert "cpu-node" in json.dumps(jobs["node"])
 
         # What a user does with it: paste it under scrape_configs.
         config = tmp_path / "prometheus.yml"
@@ -185,35 +216,69 @@ def test_prometheus_scrapes_every_node_the_role_configured_with_its_labels(tmp_p
 
             def targets_up():
                 active = api(base, "targets")["activeTargets"]
-                return active if all(t["health"] == "up" for t in active) else None
+                up = len(active) == 5 and all(t["health"] == "up" for t in active)
+                return active if up else None
 
-            def util_series():
-                result = api(base, "query", query="DCGM_FI_DEV_GPU_UTIL")["result"]
-                return result if len(result) == len(ports) else None
+            def series(query: str, count: int):
+                def probe():
+                    result = api(base, "query", query=query)["result"]
+                    return result if len(result) == count else None
+
+                return probe
 
             targets = wait_for("every target up", targets_up)
-            series = wait_for("DCGM_FI_DEV_GPU_UTIL from both nodes", util_series)
+            util = wait_for(
+                "DCGM_FI_DEV_GPU_UTIL from both nodes", series("DCGM_FI_DEV_GPU_UTIL", 2)
+            )
+            disks = wait_for("node_md_disks_required from 3", series("node_md_disks_required", 3))
 
-    assert sorted(t["labels"]["instance"] for t in targets) == sorted(
-        f"127.0.0.1:{p}" for p in ports.values()
-    )
-    assert {t["labels"]["job"] for t in targets} == {"dcgm"}
-    got = {s["metric"]["node"]: s for s in series}
+    by_job = {
+        job: sorted(t["labels"]["instance"] for t in targets if t["labels"]["job"] == job)
+        for job in ("dcgm", "node")
+    }
+    assert by_job == {
+        "dcgm": sorted(f"127.0.0.1:{p}" for p in ports.values()),
+        "node": sorted(f"127.0.0.1:{p}" for p in node_ports.values()),
+    }
+    got = {s["metric"]["node"]: s for s in util}
     assert set(got) == {"node-a", "node-b"}
-    for node, util in (("node-a", 42), ("node-b", 17)):
+    for node, value in (("node-a", 42), ("node-b", 17)):
         labels = got[node]["metric"]
         assert labels["instance"] == f"127.0.0.1:{ports[node]}"
         assert labels["cluster"] == "llm-train-a"
         assert labels["environment"] == "dev"
         assert labels["purpose"] == "training"
-        assert float(got[node]["value"][1]) == util
+        assert float(got[node]["value"][1]) == value
+    # node_exporter's series carry the same labels: heal joins them to the GPUs' by node.
+    md = {s["metric"]["node"]: s for s in disks}
+    assert {n: float(s["value"][1]) for n, s in md.items()} == {
+        "node-a": 2.0, "node-b": 4.0, "cpu-node": 0.0,
+    }  # fmt: skip
+    for s in md.values():
+        assert s["metric"]["cluster"] == "llm-train-a" and s["metric"]["job"] == "node"
+        assert s["metric"]["purpose"] == "training" and s["metric"]["environment"] == "dev"
+
+
+def test_a_cluster_without_gpus_gets_node_exporters_job_alone(tmp_path):
+    out = tmp_path / "reports" / "prometheus-dcgm.yml"
+    out.parent.mkdir()
+    run_scrape_tasks(tmp_path, {}, node_ports={"cpu-node": 9100}, dcgm_prometheus_file=str(out))
+    jobs = yaml.safe_load(out.read_text())
+    assert [j["job_name"] for j in jobs] == ["node"]
+    assert jobs[0]["static_configs"] == [
+        {
+            "targets": ["127.0.0.1:9100"],
+            "labels": {"cluster": "llm-train-a", "environment": "dev", "purpose": "training",
+                       "node": "cpu-node"},
+        }
+    ]  # fmt: skip
 
 
 def test_no_file_is_written_unless_asked(tmp_path):
     result = run_scrape_tasks(tmp_path, {"n1": 9400})
     assert result.hosts["n1"].changed == 0
-    # The template task and why it was left alone; host_bootstrap's two tasks (no facts here).
-    assert result.hosts["n1"].skipped == 4
+    # The template task and why it was left alone; the stand-in for the role's skip (n1 has GPUs).
+    assert result.hosts["n1"].skipped == 3
 
 
 def test_a_partial_run_leaves_the_clusters_scrape_config_as_it_is(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from rackform.engine import prepare_all
 from rackform.rollout.changes import catalog
-from rackform.rollout.plan import basis, batches, rollout
+from rackform.rollout.plan import applied_extras, basis, batches, rollout
 
 RACKS = {"r-a": 5, "r-b": 3, "r-c": 4}  # 12 hosts in three racks of different sizes
 
@@ -157,3 +157,17 @@ def test_batches_never_join_two_domains():
     got = batches({"r1": ["a", "b", "c"], "r2": ["d"], "r3": ["e", "f", "g", "h", "i"]}, 2, True)
     assert got == [["a"], ["b", "c"], ["d"], ["e", "f"], ["g", "h"], ["i"]]
     assert batches({}, 3, True) == []
+
+
+def test_a_revalidation_runs_with_what_the_last_configuration_applied_over_the_blueprint(tmp_path):
+    blueprint(tmp_path)
+    (p,) = prepare_all(tmp_path / "dc-train-2.yaml")
+    base = basis(p.plan).variables
+    mirror = {"smoke_train_pip_find_links": ["http://mirror.example/"], "smoke_train_steps": 7}
+    # As configure records it: the blueprint's variables with --extra-vars over them.
+    doc = {"variables": {**base, **mirror, "nccl_rdma_fabric": base["nccl_rdma_fabric"]}}
+    assert applied_extras(p.plan, doc) == mirror
+    # A record from before a blueprint change: the value the nodes run is the one re-validated.
+    changed = {**base, "nccl_rdma_nccl_version": "2.99.0-1"}
+    assert applied_extras(p.plan, {"variables": changed}) == {"nccl_rdma_nccl_version": "2.99.0-1"}
+    assert applied_extras(p.plan, None) == {}
