@@ -260,8 +260,8 @@ def test_prometheus_scrapes_every_node_the_role_configured_with_its_labels(tmp_p
 
 
 def test_a_cluster_without_gpus_gets_node_exporters_job_alone(tmp_path):
-    out = tmp_path / "reports" / "prometheus-dcgm.yml"
-    out.parent.mkdir()
+    # A report directory that does not exist yet (`configure --role dcgm --report-dir new/`).
+    out = tmp_path / "reports" / "new" / "prometheus-dcgm.yml"
     run_scrape_tasks(tmp_path, {}, node_ports={"cpu-node": 9100}, dcgm_prometheus_file=str(out))
     jobs = yaml.safe_load(out.read_text())
     assert [j["job_name"] for j in jobs] == ["node"]
