@@ -114,3 +114,72 @@ def test_slurm_runs_it_every_interval_or_not_at_all(interval, lines):
             f"HealthCheckInterval={interval}",
             "HealthCheckNodeState=ANY,CYCLE",
         ]
+
+
+def test_a_job_whose_node_fails_the_prolog_checks_is_requeued_to_the_other(tmp_path):
+    """Slurm runs the role's prolog (the checks with --prolog) before a job's first step: the
+    node whose checks fail drains itself, and the job, requeued (not held: the role's
+    SchedulerParameters), runs on the other node. A Slurm of its own (slurm_local.start) whose
+    Prolog picks each node's rendered prolog: slurm-a-0's checkpoint directory is a plain
+    directory (fails), slurm-a-1's is `/` (passes). Two whole-node jobs at once: one of them
+    starts on slurm-a-0."""
+    from slurm_local import NODES, start
+
+    conf = render(
+        "slurm.conf.j2",
+        slurm_cluster_name="c",
+        slurm_controller=NODE,
+        slurm_nodes=[],
+        slurm_partitions=[],
+        hostvars={NODE: {"_slurm_node": {"address": "10.0.0.1", "hostname": NODE}}},
+    )
+    sched = [ln for ln in conf.splitlines() if ln.startswith("SchedulerParameters=")]
+    assert sched == ["SchedulerParameters=nohold_on_prolog_fail"], conf
+    for node, mount in ((NODES[0], str(tmp_path)), (NODES[1], "/")):
+        d = tmp_path / node
+        d.mkdir()
+        check, prolog = d / "health_check.sh", d / "prolog.sh"
+        common = {"inventory_hostname": node, "_slurm_health_check": str(check)}
+        check.write_text(
+            render(
+                "health_check.sh.j2",
+                slurm_health_check_python=sys.executable,
+                slurm_health_check_validators=str(ROOT),
+                slurm_checkpoint_dir=mount,
+                _slurm_health_report=str(d / "health.json"),
+                **common,
+            )
+        )
+        prolog.write_text(render("prolog.sh.j2", _slurm_job_dir=str(d / "jobs"), **common))
+        assert f"{check} --prolog" in prolog.read_text()
+        for f in (check, prolog):
+            f.chmod(0o755)
+    either = tmp_path / "prolog.sh"
+    either.write_text(f'#!/bin/sh\nexec "{tmp_path}/$SLURMD_NODENAME/prolog.sh"\n')
+    either.chmod(0o755)
+    slurm = start(tmp_path / "slurm", extra_conf=f"Prolog={either}\n{sched[0]}\n")
+    try:
+        jobs = [slurm.sbatch("--exclusive", "--nodes=1", "--wrap=sleep 1") for _ in range(2)]
+
+        def ended() -> str | None:  # a job's record goes from squeue 2 s after it ends
+            ran = slurm.jobcomp.read_text() if slurm.jobcomp.exists() else ""
+            done = [f"JobId={j} " for j in jobs]
+            ok = all(any(ln.startswith(d) and "JobState=COMPLETED" in ln
+                         for ln in ran.splitlines()) for d in done)  # fmt: skip
+            return ran if ok else None
+
+        ran = slurm.wait(ended, 90, every=1)
+        assert ran, (slurm.run("squeue", check=False).stdout, slurm.log())
+        s, reason = (
+            slurm.run("sinfo", "-h", "-N", f"--nodes={NODES[0]}", "--format=%T|%E")
+            .stdout.strip().splitlines()[0].split("|")
+        )  # fmt: skip
+    finally:
+        slurm.shutdown()
+    assert s.rstrip("*").startswith("drain"), (s, reason)
+    assert reason.startswith("rackform health: checkpoint_mount (") and str(tmp_path) in reason
+    for j in jobs:
+        last = [ln for ln in ran.splitlines() if ln.startswith(f"JobId={j} ")][-1]
+        assert "JobState=COMPLETED" in last and f"NodeList={NODES[1]}" in last, ran
+    # Each job's checkpoint directory, made by the prolog where it ran.
+    assert sorted(p.name for p in (tmp_path / NODES[1] / "jobs").iterdir()) == sorted(jobs)
