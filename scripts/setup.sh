@@ -28,6 +28,9 @@ if ((want_test)); then
   # rackform reap's notify action is tested against a real Alertmanager on loopback (the tests
   # start their own on free ports with a temp data dir, never the packaged service).
   apt_pkgs+=(prometheus-alertmanager)
+  # The dcgm role's node_exporter arguments are run by the package the role installs (its
+  # filesystem collector over a stand-in mount table), never the packaged service.
+  apt_pkgs+=(prometheus-node-exporter)
   # The Slurm operator tests (reap's busy check, drain, job records) run Debian's slurmctld and
   # two slurmd on loopback in the foreground (tests/slurm_local.py); the package's services are
   # not started where there is no init system, and the tests never use them.
