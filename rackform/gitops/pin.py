@@ -36,16 +36,6 @@ def rules(plan: Plan) -> dict[str, str]:
     return {str(t): str(r.get("from")) for t, r in sorted(raw.items()) if isinstance(r, dict)}
 
 
-def images(plan: Plan) -> dict[str, str]:
-    if plan.target_type != "aws":
-        return {}  # existing hosts: their OS is whatever they run (the host checks record it)
-    ami = plan.target.ami
-    if ami.id:
-        return {"ami": ami.id}
-    image = plan.target_plan.image
-    return {"ami": f"lookup owner={image.owner} name={image.name_filter} (resolved at launch)"}
-
-
 def pin_of(plan: Plan, roles: str | None = None) -> dict[str, Any]:
     """`roles`: the Configure stage's roles hash, where the caller has it already."""
     if roles is None:
@@ -58,7 +48,7 @@ def pin_of(plan: Plan, roles: str | None = None) -> dict[str, Any]:
         "promotion": rules(plan),
         "rackform": __version__,
         "roles": roles,
-        "images": images(plan),
+        "images": dict(plan.image_pin),
     }
 
 

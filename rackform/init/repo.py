@@ -3,9 +3,10 @@ blueprint for the chosen target and purpose with the stack config of each of its
 the blueprint JSON Schema wired to the editor, `.gitignore`, `requirements.txt` and a README of
 the next commands.
 
-The blueprints are templates shipped in the package (`templates/`); everything derived from one
-(its stack configs, the README's names) comes from the engine's plan of it, so `init` cannot
-write a stack config the program would read differently."""
+The blueprints are each target's (`init/<purpose>.yaml` in its package, with what its runtime
+says of it), the other files templates shipped here (`templates/`); everything derived from a
+blueprint (its stack configs, the README's names) comes from the engine's plan of it, so `init`
+cannot write a stack config the program would read differently."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from rackform import __version__
 from rackform.blueprint.schema.jsonschema import schema_json
 from rackform.engine import prepare_all
 from rackform.plan.model import Plan, thaw
+from rackform.targets.runtimes import RUNTIMES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-TARGETS = ("aws", "bare_metal", "colocation")
+TARGETS = tuple(RUNTIMES)  # each target's runtime has its blueprints under init/
 PURPOSES = ("training", "inference")
 SCHEMA = "blueprints/schema.json"
 # Destination -> template (the package keeps no dot-files and no second __main__.py).
@@ -37,25 +39,6 @@ MODELINE = f"# yaml-language-server: $schema={Path(SCHEMA).name}\n"
 STACK_HEADER = (
     "# Stack config of {source}, environment {env} (`rackform compile` writes the same).\n"
 )
-TARGET_NAMES = {"aws": "AWS", "bare_metal": "bare metal", "colocation": "colocation"}
-# What the README adds per target: how `up` reaches the nodes, and what reruns the roles later.
-_HOSTS = (
-    "The hosts must exist and take SSH from this machine as `target.ssh_user` with a key (or "
-    "agent): `up` registers them, runs the roles and then the smoke job."
-)
-_CONFIGURE = "`rackform configure {{blueprint}} --env {{env}}` reruns the Ansible roles."
-TARGET_NOTES = {
-    "aws": "Pulumi's AWS provider takes credentials as any AWS tool does (`AWS_PROFILE`, or "
-    "`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`); the region is the blueprint's.",
-    "bare_metal": _HOSTS,
-    "colocation": _HOSTS,
-}
-AFTER_UP = {
-    "aws": "On AWS the roles run inside `up` (the nodes come from the stack), not through "
-    "`rackform configure`.",
-    "bare_metal": _CONFIGURE,
-    "colocation": _CONFIGURE,
-}
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 
@@ -87,9 +70,9 @@ def fill(text: str, values: dict[str, str]) -> str:
 
 
 def blueprint_template(target: str, purpose: str) -> str:
-    choose(target, TARGETS, "target")
+    choose(target, tuple(RUNTIMES), "target")
     choose(purpose, PURPOSES, "purpose")
-    return MODELINE + (TEMPLATES / f"{target}-{purpose}.yaml").read_text(encoding="utf-8")
+    return MODELINE + RUNTIMES[target].init_template(purpose).read_text(encoding="utf-8")
 
 
 def stack_file(plan: Plan) -> str:
@@ -126,13 +109,13 @@ def render(directory: Path, target: str = "aws", purpose: str = "training") -> d
         "blueprint": blueprint,
         "cluster": base.name,
         "purpose": purpose,
-        "target": TARGET_NAMES[target],
-        "target_notes": TARGET_NOTES[target],
+        "target": RUNTIMES[target].label,
+        "target_notes": RUNTIMES[target].init_notes,
         "envs": ", ".join(p.environment for p in envs),
         "env": envs[0].environment,
         "stack": envs[0].stack,
     }
-    values["after_up"] = fill(AFTER_UP[target], values)  # it names the blueprint too
+    values["after_up"] = fill(RUNTIMES[target].after_up, values)  # it names the blueprint too
     files = {
         dest: fill((TEMPLATES / name).read_text(encoding="utf-8"), values)
         for dest, name in FIXED.items()

@@ -20,7 +20,7 @@ from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import project_root, shown_in_config
 from rackform.plan.cost import estimate
 from rackform.plan.inventory import access_vars, build_inventory, group_vars
-from rackform.plan.model import Basis, Plan, cluster_expectations, frozen
+from rackform.plan.model import Basis, Plan, cluster_expectations, frozen, stack_name
 from rackform.plan.scheduler import compile_scheduler
 from rackform.plan.sizing import Sizing, size
 from rackform.plan.thresholds import for_group
@@ -36,10 +36,6 @@ def idle_policy_tag(effective: Effective) -> str:
     if idle is None:
         return "none"
     return f"util-below={idle.gpu_util_below_pct:g}/for={idle.for_minutes}m/action={idle.action}"
-
-
-def stack_name(effective: Effective) -> str:
-    return f"{effective.blueprint.name}-{effective.environment}"
 
 
 def stack_config(
@@ -113,6 +109,7 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
         owner=bp.owner,
         target=bp.target,
         target_plan=target_plan,
+        image_pin=frozen(compiler.image_pin(bp.target, target_plan)),
         node_groups=groups,
         racks=racks,
         network=bp.network,

@@ -53,6 +53,11 @@ def thaw(value: Any) -> Any:
     return value
 
 
+def stack_name(effective: Effective) -> str:
+    """The Pulumi stack of a blueprint's environment: `<name>-<environment>`."""
+    return f"{effective.blueprint.name}-{effective.environment}"
+
+
 @dataclass(frozen=True)
 class HostPlan:
     name: str
@@ -124,6 +129,9 @@ class Basis:
     owner: str
     target: Any  # the target's schema model (AwsTarget, BareMetalTarget, ColocationTarget)
     target_plan: Any  # what the target's compiler derived (frozen; e.g. the AWS subnets)
+    # The machine image the nodes boot, as a promotion pins it (empty: hosts that exist, whose
+    # OS the host checks record).
+    image_pin: Mapping[str, str]
     node_groups: tuple[NodeGroupPlan, ...]
     racks: tuple[RackPlan, ...]
     network: NetworkSpec

@@ -45,6 +45,9 @@ class Rule:
     code: ClassVar[str]
     level: ClassVar[Level]
     summary: ClassVar[str]  # one line, for the README and `--help`
+    # The target whose plans the rule reads (a target's own rule, from its compiler's
+    # `preflight_rules`); None: every plan.
+    target: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -1,4 +1,4 @@
-"""Every preflight rule, in the order reports list them."""
+"""Every preflight rule, in the order reports list them: the shared ones, then each target's."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from rackform.preflight import (
     checkpoint,
     memory,
     power,
-    quotas,
     rightsizing,
     shared,
     utilization,
 )
 from rackform.preflight.base import Rule
 from rackform.preflight.codes import CODES
+from rackform.targets.compilers import COMPILERS
 
 RULES: tuple[Rule, ...] = (
     *memory.RULES,
@@ -21,7 +21,8 @@ RULES: tuple[Rule, ...] = (
     *shared.RULES,
     *power.RULES,
     *utilization.RULES,
-    *quotas.RULES,
+    # Each target's own (a cloud's quotas), run on that target's plans only.
+    *(rule for c in COMPILERS.values() for rule in c.preflight_rules),
 )
 
 

@@ -69,7 +69,12 @@ class Report:
 
 def findings(plan: Plan) -> list[Finding]:
     """Every rule's findings, with the plan's waivers applied."""
-    return [replace(f, waived=plan.waivers.get(f.code)) for rule in RULES for f in rule.check(plan)]
+    return [
+        replace(f, waived=plan.waivers.get(f.code))
+        for rule in RULES
+        if rule.target in (None, plan.target_type)
+        for f in rule.check(plan)
+    ]
 
 
 def run(plan: Plan) -> Report:

@@ -12,6 +12,7 @@ from rackform.catalog import Catalog
 from rackform.plan.model import Basis, NodeGroupPlan, RackPlan
 from rackform.plan.pricing import TargetCost
 from rackform.plan.slurm import ControllerInstance
+from rackform.preflight.base import Rule
 
 
 class TargetCompiler:
@@ -20,6 +21,8 @@ class TargetCompiler:
     # The blueprint lists the nodes (they exist before `up`), so the plan's inventory holds them;
     # otherwise the stack creates them and its outputs name them.
     nodes_listed: ClassVar[bool]
+    # Preflight rules of this target's own, run on its plans only (each sets `target`).
+    preflight_rules: ClassVar[tuple[Rule, ...]] = ()
 
     def on_demand(self, target: Any) -> bool:
         """Capacity rented by the hour with no commitment (the dearest way to run busy)."""
@@ -42,6 +45,11 @@ class TargetCompiler:
     ) -> tuple[Any, tuple[RackPlan, ...]]:
         """(what the target derives for its component, the racks with their planned power)."""
         return None, ()
+
+    def image_pin(self, target: Any, target_plan: Any) -> dict[str, str]:
+        """The machine image the nodes boot, as a promotion pins it; none where the hosts exist
+        before `up` (their OS is whatever they run: the host checks record it)."""
+        return {}
 
     def cost(self, plan: Basis) -> TargetCost:
         """The price of the plan's capacity, by line (compile adds checkpoint storage and a

@@ -7,8 +7,10 @@ them."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rackform.plan.model import Basis, Plan
@@ -34,6 +36,18 @@ class ReplaceRules:
 
 class TargetRuntime:
     type: ClassVar[str]
+    # `rackform init`: the target's name in prose, what the new repository's README says of how
+    # `up` reaches the nodes, and what reruns the roles after `up` ({{blueprint}} and {{env}}
+    # filled in).
+    label: ClassVar[str]
+    init_notes: ClassVar[str]
+    after_up: ClassVar[str]
+
+    def init_template(self, purpose: str) -> Path:
+        """The blueprint `rackform init` starts from for `purpose`: `init/<purpose>.yaml` in the
+        package that defines this runtime."""
+        module = sys.modules[type(self).__module__].__file__
+        return Path(str(module)).parent / "init" / f"{purpose}.yaml"
 
     def ssh_user(self, target: Any) -> str:
         """The user Ansible logs in as."""

@@ -75,6 +75,17 @@ class TargetSchema:
         did not validate, so they show with the other mistakes)."""
         return []
 
+    def scheduler_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        """Where Slurm's controller runs on this target (a training blueprint with a
+        scheduler): by default nowhere, so a scheduler is refused."""
+        return [
+            Violation(
+                ("scheduler",),
+                f"Slurm on {bp.target.type} needs a controller, which rackform does not make there",
+                "remove scheduler, or use an aws, bare_metal or colocation target",
+            )
+        ]
+
     def idle_actions(self, purpose: str) -> tuple[str, ...]:
         """What `rackform reap --apply` can do to an idle cluster of this target and purpose."""
         return ("notify",)

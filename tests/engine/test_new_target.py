@@ -1,6 +1,7 @@
 """Adding a target takes its package and one line in each layer's registry: a stub target, laid
 out as a real one (tests/engine/stub_target/), is registered the way those lines do and then
-validates, compiles, prices and plans through the same engine as aws, bare_metal and colocation.
+validates, compiles, prices and plans through the same engine as aws, bare_metal and colocation,
+and `rackform init` starts a repository from its own blueprint.
 
 The blueprint model is assembled from the schema registry when it is first imported, so the
 registration runs in a fresh interpreter, before that import, as a line in
@@ -50,6 +51,11 @@ out["ssh_user"] = plan.ssh_user
 out["stack_config"] = dict(plan.stack_config)
 out["usd_per_month"] = prepared.report.cost.usd_per_month
 out["resources"] = [[r.type, r.name, r.inputs] for r in record(plan)]
+
+from pathlib import Path
+from rackform.init.repo import render
+files = render(Path("new-repo"), target="stub", purpose="training")
+out["init"] = {"files": sorted(files), "readme": files["README.md"]}
 print(json.dumps(out))
 """
 
@@ -134,3 +140,10 @@ def test_a_registered_stub_target_validates_compiles_and_plans(tmp_path):
         "pulumi-python:dynamic/rackform:Configure",
         "pulumi-python:dynamic/rackform:Validate",
     ]
+
+    # `rackform init` starts a repository from the target's own blueprint (its package's
+    # init/training.yaml), with what its runtime says in the README.
+    files, readme = out["init"]["files"], out["init"]["readme"]
+    assert "blueprints/stub-train.yaml" in files, files
+    assert "the stub cloud" in readme and "The stub's machines need no credentials." in readme
+    assert "`rackform configure blueprints/stub-train.yaml --env dev` reruns" in readme

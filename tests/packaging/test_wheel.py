@@ -45,7 +45,7 @@ def test_the_wheel_holds_every_file_of_the_package(dist, wheel_names):
         "rackform/catalog/instances.yaml",
         "rackform/blueprint/schema/model.py",
         "rackform/collection.py",
-        "rackform/init/templates/bare_metal-training.yaml",
+        "rackform/targets/bare_metal/init/training.yaml",
         "rackform/testbed/guest/rackform-firstboot.sh",
     ):
         assert rel in wheel_names, rel

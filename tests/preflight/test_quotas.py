@@ -11,7 +11,7 @@ from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, plan, variant, wri
 
 from rackform.catalog.quotas import load_quotas
 from rackform.engine import prepare_all, prepare_many
-from rackform.preflight.quotas import repository_stacks
+from rackform.targets.aws.quotas import repository_stacks
 
 CODE = "aws-default-quota"
 

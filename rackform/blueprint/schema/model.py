@@ -156,6 +156,8 @@ class Blueprint(Strict):
         out += duplicate_waivers(self.waivers)
         out += self._promotion_rules()
         out += scheduler_rules(self)
+        if self.scheduler is not None and self.purpose == "training":
+            out += SCHEMAS[self.target.type].scheduler_rules(self, load_catalog())
         out += rollout_rules(self.lifecycle, self.node_groups)
         if DEFAULT_ENV in self.environments:
             out.append(

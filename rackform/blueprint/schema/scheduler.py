@@ -15,11 +15,6 @@ from rackform.blueprint.schema.base import Strict, Violation, closest
 from rackform.blueprint.schema.fairness import Fairness, fairness_rules
 from rackform.blueprint.schema.sections import Name
 
-# The targets whose hosts exist before the stack runs, so the controller is one of them.
-HOST_TARGETS = ("bare_metal", "colocation")
-# The targets whose stack creates the nodes, and so a controller instance of its own
-# (`<stack>-slurmctld`, rackform/targets/aws/controller.py) beside them; their schema checks it.
-INSTANCE_TARGETS = ("aws",)
 # The controller instance's default type: 2 vCPUs and 8 GiB. slurmctld keeps the cluster's
 # nodes, partitions and jobs in memory and writes its state to the root volume; a cluster of
 # tens of nodes and a few thousand jobs fits in a fraction of that.
@@ -127,22 +122,13 @@ def scheduler_rules(bp: Any) -> list[Violation]:
                 "remove scheduler, or declare it in a training blueprint",
             )
         ]
-    if bp.target.type in INSTANCE_TARGETS:
-        # The target's schema checks its own controller instance (rackform/targets/aws/
-        # scheduler.py): no `controller` host, the instance type, the nodes' image.
-        return _partitions(bp) + fairness_rules(bp)
-    if bp.target.type not in HOST_TARGETS:
-        return [
-            Violation(
-                ("scheduler",),
-                f"Slurm on {bp.target.type} needs a controller, which rackform does not make there",
-                "remove scheduler, or use an aws, bare_metal or colocation target",
-            )
-        ]
-    return _controller(bp) + _partitions(bp) + fairness_rules(bp)
+    # Where Slurm's controller runs is the target's to say (its schema's scheduler_rules).
+    return _partitions(bp) + fairness_rules(bp)
 
 
-def _controller(bp: Any) -> list[Violation]:
+def controller_host_rules(bp: Any) -> list[Violation]:
+    """Where the blueprint lists its hosts (they exist before the stack runs), Slurm's
+    controller is one of them."""
     if bp.scheduler.controller_instance_type is not None:
         return [
             Violation(
@@ -199,9 +185,7 @@ def _partitions(bp: Any) -> list[Violation]:
                     )
                 )
         known = [n for n in p.node_groups if n in groups]
-        if known == list(p.node_groups) and not any(
-            _has_nodes(bp.target.type, groups[n]) for n in known
-        ):
+        if known == list(p.node_groups) and not any(_has_nodes(groups[n]) for n in known):
             out.append(
                 Violation(
                     (*at, i, "node_groups"),
@@ -224,9 +208,10 @@ def _partitions(bp: Any) -> list[Violation]:
     return out or _preemptible(parts, at)
 
 
-def _has_nodes(target: str, group: Any) -> bool:
-    """A count of instances the stack creates (AWS), or listed hosts (bare metal, colocation)."""
-    return bool(group.count) if target in INSTANCE_TARGETS else bool(group.hosts)
+def _has_nodes(group: Any) -> bool:
+    """Listed hosts (bare metal, colocation: a parked group keeps its hosts), or a count of
+    instances the stack creates (AWS, whose groups list none)."""
+    return bool(group.hosts or group.count)
 
 
 def _preemptible(parts: tuple[Partition, ...], at: tuple) -> list[Violation]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Any
 
 from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.blueprint.schema.scheduler import CONTROLLER_TYPE
@@ -14,7 +15,7 @@ from rackform.plan.arrays import array_plan
 from rackform.plan.model import Basis, NodeGroupPlan
 from rackform.plan.pricing import TargetCost
 from rackform.plan.slurm import ControllerInstance
-from rackform.targets.aws import cost
+from rackform.targets.aws import cost, quotas
 from rackform.targets.aws.images import IMAGES, Image
 from rackform.targets.aws.names import controller_name, node_names
 from rackform.targets.compile import TargetCompiler
@@ -85,6 +86,7 @@ class AwsCompiler(TargetCompiler):
     type = "aws"
     nodes_listed = False
     owned = False
+    preflight_rules = quotas.RULES
 
     def on_demand(self, target) -> bool:
         return target.market == "on-demand"
@@ -142,6 +144,14 @@ class AwsCompiler(TargetCompiler):
             ),
             (),
         )
+
+    def image_pin(self, target: Any, target_plan: AwsPlan) -> dict[str, str]:
+        """The AMI by id where the blueprint gives one, else the lookup that resolves it at
+        launch (the stack's ImagePin records what it resolved)."""
+        if target.ami.id:
+            return {"ami": target.ami.id}
+        image = target_plan.image
+        return {"ami": f"lookup owner={image.owner} name={image.name_filter} (resolved at launch)"}
 
     def cost(self, plan: Basis) -> TargetCost:
         return cost.cost(plan)

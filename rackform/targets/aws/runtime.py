@@ -15,6 +15,15 @@ from rackform.targets.runtime import ReplaceRules, TargetRuntime
 
 class AwsRuntime(TargetRuntime):
     type = "aws"
+    label = "AWS"
+    init_notes = (
+        "Pulumi's AWS provider takes credentials as any AWS tool does (`AWS_PROFILE`, or "
+        "`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`); the region is the blueprint's."
+    )
+    after_up = (
+        "On AWS the roles run inside `up` (the nodes come from the stack), not through "
+        "`rackform configure`."
+    )
 
     def ssh_user(self, target) -> str:
         return IMAGES[target.ami.image].ssh_user

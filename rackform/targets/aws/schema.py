@@ -216,7 +216,6 @@ def region_rules(region: object, catalog: Catalog) -> list[Violation]:
 def rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
     """The AWS rules that need the whole blueprint or the catalog."""
     out = region_rules(bp.target.region, catalog)
-    out += scheduler_rules(bp, catalog)
     out += group_rules(bp.purpose, list(enumerate(bp.node_groups)), catalog)
     if bp.network.fabric == "efa":
         for i, g in enumerate(bp.node_groups):
@@ -287,6 +286,10 @@ class AwsSchema(TargetSchema):
 
     def target_rules(self, raw: Mapping[str, Any], catalog: Catalog) -> list[Violation]:
         return region_rules(raw.get("region"), catalog)
+
+    def scheduler_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        # The stack creates the controller's instance: no `controller` host, its type, the image.
+        return scheduler_rules(bp, catalog)
 
     def idle_actions(self, purpose: str) -> tuple[str, ...]:
         return idle.ACTIONS[purpose]

@@ -7,6 +7,7 @@ from rackform.targets.onprem.runtime import OnPremRuntime
 
 class BareMetalRuntime(OnPremRuntime):
     type = "bare_metal"
+    label = "bare metal"
 
 
 RUNTIME = BareMetalRuntime()

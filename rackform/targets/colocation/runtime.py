@@ -8,6 +8,7 @@ from rackform.targets.onprem.runtime import OnPremRuntime
 
 class ColocationRuntime(OnPremRuntime):
     type = "colocation"
+    label = "colocation"
 
     def component(self, name, plan, opts, providers):
         # Pulumi loads only for the program, not for every command.

@@ -9,6 +9,12 @@ from rackform.targets.runtime import ReplaceRules, TargetRuntime
 
 
 class OnPremRuntime(TargetRuntime):
+    init_notes = (
+        "The hosts must exist and take SSH from this machine as `target.ssh_user` with a key (or "
+        "agent): `up` registers them, runs the roles and then the smoke job."
+    )
+    after_up = "`rackform configure {{blueprint}} --env {{env}}` reruns the Ansible roles."
+
     def ssh_user(self, target) -> str:
         return target.ssh_user
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Cidr, Strict, Violation, closest
+from rackform.blueprint.schema.scheduler import controller_host_rules
 from rackform.catalog import Catalog
 from rackform.targets.onprem.host_spec import HostsFields, unique_hosts
 from rackform.targets.schema import Cluster, TargetSchema
@@ -114,6 +115,9 @@ class OnPremSchema(TargetSchema):
 
     def group_rules(self, purpose, groups, catalog: Catalog) -> list[Violation]:
         return group_rules(self.type, groups, catalog)
+
+    def scheduler_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        return controller_host_rules(bp)
 
     def idle_actions(self, purpose: str) -> tuple[str, ...]:
         # Owned hardware is never destroyed by a reaper: it is powered off or drained.

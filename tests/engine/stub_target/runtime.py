@@ -29,6 +29,9 @@ class StubNodes(pulumi.ComponentResource):
 
 class StubRuntime(TargetRuntime):
     type = "stub"
+    label = "the stub cloud"
+    init_notes = "The stub's machines need no credentials."
+    after_up = "`rackform configure {{blueprint}} --env {{env}}` reruns the roles on the stub."
 
     def ssh_user(self, target):
         return "stub"

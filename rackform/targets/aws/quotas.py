@@ -27,8 +27,7 @@ from pathlib import Path
 from rackform.blueprint.loader import Effective, load_all
 from rackform.blueprint.problems import BlueprintError
 from rackform.catalog.quotas import Quota, load_quotas
-from rackform.plan.compile import stack_name
-from rackform.plan.model import Plan
+from rackform.plan.model import Plan, stack_name
 from rackform.preflight.base import Finding, Rule
 
 
@@ -47,7 +46,7 @@ class AwsStack:
 
 def aws_stack(effective: Effective) -> AwsStack | None:
     target = effective.blueprint.target
-    if target.type != "aws":
+    if target.type != DefaultQuotas.target:
         return None
     return AwsStack(
         stack_name(effective), target.region, target.availability_zone, effective.blueprint.purpose
@@ -87,10 +86,9 @@ class DefaultQuotas(Rule):
     resource than AWS's default quota allows."""
 
     code = "aws-default-quota"
+    target = "aws"
 
     def check(self, plan: Plan) -> Iterable[Finding]:
-        if plan.target_type != "aws":
-            return
         own = AwsStack(plan.stack, plan.target.region, plan.target.availability_zone, plan.purpose)
         directory = plan.directory
         stacks = {s.name: s for s in repository_stacks(directory)}
