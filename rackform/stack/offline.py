@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import gc
 import heapq
 import pickle
@@ -30,6 +31,7 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 
 from rackform.plan.model import Plan, thaw
+from rackform.targets.runtime import OfflineAnswers
 
 PROJECT = "rackform"
 PROVIDER_KEY = "__provider"  # a dynamic resource's pickled provider: not an input to show
@@ -37,17 +39,6 @@ KNOWN_AFTER_UP = "(known after up)"
 # Attributes the engine would only know after creating the resource: shown as `<name>.<attr>`,
 # a reference a reader can follow, rather than an invented value.
 COMPUTED = ("arn", "name", "latestVersion")
-# ...and a type's own: what FSx for Lustre and EFS give the nodes to mount (DNS and mount names).
-COMPUTED_BY_TYPE = {
-    "aws:fsx/lustreFileSystem:LustreFileSystem": ("dnsName", "mountName"),
-    "aws:efs/fileSystem:FileSystem": ("dnsName",),
-}
-# Attributes left unknown, as in a real preview: the instances' addresses, and the name of a new
-# autoscaling group (so the lookup of its instances stays unknown too, as it would before `up`).
-UNKNOWN_OUTPUTS = {
-    "aws:ec2/instance:Instance": ("privateIp", "publicIp"),
-    "aws:autoscaling/group:Group": ("name",),
-}
 
 
 @dataclass
@@ -110,11 +101,23 @@ def _echo(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def answers() -> OfflineAnswers:
+    """What every target's provider computes, leaves unknown and answers to calls (each
+    target's runtime says, `offline_answers`)."""
+    from rackform.targets.runtimes import RUNTIMES
+
+    return OfflineAnswers.merged(r.offline_answers() for r in RUNTIMES.values())
+
+
 class RecordingMocks(Mocks):
-    """Answers for the engine: every output is the input echoed back, plus placeholders."""
+    """Answers for the engine: every output is the input echoed back, plus placeholders and
+    the targets' own answers."""
 
     def __init__(self) -> None:
         self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
+        a = answers()
+        self.computed, self.unknown, self.calls = a.computed, a.unknown, a.calls
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
         inputs = {k: v for k, v in args.inputs.items() if k != PROVIDER_KEY}
@@ -127,22 +130,17 @@ class RecordingMocks(Mocks):
         if args.typ.startswith("pulumi-python:dynamic"):
             # Outputs a dynamic provider computes (declared as None inputs): unknown until up.
             state = {k: (UNKNOWN if v is None else v) for k, v in state.items()}
-        for attr in (*COMPUTED, *COMPUTED_BY_TYPE.get(args.typ, ())):
+        for attr in (*COMPUTED, *self.computed.get(args.typ, ())):
             state.setdefault(attr, f"<{args.name}>.{attr}")
-        for attr in UNKNOWN_OUTPUTS.get(args.typ, ()):
+        for attr in self.unknown.get(args.typ, ()):
             state[attr] = UNKNOWN
         return f"<{args.name}>.id", state
 
     def call(self, args: MockCallArgs) -> tuple[dict, list | None]:
-        if args.token == "aws:ec2/getAmi:getAmi":
-            names = [f["values"][0] for f in args.args.get("filters", []) if f["name"] == "name"]
-            owners = ",".join(args.args.get("owners") or [])
-            image = f"<newest AMI named {names[0]!r} owned by {owners}>" if names else UNKNOWN
-            return {"id": image, "imageId": image}, []
-        if args.token == "aws:ec2/getInstances:getInstances":
-            # Reached only when the group's name is known, i.e. the group exists already.
-            return {"ids": [], "privateIps": [], "publicIps": []}, []
-        raise NotImplementedError(f"the offline plan has no answer for {args.token}")
+        answer = self.calls.get(args.token)
+        if answer is None:
+            raise NotImplementedError(f"the offline plan has no answer for {args.token}")
+        return answer(args.args), []
 
 
 class RecordingMonitor(MockMonitor):

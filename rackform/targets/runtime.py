@@ -8,7 +8,7 @@ them."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,6 +32,30 @@ class ReplaceRules:
     replaced_by: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     versioned: Mapping[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
     rolls: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OfflineAnswers:
+    """What the offline plan's mocks (rackform/stack/offline.py) answer for a target's provider,
+    by resource type or call token: outputs a type computes when it is created (shown as
+    `<name>.<attr>` references), outputs left unknown as in a real preview, and its data-source
+    calls (token -> the call's arguments -> its result)."""
+
+    computed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    unknown: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    calls: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+
+    @staticmethod
+    def merged(answers: Iterable[OfflineAnswers]) -> OfflineAnswers:
+        """Every target's at once (the tokens carry each provider's name)."""
+        computed: dict[str, tuple[str, ...]] = {}
+        unknown: dict[str, tuple[str, ...]] = {}
+        calls: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {}
+        for a in answers:
+            computed.update(a.computed)
+            unknown.update(a.unknown)
+            calls.update(a.calls)
+        return OfflineAnswers(computed, unknown, calls)
 
 
 class TargetRuntime:
@@ -90,6 +114,11 @@ class TargetRuntime:
         """What carries out `rackform reap`'s actions on this target: its live tags, and the
         actions themselves."""
         raise NotImplementedError
+
+    def offline_answers(self) -> OfflineAnswers:
+        """What the offline plan's mocks answer for this target's provider (none: a target
+        whose resources need no computed output or data-source call to plan)."""
+        return OfflineAnswers()
 
     def bmc(self, plan: Plan, node: str) -> Any | None:
         """The node's BMC for `rackform heal`'s power cycle (`system()`, `reset(system, kind)`,

@@ -109,6 +109,10 @@ class AddressedMocks(offline.RecordingMocks):
 
     addresses: ClassVar[dict[str, str]] = {}
 
+    def __init__(self):
+        super().__init__()
+        self.unknown = {}
+
     def new_resource(self, args):
         rid, state = super().new_resource(args)
         if args.typ == INSTANCE:
@@ -119,7 +123,6 @@ class AddressedMocks(offline.RecordingMocks):
 
 
 def test_configure_gets_the_controller_in_its_own_group_never_in_gpu_nodes(tmp_path, monkeypatch):
-    monkeypatch.setattr(offline, "UNKNOWN_OUTPUTS", {})
     monkeypatch.setattr(offline, "RecordingMocks", AddressedMocks)
     AddressedMocks.addresses = {}
     recs = records(tmp_path)

@@ -106,6 +106,11 @@ class AwsRuntime(TargetRuntime):
             ROLLS,
         )
 
+    def offline_answers(self):
+        from rackform.targets.aws.offline import ANSWERS
+
+        return ANSWERS
+
     def reaper(self) -> AwsReaper:
         return AwsReaper()
 
