@@ -21,6 +21,7 @@ from rackform.blueprint.problems import Problem, dotted
 from rackform.blueprint.schema.base import RuleViolations, closest
 from rackform.blueprint.schema.model import Blueprint
 from rackform.blueprint.yamlmap import Located, Path
+from rackform.targets.schemas import SCHEMAS
 
 
 def validation_problems(
@@ -111,7 +112,7 @@ def _explain(err: dict, path: Path, data: Any) -> tuple[str, str, bool]:
         )
         return f"unknown type {tag!r}", f"one of: {expected}".replace("'", ""), False
     if kind == "union_tag_not_found":
-        return "the target needs a `type`", "add type: aws | bare_metal | colocation", True
+        return "the target needs a `type`", "add type: " + " | ".join(SCHEMAS), True
     if kind.endswith("_type") and value is None:
         return f"{msg} (the value is empty)", "give a value or remove the key", False
     return msg, "", False
