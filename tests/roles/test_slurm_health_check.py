@@ -95,17 +95,23 @@ def test_a_node_without_the_checks_changes_nothing(slurm, tmp_path):
     assert done.returncode == 0 and state(slurm)[0] == "idle"
 
 
-@pytest.mark.parametrize(("interval", "lines"), [(300, 3), (0, 0)])
-def test_slurm_runs_it_every_interval_or_not_at_all(interval, lines):
-    conf = render(
+def slurm_conf(**variables) -> str:
+    """The role's slurm.conf for a cluster of no nodes (the health check's lines are what is
+    read)."""
+    return render(
         "slurm.conf.j2",
-        slurm_health_check_interval_s=interval,
         slurm_cluster_name="c",
         slurm_controller=NODE,
         slurm_nodes=[],
         slurm_partitions=[],
         hostvars={NODE: {"_slurm_node": {"address": "10.0.0.1", "hostname": NODE}}},
+        **variables,
     )
+
+
+@pytest.mark.parametrize(("interval", "lines"), [(300, 3), (0, 0)])
+def test_slurm_runs_it_every_interval_or_not_at_all(interval, lines):
+    conf = slurm_conf(slurm_health_check_interval_s=interval)
     found = [ln for ln in conf.splitlines() if ln.startswith("HealthCheck")]
     assert len(found) == lines, found
     if lines:
@@ -125,14 +131,7 @@ def test_a_job_whose_node_fails_the_prolog_checks_is_requeued_to_the_other(tmp_p
     starts on slurm-a-0."""
     from slurm_local import NODES, start
 
-    conf = render(
-        "slurm.conf.j2",
-        slurm_cluster_name="c",
-        slurm_controller=NODE,
-        slurm_nodes=[],
-        slurm_partitions=[],
-        hostvars={NODE: {"_slurm_node": {"address": "10.0.0.1", "hostname": NODE}}},
-    )
+    conf = slurm_conf()
     sched = [ln for ln in conf.splitlines() if ln.startswith("SchedulerParameters=")]
     assert sched == ["SchedulerParameters=nohold_on_prolog_fail"], conf
     for node, mount in ((NODES[0], str(tmp_path)), (NODES[1], "/")):
