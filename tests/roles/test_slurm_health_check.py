@@ -114,6 +114,8 @@ def test_slurm_runs_it_every_interval_or_not_at_all(interval, lines):
     conf = slurm_conf(slurm_health_check_interval_s=interval)
     found = [ln for ln in conf.splitlines() if ln.startswith("HealthCheck")]
     assert len(found) == lines, found
+    # Without the health check the prolog runs none, and a failed prolog keeps Slurm's default.
+    assert ("SchedulerParameters=nohold_on_prolog_fail" in conf) == bool(lines)
     if lines:
         assert found == [
             "HealthCheckProgram=/etc/slurm/health_check.sh",
