@@ -113,9 +113,12 @@ def test_a_rollout_requeues_the_job_loses_nothing_and_keeps_to_the_budget(slurm,
     assert sampler.most == 1, "more nodes out than the budget"
     # The job was requeued off the canary and finished, from the count its first run left.
     finished = f"JobId={job} "
+    # Its rerun waits out the requeue delay and a scheduling pass: on a loaded CI machine a
+    # minute was once not enough (a whole-suite run, 2026-11-28), so two, with why it waits.
     assert slurm.wait(lambda: any(line.startswith(finished) and "JobState=COMPLETED" in line
-                                  for line in slurm.jobcomp.read_text().splitlines()), 60), (
-        slurm.jobcomp.read_text())  # fmt: skip
+                                  for line in slurm.jobcomp.read_text().splitlines()), 120), (
+        slurm.run("squeue", "--states=all", "-o", "%i %T %r %N", check=False).stdout,
+        slurm.log(), slurm.jobcomp.read_text())  # fmt: skip
     starts = (tmp_path / "starts").read_text().split()
     assert (tmp_path / "count").read_text().strip() == "10"
     assert len(starts) >= 4 and starts[3] != "0", starts  # started again, not from the start
