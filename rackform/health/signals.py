@@ -15,7 +15,10 @@ Signals, each a few queries per cluster (never one per node):
 - storage: node_exporter's md array short of its required members (a failed or missing drive),
   or the checkpoint filesystem read-only;
 - fabric: node_exporter's InfiniBand ports not ACTIVE, or their link-downed counter rising;
-- heartbeat: the job's heartbeat stopped on this node while the job's other nodes go on.
+- heartbeat: the job's heartbeat stopped on this node while the job's other nodes go on;
+- checks: Slurm's health check on the node fails some of the quick host checks (the slurm role
+  writes them for node_exporter's textfile collector): the checkpoint mount a storage fault (a
+  RAID0 array with a member gone, which md still calls active), any other a validation fault.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ IB_ACTIVE = 4  # the port state ACTIVE (node_exporter's infiniband collector: st
 # node_exporter's stat collector (on by default) exports it on every Linux host: a node
 # without GPUs is seen by it.
 NODE_SEEN = "node_boot_time_seconds"
+# The slurm role's health check, through node_exporter's textfile collector: 1 per failed check.
+CHECK_FAILED = "rackform_node_check_failed"
+STORAGE_CHECKS = ("checkpoint_mount",)
 
 
 def _sel(key: Key, **extra: str) -> str:
@@ -156,6 +162,7 @@ def read(
     _storage(prom, sel, policy, at, checkpoint_mount, add)
     _fabric(prom, sel, w, policy, at, add)
     _heartbeat(prom, sel, w, policy, at, add)
+    _checks(prom, sel, policy, at, add)
     return list(nodes.values())
 
 
@@ -199,6 +206,17 @@ def _fabric(prom, sel, w, policy, at, add) -> None:
         add(
             _node(s), Evidence("fabric", detail, policy.actions.fabric, IB_LINK_DOWNED, s.value, at)
         )
+
+
+def _checks(prom, sel, policy, at, add) -> None:
+    """Each check Slurm's health check fails on the node now (an instant read: a check that
+    passes again drops out of the file, and its series goes stale)."""
+    for s in prom.query(f"max by ({L.NODE}, check) ({CHECK_FAILED}{sel}) == 1", at):
+        check = s.labels.get("check", "?")
+        fault = "storage" if check in STORAGE_CHECKS else "validation"
+        action = getattr(policy.actions, fault)
+        detail = f"Slurm's health check fails {check} on the node"
+        add(_node(s), Evidence(fault, detail, action, CHECK_FAILED, check, at))
 
 
 def _heartbeat(prom, sel, w, policy, at, add) -> None:

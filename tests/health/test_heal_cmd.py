@@ -341,3 +341,38 @@ def test_a_cluster_without_gpus_is_judged_on_node_exporter(tmp_path):
     )
     assert by_node(doc2)["gpu-b-02"]["verdict"] == "unknown", doc2
     assert by_node(doc2)["gpu-b-01"]["verdict"] == "healthy", doc2
+
+
+def test_the_slurm_health_checks_failures_reach_heal_through_node_exporter(tmp_path):
+    """What the slurm role's health check writes for node_exporter's textfile collector: a
+    failed checkpoint mount is a storage fault (a RAID0 array with a member gone, which md still
+    calls active), another failed check a validation fault; a check that passed again (its
+    series gone since) counts for nothing, whatever its last value."""
+    name = "dc-h"
+    failed = "rackform_node_check_failed"
+
+    def check(node: str, what: str, until: int = 0) -> Series:
+        labels = (*ids(name, f"{name}-{node}"), ("check", what))
+        return Series(failed, labels, 1.0, start_min=60, end_min=until)
+
+    series = [
+        check("02", "checkpoint_mount"),
+        check("03", "gpu_count"),
+        check("04", "nvlink", until=20),  # it passed again 20 minutes ago
+    ]
+    with prometheus(gpus(name, range(1, 6)), tmp_path / "prom", series=series) as url:
+        r, doc = heal(url, blueprint(tmp_path, name, hosts=5, budget=2))
+    assert r.returncode == 6, r.stderr
+    got = {n: (v["verdict"], v["action"]) for n, v in by_node(doc).items()}
+    assert got == {
+        "dc-h-01": ("healthy", "none"),
+        "dc-h-02": ("failed", "drain"),
+        "dc-h-03": ("failed", "drain"),
+        "dc-h-04": ("healthy", "none"),
+        "dc-h-05": ("healthy", "none"),
+    }, got
+    e2, e3 = (by_node(doc)[f"dc-h-0{i}"]["evidence"][0] for i in (2, 3))
+    assert (e2["fault"], e2["detail"]) == (
+        "storage", "Slurm's health check fails checkpoint_mount on the node",
+    )  # fmt: skip
+    assert (e3["fault"], e3["value"]) == ("validation", "gpu_count")

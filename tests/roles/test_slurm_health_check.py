@@ -9,6 +9,7 @@ driver here; the checkpoint mount is what fails or passes (a plain directory, or
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,7 @@ def render(name: str, **variables) -> str:
 
 def health(slurm, tmp_path: Path, mount: str, **variables) -> subprocess.CompletedProcess:
     script = tmp_path / "health_check.sh"
+    (tmp_path / "textfile").mkdir(exist_ok=True)
     script.write_text(
         render(
             "health_check.sh.j2",
@@ -46,6 +48,7 @@ def health(slurm, tmp_path: Path, mount: str, **variables) -> subprocess.Complet
             slurm_health_check_validators=str(ROOT),
             slurm_checkpoint_dir=mount,
             _slurm_health_report=str(tmp_path / "health.json"),
+            slurm_health_check_textfile=str(tmp_path / "textfile" / "rackform-health.prom"),
             **variables,
         )
     )
@@ -62,15 +65,25 @@ def state(slurm) -> tuple[str, str]:
     return s.rstrip("*"), reason
 
 
+def exported(tmp_path: Path) -> list[str]:
+    """The failed checks the script left for node_exporter's textfile collector."""
+    text = (tmp_path / "textfile" / "rackform-health.prom").read_text()
+    assert re.search(r"^rackform_node_checks_timestamp_seconds \d+$", text, re.M), text
+    return re.findall(r'^rackform_node_check_failed\{check="([^"]+)"\} 1$', text, re.M)
+
+
 def test_a_node_that_fails_drains_and_returns_once_it_passes(slurm, tmp_path):
     done = health(slurm, tmp_path, str(tmp_path))  # a plain directory: no mount there
     assert done.returncode == 0, done.stderr
     s, reason = state(slurm)
     assert s.startswith("drain"), (s, reason)
     assert reason.startswith("rackform health: checkpoint_mount (") and str(tmp_path) in reason
-    # The array is back (here: a mount point): the node it drained returns.
+    # What heal reads through node_exporter: the failed check.
+    assert exported(tmp_path) == ["checkpoint_mount"]
+    # The array is back (here: a mount point): the node it drained returns, nothing failed.
     assert health(slurm, tmp_path, "/").returncode == 0
     assert state(slurm) == ("idle", "none")
+    assert exported(tmp_path) == []
 
 
 def test_a_node_a_person_drained_is_left_as_it_is(slurm, tmp_path):
@@ -148,6 +161,7 @@ def test_a_job_whose_node_fails_the_prolog_checks_is_requeued_to_the_other(tmp_p
                 slurm_health_check_validators=str(ROOT),
                 slurm_checkpoint_dir=mount,
                 _slurm_health_report=str(d / "health.json"),
+                slurm_health_check_textfile=str(d / "health.prom"),
                 **common,
             )
         )

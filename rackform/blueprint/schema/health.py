@@ -74,7 +74,9 @@ class FaultActions(Strict):
     ] = "monitor"
     validation: Annotated[
         HealAction,
-        Field(description="The node's last validation report failed."),
+        Field(
+            description="The node's last validation report failed, or Slurm's health check fails one of the quick host checks on it (the checkpoint mount counts as storage)."
+        ),
     ] = "drain"
 
 
