@@ -11,19 +11,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rackform.engine import Prepared
-from rackform.health.apply import Outcome, apply_cluster, resume, unfinished
+from rackform.health.apply import Outcome, apply_cluster, replace_unscheduled, resume, unfinished
 from rackform.health.remedy import Remedy
 from rackform.health.reported import Reported, revalidated
 from rackform.health.run import ClusterHealth, judge
-from rackform.plan.inventory import inventory_hosts
+from rackform.plan.inventory import inventory_hosts, with_nodes
 from rackform.plan.model import Plan, thaw
 from rackform.reap.prometheus import Prometheus
+from rackform.reap.target import ActionError
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import applied_extras
 from rackform.rollout.record import Held, RecordError, Store, state_dir
 from rackform.rollout.slurm import SlurmSteps
-from rackform.scheduler import lease
-from rackform.scheduler.remote import RemoteError, controller, host, ssh_to
+from rackform.scheduler import lease, reach
+from rackform.scheduler.remote import RemoteError
 from rackform.targets.runtimes import runtime
 
 
@@ -36,26 +37,52 @@ class Access:
 
 
 def _remedy(
-    plan: Plan, access: Access, out, applied: dict | None
+    plan: Plan, inv: dict, access: Access, out, applied: dict | None
 ) -> Callable[[dict[str, str]], Remedy]:
-    """`applied`: the record of the last configuration that finished (its extra variables are
-    the re-validation's too)."""
+    """`inv`: the cluster's inventory (the plan's, or with the nodes its stack runs now);
+    `applied`: the record of the last configuration that finished (its extra variables are the
+    re-validation's too)."""
     target = runtime(plan.target_type)
 
     def runner(node: str):
-        h = host(plan, node)
-        if h is None:
-            raise RemoteError(f"{node} is not a listed host")
-        return ssh_to(plan, h, access.private_key, access.known_hosts)
+        return reach.node(plan, node, access.private_key, access.known_hosts)
 
     def bmc(node: str):
         return target.bmc(plan, node)
 
     nodes = AnsibleNodes(
-        thaw(plan.inventory), thaw(plan.group_vars), access.private_key, access.known_hosts,
+        inv, thaw(plan.group_vars), access.private_key, access.known_hosts,
         access.report_dir, out, applied_extras(plan, applied),
     )  # fmt: skip
     return lambda actions: Remedy(actions, runner, bmc, nodes.validate)
+
+
+def cluster_inventory(plan: Plan) -> dict:
+    """The plan's inventory, with the nodes running now where the stack creates them (AWS: its
+    instances by the cluster's tags; RemoteError where they cannot be read)."""
+    try:
+        live = runtime(plan.target_type).nodes(plan)
+    except ActionError as exc:
+        raise RemoteError(f"cannot read the cluster's nodes: {exc}") from None
+    return thaw(plan.inventory) if live is None else with_nodes(plan, live)
+
+
+def _unscheduled(plan: Plan, store: Store, judged, target) -> tuple[ClusterHealth, list, str]:
+    """No scheduler to drain through: only `replace` acts (a serving group's node, whose group
+    launches the successor); any other action is left, and said why."""
+    why = "heal drains nodes through Slurm and the blueprint declares no scheduler"
+    try:
+        with store.lock():
+            ch = judged()
+            if ch.error or (ch.breaker and ch.breaker.tripped):
+                return ch, [], ""
+            done = replace_unscheduled(
+                ch.nodes, plan.lifecycle.health, store, lambda n: target.replace(plan, n)
+            )
+    except Held as exc:
+        return judged(), [], str(exc)
+    left = [n.node for n in ch.nodes if n.acts and n.action != "replace"]
+    return ch, done, (f"{why} (not acted on: {', '.join(left)})" if left else "")
 
 
 def heal_cluster(
@@ -71,15 +98,17 @@ def heal_cluster(
 
     if plan.lifecycle.health is None or plan.lifecycle.health.notify_only:
         return judged(), [], ""
+    target = runtime(plan.target_type)
     if plan.scheduler is None:
-        why = "heal drains nodes through Slurm and the blueprint declares no scheduler"
-        return judged(), [], why
-    hosts = inventory_hosts(plan.inventory)
-    budget = plan.lifecycle.budget(len(hosts))
+        return _unscheduled(plan, store, judged, target)
     try:
-        slurm = SlurmSteps(controller(plan, access.private_key, access.known_hosts), hosts)
+        inv = cluster_inventory(plan)
+        hosts = inventory_hosts(inv)
+        budget = plan.lifecycle.budget(len(hosts))
+        ctl = reach.controller(plan, access.private_key, access.known_hosts)
+        slurm = SlurmSteps(ctl, hosts)
         with store.lock(), slurm.lock(plan.stack, "heal"):
-            remedy = _remedy(plan, access, out, store.applied())
+            remedy = _remedy(plan, inv, access, out, store.applied())
             rec = store.read()
             if unfinished(rec):
                 resume(store, rec, plan.lifecycle.health, budget, slurm, remedy, out)
@@ -88,7 +117,7 @@ def heal_cluster(
                 return ch, [], ""
             done = apply_cluster(
                 plan.stack, plan.digest, ch.nodes, plan.lifecycle.health, ch.budget, store,
-                slurm, remedy, out,
+                slurm, remedy, out, replace=lambda node: target.replace(plan, node),
             )  # fmt: skip
             return ch, done, ""
     except (Held, lease.Held) as exc:

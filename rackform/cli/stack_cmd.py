@@ -19,7 +19,9 @@ from rackform.plan.compile import REVALIDATE
 from rackform.plan.model import Plan
 
 
-def _operate(plan: Plan, operation: str, config: dict[str, str] | None = None) -> None:
+def _operate(
+    plan: Plan, operation: str, config: dict[str, str] | None = None, refresh: bool = False
+) -> None:
     need("pulumi", operation)
     # Imported here: the Automation API is only needed by these three commands.
     from rackform.stack.workspace import WorkspaceError, open_stack, run
@@ -33,6 +35,7 @@ def _operate(plan: Plan, operation: str, config: dict[str, str] | None = None) -
         operation,
         on_output=lambda line: print(line, flush=True),
         on_error=lambda line: print(line, file=sys.stderr, flush=True),
+        refresh=refresh,
     )
     if code:
         raise typer.Exit(code)
@@ -54,6 +57,14 @@ def up(
             "--revalidate",
             help="Run the validation (smoke job and host checks) again even though nothing on "
             "the nodes changed.",
+        ),
+    ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            help="Read every resource's live state first (pulumi up --refresh): an instance "
+            "terminated outside the stack (heal's replace) is launched again.",
         ),
     ] = False,
 ) -> None:
@@ -80,7 +91,7 @@ def up(
     except PromotionRequired as exc:
         raise user_error(f"{exc}; nothing was created") from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    _operate(plan, "up", {REVALIDATE: stamp} if revalidate else None)
+    _operate(plan, "up", {REVALIDATE: stamp} if revalidate else None, refresh)
 
 
 @app.command()

@@ -40,7 +40,8 @@ def status(
     from rackform.rollout.record import state_dir as directory
     from rackform.rollout.status import node_status, progress
     from rackform.scheduler.drain import node_reasons
-    from rackform.scheduler.remote import RemoteError, controller
+    from rackform.scheduler.reach import controller
+    from rackform.scheduler.remote import RemoteError
 
     plan = prepared(file, env).plan
     if plan.scheduler is None:

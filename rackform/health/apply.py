@@ -21,8 +21,9 @@ from rackform.blueprint.schema.health import HealthPolicy
 from rackform.blueprint.schema.rollout import RolloutPolicy
 from rackform.health.verdict import NodeHealth
 from rackform.reap.audit_view import Fold, view
+from rackform.reap.target import ActionError
 from rackform.rollout.record import DONE, FAILED, Record, Store
-from rackform.rollout.roll import Nodes, Roll, Scheduler, new_record
+from rackform.rollout.roll import REQUEUE_WAIT_S, Nodes, Roll, Scheduler, empty, new_record
 
 GIVE_UP_AFTER = 2  # failed remediations of one node in the window: then a person's
 
@@ -69,11 +70,59 @@ def failures(store: Store, since: float) -> Counter[str]:
 class Outcome:
     node: str
     action: str
-    status: str  # done | failed | drained (a person's) | waits
+    status: str  # done | failed | drained (a person's) | replaced | waits
     why: str = ""
 
     def as_json(self) -> dict:
         return {"node": self.node, "action": self.action, "status": self.status, "why": self.why}
+
+
+def _out(slurm: Scheduler, node: str, reason: str) -> str:
+    """Drain `node` with `reason` and requeue its jobs; why the drain failed, or ""."""
+    bad = [o for o in slurm.drain([node], reason[:200]) if not o.ok]
+    slurm.requeue([node])
+    return bad[0].detail if bad else ""
+
+
+def _replace(
+    n: NodeHealth, slurm: Scheduler | None, policy: HealthPolicy, store: Store, replace
+) -> Outcome:
+    """Drained, its jobs requeued (or waited for) as the policy says, so they resume from their
+    checkpoints elsewhere, and only then, with no job left on it, given up for a new machine.
+    It stays drained under its name: its successor comes back through `up` (or its group)
+    configured and validated, and a person returns it to service. Without a scheduler (a
+    serving group) there is nothing to drain: the node is given up at once."""
+    why = "; ".join(e.detail for e in n.evidence) or n.action
+    if slurm is not None:
+        reason = f"rackform heal: replaced ({why})"[:200]
+        bad = [o for o in slurm.drain([n.node], reason) if not o.ok]
+        if bad:
+            return Outcome(n.node, n.action, "failed", f"draining: {bad[0].detail}")
+        left = empty(slurm, [n.node], _policy(policy), REQUEUE_WAIT_S)
+        if left:
+            return Outcome(
+                n.node, n.action, "failed", "drained; jobs still running: " + "; ".join(left)
+            )
+    try:
+        if replace is None:
+            raise ActionError("this target does not replace nodes")
+        done = replace(n.node)
+    except ActionError as exc:
+        store.audit("replace", kind="heal", node=n.node, ok=False, why=str(exc))
+        return Outcome(n.node, n.action, "failed", f"drained; not replaced: {exc}")
+    store.audit("replace", kind="heal", node=n.node, ok=True, why=done)
+    return Outcome(n.node, n.action, "replaced", done)
+
+
+def replace_unscheduled(
+    nodes: list[NodeHealth], policy: HealthPolicy, store: Store, replace: Callable[[str], str]
+) -> list[Outcome]:
+    """A cluster without a scheduler (an AWS serving group): the nodes judged to act whose
+    action is `replace`, given up within the budget the verdict kept to; the others need a
+    drain heal can only ask of Slurm, and are left."""
+    return [
+        _replace(n, None, policy, store, replace) for n in nodes if n.acts and n.action == "replace"
+    ]
 
 
 def unfinished(rec: Record | None) -> bool:
@@ -91,9 +140,11 @@ def apply_cluster(
     remedy: Callable[[dict[str, str]], Nodes],
     out: Callable[[str], None] = print,
     now: float | None = None,
+    replace: Callable[[str], str] | None = None,
 ) -> list[Outcome]:
     """Act on the nodes judged to act (`NodeHealth.acts`); each one's outcome. The caller holds
-    the stack's lock."""
+    the stack's lock. `replace(node)`: the target's (rackform/targets/runtime.py), for nodes
+    whose action is `replace`."""
     now = time.time() if now is None else now
     since = now - policy.retry_window_hours * 3600
     outcomes: list[Outcome] = []
@@ -108,13 +159,13 @@ def apply_cluster(
                 f"{n.action} failed {GIVE_UP_AFTER} times in {policy.retry_window_hours} h:"
                 f" replace or repair the node ({why})"
             )
-        bad = [o for o in slurm.drain([n.node], f"rackform heal: {why}"[:200]) if not o.ok]
-        slurm.requeue([n.node])
+        bad = _out(slurm, n.node, f"rackform heal: {why}")
         store.audit("ticket", kind="heal", node=n.node, action=n.action, why=why)
-        outcomes.append(
-            Outcome(n.node, n.action, "failed" if bad else "drained", bad[0].detail if bad else why)
-        )
-    remediate = [n for n in acting if n not in ticket]
+        outcomes.append(Outcome(n.node, n.action, "failed" if bad else "drained", bad or why))
+    swap = [n for n in acting if n not in ticket and n.action == "replace"]
+    for n in swap:
+        outcomes.append(_replace(n, slurm, policy, store, replace))
+    remediate = [n for n in acting if n not in ticket and n not in swap]
     if not remediate:
         return outcomes
     actions = {n.node: n.action for n in remediate}

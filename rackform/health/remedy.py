@@ -8,7 +8,8 @@ rolling change uses (rackform/rollout/roll.py `Nodes`), with the node's re-valid
   (/proc/sys/kernel/random/boot_id), within `back_s`.
 - power-cycle: Redfish ComputerSystem.Reset ForceRestart through the host's BMC, then the BMC
   reporting On and the node's SSH answering with a new boot id, within `back_s`.
-- replace (AWS): not built yet; the node stays drained, named.
+- replace (AWS) is not a remediation here: the node is given up, not re-validated
+  (rackform/health/apply.py, through the target's `replace`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Remedy:
                 return self._power_cycle(node)
         except (RemoteError, ActionError) as exc:
             return Result(False, f"{node}: {action}: {exc}")
-        return Result(False, f"{node}: {action} is not built yet; the node stays drained")
+        return Result(False, f"{node}: {action} is no remediation heal carries out here")
 
     def _reset(self, node: str) -> Result:
         run = self.runner(node)

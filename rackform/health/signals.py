@@ -47,6 +47,9 @@ MD_REQUIRED, MD_DISKS, FS_READONLY = (
     "node_md_disks",
     "node_filesystem_readonly",
 )
+# 1 where node_exporter's statfs of the mount point failed (an I/O error under it, a dead
+# array or a hung network mount): node_exporter's filesystem collector.
+FS_DEVICE_ERROR = "node_filesystem_device_error"
 IB_STATE, IB_LINK_DOWNED = "node_infiniband_state_id", "node_infiniband_link_downed_total"
 IB_ACTIVE = 4  # the port state ACTIVE (node_exporter's infiniband collector: state_id)
 # node_exporter's stat collector (on by default) exports it on every Linux host: a node
@@ -192,6 +195,15 @@ def _storage(prom, sel, policy, at, mount, add) -> None:
         for s in prom.query(ro, at):
             detail = f"the checkpoint filesystem {mount} is read-only"
             add(_node(s), Evidence("storage", detail, policy.actions.storage, FS_READONLY, 1, at))
+        bad = f"max by ({L.NODE}) ({FS_DEVICE_ERROR}{{{inner},mountpoint={L.quote(mount)}}}) == 1"
+        for s in prom.query(bad, at):
+            detail = (
+                f"the checkpoint filesystem {mount} cannot be read (node_exporter's statfs fails)"
+            )
+            add(
+                _node(s),
+                Evidence("storage", detail, policy.actions.storage, FS_DEVICE_ERROR, 1, at),
+            )
 
 
 def _fabric(prom, sel, w, policy, at, add) -> None:

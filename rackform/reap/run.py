@@ -29,7 +29,8 @@ from rackform.reap.snooze import iso
 from rackform.reap.target import Outcome, Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, gpus_by_node, protected
 from rackform.scheduler import lease, queue
-from rackform.scheduler.remote import RemoteError, controller
+from rackform.scheduler.reach import controller
+from rackform.scheduler.remote import RemoteError
 from rackform.targets.runtimes import reaper
 
 # A warning older than this (the reaper stopped running for a while) is stale: warn again rather
@@ -84,10 +85,10 @@ def _with_idle(plan: Plan, idle: IdlePolicy) -> Plan:
 
 
 def shared_lock(plan: Plan) -> AbstractContextManager[None]:
-    """A cluster whose Slurm controller is one of its hosts: the stack's lock there, which
-    heal and rolling changes take too (a cluster being changed or healed from another host is
-    held as locked, never reaped under them). Other clusters: their local lock alone."""
-    if plan.scheduler is None or not plan.scheduler.controller_is_node:
+    """A cluster with Slurm: the stack's lock on its controller, which heal and rolling changes
+    take too (a cluster being changed or healed from another host is held as locked, never
+    reaped under them). Other clusters: their local lock alone."""
+    if plan.scheduler is None:
         return nullcontext()
     return lease.controller_lock(controller(plan), plan.stack, "reap")
 

@@ -182,16 +182,23 @@ class Roll:
         return True
 
     def _empty(self, b: Batch) -> list[str]:
-        """Requeue (or wait for, then requeue) the batch's jobs; what is still there."""
-        if self.policy.jobs == "wait":
-            left = self.slurm.wait_idle(b.nodes, self.policy.wait_minutes * 60)
-            if not left:
-                return []
-        not_requeued = _failed(self.slurm.requeue(b.nodes))
-        left = self.slurm.wait_idle(b.nodes, self.requeue_wait_s)
-        if left and not_requeued:
-            left.append(f"not requeued: {not_requeued}")
-        return left
+        return empty(self.slurm, b.nodes, self.policy, self.requeue_wait_s)
+
+
+def empty(
+    slurm: Scheduler, nodes: Sequence[str], policy: RolloutPolicy, requeue_wait_s: float
+) -> list[str]:
+    """Requeue (or, as the policy says, wait for, then requeue) the jobs on drained `nodes`;
+    what is still there."""
+    if policy.jobs == "wait":
+        left = slurm.wait_idle(nodes, policy.wait_minutes * 60)
+        if not left:
+            return []
+    not_requeued = _failed(slurm.requeue(nodes))
+    left = slurm.wait_idle(nodes, requeue_wait_s)
+    if left and not_requeued:
+        left.append(f"not requeued: {not_requeued}")
+    return left
 
 
 def rollback(roll: Roll) -> Record:

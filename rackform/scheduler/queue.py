@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from rackform.plan.model import Plan
 from rackform.scheduler.hostlist import HostlistError, expand
-from rackform.scheduler.remote import RemoteError, Runner, controller
+from rackform.scheduler.reach import controller
+from rackform.scheduler.remote import RemoteError, Runner
 
 # Slurm's end states (job_state_codes.html: the base states a job ends in) and REVOKED (a
 # federated sibling that runs on another cluster instead): the job no longer holds or waits

@@ -90,6 +90,9 @@ class Ssh:
     port: int = 22
     identity: str | None = None
     known_hosts: str | None = None
+    # A command whose stdin and stdout are the connection (ssh_config(5) ProxyCommand), for a
+    # host reached through a tunnel (an EC2 Instance Connect Endpoint): rackform/targets/aws.
+    proxy: str | None = None
 
     @property
     def where(self) -> str:
@@ -108,6 +111,7 @@ class Ssh:
             *(["-i", self.identity, "-o", "IdentitiesOnly=yes"] if self.identity else []),
             # Quoted: ssh reads this option's value as a list of files split on spaces.
             *(["-o", f'UserKnownHostsFile="{self.known_hosts}"'] if self.known_hosts else []),
+            *(["-o", f"ProxyCommand={self.proxy}"] if self.proxy else []),
             f"{self.user}@{self.address}",
             *command[:1], *(shlex.quote(a) for a in [*command[1:], *args]),
         ]  # fmt: skip
@@ -165,19 +169,11 @@ def ssh_to(plan: Plan, h: HostPlan, identity=None, known_hosts=None) -> Ssh:
 
 
 def controller(plan: Plan, identity=None, known_hosts=None) -> Runner:
-    """The scheduler's controller host, over SSH as the plan's user (with the key and
-    known_hosts file given, if any)."""
+    """The scheduler's controller among the listed hosts, over SSH as the plan's user (with the
+    key and known_hosts file given, if any). A target whose stack creates the controller
+    reaches it its own way: rackform/scheduler/reach.py asks the target."""
     if plan.scheduler is None:
         raise RemoteError(f"cluster {plan.name} declares no scheduler")
-    if not plan.scheduler.controller_is_node:
-        # Its address is in the stack's outputs, reached through the stack's Instance Connect
-        # Endpoint; commands that read the queue do not open that tunnel yet, and an unread
-        # queue is never read as empty (reap holds the cluster as unknown).
-        raise RemoteError(
-            f"Slurm's controller {plan.scheduler.controller} is an instance the stack created, "
-            "which this command does not reach yet; use Slurm there through the stack's EC2 "
-            "Instance Connect Endpoint"
-        )
     h = host(plan, plan.scheduler.controller)
     if h is None:
         raise RemoteError(

@@ -47,6 +47,12 @@ def build(plan: Plan, **providers) -> Cluster:
     pulumi.export("nodes", cluster.target.nodes)
     if cluster.slurm_controller is not None:
         pulumi.export("slurm_controller", cluster.slurm_controller)
+    access = getattr(cluster.target, "access", None)
+    if access is not None:
+        # The key and known_hosts the stack's nodes are reached with (AWS: keys the stack made),
+        # for the commands after `up` (--private-key, --known-hosts): `pulumi stack output
+        # ssh_access --show-secrets`. A secret: encrypted in the state, never printed.
+        pulumi.export("ssh_access", pulumi.Output.secret(access))
     pulumi.export("configured", cluster.configure.content_hash)
     pulumi.export("validation", cluster.validate.report)
     pulumi.export("validation_passed", cluster.validate.passed)

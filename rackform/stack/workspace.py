@@ -118,13 +118,16 @@ def run(
     operation: str,
     on_output: Callable[[str], object],
     on_error: Callable[[str], object],
+    refresh: bool = False,
 ) -> int:
-    """Run preview, up or destroy, streaming Pulumi's output; return Pulumi's exit status."""
+    """Run preview, up or destroy, streaming Pulumi's output; return Pulumi's exit status.
+    `refresh`: read the resources' live state first (`--refresh`; up and preview only)."""
     if operation not in OPERATIONS:
         raise ValueError(f"unknown operation {operation!r}")
     act = getattr(stack, operation)
+    extra = {"refresh": True} if refresh else {}
     try:
-        act(on_output=on_output, on_error=on_error)
+        act(on_output=on_output, on_error=on_error, **extra)
     except auto.CommandError as exc:
         return exit_code(exc)
     return 0

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rackform.plan.model import Basis, Plan
-from rackform.reap.target import Reaper
+from rackform.reap.target import ActionError, Reaper
+from rackform.scheduler.remote import RemoteError, Runner, host, ssh_to
 
 if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every command
     import pulumi
@@ -105,6 +106,28 @@ class TargetRuntime:
         the stack creates Slurm's controller (AWS), `slurm_controller` ([name, address, port,
         instance id]; not a node, so not in `nodes`)."""
         raise NotImplementedError
+
+    def reach(self, plan: Plan, name: str, identity=None, known_hosts=None) -> Runner:
+        """A host of the cluster by name (a node, or Slurm's controller) for commands after
+        `up` (reap, heal, rolling changes, jobs, status): a listed host, over SSH as the plan's
+        user, with the key and known_hosts file given (None: ssh's own). RemoteError when the
+        cluster has no such host."""
+        h = host(plan, name)
+        if h is None:
+            raise RemoteError(f"{name!r} is not a listed host of cluster {plan.name}")
+        return ssh_to(plan, h, identity, known_hosts)
+
+    def nodes(self, plan: Plan) -> Mapping[str, list[list]] | None:
+        """Where the stack creates the nodes: the running ones now, node group -> [[name,
+        address, port, instance id]] (the stack's `nodes` output, read from the target's API);
+        None where the blueprint lists them (the plan's inventory holds them)."""
+        return None
+
+    def replace(self, plan: Plan, node: str) -> str:
+        """Give a node up for a new one (heal's `replace`): its machine released, the successor
+        the stack or its group launches; what was done, one line. ActionError where it failed;
+        a target that launches no nodes refuses it (the schema refuses the action first)."""
+        raise ActionError(f"{self.label} does not replace nodes")
 
     def replace_rules(self) -> ReplaceRules:
         """Which input changes replace which of the target's resources (none by default)."""

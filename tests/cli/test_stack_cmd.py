@@ -189,3 +189,15 @@ def test_destroy_of_a_blocked_blueprint_still_tears_down(fake, write):
     r = fake("destroy", path, "--yes")
     assert r.returncode == 0, r.stderr
     assert sum("destroy" in c["argv"] for c in fake.calls()) == 1
+
+
+def test_refresh_reads_live_state_only_when_asked(fake):
+    # heal's replace terminates a training node outside the stack: `up --refresh` is what
+    # launches it again (a plain up would trust the state that still holds it).
+    def up_argv(*flags):
+        r = fake("up", "blueprints/aws-training.yaml", "--env", "dev", *flags)
+        assert r.returncode == 0, r.stderr
+        return next(c["argv"] for c in reversed(fake.calls()) if "up" in c["argv"])
+
+    assert "--refresh" not in up_argv()
+    assert "--refresh" in up_argv("--refresh")

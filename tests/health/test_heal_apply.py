@@ -22,6 +22,7 @@ from rackform.blueprint.schema.health import HealthPolicy
 from rackform.health.apply import apply_cluster
 from rackform.health.remedy import Remedy
 from rackform.health.verdict import Evidence, NodeHealth, judge_cluster
+from rackform.reap.target import ActionError
 from rackform.rollout.record import Store
 from rackform.rollout.roll import Result
 from rackform.rollout.slurm import SlurmSteps
@@ -66,7 +67,8 @@ def node_bin(tmp_path):
     return bin_dir
 
 
-def run(slurm, tmp_path, nodes, node_bin, validator, budget=1, bmc=None, env=None, boot=None):
+def run(slurm, tmp_path, nodes, node_bin, validator, budget=1, bmc=None, env=None, boot=None,
+        replace=None):  # fmt: skip
     store = Store(tmp_path / "state", STACK, kind="heal")
     policy = HealthPolicy(validate_minutes=1)
     judge_cluster(nodes, policy, budget=budget)
@@ -80,7 +82,7 @@ def run(slurm, tmp_path, nodes, node_bin, validator, budget=1, bmc=None, env=Non
     steps = SlurmSteps(slurm.runner, NODES, poll_s=0.2)
     with store.lock():
         return store, apply_cluster(STACK, "sha256:" + "12" * 32, nodes, policy, budget, store,
-                                    steps, remedy, out=lambda _: None)  # fmt: skip
+                                    steps, remedy, out=lambda _: None, replace=replace)  # fmt: skip
 
 
 def reason(slurm, n: str) -> str:
@@ -138,6 +140,51 @@ def test_a_failed_revalidation_stays_drained_and_twice_is_left_for_a_person(
     ]
     assert validator.calls == [(NODES[0],)] * 2  # not a third time
     assert slurm.node_states()[NODES[0]] == "drained"
+
+
+class Replacer:
+    """The target's replace (AWS: tests/targets/test_aws_instances.py runs the real one against
+    moto's server): records the nodes, fails where told."""
+
+    def __init__(self, fails: str = "", state=lambda node: ""):
+        self.fails, self.calls, self.state = fails, [], state
+
+    def __call__(self, node):
+        self.calls.append((node, self.state(node)))
+        if self.fails:
+            raise ActionError(self.fails)
+        return f"i-0abc terminated, its capacity released; `rackform up --refresh` ... {node}"
+
+
+def test_a_replace_drains_requeues_then_gives_the_node_up(slurm, tmp_path, node_bin):
+    job = slurm.sbatch("--requeue", "-N1", "-w", NODES[1], "--wrap", "sleep 120")
+    slurm.wait_state(job, "RUNNING")
+    replacer, validator = Replacer(state=lambda n: slurm.node_states()[n]), Validator()
+    store, done = run(slurm, tmp_path, [healthy(NODES[0]), node(NODES[1], "replace")], node_bin,
+                      validator, replace=replacer)  # fmt: skip
+    (o,) = done
+    assert (o.node, o.status) == (NODES[1], "replaced") and o.why.startswith("i-0abc terminated")
+    assert replacer.calls == [(NODES[1], "drained")]  # no job left on it when it went
+    assert slurm.node_states() == {NODES[0]: "idle", NODES[1]: "drained"}
+    assert reason(slurm, NODES[1]).startswith("rackform heal: replaced (xid seen on slurm-a-1")
+    assert slurm.state(job) == "PENDING"  # requeued, and off the node before its machine went
+    assert validator.calls == []  # the successor validates under `up`, not here
+    (entry,) = [e for e in store.log.entries() if e["event"] == "replace"]
+    assert (entry["node"], entry["ok"]) == (NODES[1], True)
+    slurm.run("scancel", job)
+
+
+@pytest.mark.parametrize("replacer", [Replacer("no running instance 'x'"), None])
+def test_a_replace_that_fails_or_that_the_target_cannot_do_leaves_it_drained(
+    slurm, tmp_path, node_bin, replacer
+):
+    store, done = run(slurm, tmp_path, [node(NODES[0], "replace")], node_bin, Validator(),
+                      replace=replacer)  # fmt: skip
+    (o,) = done
+    assert o.status == "failed" and o.why.startswith("drained; not replaced: ")
+    assert slurm.node_states()[NODES[0]] == "drained"
+    (entry,) = [e for e in store.log.entries() if e["event"] == "replace"]
+    assert entry["ok"] is False
 
 
 def test_a_reset_the_gpu_refuses_leaves_the_node_drained(slurm, tmp_path, node_bin):

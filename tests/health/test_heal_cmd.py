@@ -290,7 +290,7 @@ def test_a_cluster_without_gpus_is_judged_on_node_exporter(tmp_path):
     a GPU node with node_exporter alone is still unknown: its GPUs are what it is for."""
     name = "cpu-farm"
     bp = tmp_path / f"{name}.yaml"
-    hosts = "\n".join(f"      - {{name: {name}-{i}, address: 10.7.0.{i}}}" for i in range(1, 5))
+    hosts = "\n".join(f"      - {{name: {name}-{i}, address: 10.7.0.{i}}}" for i in range(1, 6))
     bp.write_text(
         textwrap.dedent(f"""\
         name: {name}
@@ -314,11 +314,19 @@ def test_a_cluster_without_gpus_is_judged_on_node_exporter(tmp_path):
         # cpu-farm-4's exporter stopped 20 minutes ago: unknown.
         Series("node_boot_time_seconds", ids(name, f"{name}-{i}"), 1.7e9,
                start_min=180, end_min=20 if i == 4 else 0)
-        for i in range(1, 5)
+        for i in range(1, 6)
     ]  # fmt: skip
     ro = [
-        Series("node_filesystem_readonly", (*ids(name, f"{name}-{i}"), ("mountpoint", mount)), v)
-        for i, mount, v in ((1, "/mnt/ckpt-a", 0.0), (2, "/mnt/ckpt-a", 1.0), (3, "/boot", 1.0))
+        Series(f"node_filesystem_{what}", (*ids(name, f"{name}-{i}"), ("mountpoint", mount)), v)
+        for what, i, mount, v in (
+            ("readonly", 1, "/mnt/ckpt-a", 0.0),
+            ("readonly", 2, "/mnt/ckpt-a", 1.0),
+            ("readonly", 3, "/boot", 1.0),
+            ("device_error", 1, "/boot", 1.0),
+            # cpu-farm-5's array cannot be read at all (statfs fails: node_exporter says
+            # neither read-only nor writable); a gap in the series as it comes and goes.
+            ("device_error", 5, "/mnt/ckpt-a", lambda m, t: None if 3 <= m <= 4 else 1.0),
+        )
     ]
     # A GPU cluster whose node has node_exporter but no GPU series.
     gpu_bp = blueprint(tmp_path, "gpu-b", hosts=2)
@@ -335,9 +343,13 @@ def test_a_cluster_without_gpus_is_judged_on_node_exporter(tmp_path):
         f"{name}-2": ("failed", "reboot"),
         f"{name}-3": ("healthy", "none"),  # read-only, but not the checkpoint filesystem
         f"{name}-4": ("unknown", "none"),
+        f"{name}-5": ("failed", "reboot"),
     }, got
     assert by_node(doc)[f"{name}-2"]["evidence"][0]["detail"] == (
         "the checkpoint filesystem /mnt/ckpt-a is read-only"
+    )
+    assert by_node(doc)[f"{name}-5"]["evidence"][0]["detail"] == (
+        "the checkpoint filesystem /mnt/ckpt-a cannot be read (node_exporter's statfs fails)"
     )
     assert by_node(doc2)["gpu-b-02"]["verdict"] == "unknown", doc2
     assert by_node(doc2)["gpu-b-01"]["verdict"] == "healthy", doc2

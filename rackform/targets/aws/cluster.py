@@ -17,8 +17,9 @@ from rackform.targets.aws.access import NodeKeys, access
 from rackform.targets.aws.bootstrap import ArtifactBucket, group_artifact, node_policy
 from rackform.targets.aws.controller import SlurmController
 from rackform.targets.aws.image_pin import ImagePin
+from rackform.targets.aws.names import asg_name
 from rackform.targets.aws.network import AwsNetwork
-from rackform.targets.aws.nodes import AwsNodeGroup, asg_name
+from rackform.targets.aws.nodes import AwsNodeGroup
 from rackform.targets.aws.shared import AwsSharedStorage
 from rackform.targets.aws.tags import aws_tags
 from rackform.targets.aws.tier import on_aws, tier_policy

@@ -25,11 +25,11 @@ import pulumi_aws as aws
 from rackform.plan.model import Plan
 from rackform.plan.slurm import CONTROLLER_TAG, ControllerInstance
 from rackform.targets.aws.image_pin import ImagePin
-from rackform.targets.aws.images import IMAGES
+from rackform.targets.aws.images import CONTROLLER_IMAGE
 from rackform.targets.aws.nodes import SSH_PORT
 from rackform.targets.aws.tags import aws_tags
 
-IMAGE = IMAGES["ubuntu-24.04"]
+IMAGE = CONTROLLER_IMAGE
 # Canonical's Ubuntu images come with an 8 GiB root ("Find Ubuntu images on AWS"); slurmctld's
 # state (StateSaveLocation) and logs live on it, so it gets more.
 ROOT_GB = 30

@@ -9,6 +9,8 @@ can never share a name with a node, whatever the node groups are called."""
 
 from __future__ import annotations
 
+from typing import Any
+
 CONTROLLER_SUFFIX = "slurmctld"
 
 
@@ -22,3 +24,10 @@ def node_names(stack: str, group: str, count: int) -> tuple[str, ...]:
 
 def controller_name(stack: str) -> str:
     return f"{stack}-{CONTROLLER_SUFFIX}"
+
+
+def asg_name(plan: Any, group: Any) -> str:
+    """A serving group's Auto Scaling group (its nodes are named by their instance ids); the
+    plan and the group (untyped: the schema imports this module, and the plan imports the
+    schema)."""
+    return f"{plan.stack}-{group.name}"

@@ -12,7 +12,7 @@ import pulumi_aws as aws
 
 from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.targets.aws.bootstrap import HOOK, HOOK_TIMEOUT_S
-from rackform.targets.aws.names import node_names
+from rackform.targets.aws.names import asg_name, node_names
 from rackform.targets.aws.tags import LAUNCH_TAGGED, asg_tags, aws_tags
 
 SSH_PORT = 22
@@ -300,7 +300,3 @@ def refresh_preferences(plan: Plan, count: int) -> dict[str, int]:
     n = max(count, 1)
     out = min(plan.lifecycle.budget(plan.nodes), n)
     return {"min_healthy_percentage": math.ceil(100 * (n - out) / n), "max_healthy_percentage": 100}
-
-
-def asg_name(plan: Plan, group: NodeGroupPlan) -> str:
-    return f"{plan.stack}-{group.name}"

@@ -19,6 +19,13 @@ from typing import Any
 from rackform.plan.model import Plan
 from rackform.reap.snooze import iso
 from rackform.reap.target import Live, Outcome
+from rackform.targets.aws.api import (
+    aws_errors,
+    boto3_client,
+    cluster_filters,
+    one_line,
+    tags_of,
+)
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 PROTECT_TAG = "rackform:protect"
@@ -29,37 +36,13 @@ SNOOZE_EXAMPLE = "2026-11-25T18:00:00Z"
 TAG_VALUE_MAX = 256
 
 
-class AwsUnavailable(Exception):
-    """boto3 is not installed: reap on AWS cannot read or act."""
-
-
-def _boto3_client(service: str, region: str):
-    try:
-        import boto3
-    except ImportError:
-        raise AwsUnavailable(
-            "reap on AWS needs boto3, from the deploy extra (pip install 'rackform[deploy]')"
-        ) from None
-    return boto3.client(service, region_name=region)
-
-
-def _aws_errors() -> tuple[type[Exception], ...]:
-    """What a read or an action on AWS may raise: credentials, network, API errors. Anything
-    else is a bug here and is not turned into a verdict."""
-    try:
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        return (AwsUnavailable,)
-    return (AwsUnavailable, BotoCoreError, ClientError)
-
-
 class AwsReaper:
     """`timeout_s` / `poll_s`: how long `stop` waits for every instance to report `stopped`, and
     how often it asks. `sleep` and `clock` are time.sleep and time.monotonic but for tests."""
 
     def __init__(
         self,
-        client: Callable[[str, str], Any] = _boto3_client,
+        client: Callable[[str, str], Any] = boto3_client,
         *,
         timeout_s: float = 600.0,
         poll_s: float = 15.0,
@@ -89,7 +72,10 @@ class AwsReaper:
             self._client("ec2", plan)
             .get_paginator("describe_instances")
             .paginate(
-                Filters=[*_filters(plan), {"Name": "instance-state-name", "Values": LIVE_STATES}]
+                Filters=[
+                    *cluster_filters(plan),
+                    {"Name": "instance-state-name", "Values": LIVE_STATES},
+                ]
             )
         )
         return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
@@ -98,7 +84,7 @@ class AwsReaper:
         pages = (
             self._client("autoscaling", plan)
             .get_paginator("describe_auto_scaling_groups")
-            .paginate(Filters=_filters(plan))
+            .paginate(Filters=cluster_filters(plan))
         )
         return [g for page in pages for g in page["AutoScalingGroups"]]
 
@@ -113,8 +99,8 @@ class AwsReaper:
         rackform:snooze-until; `off` for `action` from live instance state and group sizes."""
         try:
             instances, groups = self._read(plan, action)
-        except _aws_errors() as exc:
-            return Live(error=f"cannot read the cluster's live state from AWS: {_why(exc)}")
+        except aws_errors() as exc:
+            return Live(error=f"cannot read the cluster's live state from AWS: {one_line(exc)}")
         return live_state(instances, groups, action)
 
     # Actions.
@@ -126,8 +112,8 @@ class AwsReaper:
             raise ValueError(f"{action} is not an AWS idle action")
         try:
             return self._stop(plan) if action == "stop" else self._scale_to_zero(plan)
-        except _aws_errors() as exc:
-            return [Outcome(plan.stack, False, _why(exc))]
+        except aws_errors() as exc:
+            return [Outcome(plan.stack, False, one_line(exc))]
 
     def _stop(self, plan: Plan) -> list[Outcome]:
         """StopInstances on the running ones, then wait until each reports `stopped`. A stop
@@ -152,8 +138,8 @@ class AwsReaper:
         if running:
             try:
                 answer = ec2.stop_instances(InstanceIds=running)["StoppingInstances"]
-            except _aws_errors() as exc:
-                out.update({i: Outcome(i, False, f"not stopped: {_why(exc)}") for i in running})
+            except aws_errors() as exc:
+                out.update({i: Outcome(i, False, f"not stopped: {one_line(exc)}") for i in running})
             else:
                 for a in answer:
                     was, now = a["PreviousState"]["Name"], a["CurrentState"]["Name"]
@@ -183,8 +169,8 @@ class AwsReaper:
                 if all(states.get(i) == "stopped" for i in ids) or left >= deadline:
                     break
                 self._sleep(min(self.poll_s, deadline - left))
-        except _aws_errors() as exc:
-            why = f"stop requested; could not confirm it: {_why(exc)}"
+        except aws_errors() as exc:
+            why = f"stop requested; could not confirm it: {one_line(exc)}"
             return {i: Outcome(i, False, f"{moved[i]}, {why}") for i in ids}
         return {
             i: Outcome(i, True, f"{moved[i]} -> stopped")
@@ -225,8 +211,8 @@ class AwsReaper:
                     asg.update_auto_scaling_group(
                         AutoScalingGroupName=name, MinSize=0, DesiredCapacity=0
                     )
-                except _aws_errors() as exc:
-                    out.append(Outcome(name, False, _why(exc)))
+                except aws_errors() as exc:
+                    out.append(Outcome(name, False, one_line(exc)))
                     continue
                 done = f"desired {g['DesiredCapacity']} -> 0"
             if kept:
@@ -248,8 +234,10 @@ class AwsReaper:
         reason = reason[:TAG_VALUE_MAX]
         try:
             instances, groups = self._read(plan, None)
-        except _aws_errors() as exc:
-            return [Outcome(plan.stack, False, f"cannot read the cluster from AWS: {_why(exc)}")]
+        except aws_errors() as exc:
+            return [
+                Outcome(plan.stack, False, f"cannot read the cluster from AWS: {one_line(exc)}")
+            ]
         if not instances and not groups:
             return [Outcome(plan.stack, False, "no instance or group carries the cluster's tags")]
         done = f"{SNOOZE_UNTIL_TAG}={value}"
@@ -263,8 +251,8 @@ class AwsReaper:
             try:
                 self._client("ec2", plan).create_tags(Resources=ids, Tags=tags)
                 out += [Outcome(i, True, done) for i in ids]
-            except _aws_errors() as exc:
-                out += [Outcome(i, False, _why(exc)) for i in ids]
+            except aws_errors() as exc:
+                out += [Outcome(i, False, one_line(exc)) for i in ids]
         for name in sorted(g["AutoScalingGroupName"] for g in groups):
             tags = [
                 {
@@ -279,15 +267,15 @@ class AwsReaper:
             try:
                 self._client("autoscaling", plan).create_or_update_tags(Tags=tags)
                 out.append(Outcome(name, True, done))
-            except _aws_errors() as exc:
-                out.append(Outcome(name, False, _why(exc)))
+            except aws_errors() as exc:
+                out.append(Outcome(name, False, one_line(exc)))
         return out
 
 
 def live_state(instances: list[dict], groups: list[dict], action: str | None) -> Live:
     """Live from DescribeInstances' instances and DescribeAutoScalingGroups' groups."""
-    tagged = [(i["InstanceId"], _tags(i)) for i in instances]
-    tagged += [(g["AutoScalingGroupName"], _tags(g)) for g in groups]
+    tagged = [(i["InstanceId"], tags_of(i)) for i in instances]
+    tagged += [(g["AutoScalingGroupName"], tags_of(g)) for g in groups]
     snoozes = []
     for subject, tags in tagged:
         if SNOOZE_UNTIL_TAG not in tags:
@@ -376,18 +364,6 @@ def _in_group(group: dict) -> list[str]:
     ]
 
 
-def _tags(resource: dict) -> dict[str, str]:
-    return {t["Key"]: t.get("Value", "") for t in resource.get("Tags", [])}
-
-
-def _filters(plan: Plan) -> list[dict[str, Any]]:
-    tags = plan.tag_map
-    return [
-        {"Name": f"tag:{k}", "Values": [tags[k]]}
-        for k in ("rackform:cluster", "rackform:environment")
-    ]
-
-
 def _destroy(plan: Plan) -> Outcome:
     """`pulumi destroy` of the stack, through the Automation API (the real CLI on PATH)."""
     from rackform.stack.workspace import WorkspaceError, open_stack, run
@@ -403,7 +379,3 @@ def _destroy(plan: Plan) -> Outcome:
     if code:
         return Outcome(plan.stack, False, f"pulumi destroy exited {code}")
     return Outcome(plan.stack, True, "stack destroyed")
-
-
-def _why(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0]

@@ -111,6 +111,23 @@ class AwsRuntime(TargetRuntime):
 
         return ANSWERS
 
+    def reach(self, plan: Plan, name: str, identity=None, known_hosts=None):
+        """The stack's instances, found by the cluster's tags, through its EC2 Instance Connect
+        Endpoint (rackform/targets/aws/instances.py)."""
+        from rackform.targets.aws.instances import Instances
+
+        return Instances().reach(plan, name, identity, known_hosts)
+
+    def nodes(self, plan: Plan):
+        from rackform.targets.aws.instances import Instances
+
+        return Instances().nodes(plan)
+
+    def replace(self, plan: Plan, node: str) -> str:
+        from rackform.targets.aws.instances import Instances
+
+        return Instances().replace(plan, node)
+
     def reaper(self) -> AwsReaper:
         return AwsReaper()
 

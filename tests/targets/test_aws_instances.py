@@ -1,0 +1,206 @@
+"""An AWS cluster's hosts after `up`, for reap, heal, rolling changes, jobs and status: found by
+the cluster's tags, reached through the stack's EC2 Instance Connect Endpoint, and given up for
+a new one (heal's `replace`). AWS cannot be reached from the test machines: moto's server stands
+in for EC2 and Auto Scaling (tests/moto_server.py), with real boto3 clients. The tunnel itself
+(the AWS CLI's `open-tunnel`) is only named in ssh's command line here.
+
+Each case tries what would reach or destroy the wrong machine: the same Name in another
+environment, a stopped instance of the same name, two running instances of one name, an instance
+id of another cluster."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from moto_server import REGION, Aws, moto_server
+
+from rackform.engine import prepare
+from rackform.reap.target import ActionError
+from rackform.scheduler import reach
+from rackform.scheduler.remote import RemoteError
+from rackform.targets.aws.instances import Instances
+
+BP = """\
+name: llm-train-a
+purpose: training
+owner: team@example.com
+target: {type: aws, region: us-east-1, availability_zone: us-east-1a, ami: {image: ubuntu-24.04}}
+node_groups:
+  - {name: gpu-a, instance_type: p5.48xlarge, count: 2}
+network: {fabric: efa}
+workload: {model_params_b: 7, method: full, checkpoint_interval_min: 30}
+scheduler:
+  type: slurm
+  partitions: [{name: batch, node_groups: [gpu-a], default: true}]
+environments:
+  dev: {}
+  staging: {}
+"""
+STACK = "llm-train-a-dev"
+NODE0, NODE1, CTL = f"{STACK}-gpu-a-0", f"{STACK}-gpu-a-1", f"{STACK}-slurmctld"
+
+
+@pytest.fixture(autouse=True)
+def no_aws(monkeypatch, tmp_path):
+    # Never reach AWS, the instance metadata address or a developer's own credentials.
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def aws(endpoint):
+    a = Aws(endpoint)
+    a.reset()
+    return a
+
+
+@pytest.fixture
+def plan(tmp_path):
+    f = tmp_path / "llm-train-a.yaml"
+    f.write_text(BP)
+    return prepare(f, "dev").plan
+
+
+def named(aws: Aws, name: str, env: str = "dev") -> str:
+    (iid,) = aws.launch("llm-train-a", 1, env=env, tags={"Name": name})
+    return iid
+
+
+def address(aws: Aws, iid: str) -> str:
+    (r,) = aws.ec2.describe_instances(InstanceIds=[iid])["Reservations"]
+    return r["Instances"][0]["PrivateIpAddress"]
+
+
+def instances(aws: Aws, **kw) -> Instances:
+    return Instances(aws.client, **{"timeout_s": 5, "poll_s": 0.05, **kw})
+
+
+def test_a_node_and_the_controller_are_reached_through_the_endpoint(aws, plan):
+    node, ctl = named(aws, NODE0), named(aws, CTL)
+    named(aws, NODE0, env="staging")  # the same name in another environment
+    ssh = instances(aws).reach(plan, NODE0, "/keys/id", "/keys/known_hosts")
+    assert (ssh.user, ssh.address, ssh.port) == ("ubuntu", address(aws, node), 22)
+    argv = ssh.argv()
+    assert (
+        "-o" in argv
+        and (
+            f"ProxyCommand=aws ec2-instance-connect open-tunnel --region {REGION} --instance-id {node}"
+        )
+        in argv
+    )
+    assert argv[argv.index("-i") + 1] == "/keys/id"
+    assert 'UserKnownHostsFile="/keys/known_hosts"' in argv
+    c = instances(aws).reach(plan, CTL)
+    assert (c.address, c.proxy.split()[-1]) == (address(aws, ctl), ctl)
+
+
+def test_only_a_running_instance_of_this_cluster_and_environment_is_reached(aws, plan):
+    stopped = named(aws, NODE0)
+    aws.ec2.stop_instances(InstanceIds=[stopped])
+    named(aws, NODE0, env="staging")
+    with pytest.raises(RemoteError, match=f"no running instance '{NODE0}' of cluster llm-train-a"):
+        instances(aws).reach(plan, NODE0)
+    other = aws.launch("llm-train-a2", 1, env="dev")[0]  # another cluster's instance, by id
+    with pytest.raises(RemoteError, match="no running instance"):
+        instances(aws).reach(plan, other)
+
+
+def test_two_running_instances_of_one_name_are_refused_not_guessed(aws, plan):
+    a, b = named(aws, NODE0), named(aws, NODE0)
+    with pytest.raises(RemoteError, match="2 running instances are called") as e:
+        instances(aws).reach(plan, NODE0)
+    assert a in str(e.value) and b in str(e.value)
+
+
+def test_a_serving_node_is_reached_by_its_instance_id(aws, plan):
+    (iid,) = aws.group(f"{STACK}-gpu-a", "llm-train-a", 1, env="dev")
+    assert instances(aws).reach(plan, iid).proxy.endswith(f"--instance-id {iid}")
+
+
+def test_the_running_nodes_as_the_stacks_output_names_them(aws, plan):
+    node1 = named(aws, NODE1)
+    named(aws, CTL)  # the controller is no node
+    named(aws, NODE0, env="staging")
+    assert instances(aws).nodes(plan) == {"gpu-a": [[NODE1, address(aws, node1), 22, node1]]}
+
+
+def test_an_unreadable_ec2_is_one_line_not_a_traceback(plan):
+    dead = Aws("http://127.0.0.1:9")  # nothing listens there
+    with pytest.raises(RemoteError, match=f"cannot look {NODE0} up in EC2: "):
+        Instances(dead.client).reach(plan, NODE0)
+    with pytest.raises(ActionError, match="cannot read the cluster's instances: "):
+        Instances(dead.client).nodes(plan)
+
+
+def test_replace_terminates_the_training_node_alone_and_says_what_launches_the_next(aws, plan):
+    node0, node1 = named(aws, NODE0), named(aws, NODE1)
+    same_name_elsewhere = named(aws, NODE0, env="staging")
+    said = instances(aws).replace(plan, NODE0)
+    assert aws.states([node0, node1, same_name_elsewhere]) == {
+        node0: "terminated", node1: "running", same_name_elsewhere: "running"
+    }  # fmt: skip
+    assert said == (
+        f"{node0} terminated, its capacity released; `rackform up --refresh` launches its "
+        f"successor as {NODE0}"
+    )
+
+
+def test_replace_of_a_serving_node_keeps_its_groups_size(aws, plan):
+    group = f"{STACK}-gpu-a"
+    first, second = aws.group(group, "llm-train-a", 2, env="dev")
+    said = instances(aws).replace(plan, first)
+    assert aws.states([first, second]) == {first: "terminated", second: "running"}
+    assert aws.describe_group(group)["DesiredCapacity"] == 2  # not lowered: a successor comes
+    assert said == f"{first} terminated; its group {group} launches the successor"
+
+
+def test_replace_waits_for_the_instance_to_be_gone_and_says_when_it_is_not(aws, plan, monkeypatch):
+    named(aws, NODE0)
+    inst = instances(aws, timeout_s=0.2)
+    real = inst._client
+
+    def still_shutting_down(service, region):
+        c = real(service, region)
+        if service == "ec2":
+            c.meta.events.register(
+                "after-call.ec2.DescribeInstances", lambda parsed, **_: _shutting(parsed)
+            )
+        return c
+
+    inst._client = still_shutting_down
+    with pytest.raises(ActionError, match=re.escape("is still shutting-down 0.2 s after it was")):
+        inst.replace(plan, NODE0)
+
+
+def _shutting(parsed: dict) -> None:
+    for r in parsed.get("Reservations", []):
+        for i in r["Instances"]:
+            i["State"]["Name"] = "shutting-down"
+
+
+def test_replace_of_an_unknown_name_touches_nothing(aws, plan):
+    node1 = named(aws, NODE1)
+    with pytest.raises(ActionError, match="no running instance"):
+        instances(aws).replace(plan, NODE0)
+    assert aws.states([node1]) == {node1: "running"}
+    assert aws.did("TerminateInstances") == 0
+
+
+def test_commands_reach_the_aws_controller_through_the_target(aws, plan, monkeypatch):
+    # The shared path reap, heal, rolling changes, jobs and status take (scheduler/reach.py):
+    # boto3's own endpoint setting points the runtime's default clients at moto.
+    ctl = named(aws, CTL)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    run = reach.controller(plan)
+    assert run.where == f"ubuntu@{address(aws, ctl)}:22"
+    assert run.proxy.endswith(f"--instance-id {ctl}")
