@@ -12,7 +12,7 @@ import asyncio
 import contextvars
 
 import pytest
-from planhelp import BARE_METAL, variant, write_blueprint
+from planhelp import AWS_TRAINING, BARE_METAL, variant, write_blueprint
 from pulumi.runtime import set_all_config, set_mocks
 from pulumi.runtime.settings import SETTINGS, set_root_resource
 from pulumi.runtime.stack import run_in_stack
@@ -28,6 +28,16 @@ FAILED = {
 }
 
 
+# The stack's key pair as its NodeKeys resource would hold it (the provider's create is what
+# makes them; tests/targets/test_aws.py calls it).
+KEYS = {
+    "client_private_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n",
+    "host_public_key": "ssh-ed25519 AAAAC3NzaHOST rackform-host@t-train",
+}
+# How Pulumi's wire format marks a secret value (pulumi.runtime.rpc, _special_secret_sig).
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
 class ValidationMocks(RecordingMocks):
     def __init__(self, passed: bool):
         super().__init__()
@@ -35,6 +45,8 @@ class ValidationMocks(RecordingMocks):
 
     def new_resource(self, args):
         rid, state = super().new_resource(args)
+        if args.typ.endswith("rackform:NodeKeys"):
+            state = {**state, **KEYS}
         if args.typ.endswith("rackform:Validate"):
             state = {**state, "report": FAILED, "passed": self.passed, "failure": "busbw low"}
         if args.typ.endswith("rackform:Configure"):
@@ -95,3 +107,18 @@ def test_a_passed_validation_does_not_fail(tmp_path):
     plan = compile_effective(load_effective(write_blueprint(tmp_path, BARE_METAL)))
     monitor, error = _up(plan, passed=True)
     assert error is None and monitor.stack_outputs["validation_passed"] is True
+
+
+def test_the_stacks_ssh_access_is_exported_as_a_secret_where_the_stack_made_the_keys(tmp_path):
+    # What `pulumi stack output ssh_access --show-secrets` gives the commands after `up`
+    # (--private-key, --known-hosts); bare metal's keys are the site's own: nothing exported.
+    aws = compile_effective(load_effective(write_blueprint(tmp_path, AWS_TRAINING)))
+    outputs = _up(aws, passed=True)[0].stack_outputs
+    access = outputs["ssh_access"]
+    assert SECRET_SIG in access, access  # encrypted in the state, never printed
+    assert access["value"] == {
+        "private_key": KEYS["client_private_key"],
+        "known_hosts": "* ssh-ed25519 AAAAC3NzaHOST\n",
+    }
+    bare = compile_effective(load_effective(write_blueprint(tmp_path, BARE_METAL)))
+    assert "ssh_access" not in _up(bare, passed=True)[0].stack_outputs
