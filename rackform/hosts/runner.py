@@ -231,6 +231,41 @@ def _ansible_playbook() -> Path:
     return Path(found)
 
 
+# Each fork is an ansible-playbook worker process: Kubespray's users measure about 4 GB of
+# controller memory per 100 forks (issue 42), so a fork is counted at 40 MiB, and a run takes at
+# most half of the memory available when it starts.
+FORK_MIB = 40
+
+
+def forks(nodes: int, tunnelled: bool, available_mib: int | None = -1) -> tuple[int, str]:
+    """How many nodes Ansible works on at once, and why not every one where it is fewer: every
+    node (the smoke job's rendezvous needs all of them running; it runs detached, so fewer
+    forks still start every node), but never more connections than an Instance Connect
+    Endpoint carries when the inventory tunnels through one, nor more forks than half the
+    controller's available memory holds (`available_mib`: read from /proc/meminfo when -1;
+    None: unknown, not capped)."""
+    width, why = max(5, nodes), ""
+    if tunnelled and width > TUNNEL_FORKS:
+        width, why = TUNNEL_FORKS, f"an EC2 Instance Connect Endpoint carries {TUNNEL_FORKS}"
+    mib = available_memory_mib() if available_mib == -1 else available_mib
+    if mib is not None and width > max(5, mib // 2 // FORK_MIB):
+        width = max(5, mib // 2 // FORK_MIB)
+        why = f"half of the controller's {mib} MiB available, at {FORK_MIB} MiB a fork"
+    return width, why
+
+
+def available_memory_mib(meminfo: str = "/proc/meminfo") -> int | None:
+    """MemAvailable (the kernel's estimate of what can be allocated without swapping), or None
+    where there is no such file (not Linux)."""
+    try:
+        for line in Path(meminfo).read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _tunnelled(inv: Mapping[str, Any]) -> bool:
     return bool(inv.get("all", {}).get("vars", {}).get("rackform_ssh_proxy"))
 
@@ -262,6 +297,9 @@ def run_playbook(
         cmdline.append("--diff")
     nodes = sum(len(g["hosts"]) for g in inv["all"]["children"]["gpu_nodes"]["children"].values())
     progress = _Progress(out)
+    width, why = forks(nodes, _tunnelled(inv))
+    if why:
+        out(f"configuring {nodes} nodes {width} at a time ({why})")
     start = time.monotonic()
     runner = ansible_runner.run(
         private_data_dir=str(work),
@@ -271,10 +309,7 @@ def run_playbook(
         limit=limit,
         tags=",".join(tags) or None,
         cmdline=" ".join(cmdline) or None,
-        # Every node at once (the smoke job's rendezvous needs all of them running; it runs
-        # detached, so fewer forks still start every node), but never more connections than an
-        # Instance Connect Endpoint carries when the inventory tunnels through one.
-        forks=min(max(5, nodes), TUNNEL_FORKS) if _tunnelled(inv) else max(5, nodes),
+        forks=width,
         envvars={
             # ansible-runner starts `ansible-playbook` by name: the one beside this Python.
             "PATH": os.pathsep.join([str(_ansible_playbook().parent), os.environ.get("PATH", "")]),

@@ -4,6 +4,7 @@ ansible-runner really reports."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -167,3 +168,74 @@ def test_diffs_are_shown_as_unified_diffs():
     )
     assert "+B=2" in lines and "--- /etc/x" in lines and "apt would install: foo" in lines
     assert ansible_run.diff_lines(None) == [] and ansible_run.diff_lines({}) == []
+
+
+@pytest.mark.parametrize(
+    ("nodes", "tunnelled", "mib", "width", "why"),
+    [
+        (2, False, 64 * 1024, 5, ""),  # Ansible's own default at least
+        (512, False, 64 * 1024, 512, ""),  # every node at once where memory allows
+        (
+            512,
+            False,
+            8 * 1024,
+            102,
+            "half of the controller's 8192 MiB available, at 40 MiB a fork",
+        ),
+        (512, True, 64 * 1024, 20, "an EC2 Instance Connect Endpoint carries 20"),
+        (512, True, 1000, 12, "half of the controller's 1000 MiB available, at 40 MiB a fork"),
+        (4096, False, None, 4096, ""),  # memory unknown (not Linux): not capped
+        (64, False, 100, 5, "half of the controller's 100 MiB available, at 40 MiB a fork"),
+    ],
+)
+def test_forks_are_every_node_within_the_endpoint_and_the_controllers_memory(
+    nodes, tunnelled, mib, width, why
+):
+    assert ansible_run.forks(nodes, tunnelled, mib) == (width, why)
+
+
+def test_available_memory_is_read_from_meminfo(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24576000 kB\nMemAvailable:   8388608 kB\n")
+    assert ansible_run.available_memory_mib(str(meminfo)) == 8192
+    assert ansible_run.available_memory_mib(str(tmp_path / "none")) is None
+    meminfo.write_text("MemTotal: 1 kB\n")  # a kernel before 3.14 has no MemAvailable
+    assert ansible_run.available_memory_mib(str(meminfo)) is None
+
+
+def test_fewer_forks_than_nodes_still_reach_every_node_and_one_failure_stops_no_other(
+    tmp_path, playbook, monkeypatch
+):
+    # A controller with 400 MiB available: 5 forks for 12 nodes. One node's variable is wrong:
+    # it fails alone, named; the other eleven converge; the run said how wide it went.
+    monkeypatch.setattr(ansible_run, "available_memory_mib", lambda: 400)
+    local = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": ansible_run.sys.executable,
+    }
+    hosts = {f"gpu-{i:02d}": dict(local) for i in range(12)}
+    hosts["gpu-07"]["demo_value"] = 8
+    inv = {
+        "all": {
+            "vars": {"demo_file": str(tmp_path / "touched")},
+            "children": {"gpu_nodes": {"children": {"ng_a": {"hosts": hosts}}}},
+        }
+    }
+    lines: list[str] = []
+    result = ansible_run.run_playbook(
+        ansible_run.with_access(inv, {"demo_value": 7}), playbook=playbook, out=lines.append,
+        keep_artifacts=tmp_path / "ev",
+    )  # fmt: skip
+    assert lines[0] == (
+        "configuring 12 nodes 5 at a time "
+        "(half of the controller's 400 MiB available, at 40 MiB a fork)"
+    )
+    (command,) = (tmp_path / "ev").rglob("command")
+    argv = json.loads(command.read_text())["command"]
+    assert argv[argv.index("--forks") + 1] == "5"
+    assert [str(f) for f in result.failures] == [
+        "gpu-07: demo : Check the variable the inventory gave: demo_value is 8, not 7"
+    ]
+    assert sorted(h for h, s in result.hosts.items() if s.changed == 1 and not s.failed) == sorted(
+        set(hosts) - {"gpu-07"}
+    )
