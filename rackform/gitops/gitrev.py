@@ -90,12 +90,6 @@ def changes(repo: Path, base: str, head: str, paths: list[str]) -> list[Change]:
     return sorted(result, key=lambda c: c.path)
 
 
-def blueprints_at(repo: Path, commit: str, paths: list[str]) -> list[str]:
-    """Every blueprint file under `paths` at `commit`."""
-    out = git(repo, "ls-tree", "-r", "-z", "--name-only", commit, "--", *paths).stdout
-    return sorted(p for p in out.split("\0") if p and _is_blueprint(p))
-
-
 def show(repo: Path, commit: str, path: str) -> bytes:
     proc = subprocess.run(
         ["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True, check=False

@@ -195,11 +195,6 @@ def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> tuple[Pa
         return final, time.monotonic() - start
 
 
-def ensure_base_image(log: Callable[[str], None] = print) -> BaseImage:
-    """Return the cached base image for the current recipe, building it first if needed."""
-    return ensure_image((), log)
-
-
 def ensure_image(
     baked: tuple[str, ...],
     log: Callable[[str], None] = print,
