@@ -27,6 +27,18 @@ Env = Annotated[
     ),
 ]
 
+# How the commands after `up` reach Slurm's controller and the nodes over SSH (without them,
+# ssh's own keys and known_hosts): on AWS the stack's, from `pulumi stack output ssh_access
+# --show-secrets`.
+PrivateKey = Annotated[
+    Path | None,
+    typer.Option("--private-key", help="SSH key for Slurm's controller (and the nodes)."),
+]
+KnownHosts = Annotated[
+    Path | None,
+    typer.Option("--known-hosts", help="known_hosts file for Slurm's controller (and the nodes)."),
+]
+
 # The options of every command that reads Prometheus (reap, heal), and its client from them.
 PrometheusUrl = Annotated[
     str, typer.Option("--prometheus", help="Prometheus base URL, e.g. http://prom:9090.")

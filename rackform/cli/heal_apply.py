@@ -15,10 +15,9 @@ from rackform.health.apply import Outcome, apply_cluster, replace_unscheduled, r
 from rackform.health.remedy import Remedy
 from rackform.health.reported import Reported, revalidated
 from rackform.health.run import ClusterHealth, judge
-from rackform.plan.inventory import inventory_hosts, with_nodes
+from rackform.plan.inventory import inventory_hosts
 from rackform.plan.model import Plan, thaw
 from rackform.reap.prometheus import Prometheus
-from rackform.reap.target import ActionError
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import applied_extras
 from rackform.rollout.record import Held, RecordError, Store, state_dir
@@ -57,16 +56,6 @@ def _remedy(
     return lambda actions: Remedy(actions, runner, bmc, nodes.validate)
 
 
-def cluster_inventory(plan: Plan) -> dict:
-    """The plan's inventory, with the nodes running now where the stack creates them (AWS: its
-    instances by the cluster's tags; RemoteError where they cannot be read)."""
-    try:
-        live = runtime(plan.target_type).nodes(plan)
-    except ActionError as exc:
-        raise RemoteError(f"cannot read the cluster's nodes: {exc}") from None
-    return thaw(plan.inventory) if live is None else with_nodes(plan, live)
-
-
 def _unscheduled(plan: Plan, store: Store, judged, target) -> tuple[ClusterHealth, list, str]:
     """No scheduler to drain through: only `replace` acts (a serving group's node, whose group
     launches the successor); any other action is left, and said why."""
@@ -102,7 +91,7 @@ def heal_cluster(
     if plan.scheduler is None:
         return _unscheduled(plan, store, judged, target)
     try:
-        inv = cluster_inventory(plan)
+        inv = reach.cluster_inventory(plan)
         hosts = inventory_hosts(inv)
         budget = plan.lifecycle.budget(len(hosts))
         ctl = reach.controller(plan, access.private_key, access.known_hosts)

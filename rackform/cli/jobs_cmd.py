@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 
 from rackform.cli.app import app
-from rackform.cli.common import Env, File, prepared, user_error
+from rackform.cli.common import Env, File, KnownHosts, PrivateKey, prepared, user_error
 from rackform.reap.run import usd_per_gpu_hour
 from rackform.reap.verdict import gpus_by_node
 from rackform.scheduler.reach import controller
@@ -43,7 +43,9 @@ SACCT = (
 EPOCH = "1970-01-01T00:00:00"
 
 
-def _fetch(plan, path: str | None, since: datetime | None) -> tuple[str, str]:
+def _fetch(
+    plan, path: str | None, since: datetime | None, key=None, known_hosts=None
+) -> tuple[str, str]:
     """The controller's job records and where they came from: sacct's where the cluster has
     accounting and no --log names a file, else the jobcomp log; exit 3 where they cannot be
     read."""
@@ -59,7 +61,7 @@ def _fetch(plan, path: str | None, since: datetime | None) -> tuple[str, str]:
             "file, --from-file a copy"
         )
     try:
-        run = controller(plan)
+        run = controller(plan, key, known_hosts)
         done = run(script, args, 120)
     except RemoteError as exc:
         print(f"rackform: cannot read the job records: {exc}", file=sys.stderr)
@@ -136,6 +138,8 @@ def jobs(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    private_key: PrivateKey = None,
+    known_hosts: KnownHosts = None,
 ) -> None:
     """GPU-hours and cost per Slurm job and per account, from the job records and the
     catalog's price per GPU-hour. Jobs without GPUs count 0; a job still running counts to
@@ -157,7 +161,7 @@ def jobs(
             "job records from (give --from-file LOG)"
         )
     else:
-        text, source = _fetch(plan, log, start)
+        text, source = _fetch(plan, log, start, private_key, known_hosts)
     try:
         records = list(parse(text, source))
     except RecordError as exc:

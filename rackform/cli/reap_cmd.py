@@ -24,6 +24,8 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import (
     Env,
+    KnownHosts,
+    PrivateKey,
     PrometheusCa,
     PrometheusTimeout,
     PrometheusUrl,
@@ -35,8 +37,10 @@ from rackform.engine import Prepared
 from rackform.reap.audit import state_dir
 from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import TelemetryError
-from rackform.reap.run import World, decide_all, run_all
+from rackform.reap.run import World, decide_all, run_all, shared_lock
 from rackform.reap.verdict import Decision
+from rackform.scheduler import queue
+from rackform.scheduler.reach import controller
 
 EXIT_TELEMETRY = 3
 EXIT_ACTION_FAILED = 4
@@ -131,6 +135,8 @@ def reap(
     ] = None,
     timeout: PrometheusTimeout = 30.0,
     ca: PrometheusCa = None,
+    private_key: PrivateKey = None,
+    known_hosts: KnownHosts = None,
 ) -> None:
     """Find idle GPU clusters from DCGM utilization in Prometheus and say what their idle
     policy would do. Missing data is unknown, never idle; protected, young, busy, locked or
@@ -158,7 +164,11 @@ def reap(
             )
     try:
         decisions = decide_all(prepared, prom, time.time())
-        world = World(state_dir(state), notifier, prom, maintenance=_maintenance())
+        world = World(
+            state_dir(state), notifier, prom, maintenance=_maintenance(),
+            queue=lambda plan: queue.read(controller(plan, private_key, known_hosts)),
+            shared_lock=lambda plan: shared_lock(plan, private_key, known_hosts),
+        )  # fmt: skip
         run_all(decisions, prepared, world, apply)
     except TelemetryError as exc:
         print(f"rackform: {exc}; nothing was decided or done", file=sys.stderr)

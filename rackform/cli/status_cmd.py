@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from rackform.cli.app import app
-from rackform.cli.common import Env, File, prepared, user_error
+from rackform.cli.common import Env, File, KnownHosts, PrivateKey, prepared, user_error
 
 EXIT_UNREAD = 3
 
@@ -32,6 +32,8 @@ def status(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    private_key: PrivateKey = None,
+    known_hosts: KnownHosts = None,
 ) -> None:
     """Each node's lifecycle state from Slurm (over SSH to its controller) and the records of
     rolling changes and heal, with any rollout's progress."""
@@ -40,7 +42,7 @@ def status(
     from rackform.rollout.record import state_dir as directory
     from rackform.rollout.status import node_status, progress
     from rackform.scheduler.drain import node_reasons
-    from rackform.scheduler.reach import controller
+    from rackform.scheduler.reach import cluster_inventory, controller
     from rackform.scheduler.remote import RemoteError
 
     plan = prepared(file, env).plan
@@ -55,11 +57,13 @@ def status(
     except RecordError as exc:
         raise user_error(str(exc)) from None
     error = ""
+    hosts: list[str] = []
     try:
-        slurm = node_reasons(controller(plan))
+        hosts = inventory_hosts(cluster_inventory(plan))
+        slurm = node_reasons(controller(plan, private_key, known_hosts))
     except RemoteError as exc:
         slurm, error = {}, str(exc)
-    nodes = node_status(inventory_hosts(plan.inventory), slurm, rollout, heal)
+    nodes = node_status(hosts, slurm, rollout, heal)
     doc = {
         "cluster": plan.name,
         "environment": plan.environment,

@@ -84,13 +84,13 @@ def _with_idle(plan: Plan, idle: IdlePolicy) -> Plan:
     return replace(plan, lifecycle=plan.lifecycle.model_copy(update={"idle": idle}))
 
 
-def shared_lock(plan: Plan) -> AbstractContextManager[None]:
+def shared_lock(plan: Plan, identity=None, known_hosts=None) -> AbstractContextManager[None]:
     """A cluster with Slurm: the stack's lock on its controller, which heal and rolling changes
     take too (a cluster being changed or healed from another host is held as locked, never
     reaped under them). Other clusters: their local lock alone."""
     if plan.scheduler is None:
         return nullcontext()
-    return lease.controller_lock(controller(plan), plan.stack, "reap")
+    return lease.controller_lock(controller(plan, identity, known_hosts), plan.stack, "reap")
 
 
 @dataclass

@@ -5,7 +5,9 @@ Endpoint)."""
 
 from __future__ import annotations
 
-from rackform.plan.model import Plan
+from rackform.plan.inventory import with_nodes
+from rackform.plan.model import Plan, thaw
+from rackform.reap.target import ActionError
 from rackform.scheduler.remote import RemoteError, Runner
 from rackform.targets.runtimes import runtime
 
@@ -20,3 +22,13 @@ def controller(plan: Plan, identity=None, known_hosts=None) -> Runner:
     if plan.scheduler is None:
         raise RemoteError(f"cluster {plan.name} declares no scheduler")
     return node(plan, plan.scheduler.controller, identity, known_hosts)
+
+
+def cluster_inventory(plan: Plan) -> dict:
+    """The plan's inventory, with the nodes running now where the stack creates them (AWS: its
+    instances by the cluster's tags); RemoteError where they cannot be read."""
+    try:
+        live = runtime(plan.target_type).nodes(plan)
+    except ActionError as exc:
+        raise RemoteError(f"cannot read the cluster's nodes: {exc}") from None
+    return thaw(plan.inventory) if live is None else with_nodes(plan, live)
