@@ -14,12 +14,75 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import boto3
+import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 
 REGION = "us-east-1"
 AMI = "ami-12c6146b"  # one of the images moto's EC2 starts with
+
+# An AWS training cluster with Slurm, as the commands after `up` see it: its stack's instances
+# are named (their Name tags) as the plan names them (rackform/targets/aws/names.py).
+STACK = "llm-train-a-dev"
+NODES = (f"{STACK}-gpu-a-0", f"{STACK}-gpu-a-1")
+CTL = f"{STACK}-slurmctld"
+
+
+def aws_slurm(lifecycle: str = "", environments: tuple[str, ...] = ("dev",)) -> str:
+    """The blueprint of that cluster, with a `lifecycle:` section's body if given."""
+    envs = "".join(f"  {e}: {{}}\n" for e in environments)
+    life = f"lifecycle:\n{lifecycle}" if lifecycle else ""
+    return f"""\
+name: llm-train-a
+purpose: training
+owner: team@example.com
+target: {{type: aws, region: us-east-1, availability_zone: us-east-1a, ami: {{image: ubuntu-24.04}}}}
+node_groups:
+  - {{name: gpu-a, instance_type: p5.48xlarge, count: 2}}
+network: {{fabric: efa}}
+workload: {{model_params_b: 7, method: full, checkpoint_interval_min: 30}}
+scheduler:
+  type: slurm
+  partitions: [{{name: batch, node_groups: [gpu-a], default: true}}]
+{life}environments:
+{envs}"""
+
+
+def aws_env(endpoint: str, base: dict[str, str]) -> dict[str, str]:
+    """`base` with boto3 pointed at moto's server (its own AWS_ENDPOINT_URL setting), dummy
+    credentials, and no instance metadata service: for a `rackform` subprocess."""
+    return {
+        **base,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+# Fixtures a test module takes by importing them.
+@pytest.fixture
+def no_aws(monkeypatch, tmp_path):
+    """Never reach AWS, the instance metadata address or a developer's own credentials."""
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def aws(endpoint):
+    a = Aws(endpoint)
+    a.reset()
+    return a
 
 
 @contextmanager

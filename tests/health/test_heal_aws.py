@@ -16,35 +16,14 @@ import os
 import subprocess
 import sys
 
-import pytest
 from blueprint_helpers import ROOT
-from moto_server import REGION, Aws, moto_server
+from moto_server import CTL, NODES, REGION, aws_env, aws_slurm
 from servers import Gpu, Series, prometheus
 from slurm_local import ssh_env
 
 from rackform.reap import labels as L
 
-BP = """\
-name: llm-train-a
-purpose: training
-owner: team@example.com
-target: {type: aws, region: us-east-1, availability_zone: us-east-1a, ami: {image: ubuntu-24.04}}
-node_groups:
-  - {name: gpu-a, instance_type: p5.48xlarge, count: 2}
-network: {fabric: efa}
-workload: {model_params_b: 7, method: full, checkpoint_interval_min: 30}
-scheduler:
-  type: slurm
-  partitions: [{name: batch, node_groups: [gpu-a], default: true}]
-lifecycle:
-  health: {actions: {xid: {79: replace}}}
-environments:
-  dev: {}
-"""
-STACK = "llm-train-a-dev"
-NODES = (f"{STACK}-gpu-a-0", f"{STACK}-gpu-a-1")
-CTL = f"{STACK}-slurmctld"
-
+BP = aws_slurm("  health: {actions: {xid: {79: replace}}}\n")
 
 SERVE = """\
 name: llm-serve-a
@@ -61,19 +40,6 @@ lifecycle:
 environments:
   dev: {}
 """
-
-
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
-def aws_env(endpoint: str, base: dict) -> dict:
-    return {
-        **base, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_EC2_METADATA_DISABLED": "true",
-    }  # fmt: skip
 
 
 def heal(url: str, bp, env: dict, state, *flags) -> dict:
@@ -95,16 +61,14 @@ def series():
 
 
 def test_heal_reaches_the_aws_controller_through_its_tunnel_and_destroys_nothing_undrained(
-    slurm, endpoint, tmp_path
+    slurm, aws, tmp_path
 ):
-    aws = Aws(endpoint)
-    aws.reset()
     ids = {n: aws.launch("llm-train-a", 1, env="dev", tags={"Name": n})[0] for n in (*NODES, CTL)}
     (r,) = aws.ec2.describe_instances(InstanceIds=[ids[CTL]])["Reservations"]
     ctl_ip = r["Instances"][0]["PrivateIpAddress"]
     bp = tmp_path / "llm-train-a.yaml"
     bp.write_text(BP)
-    env = aws_env(endpoint, ssh_env(slurm, tmp_path))
+    env = aws_env(aws.endpoint, ssh_env(slurm, tmp_path))
     gpus, extra = series()
     with prometheus(gpus, tmp_path / "prom", series=extra) as url:
         doc = heal(url, bp, env, tmp_path / "state", "--apply")
@@ -123,12 +87,10 @@ def test_heal_reaches_the_aws_controller_through_its_tunnel_and_destroys_nothing
     assert calls and all(tunnel in a and f"ubuntu@{ctl_ip}" in a for a in calls), calls
 
 
-def test_a_serving_groups_failed_node_is_replaced_through_its_group_and_only_it(endpoint, tmp_path):
+def test_a_serving_groups_failed_node_is_replaced_through_its_group_and_only_it(aws, tmp_path):
     """No scheduler: nothing to drain, so only `replace` acts (the group launches the
     successor, which configures itself at boot); a node whose action needs a drain is left,
     and said so. A dry run first destroys nothing."""
-    aws = Aws(endpoint)
-    aws.reset()
     group = "llm-serve-a-dev-serve-l40s"
     a, b, c, d = sorted(aws.group(group, "llm-serve-a", 4, env="dev"))
     other = aws.launch("llm-serve-a", 1, env="staging")[0]  # the same cluster's other stack
@@ -143,7 +105,7 @@ def test_a_serving_groups_failed_node_is_replaced_through_its_group_and_only_it(
                lambda i, t, x=x: x if 5 <= i <= 9 else 0)
         for n, x in ((a, 79), (b, 48))
     ]  # fmt: skip
-    env = aws_env(endpoint, dict(os.environ))
+    env = aws_env(aws.endpoint, dict(os.environ))
     with prometheus(gpus, tmp_path / "prom", series=xids) as url:
         dry = heal(url, bp, env, tmp_path / "state")
         assert set(aws.states([a, b, c, d]).values()) == {"running"}  # a dry run

@@ -16,7 +16,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto_server import REGION, Aws, moto_server
+from moto_server import REGION, Aws
 
 from rackform.engine import prepare
 from rackform.reap.idleness import GpuStats
@@ -41,27 +41,7 @@ lifecycle:
 INFERENCE = {"purpose": "inference", "action": "scale-to-zero", "extra": ", min_count: 0, max_count: 4"}  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def no_aws(monkeypatch, tmp_path):
-    # Never reach AWS, the instance metadata address or a developer's own credentials.
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture
-def aws(endpoint):
-    a = Aws(endpoint)
-    a.reset()
-    return a
+pytestmark = pytest.mark.usefixtures("no_aws")
 
 
 def reaper(aws: Aws, **kw) -> AwsReaper:

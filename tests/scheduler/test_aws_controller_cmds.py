@@ -17,53 +17,25 @@ import sys
 
 import pytest
 from blueprint_helpers import ROOT
-from moto_server import REGION, Aws, moto_server
+from moto_server import CTL, NODES, REGION, aws_env, aws_slurm
 from servers import Gpu, prometheus
 from slurm_local import ssh_env
 
-BP = """\
-name: llm-train-a
-purpose: training
-owner: team@example.com
-target: {type: aws, region: us-east-1, availability_zone: us-east-1a, ami: {image: ubuntu-24.04}}
-node_groups:
-  - {name: gpu-a, instance_type: p5.48xlarge, count: 2}
-network: {fabric: efa}
-workload: {model_params_b: 7, method: full, checkpoint_interval_min: 30}
-scheduler:
-  type: slurm
-  partitions: [{name: batch, node_groups: [gpu-a], default: true}]
-lifecycle:
-  idle: {gpu_util_below_pct: 10, for_minutes: 60, action: stop, grace_minutes: 0}
-environments:
-  dev: {}
-"""
-STACK = "llm-train-a-dev"
-NODES = (f"{STACK}-gpu-a-0", f"{STACK}-gpu-a-1")
-CTL = f"{STACK}-slurmctld"
-
-
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
+BP = aws_slurm(
+    "  idle: {gpu_util_below_pct: 10, for_minutes: 60, action: stop, grace_minutes: 0}\n"
+)
 
 
 @pytest.fixture
-def cluster(endpoint, slurm, tmp_path):
+def cluster(aws, slurm, tmp_path):
     """The stack's instances in moto (node 1 and the controller running; node 0 not yet), the
     blueprint, the key files and the environment the commands run in."""
-    aws = Aws(endpoint)
-    aws.reset()
     ids = {n: aws.launch("llm-train-a", 1, env="dev", tags={"Name": n})[0] for n in (NODES[1], CTL)}
     (key := tmp_path / "id_ed25519").write_text("not read by the fake ssh\n")
     (known := tmp_path / "known_hosts").write_text("* ssh-ed25519 AAAAC3NzaHOST\n")
     bp = tmp_path / "llm-train-a.yaml"
     bp.write_text(BP)
-    env = {
-        **ssh_env(slurm, tmp_path), "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_EC2_METADATA_DISABLED": "true",
-    }  # fmt: skip
+    env = aws_env(aws.endpoint, ssh_env(slurm, tmp_path))
     return bp, env, ids, ["--private-key", str(key), "--known-hosts", str(known)]
 
 
@@ -122,9 +94,9 @@ def test_reap_takes_the_lock_on_the_controller_through_the_tunnel(cluster, tmp_p
     through_the_tunnel(ssh_calls(tmp_path), ids, access)
 
 
-def test_a_controller_ec2_does_not_know_leaves_slurm_unread(cluster, tmp_path, endpoint):
+def test_a_controller_ec2_does_not_know_leaves_slurm_unread(cluster, aws, tmp_path):
     bp, env, _ids, access = cluster
-    Aws(endpoint).reset()  # no instance at all: the stack is not up
+    aws.reset()  # no instance at all: the stack is not up
     p = rackform(env, "status", bp, "--env", "dev", "--json", "--state-dir", tmp_path / "st",
                  *access)  # fmt: skip
     assert p.returncode == 3, p.stderr

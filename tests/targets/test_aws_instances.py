@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from moto_server import REGION, Aws, moto_server
+from moto_server import CTL, NODES, REGION, STACK, Aws, aws_slurm
 
 from rackform.engine import prepare
 from rackform.reap.target import ActionError
@@ -21,51 +21,16 @@ from rackform.scheduler import reach
 from rackform.scheduler.remote import RemoteError
 from rackform.targets.aws.instances import Instances
 
-BP = """\
-name: llm-train-a
-purpose: training
-owner: team@example.com
-target: {type: aws, region: us-east-1, availability_zone: us-east-1a, ami: {image: ubuntu-24.04}}
-node_groups:
-  - {name: gpu-a, instance_type: p5.48xlarge, count: 2}
-network: {fabric: efa}
-workload: {model_params_b: 7, method: full, checkpoint_interval_min: 30}
-scheduler:
-  type: slurm
-  partitions: [{name: batch, node_groups: [gpu-a], default: true}]
-environments:
-  dev: {}
-  staging: {}
-"""
-STACK = "llm-train-a-dev"
-NODE0, NODE1, CTL = f"{STACK}-gpu-a-0", f"{STACK}-gpu-a-1", f"{STACK}-slurmctld"
+NODE0, NODE1 = NODES
 
 
-@pytest.fixture(autouse=True)
-def no_aws(monkeypatch, tmp_path):
-    # Never reach AWS, the instance metadata address or a developer's own credentials.
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(scope="module")
-def endpoint():
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture
-def aws(endpoint):
-    a = Aws(endpoint)
-    a.reset()
-    return a
+pytestmark = pytest.mark.usefixtures("no_aws")
 
 
 @pytest.fixture
 def plan(tmp_path):
     f = tmp_path / "llm-train-a.yaml"
-    f.write_text(BP)
+    f.write_text(aws_slurm(environments=("dev", "staging")))
     return prepare(f, "dev").plan
 
 
