@@ -22,9 +22,9 @@ from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import applied_extras
 from rackform.rollout.record import Held, RecordError, Store, state_dir
 from rackform.rollout.slurm import SlurmSteps
-from rackform.scheduler import lease, reach
+from rackform.scheduler import lease
 from rackform.scheduler.remote import RemoteError
-from rackform.targets.runtimes import runtime
+from rackform.targets.runtimes import cluster_inventory, controller, runtime
 
 
 @dataclass
@@ -44,7 +44,7 @@ def _remedy(
     target = runtime(plan.target_type)
 
     def runner(node: str):
-        return reach.node(plan, node, access.private_key, access.known_hosts)
+        return node(plan, node, access.private_key, access.known_hosts)
 
     def bmc(node: str):
         return target.bmc(plan, node)
@@ -91,10 +91,10 @@ def heal_cluster(
     if plan.scheduler is None:
         return _unscheduled(plan, store, judged, target)
     try:
-        inv = reach.cluster_inventory(plan)
+        inv = cluster_inventory(plan)
         hosts = inventory_hosts(inv)
         budget = plan.lifecycle.budget(len(hosts))
-        ctl = reach.controller(plan, access.private_key, access.known_hosts)
+        ctl = controller(plan, access.private_key, access.known_hosts)
         slurm = SlurmSteps(ctl, hosts)
         with store.lock(), slurm.lock(plan.stack, "heal"):
             remedy = _remedy(plan, inv, access, out, store.applied())

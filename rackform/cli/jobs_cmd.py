@@ -24,10 +24,10 @@ from rackform.cli.app import app
 from rackform.cli.common import Env, File, KnownHosts, PrivateKey, prepared, user_error
 from rackform.reap.run import usd_per_gpu_hour
 from rackform.reap.verdict import gpus_by_node
-from rackform.scheduler.reach import controller
 from rackform.scheduler.records import SACCT_FORMAT, RecordError, parse
 from rackform.scheduler.remote import RemoteError
 from rackform.scheduler.usage import Usage, usage
+from rackform.targets.runtimes import controller
 
 JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
 EXIT_UNREADABLE = 3

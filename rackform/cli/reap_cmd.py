@@ -40,7 +40,7 @@ from rackform.reap.prometheus import TelemetryError
 from rackform.reap.run import World, decide_all, run_all, shared_lock
 from rackform.reap.verdict import Decision
 from rackform.scheduler import queue
-from rackform.scheduler.reach import controller
+from rackform.targets.runtimes import controller
 
 EXIT_TELEMETRY = 3
 EXIT_ACTION_FAILED = 4

@@ -15,7 +15,7 @@ from rackform.rollout.plan import basis
 from rackform.rollout.record import Store, state_dir
 from rackform.rollout.run import Cluster, RollingError, carry_out
 from rackform.rollout.slurm import SlurmSteps
-from rackform.scheduler.reach import controller
+from rackform.targets.runtimes import controller
 
 
 @dataclass

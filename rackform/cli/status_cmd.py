@@ -42,8 +42,8 @@ def status(
     from rackform.rollout.record import state_dir as directory
     from rackform.rollout.status import node_status, progress
     from rackform.scheduler.drain import node_reasons
-    from rackform.scheduler.reach import cluster_inventory, controller
     from rackform.scheduler.remote import RemoteError
+    from rackform.targets.runtimes import cluster_inventory, controller
 
     plan = prepared(file, env).plan
     if plan.scheduler is None:

@@ -29,9 +29,8 @@ from rackform.reap.snooze import iso
 from rackform.reap.target import Outcome, Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, gpus_by_node, protected
 from rackform.scheduler import lease, queue
-from rackform.scheduler.reach import controller
 from rackform.scheduler.remote import RemoteError
-from rackform.targets.runtimes import reaper
+from rackform.targets.runtimes import controller, reaper
 
 # A warning older than this (the reaper stopped running for a while) is stale: warn again rather
 # than measure an ever longer stretch.
@@ -101,7 +100,8 @@ class World:
     notifier: Notifier
     prom: Prometheus
     reapers: Callable[[str], Reaper] = reaper
-    queue: Callable[[Plan], list[queue.Job]] = queue.of_cluster
+    # The queue of the cluster's scheduler, read on its controller over SSH.
+    queue: Callable[[Plan], list[queue.Job]] = lambda plan: queue.read(controller(plan))
     now: Callable[[], float] = time.time
     # Why a stack is in maintenance (a rolling change or heal under way), or None: the CLI
     # gives rackform.rollout.status.in_maintenance over the rollout state directory.

@@ -15,9 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rackform.plan.model import Plan
 from rackform.scheduler.hostlist import HostlistError, expand
-from rackform.scheduler.reach import controller
 from rackform.scheduler.remote import RemoteError, Runner
 
 # Slurm's end states (job_state_codes.html: the base states a job ends in) and REVOKED (a
@@ -118,8 +116,3 @@ def read(run: Runner) -> list[Job]:
 
 def active(jobs: Iterable[Job]) -> list[Job]:
     return [j for j in jobs if j.active]
-
-
-def of_cluster(plan: Plan) -> list[Job]:
-    """The queue of the cluster's scheduler, read on its controller over SSH."""
-    return read(controller(plan))

@@ -171,7 +171,7 @@ def ssh_to(plan: Plan, h: HostPlan, identity=None, known_hosts=None) -> Ssh:
 def controller(plan: Plan, identity=None, known_hosts=None) -> Runner:
     """The scheduler's controller among the listed hosts, over SSH as the plan's user (with the
     key and known_hosts file given, if any). A target whose stack creates the controller
-    reaches it its own way: rackform/scheduler/reach.py asks the target."""
+    reaches it its own way (its runtime's `reach`: rackform/targets/runtimes.py `controller`)."""
     if plan.scheduler is None:
         raise RemoteError(f"cluster {plan.name} declares no scheduler")
     h = host(plan, plan.scheduler.controller)

@@ -1,9 +1,14 @@
 """The running world's registry: what each target adds to the stack, Ansible and the reaper,
-by its `type`."""
+by its `type`; and a cluster's hosts for the commands that run after `up` (reap, heal, rolling
+changes, jobs, status), reached the way its target reaches them (a listed host over SSH; on AWS
+an instance the stack created, through the stack's EC2 Instance Connect Endpoint)."""
 
 from __future__ import annotations
 
-from rackform.reap.target import Reaper
+from rackform.plan.inventory import with_nodes
+from rackform.plan.model import Plan, thaw
+from rackform.reap.target import ActionError, Reaper
+from rackform.scheduler.remote import RemoteError, Runner
 from rackform.targets.aws.runtime import RUNTIME as AWS
 from rackform.targets.bare_metal.runtime import RUNTIME as BARE_METAL
 from rackform.targets.colocation.runtime import RUNTIME as COLOCATION
@@ -19,3 +24,26 @@ def runtime(target_type: str) -> TargetRuntime:
 def reaper(target_type: str) -> Reaper:
     """What carries out `rackform reap`'s actions on a cluster of this target."""
     return RUNTIMES[target_type].reaper()
+
+
+def node(plan: Plan, name: str, identity=None, known_hosts=None) -> Runner:
+    """A host of the cluster by name (`identity`, `known_hosts`: the key and known_hosts file a
+    command was given, else ssh's own)."""
+    return RUNTIMES[plan.target_type].reach(plan, name, identity, known_hosts)
+
+
+def controller(plan: Plan, identity=None, known_hosts=None) -> Runner:
+    """The scheduler's controller."""
+    if plan.scheduler is None:
+        raise RemoteError(f"cluster {plan.name} declares no scheduler")
+    return node(plan, plan.scheduler.controller, identity, known_hosts)
+
+
+def cluster_inventory(plan: Plan) -> dict:
+    """The plan's inventory, with the nodes running now where the stack creates them (AWS: its
+    instances by the cluster's tags); RemoteError where they cannot be read."""
+    try:
+        live = RUNTIMES[plan.target_type].nodes(plan)
+    except ActionError as exc:
+        raise RemoteError(f"cannot read the cluster's nodes: {exc}") from None
+    return thaw(plan.inventory) if live is None else with_nodes(plan, live)

@@ -17,9 +17,9 @@ from moto_server import CTL, NODES, REGION, STACK, Aws, aws_slurm
 
 from rackform.engine import prepare
 from rackform.reap.target import ActionError
-from rackform.scheduler import reach
 from rackform.scheduler.remote import RemoteError
 from rackform.targets.aws.instances import Instances
+from rackform.targets.runtimes import controller
 
 NODE0, NODE1 = NODES
 
@@ -160,12 +160,12 @@ def test_replace_of_an_unknown_name_touches_nothing(aws, plan):
 
 
 def test_commands_reach_the_aws_controller_through_the_target(aws, plan, monkeypatch):
-    # The shared path reap, heal, rolling changes, jobs and status take (scheduler/reach.py):
+    # The shared path reap, heal, rolling changes, jobs and status take (rackform/targets/runtimes.py):
     # boto3's own endpoint setting points the runtime's default clients at moto.
     ctl = named(aws, CTL)
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws.endpoint)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    run = reach.controller(plan)
+    run = controller(plan)
     assert run.where == f"ubuntu@{address(aws, ctl)}:22"
     assert run.proxy.endswith(f"--instance-id {ctl}")
