@@ -24,7 +24,7 @@ from rackform.rollout.record import Held, RecordError, Store, state_dir
 from rackform.rollout.slurm import SlurmSteps
 from rackform.scheduler import lease
 from rackform.scheduler.remote import RemoteError
-from rackform.targets.runtimes import cluster_inventory, controller, runtime
+from rackform.targets.runtimes import cluster_inventory, controller, node, runtime
 
 
 @dataclass
@@ -43,11 +43,11 @@ def _remedy(
     re-validation's too)."""
     target = runtime(plan.target_type)
 
-    def runner(node: str):
-        return node(plan, node, access.private_key, access.known_hosts)
+    def runner(name: str):
+        return node(plan, name, access.private_key, access.known_hosts)
 
-    def bmc(node: str):
-        return target.bmc(plan, node)
+    def bmc(name: str):
+        return target.bmc(plan, name)
 
     nodes = AnsibleNodes(
         inv, thaw(plan.group_vars), access.private_key, access.known_hosts,

@@ -8,17 +8,22 @@ re-validation) are tests/health/test_heal_apply.py's."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
+import fake_ssh
 from blueprint_helpers import ROOT
 from servers import Gpu, Series, prometheus
 from slurm_local import GPUS_PER_NODE, NODES, blueprint, ssh_env
 
+from rackform.cli.heal_apply import Access, _remedy
+from rackform.engine import prepare
 from rackform.reap import labels as L
 from rackform.rollout.record import Store
 from rackform.scheduler.lease import controller_lock
 from rackform.scheduler.remote import Local
+from rackform.targets.runtimes import cluster_inventory
 
 NAME = "slurm-a"
 
@@ -92,3 +97,29 @@ def test_a_cluster_heal_cannot_act_on_says_why(slurm, tmp_path):
         r, doc = heal(url, no_slurm, ssh_env(slurm, tmp_path), tmp_path / "state")
         assert "declares no scheduler" in doc["clusters"][0]["not_acted_on"]
     assert r.returncode == 6 and set(slurm.node_states().values()) == {"idle"}
+
+
+def test_the_commands_remediation_reaches_the_node_it_names_over_ssh(tmp_path, monkeypatch):
+    """The shell `heal --apply` remediates a node through (rackform/cli/heal_apply.py): that
+    node's SSH, as the plan's user, with the key and known_hosts given. tests/fake_ssh.py runs
+    the GPU reset here, against a recording stand-in for nvidia-smi (no GPU on this machine)."""
+    bp = tmp_path / "slurm-a.yaml"
+    bp.write_text(text())
+    plan = prepare(bp).plan
+    node_bin = tmp_path / "node-bin"
+    node_bin.mkdir()
+    (smi := node_bin / "nvidia-smi").write_text(
+        f'#!/bin/sh\necho "$*" >> {tmp_path}/nvidia-smi.log\necho "GPU 0 was successfully reset."\n'
+    )
+    smi.chmod(0o755)
+    env = fake_ssh.environ(tmp_path, {"PATH": f"{node_bin}:{os.environ['PATH']}"})
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    access = Access(private_key=tmp_path / "id", known_hosts=tmp_path / "kh")
+    remedy = _remedy(plan, cluster_inventory(plan), access, lambda _: None, None)
+    done = remedy({NODES[1]: "reset"}).apply([NODES[1]], {}, reboot=False)
+    assert done.ok, done.why
+    assert (tmp_path / "nvidia-smi.log").read_text().split() == ["--gpu-reset"]
+    (argv,) = [json.loads(line) for line in (tmp_path / "ssh.log").read_text().splitlines()]
+    assert "root@10.77.7.2" in argv and argv[argv.index("-p") + 1] == "2222", argv
+    assert argv[argv.index("-i") + 1] == str(tmp_path / "id"), argv
