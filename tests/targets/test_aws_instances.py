@@ -83,6 +83,8 @@ def test_two_running_instances_of_one_name_are_refused_not_guessed(aws, plan):
     with pytest.raises(RemoteError, match="2 running instances are called") as e:
         instances(aws).reach(plan, NODE0)
     assert a in str(e.value) and b in str(e.value)
+    with pytest.raises(ActionError, match=f"2 running instances are called '{NODE0}'"):
+        instances(aws).nodes(plan)
 
 
 def test_a_serving_node_is_reached_by_its_instance_id(aws, plan):

@@ -83,7 +83,16 @@ class Instances:
             running = self._running(plan)
         except aws_errors() as exc:
             raise ActionError(f"cannot read the cluster's instances: {one_line(exc)}") from None
-        by_name = {tags_of(i).get("Name"): i for i in running}
+        by_name: dict[str, dict] = {}
+        for i in running:
+            tags = tags_of(i)
+            if "aws:autoscaling:groupName" in tags:
+                continue  # a group's instances share its Name: they go by their ids
+            name = tags.get("Name", "")
+            if name in by_name:  # never guess which of two is the node
+                ids = f"{by_name[name]['InstanceId']}, {i['InstanceId']}"
+                raise ActionError(f"2 running instances are called {name!r}: {ids}")
+            by_name[name] = i
         out: dict[str, list[list]] = {}
         for g in plan.node_groups:
             asg = asg_name(plan, g)
