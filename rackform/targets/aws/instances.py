@@ -139,7 +139,8 @@ class Instances:
         cluster (a placement group, a capacity reservation or block) is free before its
         successor launches. A serving group's instance is terminated through its group without
         lowering the desired capacity, and the group launches the successor (Auto Scaling API,
-        TerminateInstanceInAutoScalingGroup, ShouldDecrementDesiredCapacity=false); a training
+        TerminateInstanceInAutoScalingGroup, ShouldDecrementDesiredCapacity=false; when, the
+        group's instance maintenance policy decides, not yet seen on AWS); a training
         node is the stack's own, launched again by `rackform up --refresh` (a refresh reads the
         instance as gone: the AWS provider drops a terminated instance from the state, and the
         update creates it anew)."""
