@@ -4,7 +4,7 @@ block:
 - Prometheus (Debian's package) over hours of dcgm-exporter history (and any other series a
   test gives: node_exporter's, DCGM's error counters), made as OpenMetrics and backfilled with
   `promtool tsdb create-blocks-from openmetrics` before Prometheus starts on that data directory
-  (seconds, however long the history);
+  (seconds, however long the history); or scraping live exporters (the VM e2e's node_exporter);
 - sushy-tools' Redfish emulator with its fake systems driver and HTTP basic auth;
 - Alertmanager (Debian's package), with its own data directory and clustering off.
 """
@@ -203,6 +203,28 @@ def prometheus(
         ctx = ssl.create_default_context(cafile=str(web.cert))
         headers = {"Authorization": web.basic()}  # else a 401 would pass for ready
     with _process(argv, data / "prometheus.log", f"{url}/-/ready", ctx=ctx, headers=headers):
+        yield url
+
+
+@contextmanager
+def scraping(scrape_configs: str, data: Path, interval_s: int = 2) -> Iterator[str]:
+    """Prometheus scraping live targets (`scrape_configs`: the YAML list under that key, as the
+    dcgm role writes it); yields its URL."""
+    data.mkdir(parents=True, exist_ok=True)
+    config = data / "prometheus.yml"
+    config.write_text(
+        f"global:\n  scrape_interval: {interval_s}s\n  scrape_timeout: {interval_s}s\n"
+        "scrape_configs:\n" + scrape_configs
+    )
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [
+        need("prometheus"),
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    with _process(argv, data / "prometheus.log", f"{url}/-/ready"):
         yield url
 
 

@@ -1,0 +1,237 @@
+"""End to end: `rackform heal --apply` finds a broken node of the testbed's two-node Slurm
+cluster (the `cluster` fixture, tests/e2e/conftest.py) from its node_exporter and repairs it
+under a job that holds both VMs.
+
+node_exporter is the `dcgm` role's (on every node, GPUs or not; the configure e2e installs it,
+this file converges the role itself when run alone); Prometheus on this machine scrapes it on
+both VMs with the labels the role's scrape config gives (the VMs are reached through an SSH
+forward each, kept up across node2's reboot). The VMs have no GPUs: heal sees them by
+node_exporter and judges them on its series.
+
+1. Both nodes healthy: a dry run says so and does nothing (exit 0).
+2. A job over both VMs (the rolling e2e's: a shell loop that counts, a checkpoint on each node's
+   disk after every step, no torch); node2's checkpoint filesystem goes read-only (the kernel
+   does that to a filesystem after I/O errors), and node_exporter reports it.
+3. `heal --apply` (the blueprint's policy: reboot for a storage fault): node2 failed, node1
+   healthy and untouched; node2 drained through Slurm (the job requeued), rebooted (a new boot
+   id), re-validated alone (host checks and a one-node smoke job with torch, the extra variables
+   the last configuration applied), returned to service. The job, requeued from its
+   checkpoints, counts to its end; a dry run after says both nodes are healthy again.
+
+The decisions (budget, breaker, retries, a kill mid-remediation) are tested against the local
+Slurm without VMs (tests/health/); `replace` on AWS against moto's server (tests/health/
+test_heal_aws.py).
+
+Its share of the suite's budget: about 3 minutes (the reboot and the one-node smoke job), within
+the 60 minutes the suite may take once the node lifecycle's scenarios are in (issue 35)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from loopback import free_port
+from servers import scraping
+from slurm_helpers import SLURM_VARS, job_record, slurm_blueprint, smoke_vars, until
+from test_rolling_vms import COUNT, JOB, STEPS, _extras
+from vms import MOUNT, cli, sh, shown
+
+from rackform.engine import prepare
+from rackform.rollout.plan import basis
+from rackform.rollout.record import Store
+
+pytestmark = pytest.mark.slow
+
+POLICY = {"health": {"actions": {"storage": "reboot"}, "validate_minutes": 15}}
+EXPORTER = "systemctl is-active -q prometheus-node-exporter"
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+# node2's checkpoint filesystem for this scenario: a tmpfs as the Slurm scenarios use, in fstab
+# so that it is there again after heal's reboot. Whatever was mounted there goes first (detached
+# lazily): in the whole suite node2's array is broken for good by then (the configure e2e pulls
+# a member off the PCI bus), and a broken array can neither be remounted read-only nor mounted
+# again at boot. Its fstab comes back at the end; the tmpfs goes.
+FSTAB_LINE = f"slurm-e2e {MOUNT} tmpfs size=512m,nofail 0 0"
+UNMOUNT = f"for i in 1 2 3 4; do mountpoint -q {MOUNT} || break; umount -l {MOUNT}; done"
+TAKE_MOUNT = (
+    f"cp /etc/fstab /root/fstab.heal-e2e && {UNMOUNT}"
+    f" && sed -i '\\#[[:space:]]{MOUNT}[[:space:]]#d' /etc/fstab"
+    f" && echo '{FSTAB_LINE}' >> /etc/fstab && mkdir -p {MOUNT} && mount {MOUNT}"
+)
+GIVE_BACK = f"{UNMOUNT}; [ -f /root/fstab.heal-e2e ] && mv /root/fstab.heal-e2e /etc/fstab; true"
+
+
+def heal_blueprint(bed, tmp: Path) -> Path:
+    path = slurm_blueprint(bed, tmp)
+    doc = yaml.safe_load(path.read_text())
+    doc["lifecycle"] = {**POLICY, "max_out_of_service": 1}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@contextmanager
+def forwarded(bed, nodes: list[str], remote_port: int = 9100):
+    """127.0.0.1:<port> on this machine to each VM's node_exporter, through SSH: a forward that
+    drops (its VM rebooting) is opened again every second until the block ends."""
+    ports = {n: free_port() for n in nodes}
+    done = threading.Event()
+    procs: dict[str, subprocess.Popen] = {}
+
+    def keep(node: str) -> None:
+        ssh = bed.ssh(node)
+        argv = ["ssh", *ssh.options(), "-N", "-o", "ExitOnForwardFailure=yes",
+                "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=2",
+                "-L", f"127.0.0.1:{ports[node]}:127.0.0.1:{remote_port}",
+                f"{ssh.user}@{ssh.host}"]  # fmt: skip
+        while not done.is_set():
+            procs[node] = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            while procs[node].poll() is None and not done.is_set():
+                done.wait(0.5)
+            done.wait(1)
+
+    threads = [threading.Thread(target=keep, args=(n,), daemon=True) for n in nodes]
+    for t in threads:
+        t.start()
+    try:
+        yield ports
+    finally:
+        done.set()
+        for p in procs.values():
+            p.terminate()
+        for t in threads:
+            t.join(timeout=10)
+
+
+def scrape_config(plan, ports: dict[str, int]) -> str:
+    """The dcgm role's `node` job as it writes it, with each VM's forward as its target."""
+    return yaml.safe_dump([{
+        "job_name": "node",
+        "static_configs": [
+            {"targets": [f"127.0.0.1:{port}"],
+             "labels": {"cluster": plan.name, "environment": plan.environment,
+                        "purpose": plan.purpose, "node": node}}
+            for node, port in ports.items()
+        ],
+    }], sort_keys=False)  # fmt: skip
+
+
+def query(url: str, expr: str) -> list[dict]:
+    q = urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=5) as r:
+        return json.load(r)["data"]["result"]
+
+
+def wait_for(url: str, expr: str, count: int, what: str, timeout: float = 90) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if len(query(url, expr)) == count:
+            return
+        time.sleep(1)
+    pytest.fail(f"Prometheus: not within {timeout:.0f} s: {what} ({expr})")
+
+
+def heal(bp: Path, url: str, *more) -> tuple[subprocess.CompletedProcess, dict]:
+    # The blueprint's other environments (wipe, gpu) are other clusters, never scraped here.
+    r = cli("heal", bp, "--env", "default", "--prometheus", url, "--json", *more)
+    return r, (json.loads(r.stdout) if r.stdout.strip() else {})
+
+
+def verdicts(doc: dict) -> dict[str, tuple[str, str]]:
+    return {n["node"]: (n["verdict"], n["action"]) for n in doc["clusters"][0]["nodes"]}
+
+
+def test_a_node_whose_checkpoint_filesystem_fails_is_drained_rebooted_revalidated_returned(
+    cluster, wheel_server, phases, tmp_path
+):
+    bed = cluster.bed
+    nodes = ["node1", "node2"]
+    bp = heal_blueprint(bed, tmp_path)
+    plan = prepare(bp).plan
+    state, reports = tmp_path / "state", tmp_path / "reports"
+    access = ["--private-key", bed.key, "--known-hosts", bed.known_hosts,
+              "--state-dir", state, "--report-dir", reports]  # fmt: skip
+    # What the nodes run, as the last full configure recorded it (the configure e2e's to show):
+    # heal's re-validation runs the smoke job with these variables (torch from the wheel server).
+    base = [*SLURM_VARS, *smoke_vars(wheel_server)]
+    was = basis(plan, _extras(base))
+    Store(state, plan.stack).set_applied(dict(was.variables), dict(was.nodes), plan.digest)
+    if not all(sh(bed, n, f"{EXPORTER} && echo yes", check=False).strip() for n in nodes):
+        with phases("heal: node_exporter from the dcgm role (this file run alone)"):
+            r = cli("configure", bp, "--role", "dcgm", *access[:4], "--report-dir", reports)
+        assert r.returncode == 0, shown(r)
+    for n in nodes:
+        sh(bed, n, EXPORTER)
+    sh(bed, "node2", TAKE_MOUNT)
+    sh(bed, "node1", f"cat > /root/rolling.sbatch <<'EOF'\n{JOB}EOF")
+    for n in nodes:
+        sh(bed, n, f"cat > /root/count.sh <<'EOF'\n{COUNT}EOF")
+    boot = {n: sh(bed, n, BOOT_ID).strip() for n in nodes}
+    sel = f'cluster="{plan.name}",environment="{plan.environment}"'
+    try:
+        with forwarded(bed, nodes) as ports, scraping(scrape_config(plan, ports), tmp_path / "prom") as url:  # fmt: skip
+            wait_for(url, f"node_boot_time_seconds{{{sel}}}", 2, "both VMs' node_exporter")
+            # 1. Healthy: nothing to do.
+            r, doc = heal(bp, url)
+            assert r.returncode == 0, shown(r)
+            assert verdicts(doc) == {n: ("healthy", "none") for n in nodes}, doc
+
+            # 2. A job over both nodes; node2's checkpoint filesystem read-only.
+            job = sh(bed, "node1", "sbatch --parsable /root/rolling.sbatch").strip()
+            until(bed, f"[ $(cat /var/tmp/rolling-{job} 2>/dev/null || echo 0) -ge 3 ]", "steps")
+            sh(bed, "node2", f"mount -o remount,ro {MOUNT}")
+            ro = f'node_filesystem_readonly{{{sel},node="node2",mountpoint="{MOUNT}"}} == 1'
+            wait_for(url, ro, 1, "node2's read-only checkpoint filesystem")
+
+            # 3. Healed.
+            t0 = time.time()
+            with phases("heal: node2 drained, rebooted, re-validated alone, returned"):
+                r, doc = heal(bp, url, "--apply", *access)
+            assert r.returncode == 6, shown(r)  # what it found: node2 failed
+            assert verdicts(doc) == {
+                "node1": ("healthy", "none"), "node2": ("failed", "reboot"),
+            }, doc  # fmt: skip
+            evidence = doc["clusters"][0]["nodes"][1]["evidence"]
+            assert evidence[0]["detail"] == f"the checkpoint filesystem {MOUNT} is read-only"
+            assert doc["clusters"][0]["actions"] == [
+                {"node": "node2", "action": "reboot", "status": "done", "why": ""}
+            ], shown(r)
+            # node2 rebooted; node1 never touched.
+            assert sh(bed, "node2", BOOT_ID).strip() != boot["node2"]
+            assert sh(bed, "node1", BOOT_ID).strip() == boot["node1"]
+            state_now = sh(bed, "node1", "sinfo --noheader --nodes=node2 --format=%T").strip()
+            assert not any(w in state_now for w in ("drain", "down")), state_now
+            until(
+                bed, f"! squeue --noheader --jobs={job} | grep -q .", "the job's end", timeout=180
+            )
+            # Judged again, node2 scraped since its reboot (its checkpoint filesystem mounted rw).
+            booted = f'node_boot_time_seconds{{{sel},node="node2"}} > {t0:.0f}'
+            wait_for(url, booted, 1, "node2's node_exporter since its reboot")
+            r, doc = heal(bp, url)
+            assert r.returncode == 0, shown(r)
+    finally:
+        sh(bed, "node2", GIVE_BACK, check=False)
+        sh(bed, "node1", "scontrol update nodename=node1,node2 state=resume", check=False)
+
+    # No job lost: both ranks counted to the end, Slurm ran the job again after the drain, and
+    # the run after it went on from the checkpoints, never from 0.
+    out = sh(bed, "node1", f"cat /root/rolling-{job}.out")
+    assert sorted(line for line in out.splitlines() if " done " in line) == [
+        f"node1 done {STEPS}", f"node2 done {STEPS}",
+    ], out  # fmt: skip
+    starts = [line.split() for line in out.splitlines() if " from " in line]
+    assert max(int(w[4]) for w in starts) >= 1, out
+    assert all(int(w[2]) > 0 for w in starts if int(w[4]) > 0), out
+    assert job_record(bed, job)["JobState"] == "COMPLETED"
+    found = sorted(reports.glob("validate-node2-*/*/node2.json"))
+    assert found, sorted(reports.rglob("*"))
+    took = json.loads(found[-1].read_text()).get("launch_s") or {}
+    phases.notes.append(f"heal: node2's re-validation, the node's own seconds: {took}")
