@@ -20,6 +20,7 @@ from rackform.cli.common import EXIT_INVALID, Env, File, fail, need, prepared
 from rackform.cli.plan_render import render_text
 from rackform.plan.cost import render as render_cost
 from rackform.plan.model import Plan
+from rackform.targets.runtimes import runtime
 
 
 def plan_resources(plan: Plan) -> list[dict[str, Any]]:
@@ -48,40 +49,6 @@ def counts(resources: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(Counter(r["type"] for r in resources).items()))
 
 
-def rollout(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, str] | None:
-    """How a node whose template changes is replaced, and the downtime that implies (targets
-    that create nodes; None elsewhere)."""
-    strategy = getattr(plan.target_plan, "rollout", None)
-    if strategy is None:
-        return None
-    first = [r["name"] for r in resources if (r.get("options") or {}).get("delete_before_replace")]
-    nodes = [r for r in resources if r["type"] == "aws:ec2/instance:Instance"]
-    if strategy == "delete-first" and nodes:
-        downtime = (
-            f"a change that replaces the nodes deletes all {len(nodes)} first (Pulumi replaces "
-            "them in parallel): the cluster is down until the new nodes boot and Configure and "
-            "Validate finish, and needs no capacity beyond its own"
-        )
-    elif strategy == "delete-first":
-        budget = plan.lifecycle.budget(plan.nodes)
-        downtime = (
-            "an instance refresh terminates before it launches: at most the out-of-service "
-            f"budget ({budget} of {plan.nodes} nodes, lifecycle.max_out_of_service) is out at "
-            "a time, and no capacity beyond the group's own is needed"
-        )
-    else:
-        downtime = (
-            "replacements launch and configure before the old nodes go: no downtime, but up to "
-            "twice the capacity (and vCPU quota) while it runs"
-        )
-    return {
-        "strategy": strategy,
-        "why": plan.target_plan.rollout_why,
-        "downtime": downtime,
-        "delete_first": first,
-    }
-
-
 def plan_document(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "blueprint": plan.source,
@@ -91,7 +58,7 @@ def plan_document(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, Any]
         "protected": plan.lifecycle.protect,
         "resources": resources,
         "counts": counts(resources),
-        "rollout": rollout(plan, resources),
+        "rollout": runtime(plan.target.type).replacement(plan, resources),
     }
 
 

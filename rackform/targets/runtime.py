@@ -129,6 +129,14 @@ class TargetRuntime:
         a target that launches no nodes refuses it (the schema refuses the action first)."""
         raise ActionError(f"{self.label} does not replace nodes")
 
+    def replacement(
+        self, plan: Plan, resources: list[Mapping[str, Any]]
+    ) -> Mapping[str, Any] | None:
+        """How a node whose template changes is replaced, for `rackform plan`: `{"strategy",
+        "why", "downtime", "delete_first": [resource names]}` from the offline plan's
+        `resources`; None for a target that creates no nodes (the default)."""
+        return None
+
     def replace_rules(self) -> ReplaceRules:
         """Which input changes replace which of the target's resources (none by default)."""
         return ReplaceRules()

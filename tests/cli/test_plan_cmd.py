@@ -81,6 +81,14 @@ def test_plan_shows_training_nodes_deleted_first_and_the_downtime():
     assert "Rollout: delete-first" in text and "the cluster is down until" in text
 
 
+def test_a_target_that_creates_no_nodes_has_no_rollout_in_its_plan():
+    # The replacement story is the target's own (its runtime's `replacement`): hosts a site
+    # lists are never replaced by the stack.
+    doc = json.loads(rackform("plan", "blueprints/colo-inference.yaml", "--json").stdout)
+    assert doc["resources"] and doc["rollout"] is None
+    assert "Rollout:" not in rackform("plan", "blueprints/colo-inference.yaml").stdout
+
+
 def test_plan_is_deterministic_and_needs_no_credentials_network_or_cli(tmp_path):
     # An empty PATH (no pulumi, no ssh), no HOME, no AWS credentials, a proxy that goes
     # nowhere: the plan must not notice.
