@@ -455,23 +455,26 @@ def _src_anchor(key: str) -> str:
     return "src-" + re.sub(r"[^a-z0-9-]+", "-", str(key).lower())
 
 
-def catalog_page(catalog: Path = ROOT / "rackform" / "catalog") -> str:
+def catalog_page(package: Path = ROOT / "rackform") -> str:
     out = [
         "# Catalog\n\n",
         HEADER,
-        "Every figure of rackform's catalog (`rackform/catalog/*.yaml`) with its source. "
+        "Every figure of rackform's catalog (`rackform/catalog/*.yaml`, and each target's own "
+        "in `rackform/targets/<target>/catalog/`) with its source. "
         "Every number is written `{v: value, src: key}`, and the loader refuses a number "
         "without a source; each source has a title, a URL and the date it was read. Prices "
         "date quickly: check the source date before buying. [The catalog](../concepts/targets.md#the-catalog).\n\n",
     ]
     sources: dict[str, dict[str, Any]] = {}
-    for f in sorted(catalog.glob("*.yaml")):
+    shared = sorted((package / "catalog").glob("*.yaml"))
+    for f in [*shared, *sorted((package / "targets").glob("*/catalog/*.yaml"))]:
         doc = yaml.safe_load(f.read_text())
         for key, src in (doc.pop("sources", None) or {}).items():
             sources.setdefault(key, src)
         rows: list[list[Any]] = []
         _figures(doc, "", rows)
-        out.append(f"## {f.name}\n\n" + _table(["figure", "value", "source"], rows) + "\n")
+        title = f.name if f in shared else f"{f.name} ({f.parent.parent.name})"
+        out.append(f"## {title}\n\n" + _table(["figure", "value", "source"], rows) + "\n")
     out.append("## Sources\n\n")
     for key in sorted(sources):
         s = sources[key]

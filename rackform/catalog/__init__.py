@@ -1,7 +1,8 @@
-"""The hardware catalog: GPU models and AWS instance types, as data with dated sources.
+"""The hardware catalog: GPU models, as data with dated sources, and the loader every catalog
+file uses (a target's own, e.g. AWS's instance types in rackform/targets/aws/catalog/, too).
 
-The figures live in YAML beside this module (`gpus.yaml`, `instances.yaml`). Every number is
-written `{v: value, src: key}` and the loader refuses one whose source is missing or undated,
+The figures live in YAML beside this module (`gpus.yaml`, and the rules' figures). Every number
+is written `{v: value, src: key}` and the loader refuses one whose source is missing or undated,
 so no figure enters rackform without saying where it came from.
 """
 
@@ -63,6 +64,9 @@ class GpuModel:
 
 @dataclass(frozen=True)
 class InstanceType:
+    """A machine type a target rents by the hour (its figures from the target's own catalog,
+    e.g. rackform/targets/aws/catalog/instances.yaml)."""
+
     key: str
     gpu: str
     gpus: Figure
@@ -82,16 +86,12 @@ class InstanceType:
 
 @dataclass(frozen=True)
 class Catalog:
+    """The GPU models every target shares (a target's own figures are in its package)."""
+
     gpus: dict[str, GpuModel]
-    instances: dict[str, InstanceType]
-    regions: tuple[str, ...] = ()  # AWS region codes
-    regions_source: Source | None = None
 
     def gpu(self, key: str) -> GpuModel:
         return self.gpus[key]
-
-    def instance(self, key: str) -> InstanceType:
-        return self.instances[key]
 
 
 def _sources(doc: dict[str, Any], fname: str) -> dict[str, Source]:
@@ -119,35 +119,22 @@ def _figures(entry: dict[str, Any], sources: dict[str, Source], where: str) -> d
     return out
 
 
-def _read(name: str) -> dict[str, Any]:
-    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+def _read(name: str, package: str = __package__) -> dict[str, Any]:
+    """A catalog file `name` shipped in `package` (this one by default)."""
+    text = resources.files(package).joinpath(name).read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
 
 @cache
 def load_catalog() -> Catalog:
-    gdoc, idoc, rdoc = _read("gpus.yaml"), _read("instances.yaml"), _read("regions.yaml")
-    gsrc, isrc = _sources(gdoc, "gpus.yaml"), _sources(idoc, "instances.yaml")
-    rsrc = _sources(rdoc, "regions.yaml")
-    if rdoc.get("source") not in rsrc:
-        raise CatalogError("regions.yaml: `source` is not in `sources`")
-    regions = tuple(rdoc["regions"])
-    priced = tuple(idoc.get("price_regions") or ())
-    if not priced or set(priced) - set(regions):
-        raise CatalogError(f"instances.yaml: price_regions {list(priced)} are not known regions")
+    gdoc = _read("gpus.yaml")
+    gsrc = _sources(gdoc, "gpus.yaml")
     gpus = {
         key: GpuModel(key=key, **_figures(raw, gsrc, f"gpus.yaml:{key}"))
         for key, raw in gdoc["gpus"].items()
     }
-    instances = {
-        key: InstanceType(key=key, priced_in=priced, **_figures(raw, isrc, f"instances.yaml:{key}"))
-        for key, raw in idoc["instances"].items()
-    }
-    for it in instances.values():
-        if it.gpu not in gpus:
-            raise CatalogError(f"instances.yaml:{it.key}: unknown gpu {it.gpu!r}")
     _check_device_names(gpus)
-    return Catalog(gpus, instances, regions, rsrc[rdoc["source"]])
+    return Catalog(gpus)
 
 
 def _check_device_names(gpus: dict[str, GpuModel]) -> None:

@@ -140,6 +140,7 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
         project=project,
         figures=load_preflight_figures(),
         catalog=catalog,
+        offers=compiler.offers(catalog, groups),
     )
 
 

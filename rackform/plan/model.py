@@ -109,6 +109,16 @@ class NodeGroupPlan:
 
 
 @dataclass(frozen=True)
+class Offer:
+    """A node the target can run instead, for right-sizing: `gpus` x GPU model `gpu`, as the
+    target names it (`label`: e.g. AWS's instance type, or "8 x L40S" for a server)."""
+
+    label: str
+    gpu: str
+    gpus: int
+
+
+@dataclass(frozen=True)
 class RackPlan:
     name: str
     power_kw: float
@@ -155,7 +165,8 @@ class Basis:
     project: Path | None = field(compare=False)  # the Pulumi project (Pulumi.yaml), if any
     directory: Path = field(compare=False)  # the blueprint file's directory (its siblings' stacks)
     figures: PreflightFigures = field(repr=False, compare=False)
-    catalog: Catalog = field(repr=False, compare=False)  # for right-sizing across the catalog
+    catalog: Catalog = field(repr=False, compare=False)
+    offers: tuple[Offer, ...] = field(repr=False, compare=False)  # the target's, for right-sizing
 
     @property
     def source(self) -> str:

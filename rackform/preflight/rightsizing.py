@@ -123,15 +123,15 @@ class InferenceTrainingGpu(Rule):
         s, catalog = plan.sizing.serving, plan.catalog
         if s is None:
             return
-        # The biggest node of inference-class (no NVSwitch) GPUs the catalog knows.
+        # The biggest node of inference-class (no NVSwitch) GPUs the target offers.
         nodes = [
-            (it.gpu_count * plan.usable_gb(catalog.gpus[it.gpu]), it)
-            for it in catalog.instances.values()
-            if not catalog.gpus[it.gpu].nvswitch
+            (o.gpus * plan.usable_gb(catalog.gpus[o.gpu]), o)
+            for o in plan.offers
+            if not catalog.gpus[o.gpu].nvswitch
         ]
         if not nodes:
             return
-        cap, it = max(nodes, key=lambda t: t[0])
+        cap, o = max(nodes, key=lambda t: t[0])
         if s.total_gb > cap:
             return  # nothing smaller holds it: the NVSwitch node is the right size
         for i, g in plan.gpu_groups:
@@ -139,9 +139,8 @@ class InferenceTrainingGpu(Rule):
                 yield self.finding(
                     group_path(plan, i),
                     f"serving needs {gb(s.total_gb)} but runs on {g.gpu.key}, a training-class "
-                    f"GPU with NVSwitch; {it.gpu_count} x {it.gpu} ({it.key}, {gb(cap)} "
-                    "usable) holds it",
-                    f"use inference-class GPUs (e.g. {it.gpu}), or waive with the reason",
+                    f"GPU with NVSwitch; {o.label} ({gb(cap)} usable) holds it",
+                    f"use inference-class GPUs (e.g. {o.gpu}), or waive with the reason",
                 )
 
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.catalog import Catalog
-from rackform.plan.model import Basis, NodeGroupPlan, RackPlan
+from rackform.plan.model import Basis, NodeGroupPlan, Offer, RackPlan
 from rackform.plan.pricing import TargetCost
 from rackform.plan.slurm import ControllerInstance
 from rackform.preflight.base import Rule
@@ -45,6 +45,15 @@ class TargetCompiler:
     ) -> tuple[Any, tuple[RackPlan, ...]]:
         """(what the target derives for its component, the racks with their planned power)."""
         return None, ()
+
+    def offers(self, catalog: Catalog, groups: tuple[NodeGroupPlan, ...]) -> tuple[Offer, ...]:
+        """The nodes this target could run instead, for right-sizing: by default a server as
+        large as the blueprint's largest (its GPUs per node) with each of the catalog's GPU
+        models, since the site buys or leases what it lists."""
+        per_node = max((g.gpus_per_node for g in groups if g.gpu), default=0)
+        if per_node == 0:
+            return ()
+        return tuple(Offer(f"{per_node} x {key}", key, per_node) for key in catalog.gpus)
 
     def image_pin(self, target: Any, target_plan: Any) -> dict[str, str]:
         """The machine image the nodes boot, as a promotion pins it; none where the hosts exist

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from rackform.catalog import CatalogError, Figure, _figures, load_catalog
+from rackform.targets.aws.catalog import load_aws_catalog
 
 GPUS = ["H100-SXM", "H100-PCIe", "H200-SXM", "A100-SXM-80GB", "L40S", "A10G", "L4"]
 TYPES = [
@@ -25,12 +26,12 @@ TYPES = [
 def test_required_entries_present():
     cat = load_catalog()
     assert set(GPUS) <= set(cat.gpus)
-    assert set(TYPES) <= set(cat.instances)
+    assert set(TYPES) <= set(load_aws_catalog().instances)
 
 
 def test_every_number_has_a_dated_source():
     cat = load_catalog()
-    for entry in [*cat.gpus.values(), *cat.instances.values()]:
+    for entry in [*cat.gpus.values(), *load_aws_catalog().instances.values()]:
         for f in dataclasses.fields(entry):
             value = getattr(entry, f.name)
             bare = isinstance(value, int | float) and not isinstance(value, bool)
@@ -49,7 +50,7 @@ def test_published_allreduce_thresholds():
 
 
 def test_p5_figures():
-    p5 = load_catalog().instance("p5.48xlarge")
+    p5 = load_aws_catalog().instance("p5.48xlarge")
     assert (p5.gpu, p5.gpu_count, p5.efa_interfaces.value, p5.nvme_drives.value) == (
         "H100-SXM",
         8,

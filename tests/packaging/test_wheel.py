@@ -42,7 +42,7 @@ def test_the_wheel_holds_every_file_of_the_package(dist, wheel_names):
     # The parts named one by one, so a mistake in `tracked` cannot empty the check.
     for rel in (
         "rackform/catalog/gpus.yaml",
-        "rackform/catalog/instances.yaml",
+        "rackform/targets/aws/catalog/instances.yaml",
         "rackform/blueprint/schema/model.py",
         "rackform/collection.py",
         "rackform/targets/bare_metal/init/training.yaml",

@@ -12,9 +12,11 @@ from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.engine import compile_effective
 from rackform.plan.cost import render
+from rackform.targets.aws.catalog import load_aws_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 CAT = load_catalog()
+AWS = load_aws_catalog()
 FIG = load_preflight_figures()
 HOURS = FIG.cost.hours_per_month.value
 MFU = FIG.cost.mfu_fraction.value
@@ -34,7 +36,7 @@ RES_ID = "reservation_id: cr-0123456789abcdef0"
 
 def test_aws_training_example_by_hand():
     c = cost_of("aws-training.yaml", "prod")
-    p5 = CAT.instance("p5.48xlarge")
+    p5 = AWS.instance("p5.48xlarge")
     hour = 4 * p5.on_demand_usd_hr.value
     assert c.basis == "aws on-demand"
     # 70B full state (2 + 12 bytes per parameter) = 980 GB, three kept.
@@ -82,7 +84,7 @@ def test_spot_is_a_discount_range(write):
         + "workload: {model_params_b: 7, method: full, checkpoint_interval_min: 30}\n"
     )
     c = cost_of(write(spot))
-    od = 2 * CAT.instance("p5.48xlarge").on_demand_usd_hr.value
+    od = 2 * AWS.instance("p5.48xlarge").on_demand_usd_hr.value
     low, high = FIG.cost.spot_discount_low.value, FIG.cost.spot_discount_high.value
     assert c.spot_usd_per_hour_range == pytest.approx((od * (1 - high), od * (1 - low)))
     # The cautious end, plus the checkpoints' storage.
@@ -93,14 +95,14 @@ def test_spot_is_a_discount_range(write):
 def test_capacity_block_and_reservation_prices(write):
     block = market(AWS_TRAINING, f"market: capacity-block\n  {RES_ID}")
     c = cost_of(write(block))
-    assert c.usd_per_hour == 2 * CAT.instance("p5.48xlarge").capacity_block_usd_hr.value
+    assert c.usd_per_hour == 2 * AWS.instance("p5.48xlarge").capacity_block_usd_hr.value
     c = cost_of(write(block.replace("p5.48xlarge", "p5en.48xlarge"), "en.yaml"))
     assert c.usd_per_hour is None and c.usd_per_month is None  # no block price in the catalog
     assert "no capacity-block price for p5en.48xlarge" in c.notes[0]
     c = cost_of(write(market(AWS_TRAINING, f"market: reservation\n  {RES_ID}"), "r.yaml"))
     rate = FIG.cost.reservation_rate_of_on_demand.value
     assert c.usd_per_hour == pytest.approx(
-        2 * CAT.instance("p5.48xlarge").on_demand_usd_hr.value * rate
+        2 * AWS.instance("p5.48xlarge").on_demand_usd_hr.value * rate
     )
 
 
@@ -123,7 +125,7 @@ def test_lora_checkpoints_cost_only_adapters(write):
 def test_render_shows_every_line_and_source():
     text = "\n".join(render(cost_of("aws-training.yaml")))
     assert "4 x p5.48xlarge on-demand" in text
-    assert CAT.instance("p5.48xlarge").on_demand_usd_hr.source.date in text
+    assert AWS.instance("p5.48xlarge").on_demand_usd_hr.source.date in text
     assert "at 65% utilization" in text and "at 85% utilization" in text
     assert "utilization: expected 65% vs target 85%" in text
 

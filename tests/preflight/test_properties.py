@@ -15,8 +15,9 @@ from rackform.catalog.preflight import load_preflight_figures
 from rackform.plan import sizing
 from rackform.preflight.registry import codes
 from rackform.preflight.report import run
+from rackform.targets.aws.catalog import load_aws_catalog
 
-TRAIN_TYPES = sorted(load_catalog().instances)
+TRAIN_TYPES = sorted(load_aws_catalog().instances)
 GPUS = sorted(load_catalog().gpus)
 
 workloads = st.fixed_dictionaries(
@@ -45,7 +46,7 @@ def clusters(draw):
     w = draw(workloads)
     if draw(st.booleans()):
         it = draw(st.sampled_from(TRAIN_TYPES))
-        efa = load_catalog().instance(it).efa_interfaces.value > 0
+        efa = load_aws_catalog().instance(it).efa_interfaces.value > 0
         fabric = draw(st.sampled_from(["efa", "ethernet"] if efa else ["ethernet"]))
         # Spot training must checkpoint (a schema rule), so spot only with an interval.
         spot_ok = "checkpoint_interval_min" in w

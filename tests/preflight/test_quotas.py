@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, plan, variant, write_blueprint
 
-from rackform.catalog.quotas import load_quotas
 from rackform.engine import prepare_all, prepare_many
+from rackform.targets.aws.catalog.quotas import load_quotas
 from rackform.targets.aws.quotas import repository_stacks
 
 CODE = "aws-default-quota"

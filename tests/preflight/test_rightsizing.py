@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from preflight_bp import aws, bare, found
 
 LORA_7B = {"model_params_b": 7, "method": "lora"}
@@ -72,6 +74,15 @@ def test_inference_with_training_fabric_and_gpus(tmp_path):
         tmp_path, aws("g6e.12xlarge", fabric="ethernet", purpose="inference", workload=serve(8))
     )
     assert not plain
+
+
+def test_a_site_is_offered_servers_of_its_own_size_never_a_clouds_instance_types(tmp_path):
+    # Bare metal buys servers: the cheaper node suggested is one as large as the blueprint's
+    # (8 GPUs) with inference-class GPUs, named by its GPUs, not an AWS instance type.
+    doc = bare(purpose="inference", fabric="ethernet", workload=serve(8))
+    f = found(tmp_path, doc)["inference-training-gpu"]
+    assert re.search(r"; 8 x [\w-]+ \(\d+ GB usable\) holds it", f.message), f.message
+    assert "xlarge" not in f.message
 
 
 def test_inference_node_too_small(tmp_path):

@@ -19,8 +19,8 @@ from planhelp import (
 
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
-from rackform.catalog import load_catalog
 from rackform.engine import compile_effective
+from rackform.targets.aws.catalog import load_aws_catalog
 from rackform.targets.aws.compile import split_vpc
 from rackform.targets.aws.exposure import public_share
 from rackform.targets.aws.nodes import efa_interfaces
@@ -76,7 +76,7 @@ def test_p5_launch_template_attaches_all_32_efa_interfaces_primary_first(tmp_pat
 def test_efa_interface_count_follows_the_catalog(tmp_path, instance_type):
     doc = variant(AWS_TRAINING, **{"node_groups.0.instance_type": instance_type})
     lt = one(plan(tmp_path, doc), "launchTemplate:LaunchTemplate")
-    want = int(load_catalog().instance(instance_type).efa_interfaces.value)
+    want = int(load_aws_catalog().instance(instance_type).efa_interfaces.value)
     nics = lt.inputs["networkInterfaces"]
     assert len(nics) == want
     assert sum(n["interfaceType"] in ("efa", "efa-only") for n in nics) == want

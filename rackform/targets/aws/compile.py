@@ -12,10 +12,11 @@ from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.blueprint.schema.scheduler import CONTROLLER_TYPE
 from rackform.catalog import Catalog
 from rackform.plan.arrays import array_plan
-from rackform.plan.model import Basis, NodeGroupPlan
+from rackform.plan.model import Basis, NodeGroupPlan, Offer
 from rackform.plan.pricing import TargetCost
 from rackform.plan.slurm import ControllerInstance
 from rackform.targets.aws import cost, quotas
+from rackform.targets.aws.catalog import load_aws_catalog
 from rackform.targets.aws.images import IMAGES, Image
 from rackform.targets.aws.names import controller_name, node_names
 from rackform.targets.compile import TargetCompiler
@@ -91,8 +92,15 @@ class AwsCompiler(TargetCompiler):
     def on_demand(self, target) -> bool:
         return target.market == "on-demand"
 
+    def offers(self, catalog, groups):
+        """Every GPU instance type of the AWS catalog."""
+        return tuple(
+            Offer(f"{it.gpu_count} x {it.gpu}, {it.key}", it.gpu, it.gpu_count)
+            for it in load_aws_catalog().instances.values()
+        )
+
     def compile_group(self, bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
-        it = catalog.instance(group.instance_type)
+        it = load_aws_catalog().instance(group.instance_type)
         # Launch templates attach every EFA interface the type has, and only with an EFA fabric.
         efa = int(it.efa_interfaces.value) if bp.network.fabric == "efa" else 0
         array = array_plan(

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from rackform.blueprint.schema.base import Strict, Violation, closest
 from rackform.catalog import Catalog
+from rackform.targets.aws.catalog import load_aws_catalog
 
 
 class AwsGroupFields(Strict):
@@ -44,13 +45,14 @@ def _group(g: Any, at: tuple, purpose: str | None, cat: Catalog) -> list[Violati
                 "add instance_type: e.g. p5.48xlarge",
             )
         ]
-    it = cat.instances.get(g.instance_type)
+    instances = load_aws_catalog().instances
+    it = instances.get(g.instance_type)
     if it is None:
         return [
             Violation(
                 (*at, "instance_type"),
                 f"unknown instance type {g.instance_type!r}",
-                closest(g.instance_type, list(cat.instances)),
+                closest(g.instance_type, list(instances)),
             )
         ]
     if g.count is None:

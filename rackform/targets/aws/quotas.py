@@ -1,7 +1,7 @@
 """AWS's default quotas over a repository's stacks: every rackform AWS stack makes its own VPC,
 Elastic IP and NAT gateway (rackform/targets/aws/network.py), and an account starts with 5 of
 each per Region (NAT gateways: per Availability Zone); the figures and how many one stack uses
-are data (rackform/catalog/quotas.yaml, each with its source).
+are data (rackform/targets/aws/catalog/quotas.yaml, each with its source).
 
 Which stacks: every environment (the base blueprint included) of every blueprint in the
 directory of the file being checked, which is how a repository keeps them (`blueprints/`):
@@ -26,9 +26,9 @@ from pathlib import Path
 
 from rackform.blueprint.loader import Effective, load_all
 from rackform.blueprint.problems import BlueprintError
-from rackform.catalog.quotas import Quota, load_quotas
 from rackform.plan.model import Plan, stack_name
 from rackform.preflight.base import Finding, Rule
+from rackform.targets.aws.catalog.quotas import Quota, load_quotas
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import re
 from rackform.blueprint.schema.base import Violation
 from rackform.blueprint.schema.scheduler import CONTROLLER_TYPE, INSTANCE_TYPE_PATTERN
 from rackform.catalog import Catalog
+from rackform.targets.aws.catalog import load_aws_catalog
 from rackform.targets.aws.names import CONTROLLER_SUFFIX
 from rackform.targets.schema import Cluster
 
@@ -52,7 +53,7 @@ def scheduler_rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
                 f"use a name such as {CONTROLLER_TYPE} or c7i.xlarge",
             )
         )
-    elif t is not None and t in catalog.instances:
+    elif t is not None and t in load_aws_catalog().instances:
         # The catalog lists GPU types only, each far too dear to run slurmctld alone.
         out.append(
             Violation(

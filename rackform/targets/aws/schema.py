@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from rackform.blueprint.schema.base import Cidr, Strict, Violation, check, closest
 from rackform.catalog import Catalog
 from rackform.targets.aws import idle
+from rackform.targets.aws.catalog import load_aws_catalog
 from rackform.targets.aws.exposure import public_share
 from rackform.targets.aws.groups import AwsGroupFields, group_rules
 from rackform.targets.aws.images import DEFAULT_IMAGE, IMAGES
@@ -202,13 +203,14 @@ class AwsTarget(Strict):
 
 def region_rules(region: object, catalog: Catalog) -> list[Violation]:
     """The region must be one the AWS provider knows (the catalog's list, from the provider)."""
-    if not isinstance(region, str) or region in catalog.regions:
+    regions = load_aws_catalog().regions
+    if not isinstance(region, str) or region in regions:
         return []
     return [
         Violation(
             ("target", "region"),
             f"{region!r} is not an AWS region",
-            closest(region, list(catalog.regions)),
+            closest(region, list(regions)),
         )
     ]
 
@@ -219,7 +221,7 @@ def rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
     out += group_rules(bp.purpose, list(enumerate(bp.node_groups)), catalog)
     if bp.network.fabric == "efa":
         for i, g in enumerate(bp.node_groups):
-            it = catalog.instances.get(g.instance_type or "")
+            it = load_aws_catalog().instances.get(g.instance_type or "")
             if it is not None and it.efa_interfaces.value == 0:
                 out.append(
                     Violation(

@@ -28,7 +28,7 @@ class Quota:
 
 @cache
 def load_quotas() -> tuple[Quota, ...]:
-    doc = _read("quotas.yaml")
+    doc = _read("quotas.yaml", __package__)
     src = _sources(doc, "quotas.yaml")
     out = []
     for key, raw in doc["quotas"].items():
