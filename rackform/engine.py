@@ -21,6 +21,8 @@ from pathlib import Path
 
 from rackform.blueprint.loader import Effective, environment_name, load_all, load_effective
 from rackform.blueprint.problems import BlueprintError, Problem
+from rackform.blueprint.repository import siblings
+from rackform.paths import project_root
 from rackform.plan.compile import compile_plan
 from rackform.plan.model import Plan
 from rackform.preflight.report import LocatedFinding, Report, run
@@ -62,8 +64,17 @@ def target(target_type: str) -> Target:
 
 
 def compile_effective(effective: Effective, project: Path | None = None) -> Plan:
-    """The effective blueprint compiled with its own target's parts."""
-    return compile_plan(effective, target(effective.blueprint.target.type), project)
+    """The effective blueprint compiled with its own target's parts, in the Pulumi project
+    holding it unless `project` says another (`rackform.paths.project_root`), with the
+    blueprints beside it where its target's rules count them (`rackform.blueprint.repository`):
+    what compile knows of the disk."""
+    here, parts = effective.path.parent, target(effective.blueprint.target.type)
+    return compile_plan(
+        effective,
+        parts,
+        project or project_root(here),
+        siblings(here) if parts.compiler.reads_siblings else (),
+    )
 
 
 def _prepare(plan: Plan) -> Prepared:

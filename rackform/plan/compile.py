@@ -17,7 +17,7 @@ from types import MappingProxyType
 from rackform.blueprint.loader import Effective
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
-from rackform.paths import project_root, shown_in_config
+from rackform.paths import shown_in_config
 from rackform.plan.cost import estimate
 from rackform.plan.inventory import access_vars, build_inventory, group_vars
 from rackform.plan.model import Basis, Plan, cluster_expectations, frozen, stack_name
@@ -57,11 +57,16 @@ def stack_config(
 REVALIDATE = "rackform:revalidate"
 
 
-def compile_plan(effective: Effective, target: Target, project: Path | None = None) -> Plan:
+def compile_plan(
+    effective: Effective,
+    target: Target,
+    project: Path | None,
+    siblings: tuple[Effective, ...] = (),
+) -> Plan:
     """`target`: the blueprint's target, as the engine put it together. `project`: the Pulumi
-    project the stack runs in; by default the one holding the blueprint (see
-    `rackform.paths.project_root`)."""
-    basis = compile_basis(effective, target, project or project_root(effective.path.parent))
+    project the stack runs in (None: none), and `siblings` the blueprints beside this one, as
+    the engine found them (compile reads no file)."""
+    basis = compile_basis(effective, target, project, siblings)
     runtime = target.runtime
     sizing = sizing_of(basis)
     expectations = {g.name: for_group(basis, g.name) for g in basis.node_groups}
@@ -81,7 +86,9 @@ def compile_plan(effective: Effective, target: Target, project: Path | None = No
     )
 
 
-def compile_basis(effective: Effective, target: Target, project: Path | None) -> Basis:
+def compile_basis(
+    effective: Effective, target: Target, project: Path | None, siblings: tuple[Effective, ...]
+) -> Basis:
     """What every derived fact is computed from: the blueprint's sections and what the
     target's compiler makes of its node groups and racks."""
     bp = effective.blueprint
@@ -135,6 +142,7 @@ def compile_basis(effective: Effective, target: Target, project: Path | None) ->
             instance=compiler.slurm_controller(bp, stack),
         ),
         directory=effective.path.parent,
+        siblings=siblings,
         promoted_from=effective.promoted_from,
         stack_config=frozen(stack_config(effective, runtime, project)),
         project=project,

@@ -164,6 +164,8 @@ class Basis:
     stack_config: Mapping[str, str]  # what `Pulumi.<stack>.yaml` holds
     project: Path | None = field(compare=False)  # the Pulumi project (Pulumi.yaml), if any
     directory: Path = field(compare=False)  # the blueprint file's directory (its siblings' stacks)
+    # Every environment of the blueprints beside this one (rackform/blueprint/repository.py).
+    siblings: tuple[Effective, ...] = field(repr=False, compare=False)
     figures: PreflightFigures = field(repr=False, compare=False)
     catalog: Catalog = field(repr=False, compare=False)
     offers: tuple[Offer, ...] = field(repr=False, compare=False)  # the target's, for right-sizing

@@ -23,6 +23,9 @@ class TargetCompiler:
     nodes_listed: ClassVar[bool]
     # Preflight rules of this target's own, run on its plans only (each sets `target`).
     preflight_rules: ClassVar[tuple[Rule, ...]] = ()
+    # Whether those rules count the repository's other stacks (`plan.siblings`): the engine
+    # reads the blueprints beside this one only then.
+    reads_siblings: ClassVar[bool] = False
 
     def on_demand(self, target: Any) -> bool:
         """Capacity rented by the hour with no commitment (the dearest way to run busy)."""

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, plan, variant, write_blueprint
 
+from rackform.blueprint.repository import siblings
 from rackform.engine import prepare_all, prepare_many
 from rackform.targets.aws.catalog.quotas import load_quotas
 from rackform.targets.aws.quotas import repository_stacks
@@ -51,7 +52,7 @@ def repo(tmp_path):
 
 
 def test_every_environment_of_every_aws_blueprint_is_a_stack(repo):
-    stacks = {s.name: (s.region, s.zone) for s in repository_stacks(repo)}
+    stacks = {s.name: (s.region, s.zone) for s in repository_stacks(siblings(repo))}
     assert stacks == {
         "llm-train-a-default": ("us-west-2", "us-west-2a"),
         "llm-train-a-dev": ("us-west-2", "us-west-2a"),
@@ -146,3 +147,21 @@ def test_what_one_stack_uses_is_what_the_program_creates(tmp_path):
         for quota in load_quotas():
             assert types[quota.resource] == quota.used_by(purpose), (purpose, quota.key)
             assert quota.default.source.url.startswith("https://docs.aws.amazon.com/")
+
+
+def test_the_rule_counts_what_the_plan_carries_and_reads_no_file(repo):
+    # The engine reads the blueprints beside this one when it compiles; preflight then reads
+    # the plan alone: the files gone by then change nothing, and a plan compiled without its
+    # siblings (compile itself reads no file) counts only its own stack.
+    from rackform.engine import compile_effective, target
+    from rackform.plan.compile import compile_plan
+    from rackform.preflight.report import run
+
+    (effective,) = [e for e in siblings(repo) if e.environment == "dev" and "serve" in e.source]
+    plan = compile_effective(effective)
+    assert {s.name for s in repository_stacks(plan.siblings)} >= {"llm-train-a-staging"}
+    for f in repo.glob("*.yaml"):
+        f.unlink()
+    assert [lf.finding.code for lf in run(plan).findings].count(CODE) == 2
+    alone = compile_plan(effective, target("aws"), None)
+    assert CODE not in [lf.finding.code for lf in run(alone).findings]

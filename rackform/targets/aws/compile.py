@@ -88,6 +88,7 @@ class AwsCompiler(TargetCompiler):
     nodes_listed = False
     owned = False
     preflight_rules = quotas.RULES
+    reads_siblings = True  # the default quotas are the account's, over every stack
 
     def on_demand(self, target) -> bool:
         return target.market == "on-demand"

@@ -7,10 +7,8 @@ Which stacks: every environment (the base blueprint included) of every blueprint
 directory of the file being checked, which is how a repository keeps them (`blueprints/`):
 each is a stack `<name>-<env>` that `up` may create. So `rackform plan` or `validate` of any
 one of them, or of several at once, counts the same set, and one `up` warns about the others
-before it creates its own. Files there that are not valid blueprints (or not blueprints at
-all) are not counted; their own validation says what is wrong with them. This is the one rule
-that reads beyond its plan: the blueprint files beside it, read-only, once per state of the
-directory.
+before it creates its own. The engine reads them (rackform/blueprint/repository.py) and the
+plan carries them (`plan.siblings`): the rule itself reads nothing from disk.
 
 The defaults are adjustable and per account: an account whose quota is raised, or whose other
 stacks live elsewhere, waives the finding with its reason; one that already holds VPCs of its
@@ -21,11 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
-from rackform.blueprint.loader import Effective, load_all
-from rackform.blueprint.problems import BlueprintError
+from rackform.blueprint.loader import Effective
 from rackform.plan.model import Plan, stack_name
 from rackform.preflight.base import Finding, Rule
 from rackform.targets.aws.catalog.quotas import Quota, load_quotas
@@ -53,32 +48,9 @@ def aws_stack(effective: Effective) -> AwsStack | None:
     )
 
 
-def _blueprint_files(directory: Path) -> tuple[tuple[str, int, int], ...]:
-    """(name, mtime, size) of each YAML file: what the stacks are read from, and the key that
-    says when to read them again."""
-    files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
-
-
-@lru_cache(maxsize=64)
-def _stacks(directory: Path, files: tuple[tuple[str, int, int], ...]) -> tuple[AwsStack, ...]:
-    out: list[AwsStack] = []
-    for name, _, _ in files:
-        try:
-            effectives = load_all(directory / name)
-        except (BlueprintError, OSError):
-            continue  # not a blueprint, or not a valid one: its own validation says so
-        out += [s for s in map(aws_stack, effectives) if s is not None]
-    return tuple(out)
-
-
-def repository_stacks(directory: Path) -> tuple[AwsStack, ...]:
-    """Every AWS stack the blueprints in `directory` declare (each environment one stack)."""
-    try:
-        files = _blueprint_files(directory)
-    except OSError:
-        return ()
-    return _stacks(directory, files)
+def repository_stacks(siblings: Iterable[Effective]) -> tuple[AwsStack, ...]:
+    """Every AWS stack among a repository's blueprints (each environment one stack)."""
+    return tuple(s for s in map(aws_stack, siblings) if s is not None)
 
 
 class DefaultQuotas(Rule):
@@ -91,7 +63,7 @@ class DefaultQuotas(Rule):
     def check(self, plan: Plan) -> Iterable[Finding]:
         own = AwsStack(plan.stack, plan.target.region, plan.target.availability_zone, plan.purpose)
         directory = plan.directory
-        stacks = {s.name: s for s in repository_stacks(directory)}
+        stacks = {s.name: s for s in repository_stacks(plan.siblings)}
         stacks[own.name] = own  # as checked now, whatever the file on disk says
         for quota in load_quotas():
             if not quota.used_by(own.purpose):
