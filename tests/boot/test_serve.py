@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rackform.boot.reports import MAX_REPORT_BYTES
+from rackform.boot.reports import FAILED, MAX_REPORT_BYTES, MISSING, PASSED, STALE, judge
 from rackform.boot.serve import BootServer, open_files, running
 
 NODES = ["gpu-node-07.rack-3", "gpu-node-08.rack-3", "n_1"]
@@ -266,3 +266,23 @@ def _raw(url: str, request: bytes) -> bytes:
         while chunk := s.recv(65536):
             out += chunk
     return out
+
+
+def test_what_the_server_writes_the_wait_reads(boot):
+    # One parser: a report the server took is one the wait judges, stale ones included (the
+    # server takes a report of another artifact so that the wait can name the node).
+    url, server, reports = boot
+    old = hashlib.sha256(b"last week's artifact").hexdigest()
+    fail = {"name": "row_remap", "status": "fail", "measured": 1, "expected": 0}
+    sent = [
+        report(NODES[0], server.sha256),
+        report(NODES[1], server.sha256, outcome="failed", checks=[fail], error="checks failed"),
+        report(NODES[2], old),
+    ]
+    for node, body in zip(NODES, sent, strict=True):
+        assert call(url, f"/report/{node}", data=body)[0] == 200
+    judged = judge([*NODES, "gpu-node-09.rack-3"], reports, server.sha256)
+    assert judged.names(PASSED) == [NODES[0]]
+    assert judged.names(FAILED) == [NODES[1]] and "row_remap: measured 1" in judged.lines()[0]
+    assert judged.names(STALE) == [NODES[2]]
+    assert judged.names(MISSING) == ["gpu-node-09.rack-3"]
