@@ -226,4 +226,4 @@ def test_the_evidence_package_sits_below_the_stack_and_gitops():
     for mod in evidence:
         assert not [m for m in reachable(edges, mod) if m.startswith(above)], mod
     assert "rackform.evidence.verdict" in reachable(edges, "rackform.stack.stages")
-    assert "rackform.evidence.verdict" in reachable(edges, "rackform.gitops.evidence")
+    assert "rackform.evidence.verdict" in reachable(edges, "rackform.evidence.statement")
