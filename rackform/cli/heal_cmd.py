@@ -32,7 +32,7 @@ from rackform.cli.common import (
     prometheus_client,
     user_error,
 )
-from rackform.gitops.evidence import EvidenceError
+from rackform.evidence.statement import EvidenceError
 from rackform.health.reported import Reported, load, revalidated
 from rackform.health.run import ClusterHealth, exit_status, judge, warnings
 from rackform.rollout.record import Store

@@ -1,6 +1,6 @@
 """`rackform promote FILE --from SRC --to DST [--evidence ENVELOPE] [--max-age 24h] [--commit]`:
 verify SRC's signed Validate-stage evidence (from its stack's outputs) and record the promotion
-(rackform/gitops/promotion.py states the rule, rackform/gitops/promote.py makes the promotion).
+(rackform/stack/promotion.py states the rule, rackform/gitops/promote.py makes the promotion).
 
 Every check comes before anything is written: a refused promotion leaves the repository as it
 was (exit 2, one line). Promoting what is already recorded (same target digest, same evidence)
@@ -44,8 +44,8 @@ def promote(
     record that `up` on the target verifies."""
     need("pulumi", "promote")  # the source stack's outputs, through the Automation API
     need("cryptography", "promote")
+    from rackform.evidence.statement import EvidenceError, max_age
     from rackform.gitops import promote as promotion
-    from rackform.gitops.evidence import EvidenceError, max_age
 
     try:
         limit = max_age(age)

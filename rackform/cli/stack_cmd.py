@@ -76,8 +76,8 @@ def up(
     plan = for_action(file, env, "nothing was created").plan
     need("pulumi", "up")
     need("cryptography", "up")  # promotion evidence is verified (and signed) with it
-    from rackform.gitops.promotion import PromotionRequired, require_promotion
-    from rackform.gitops.signing import SigningError, legacy_key_problem, load_signing_key
+    from rackform.evidence.signing import SigningError, legacy_key_problem, load_signing_key
+    from rackform.stack.promotion import PromotionRequired, require_promotion
 
     problem = legacy_key_problem()
     if problem:
@@ -87,7 +87,7 @@ def up(
     except SigningError as exc:
         raise user_error(f"{exc}; nothing was created") from None
     try:
-        require_promotion(plan, plan.project)  # the promotion gate (rackform/gitops)
+        require_promotion(plan, plan.project)  # the promotion gate (rackform/stack/promotion.py)
     except PromotionRequired as exc:
         raise user_error(f"{exc}; nothing was created") from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -18,6 +18,7 @@ from typing import Any
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Prepared, prepare_all
+from rackform.evidence import pin as pins
 from rackform.gitops.gitrev import Change, changes, show
 from rackform.plan.model import Plan
 from rackform.plan.slurm import CONTROLLER_TAG
@@ -254,9 +255,7 @@ def _sides(
         return {}, "", [str(p).replace(str(copy), f"{path}@{label}") for p in exc.problems]
     finally:
         copy.unlink()
-    from rackform.gitops.pin import rules
-
-    declared = rules(prepared[0].plan)  # the file's rules, the same in every environment
+    declared = pins.rules(prepared[0].plan)  # the file's rules, the same in every environment
     sides = {p.plan.environment: side_of(p, f"{path}@{label}", declared) for p in prepared}
     return sides, prepared[0].plan.name, []
 

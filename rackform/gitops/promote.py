@@ -25,13 +25,14 @@ from typing import Any
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import prepare_all, require_clear
-from rackform.gitops import gitrev, trust
-from rackform.gitops.evidence import EvidenceError, Proven, check, from_file, from_outputs
-from rackform.gitops.pin import differences, pin_of
-from rackform.gitops.promotion import FORMAT, read_record, record_path, records_root
-from rackform.gitops.signing import SigningError, legacy_key_problem
+from rackform.evidence import trust
+from rackform.evidence.pin import differences, pin_of
+from rackform.evidence.signing import SigningError, legacy_key_problem
+from rackform.evidence.statement import EvidenceError, Proven, check, from_file, from_outputs
+from rackform.gitops import gitrev
 from rackform.plan.model import Plan
-from rackform.stack.workspace import WorkspaceError
+from rackform.stack.promotion import FORMAT, read_record, record_path, records_root
+from rackform.stack.workspace import WorkspaceError, stack_outputs
 
 
 class Refused(Exception):
@@ -121,7 +122,6 @@ def _evidence(
     if path is not None:
         return from_file(path)
     if outputs is None:
-        from rackform.stack.workspace import stack_outputs
 
         def outputs(plan: Plan) -> dict[str, Any]:
             return stack_outputs(plan, plan.project)

@@ -9,7 +9,7 @@ rolling change's batch passed: the stack's audit log), the report is older than 
 of it and is not read for that node.
 
 The statement is read, not verified: heal names and drains, promotion is what trusts
-(rackform/gitops/evidence.py verifies against promotion-keys.yaml); the statement's stack must
+(rackform/evidence/statement.py verifies against promotion-keys.yaml); the statement's stack must
 be the cluster's."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rackform.blueprint.schema.health import HealthPolicy
-from rackform.gitops.evidence import PREDICATE_TYPE, EvidenceError, from_file
-from rackform.gitops.signing import SigningError, payload
+from rackform.evidence.signing import SigningError, payload
+from rackform.evidence.statement import PREDICATE_TYPE, EvidenceError, from_file
 from rackform.health.verdict import Evidence
 from rackform.reap.audit_view import Fold, view
 from rackform.rollout.record import DONE, VALIDATED, Store

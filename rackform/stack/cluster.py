@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 
 from rackform.blueprint.schema.health import HealthPolicy
-from rackform.gitops.pin import pin_of
+from rackform.evidence.pin import pin_of
 from rackform.paths import collection
 from rackform.plan.inventory import configure_vars, with_nodes
 from rackform.plan.model import Plan, thaw

@@ -12,13 +12,13 @@ import pulumi
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Blocked, for_action
-from rackform.gitops.promotion import PromotionRequired, require_promotion
-from rackform.gitops.signing import legacy_key_problem
+from rackform.evidence.signing import legacy_key_problem
 from rackform.paths import config_path
 from rackform.plan.compile import REVALIDATE
 from rackform.plan.model import Plan
 from rackform.stack.cluster import Cluster
 from rackform.stack.errors import ProgramError
+from rackform.stack.promotion import PromotionRequired, require_promotion
 from rackform.stack.stages import ValidationFailed
 from rackform.targets.runtimes import runtime
 

@@ -15,7 +15,7 @@ raises for a failed check: the report and `passed` land in its outputs and the s
 program fails `up` afterwards when `validation.strict` (rackform/stack/program.py), so the
 state keeps every resource and the evidence of what failed. With the report it outputs
 `evidence`: its in-toto statement about the run, signed where the deploy holds the signing key
-(rackform/gitops/evidence.py), the only evidence `rackform promote` accepts.
+(rackform/evidence/statement.py), the only evidence `rackform promote` accepts.
 
 The work itself is injected: by default Configure calls `rackform.hosts.runner.configure` (the
 Ansible roles) and Validate `rackform.validation.cluster.validate_cluster`: on a training
@@ -49,9 +49,10 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from rackform.evidence.shipped import SHIPPED, roles_hash  # noqa: F401  (the stage's hash)
+from rackform.evidence.statement import attest
 from rackform.evidence.verdict import verdict
 from rackform.plan.inventory import inventory_hosts
-from rackform.stack.shipped import SHIPPED, roles_hash  # noqa: F401  (the stage's hash)
 
 CONFIGURE_WORK = "rackform.hosts.runner:configure"
 DRIFT_WORK = "rackform.hosts.runner:drift"
@@ -232,8 +233,6 @@ class ValidateProvider(ResourceProvider):
         # The evidence `rackform promote` accepts: an in-toto statement about this run (what it
         # ran: the pin; on which nodes; when), signed here, in the source deploy that holds
         # RACKFORM_EVIDENCE_SIGNING_KEY (read now, never stored with the provider or in state).
-        from rackform.gitops.evidence import attest
-
         signed = attest(report, props["attest"], inventory_hosts(props["inventory"]))
         return {**_inputs(props, VALIDATE_INPUTS), **judge(report), "evidence": signed}
 

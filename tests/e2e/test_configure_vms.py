@@ -378,10 +378,10 @@ def sign_and_verify_node_reports(reports: Path, bp: Path, tmp_path: Path) -> Non
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from rackform.engine import prepare
-    from rackform.gitops import trust
-    from rackform.gitops.evidence import EvidenceError, attest, check
-    from rackform.gitops.pin import pin_of
-    from rackform.gitops.signing import SIGNING_ENV, key_id, public_pem
+    from rackform.evidence import trust
+    from rackform.evidence.pin import pin_of
+    from rackform.evidence.signing import SIGNING_ENV, key_id, public_pem
+    from rackform.evidence.statement import EvidenceError, attest, check
     from rackform.validation.cluster import merge_reports, read_reports
 
     plan = prepare(bp, "wipe").plan

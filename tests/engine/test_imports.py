@@ -1,6 +1,7 @@
 """The package's imports read in data-path order: no module imports, however lazily or only for
 its types, a module that leads back to it; the blueprint schema imports neither the preflight
-rules nor any compile, stack or reaper code; and only the engine puts a target's layers together.
+rules nor any compile, stack or reaper code; only the engine puts a target's layers together;
+validation evidence sits below the stack and gitops, and the stack imports no gitops.
 The graph is read from the source (every import statement: at the top, inside a function, or
 under `if TYPE_CHECKING:`), so a cycle closed by a lazy or a type-only import fails here too."""
 
@@ -217,13 +218,80 @@ def test_each_layers_registry_reaches_only_its_layer():
     assert not {m for m in compile_reach if m.endswith((".runtime", ".runtimes", ".reap"))}
 
 
+def _package(edges: dict[str, set[str]], name: str) -> set[str]:
+    return {m for m in edges if m == name or m.startswith(name + ".")}
+
+
+# What the evidence package may not reach: the stack that runs the Validate stage and checks
+# the promotion gate, the GitOps commands that promote on its evidence, the CLI, the engine.
+ABOVE_THE_EVIDENCE = ("rackform.stack", "rackform.gitops", "rackform.cli", "rackform.engine")
+
+
+def _upward_from_evidence(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Evidence module -> what it reaches above it: the layers above, any target module it
+    imports itself (a Plan is all it reads of a target, typed by the targets' schemas), any
+    target's compile or runtime part."""
+    schema_layer = reachable(edges, "rackform.targets.schemas") | {"rackform.targets.schemas"}
+    out = {}
+    for mod in _package(edges, "rackform.evidence"):
+        reach = reachable(edges, mod)
+        up = {m for m in reach if m.startswith(ABOVE_THE_EVIDENCE)}
+        up |= {d for d in edges[mod] if d.startswith("rackform.targets")}
+        up |= {m for m in reach if m.startswith("rackform.targets") and m not in schema_layer}
+        if up:
+            out[mod] = up
+    return out
+
+
+def _gitops_from_stack(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Stack module -> the GitOps or CLI modules it reaches."""
+    out = {}
+    for mod in _package(edges, "rackform.stack"):
+        up = {m for m in reachable(edges, mod) if m.startswith(("rackform.gitops", "rackform.cli"))}
+        if up:
+            out[mod] = up
+    return out
+
+
 def test_the_evidence_package_sits_below_the_stack_and_gitops():
-    """The verdict and what a validation run proves are read by the Validate stage (stack) and by
-    promotion (gitops): neither is imported from below, by any route."""
+    """The verdict and what a validation run proves (the pin, the signed statement, the keys
+    trusted) are read by the Validate stage and the promotion gate (stack) and by `rackform
+    promote` (gitops): the evidence package imports none of them, by any route, nor the CLI, the
+    engine or a target's compile or runtime part."""
     edges = graph()
-    evidence = {m for m in edges if m == "rackform.evidence" or m.startswith("rackform.evidence.")}
-    above = ("rackform.stack", "rackform.gitops", "rackform.cli", "rackform.engine")
-    for mod in evidence:
-        assert not [m for m in reachable(edges, mod) if m.startswith(above)], mod
-    assert "rackform.evidence.verdict" in reachable(edges, "rackform.stack.stages")
-    assert "rackform.evidence.verdict" in reachable(edges, "rackform.gitops.evidence")
+    assert _upward_from_evidence(edges) == {}
+    assert "rackform.evidence.statement" in reachable(edges, "rackform.stack.stages")
+    assert "rackform.evidence.pin" in reachable(edges, "rackform.stack.promotion")
+    assert "rackform.evidence.statement" in reachable(edges, "rackform.gitops.promote")
+    assert "rackform.evidence.verdict" in reachable(edges, "rackform.evidence.statement")
+
+
+def test_the_stack_imports_no_gitops_code():
+    """The GitOps commands (diff, promote, drift) read the stack; the stack, which runs the
+    Validate stage and checks the promotion gate, reads none of them, by any route, nor the CLI."""
+    edges = graph()
+    assert _gitops_from_stack(edges) == {}
+    assert "rackform.stack.promotion" in reachable(edges, "rackform.gitops.promote")
+
+
+def test_the_layer_checks_would_see_an_upward_import():
+    # The two tests above could not fail if reachability missed an edge: one import of the
+    # kind the old cycle had (the pin reading a stack module, the stack reading gitops through
+    # the evidence it imports) is enough, and so is one of a target's own modules.
+    edges = graph()
+    edges["rackform.evidence.pin"] = edges["rackform.evidence.pin"] | {"rackform.stack.shipped"}
+    edges["rackform.stack.shipped"] = set()
+    assert "rackform.stack.shipped" in _upward_from_evidence(edges)["rackform.evidence.statement"]
+    edges = graph()
+    edges["rackform.evidence.trust"] = edges["rackform.evidence.trust"] | {"rackform.targets.aws"}
+    assert _upward_from_evidence(edges)["rackform.evidence.trust"] >= {"rackform.targets.aws"}
+    edges = graph()
+    edges["rackform.evidence.signing"] = edges["rackform.evidence.signing"] | {
+        "rackform.targets.runtimes"
+    }
+    assert "rackform.targets.runtimes" in _upward_from_evidence(edges)["rackform.evidence.signing"]
+    edges = graph()
+    edges["rackform.evidence.shipped"] = edges["rackform.evidence.shipped"] | {
+        "rackform.gitops.promote"
+    }
+    assert "rackform.gitops.promote" in _gitops_from_stack(edges)["rackform.stack.stages"]

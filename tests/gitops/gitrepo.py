@@ -14,26 +14,6 @@ IDENTITY = {
     "GIT_COMMITTER_EMAIL": "pat@example.com",
 }
 
-PIPE = """\
-name: pipe
-purpose: training
-owner: ml@example.com
-target: {type: bare_metal, ssh_user: root}
-node_groups:
-  - name: cpu
-    hosts:
-      - {name: n1, address: 10.0.0.1}
-      - {name: n2, address: 10.0.0.2}
-network: {fabric: ethernet}
-validation: {smoke_steps: 10}
-environments:
-  staging:
-    node_groups: [{name: cpu, hosts: [{name: n2, remove: true}]}]
-  prod: {}
-promotion:
-  prod: {from: staging}
-"""
-
 
 def git(repo: Path, *args: str) -> str:
     env = {**os.environ, **IDENTITY}

@@ -5,8 +5,7 @@ they call the real `ValidateProvider.create` on the resource's inputs, as the en
 dynamic provider, so the report, the statement and its signature come from the stage's own
 code. Only the work on the nodes (Ansible's smoke_train) is replaced: each node's report is
 merged by the stage's own `merge_reports`. The stack outputs are kept as the engine records them.
-
-Also: an Ed25519 key pair for the source deploy, and the `promotion-keys.yaml` that lists it.
+The nodes' passing report and the deploy's keys are tests/promotion_world.py's.
 """
 
 from __future__ import annotations
@@ -15,47 +14,15 @@ import asyncio
 import contextvars
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from promotion_world import NODE
 from pulumi.runtime import set_all_config, set_mocks
 from pulumi.runtime.settings import SETTINGS, set_root_resource
 from pulumi.runtime.stack import run_in_stack
 
-from rackform.gitops.signing import key_id, public_pem
 from rackform.plan.inventory import inventory_hosts
 from rackform.stack.offline import RecordingMocks, RecordingMonitor
 from rackform.stack.stages import ValidateProvider, ValidationFailed
 from rackform.validation.cluster import merge_reports
-
-NODE = {"checks": [{"name": "loss_drop", "status": "pass", "measured": 0.4, "expected": 0.2}]}
-
-
-def keypair(where: Path, name: str = "deploy") -> tuple[Path, Ed25519PrivateKey]:
-    """A private key in a PEM file (mode 600, as a CI secret file would be)."""
-    key = Ed25519PrivateKey.generate()
-    path = where / f"{name}.pem"
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    path.chmod(0o600)
-    return path, key
-
-
-def keys_file(entries: list[tuple[str, Ed25519PrivateKey, list[str]]]) -> str:
-    lines = ["keys:"]
-    for name, key, envs in entries:
-        pem = public_pem(key.public_key()).strip().replace("\n", "\n      ")
-        lines += [
-            f"  - name: {name}  # {key_id(key.public_key())}",
-            f"    environments: [{', '.join(envs)}]",
-            "    public_key: |",
-            f"      {pem}",
-        ]
-    return "\n".join(lines) + "\n"
 
 
 class NodeWork:

@@ -168,7 +168,7 @@ def test_bad_refs_and_a_shallow_clone_missing_the_base(rackform, repo, tmp_path)
 def test_promotion_rules_are_reviewed_like_code(rackform, tmp_path):
     """Adding, removing or re-pointing a `promotion:` rule changes no environment's blueprint
     digest, yet it decides what may be deployed where: always a finding, never "unchanged"."""
-    from gitrepo import PIPE
+    from promotion_world import PIPE
 
     three = PIPE.replace("  prod: {}", "  dev: {}\n  prod: {}")
     _, work = make_remote(tmp_path, {"blueprints/pipe.yaml": three})

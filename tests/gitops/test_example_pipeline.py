@@ -17,9 +17,10 @@ import pytest
 import staged
 import stand_ins
 import yaml
-from gitrepo import IDENTITY, PIPE, commit, git, make_remote
+from gitrepo import IDENTITY, commit, git, make_remote
+from promotion_world import PIPE, keypair, keys_file
 
-from rackform.gitops.signing import SIGNING_ENV
+from rackform.evidence.signing import SIGNING_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "gitops" / "pipeline.sh"
@@ -54,8 +55,8 @@ def pipeline(tmp_path):
 def test_from_pull_request_through_promotion_to_nightly_drift(pipeline, tmp_path, monkeypatch):
     secrets = tmp_path / "secrets"
     secrets.mkdir()
-    pem, key = staged.keypair(secrets, "staging")
-    keys = staged.keys_file([("staging-deploy", key, ["staging"])])
+    pem, key = keypair(secrets, "staging")
+    keys = keys_file([("staging-deploy", key, ["staging"])])
     remote, work = make_remote(
         tmp_path, {"blueprints/pipe.yaml": PIPE, "promotion-keys.yaml": keys}
     )

@@ -18,15 +18,16 @@ import pulumi
 import pytest
 import staged
 import stand_ins
-from gitrepo import PIPE, commit, git, make_remote
+from gitrepo import commit, git, make_remote
+from promotion_world import NODE, PIPE, keypair, keys_file
 
 from rackform.blueprint import loader
 from rackform.engine import prepare
-from rackform.gitops import pin as pins
+from rackform.evidence import pin as pins
+from rackform.evidence.signing import SIGNING_ENV
 from rackform.gitops import promote as promotion
-from rackform.gitops.promotion import PromotionRequired, require_promotion
-from rackform.gitops.signing import SIGNING_ENV
 from rackform.stack.offline import record_program
+from rackform.stack.promotion import PromotionRequired, require_promotion
 
 RECORD = "promotions/pipe-prod.json"
 BP = "blueprints/pipe.yaml"
@@ -36,13 +37,13 @@ BP = "blueprints/pipe.yaml"
 def keys(tmp_path):
     where = tmp_path / "secrets"  # outside the repository: the deploy's secret
     where.mkdir()
-    return staged.keypair(where, "staging")
+    return keypair(where, "staging")
 
 
 @pytest.fixture
 def repo(tmp_path, keys):
     _, key = keys
-    files = {BP: PIPE, "promotion-keys.yaml": staged.keys_file([("staging", key, ["staging"])])}
+    files = {BP: PIPE, "promotion-keys.yaml": keys_file([("staging", key, ["staging"])])}
     _, work = make_remote(tmp_path, files)
     return work
 
@@ -238,7 +239,7 @@ def test_prod_runs_what_staging_validated_or_up_says_what_differs(repo, tmp_path
     assert "prod would run other bits than staging validated: rackform 9.9.9 (validated: " in msg
     monkeypatch.undo()
     # The roles and validators shipped to nodes: the Configure stage's own hash.
-    from rackform.stack import shipped
+    from rackform.evidence import shipped
 
     monkeypatch.setattr(shipped, "roles_hash", lambda c: "sha256:other-roles")
     assert "roles sha256:other-roles (validated: sha256:" in gate(repo)
@@ -327,7 +328,7 @@ def test_a_failed_commit_over_an_earlier_record_puts_it_back(repo, tmp_path, key
     assert first.changed and first.commit == git(repo, "rev-parse", "HEAD")
     before = first.path.read_bytes()
     _failing_commits(repo)
-    again = {"n1": {"checks": [{**staged.NODE["checks"][0], "measured": 0.5}]}}
+    again = {"n1": {"checks": [{**NODE["checks"][0], "measured": 0.5}]}}
     newer = staging_up(repo, tmp_path, keys[0], monkeypatch, work=staged.NodeWork(again))
     with pytest.raises(promotion.Refused):
         make(repo, newer, commit=True)

@@ -15,7 +15,7 @@ from blueprint_helpers import rackform
 from servers import prometheus
 from test_heal_cmd import blueprint, by_node, gpus
 
-from rackform.gitops.evidence import attest
+from rackform.evidence.statement import attest
 from rackform.rollout.record import Store
 from rackform.validation.cluster import merge_reports
 

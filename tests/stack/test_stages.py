@@ -176,7 +176,7 @@ def test_validate_puts_the_report_and_its_signed_statement_in_its_outputs(tmp_pa
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from rackform.gitops.signing import SIGNING_ENV, key_id, payload, signature_ok
+    from rackform.evidence.signing import SIGNING_ENV, key_id, payload, signature_ok
 
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(

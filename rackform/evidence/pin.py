@@ -5,7 +5,7 @@ nodes, not only the blueprint.
     promotion  the file's promotion rules ({target: source}): re-pointing one changes the pin
     rackform   the rackform version that compiled and ran it
     roles      the Configure stage's hash of what the collection ships to nodes (its roles, the
-               validators in smoke_train's files, modules, playbooks: rackform/stack/shipped.py)
+               validators in smoke_train's files, modules, playbooks: rackform/evidence/shipped.py)
     images     the machine images where the plan knows them (a pinned AMI id; else the lookup
                the launch resolves, which is all the plan can know before `up`)
 
@@ -20,7 +20,9 @@ import hashlib
 from typing import Any
 
 from rackform import __version__
-from rackform.gitops.signing import canon
+from rackform.evidence import shipped
+from rackform.evidence.signing import canon
+from rackform.paths import collection
 from rackform.plan.model import Plan
 
 # What must be identical between the validated source and the promoted target.
@@ -39,9 +41,6 @@ def rules(plan: Plan) -> dict[str, str]:
 def pin_of(plan: Plan, roles: str | None = None) -> dict[str, Any]:
     """`roles`: the Configure stage's roles hash, where the caller has it already."""
     if roles is None:
-        from rackform.paths import collection
-        from rackform.stack import shipped
-
         roles = shipped.roles_hash(collection())
     return {
         "blueprint": plan.digest,

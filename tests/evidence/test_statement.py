@@ -8,11 +8,19 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from staged import NODE, keypair, keys_file
+from promotion_world import NODE, PIPE, keypair, keys_file
 
 from rackform.engine import prepare
-from rackform.gitops import trust
-from rackform.gitops.evidence import (
+from rackform.evidence import trust
+from rackform.evidence.pin import pin_of
+from rackform.evidence.signing import (
+    SIGNING_ENV,
+    SigningError,
+    envelope,
+    legacy_key_problem,
+    load_signing_key,
+)
+from rackform.evidence.statement import (
     EvidenceError,
     attest,
     check,
@@ -20,17 +28,7 @@ from rackform.gitops.evidence import (
     max_age,
     statement,
 )
-from rackform.gitops.pin import pin_of
-from rackform.gitops.signing import (
-    SIGNING_ENV,
-    SigningError,
-    envelope,
-    legacy_key_problem,
-    load_signing_key,
-)
 from rackform.validation.cluster import merge_reports
-
-from gitrepo import PIPE  # isort: skip
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(hours=24)

@@ -8,13 +8,17 @@ differ from the validated SRC only by its own override block (`environments.ENV`
 anything else (the base, or SRC's override) changes SRC's digest, so it needs new evidence; a
 change to ENV's override changes ENV's digest, so it needs a new promotion. What reaches the
 nodes besides the blueprint (rackform's version, the roles and validators, the promotion rules,
-the images: rackform/gitops/pin.py) must be what SRC validated.
+the images: rackform/evidence/pin.py) must be what SRC validated.
 
 `rackform up` and the Pulumi program (`pulumi up`) on ENV verify all of it themselves
 (`require_promotion`): a record's existence proves nothing, and a hand-written or edited record
 is refused with the reason. The record is a reviewable file, `promotions/<cluster>-<env>.json`
 at the top of the git repository that holds the blueprint (else beside the Pulumi project);
 `rackform promote --commit` commits it.
+
+The gate is the stack's, beside the program that checks it: verifying a record compiles the
+source environment through the engine. What it verifies (the statement, the pin, the keys) is
+rackform/evidence/; `rackform promote` (rackform/gitops/promote.py) writes the records.
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ from typing import Any
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import prepare
-from rackform.gitops import trust
-from rackform.gitops.evidence import EvidenceError, Proven, check
-from rackform.gitops.pin import differences, pin_of
-from rackform.gitops.signing import SigningError, legacy_key_problem
+from rackform.evidence import trust
+from rackform.evidence.pin import differences, pin_of
+from rackform.evidence.signing import SigningError, legacy_key_problem
+from rackform.evidence.statement import EvidenceError, Proven, check
 from rackform.plan.model import Plan
 
 RECORDS = "promotions"

@@ -6,11 +6,11 @@ believes one. The verifier, not the producer, decides what a statement proves.
      "subject": [{"name": "rackform/<cluster>/<env>", "digest": {"sha256": <pin digest>}}],
      "predicateType": "https://rackform.dev/attestations/validation/v1",
      "predicate": {"producer": "rackform Validate stage", "stack", "cluster", "environment",
-                   "pin": {blueprint, promotion, rackform, roles, images} (gitops/pin.py),
+                   "pin": {blueprint, promotion, rackform, roles, images} (evidence/pin.py),
                    "validated_at", "nodes": {"expected": [hosts], "reported": [hosts]},
                    "passed", "report": {"checks": [...], "nodes": {...}}}}
 
-It travels as a DSSE envelope (rackform/gitops/signing.py) in the stack output `evidence`. A
+It travels as a DSSE envelope (rackform/evidence/signing.py) in the stack output `evidence`. A
 `rackform smoke` report is not evidence: it ran wherever it was started, not on the cluster's
 nodes through the stage that counts them.
 """
@@ -25,10 +25,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rackform.evidence import pin as pins
+from rackform.evidence.signing import SigningError, envelope, load_signing_key
+from rackform.evidence.trust import Trusted, verified_payload
 from rackform.evidence.verdict import verdict
-from rackform.gitops import pin as pins
-from rackform.gitops.signing import SigningError, envelope, load_signing_key
-from rackform.gitops.trust import Trusted, verified_payload
 from rackform.plan.model import Plan
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
