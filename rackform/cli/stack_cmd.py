@@ -76,20 +76,12 @@ def up(
     plan = for_action(file, env, "nothing was created").plan
     need("pulumi", "up")
     need("cryptography", "up")  # promotion evidence is verified (and signed) with it
-    from rackform.evidence.signing import SigningError, legacy_key_problem, load_signing_key
-    from rackform.stack.promotion import PromotionRequired, require_promotion
+    from rackform.stack.gate import UpRefused, before_up
 
-    problem = legacy_key_problem()
-    if problem:
-        raise user_error(problem)
     try:
-        load_signing_key()  # a broken key fails here, not after the cluster was validated
-    except SigningError as exc:
-        raise user_error(f"{exc}; nothing was created") from None
-    try:
-        require_promotion(plan, plan.project)  # the promotion gate (rackform/stack/promotion.py)
-    except PromotionRequired as exc:
-        raise user_error(f"{exc}; nothing was created") from None
+        before_up(plan, plan.project)  # the program runs the same gate (rackform/stack/gate.py)
+    except UpRefused as exc:
+        raise user_error(str(exc)) from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     _operate(plan, "up", {REVALIDATE: stamp} if revalidate else None, refresh)
 

@@ -12,13 +12,12 @@ import pulumi
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Blocked, for_action
-from rackform.evidence.signing import legacy_key_problem
 from rackform.paths import config_path
 from rackform.plan.compile import REVALIDATE
 from rackform.plan.model import Plan
 from rackform.stack.cluster import Cluster
 from rackform.stack.errors import ProgramError
-from rackform.stack.promotion import PromotionRequired, require_promotion
+from rackform.stack.gate import UpRefused, before_up
 from rackform.stack.stages import ValidationFailed
 from rackform.targets.runtimes import runtime
 
@@ -81,10 +80,7 @@ def main(project: Path) -> None:
     blueprint = config_path(config.require("blueprint"), project)
     try:
         prepared = for_action(blueprint, config.get("environment"), project=project)
-        problem = legacy_key_problem()
-        if problem:
-            raise pulumi.RunError(problem)
-        require_promotion(prepared.plan, project)  # a bare `pulumi up` is gated too
+        before_up(prepared.plan, project)  # a bare `pulumi up` is gated as `rackform up` is
         build(prepared.plan)
     except BlueprintError as exc:
         raise pulumi.RunError("\n".join(map(str, exc.problems))) from None
@@ -92,8 +88,8 @@ def main(project: Path) -> None:
         raise pulumi.RunError(
             "\n".join([*exc.lines, f"{blueprint}: preflight errors: nothing was created"])
         ) from None
-    except PromotionRequired as exc:
-        raise pulumi.RunError(f"{exc}; nothing was created") from None
+    except UpRefused as exc:
+        raise pulumi.RunError(str(exc)) from None
     except ProgramError as exc:
         problem = prepared.plan.effective.problem(exc.path, exc.message, exc.fix)
         raise pulumi.RunError(str(problem)) from None

@@ -372,3 +372,33 @@ def test_the_envelope_saved_from_the_stack_is_the_same_evidence(repo, tmp_path, 
     saved.write_text(json.dumps({"checks": [], "evidence": {"format": "rackform-evidence/1"}}))
     with pytest.raises(promotion.Refused, match="a `rackform smoke` report is not evidence"):
         promotion.promote(repo / BP, "staging", "prod", evidence=saved, age=timedelta(hours=1))
+
+
+def test_rackform_up_and_a_bare_pulumi_up_refuse_alike_through_one_gate(
+    rackform, repo, env, tmp_path, monkeypatch
+):
+    # The same fault, the same line: the CLI's check before it calls Pulumi and the program's
+    # own (another process, all a bare `pulumi up` runs) are one function.
+    broken = tmp_path / "broken.pem"
+    broken.write_text("not a key\n")
+    faults = [
+        ("prod", {}),  # no promotion record
+        ("staging", {"RACKFORM_EVIDENCE_KEY": "s3cret"}),  # the retired key
+        ("staging", {SIGNING_ENV: str(broken)}),  # a signing key that cannot be read
+    ]
+    for which, extra in faults:
+        proc = up(rackform, repo, {**env, **extra}, which)
+        assert proc.returncode == 2, proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        for key, value in extra.items():
+            monkeypatch.setenv(key, value)
+        try:
+            with pytest.raises(pulumi.RunError) as err:
+                program_up(repo, which)
+        finally:
+            for key in extra:
+                monkeypatch.delenv(key)
+        # (the CLI names the file as given, relative; the program as its stack config does)
+        same = f"rackform: {err.value}".replace(f"{repo}/", "")
+        assert line.replace(f"{repo}/", "") == same and line.endswith("; nothing was created")
+        assert "up" not in stand_ins.operations(tmp_path)
