@@ -49,9 +49,15 @@ class Effective:
     path: FsPath = field(compare=False)  # the same file, absolute
     doc: Located = field(repr=False, compare=False)
     origin: dict[Path, Path] = field(repr=False, compare=False)  # effective path -> file path
-    # The environment this one takes the blueprint from by promotion (the base blueprint's
-    # `promotion:` rule for it, validated with the base), or None.
-    promoted_from: str | None = None
+    # The file's promotion rules, (target, source) by target: the base blueprint's `promotion:`,
+    # validated with the base, read here once for every environment (an environment's own
+    # blueprint has them removed: they are about the file).
+    promotion: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def promoted_from(self) -> str | None:
+        """The environment this one takes the blueprint from by promotion, or None."""
+        return dict(self.promotion).get(self.environment)
 
     @property
     def env_label(self) -> str:
@@ -154,15 +160,16 @@ def load_effective(path: str | FsPath, env: str | None = None) -> Effective:
     """The validated blueprint of one environment (None or "default": the base blueprint).
     An environment's needs the base valid too: its promotion rule is the base's."""
     name, doc, env = str(path), read(path), environment_name(env)
+    base = _effective(name, doc, DEFAULT_ENV)
     if env == DEFAULT_ENV:
-        return _effective(name, doc, env)
-    return _promoted(_effective(name, doc, env), _effective(name, doc, DEFAULT_ENV))
+        return _promoted(base, base)
+    return _promoted(_effective(name, doc, env), base)
 
 
 def _promoted(effective: Effective, base: Effective) -> Effective:
-    """`effective` with the promotion rule the base blueprint declares for its environment."""
-    rule = base.blueprint.promotion.get(effective.environment)
-    return dataclasses.replace(effective, promoted_from=rule.source if rule else None)
+    """`effective` with the promotion rules the base blueprint declares."""
+    rules = tuple(sorted((t, r.source) for t, r in base.blueprint.promotion.items()))
+    return dataclasses.replace(effective, promotion=rules)
 
 
 def load_all(path: str | FsPath) -> list[Effective]:

@@ -30,12 +30,8 @@ SAME_BITS = ("rackform", "roles", "promotion", "images")
 
 
 def rules(plan: Plan) -> dict[str, str]:
-    """The file's promotion rules, read from the parsed file every environment keeps (an
-    environment's own effective blueprint has them removed: they are about the file)."""
-    raw = plan.effective.doc.data.get("promotion") or {}
-    if not isinstance(raw, dict):
-        return {}
-    return {str(t): str(r.get("from")) for t, r in sorted(raw.items()) if isinstance(r, dict)}
+    """The file's promotion rules, {target: source} (as the loader read them)."""
+    return dict(plan.effective.promotion)
 
 
 def pin_of(plan: Plan, roles: str | None = None) -> dict[str, Any]:

@@ -131,13 +131,13 @@ def _evidence(
 
 def _check_rule(base: Plan, source: str, target: str) -> None:
     """The blueprint declares `target` as promoted from `source` (located where it does not)."""
-    declared = base.effective.blueprint.promotion
+    declared = dict(base.effective.promotion)
     rule = declared.get(target)
-    if rule is not None and rule.source == source:
+    if rule == source:
         return
     at = ("promotion", target, "from") if rule else ("promotion",)
     why = (
-        f"{target} is promoted from {rule.source}, not {source}"
+        f"{target} is promoted from {rule}, not {source}"
         if rule
         else f"{target} is not declared as promoted (promotion: {{{target}: {{from: {source}}}}})"
     )

@@ -108,6 +108,13 @@ def test_an_environment_carries_the_base_blueprints_promotion_rule(write):
     every = {e.environment: e.promoted_from for e in load_all(path)}
     assert one == every == {"default": None, "staging-eu": None, "prod-eu": "staging-eu"}
     assert prepare(path, "prod-eu").plan.promoted_from == "staging-eu"
+    # The file's rules, read once by the loader, are what a promotion pins, in every
+    # environment (the base included) and however the file was loaded.
+    from rackform.evidence.pin import rules
+
+    pinned = [rules(prepare(path, env).plan) for env in ("default", "staging-eu", "prod-eu")]
+    assert pinned == [{"prod-eu": "staging-eu"}] * 3
+    assert {e.promotion for e in load_all(path)} == {(("prod-eu", "staging-eu"),)}
 
 
 def test_an_environment_of_a_base_with_a_wrong_promotion_rule_is_refused(write):
