@@ -24,10 +24,11 @@ from rackform.targets.runtimes import runtime
 
 
 def validation_input(plan: Plan) -> dict:
-    """What the validator checks against: the blueprint's validation section and what the
-    cluster is supposed to have."""
+    """What the Validate stage checks the cluster against that its nodes do not already hold:
+    what the cluster is supposed to have. The thresholds and the smoke job's settings reach the
+    nodes once, resolved, through the group variables (rackform/plan/inventory.py), and whether
+    a failure fails `up` is the program's (`validation.strict`)."""
     return {
-        **plan.validation.model_dump(mode="json"),
         "expected": {
             "nodes": plan.nodes,
             "gpus": plan.gpus,

@@ -56,6 +56,10 @@ def test_the_stage_knows_the_cluster_serves_and_each_groups_gpus(stage, tmp_path
     assert stage["validation"]["expected"]["groups"]["serve"]["gpus_per_node"] == 4
     training = one(plan(tmp_path, AWS_TRAINING), "rackform:Validate").inputs
     assert training["group_vars"]["rackform_purpose"] == "training"
+    # The thresholds reach the stage once, resolved, in the nodes' variables; its validation
+    # input is only what the cluster should have.
+    assert set(training["validation"]) == {"expected"}
+    assert "--busbw-min" in training["group_vars"]["smoke_train_job_args"]
 
 
 @pytest.mark.parametrize("gpus", [4, 3])
