@@ -79,6 +79,10 @@ class NodeGroupPlan:
     max_count: int | None
     efa_interfaces: int  # EFA interfaces the launch template attaches (0 without EFA)
     array: ArrayPlan
+    # How its nodes get their configuration: "push" (the controller's Ansible over SSH, at `up`
+    # and after) or "boot" (each node configures itself at first boot from its pinned
+    # artifact: an autoscaling group's nodes, which join long after `up`).
+    configured: str = "push"
 
     @property
     def gpus(self) -> int:

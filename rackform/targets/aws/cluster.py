@@ -55,8 +55,8 @@ class AwsCluster(pulumi.ComponentResource):
         target, tp = plan.target, plan.target_plan
         child = pulumi.ResourceOptions(parent=self)
         name = plan.stack  # children are named after the cluster, as their Name tags are
-        # Inference groups scale on their own: their nodes configure themselves at boot.
-        joining = [g for g in plan.node_groups if plan.purpose == "inference"]
+        # Groups whose nodes configure themselves at boot (compile.py says which).
+        joining = [g for g in plan.node_groups if g.configured == "boot"]
         # Joining nodes fetch their artifact from S3, and jobs copy checkpoints to an S3 tier.
         s3 = bool(joining) or on_aws(plan.object_tier)
         self.network = AwsNetwork(f"{name}-network", plan, s3_endpoint=s3, opts=child)
@@ -142,7 +142,7 @@ class AwsCluster(pulumi.ComponentResource):
         self.groups = []
         for g in plan.node_groups:
             sha, url = None, ""
-            if bucket is not None:
+            if bucket is not None and g.configured == "boot":
                 artifact = group_artifact(plan, g, asg_name(plan, g))
                 sha, url = artifact.sha256, bucket.publish(g, artifact)
             data = pulumi.Output.all(

@@ -122,6 +122,8 @@ class AwsCompiler(TargetCompiler):
             max_count=group.max_count,
             efa_interfaces=efa,
             array=array,
+            # Inference groups scale on their own: their nodes configure themselves at boot.
+            configured="boot" if bp.purpose == "inference" else "push",
         )
 
     def node_names(self, stack: str, group: NodeGroupPlan) -> tuple[str, ...]:
