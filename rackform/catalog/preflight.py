@@ -68,6 +68,16 @@ class CostFigures:
 
 
 @dataclass(frozen=True)
+class ConfigureFigures:
+    """How long configuring nodes takes, and what it costs the controller (`rackform plan`'s
+    configuration lines; the Ansible driver's forks)."""
+
+    node_converge_s: Figure  # one node's first converge from a plain image (measured)
+    fork_mib: Figure  # controller memory one Ansible fork is counted at
+    tunnel_connections: Figure  # connections an EC2 Instance Connect Endpoint carries at once
+
+
+@dataclass(frozen=True)
 class PreflightFigures:
     memory: MemoryFigures
     checkpoint: CheckpointFigures
@@ -75,6 +85,7 @@ class PreflightFigures:
     utilization: UtilizationFigures
     cost: CostFigures
     shared: SharedFigures
+    configure: ConfigureFigures
 
 
 def _section(doc: dict, name: str, cls: type, sources: dict) -> object:
@@ -103,4 +114,5 @@ def load_preflight_figures() -> PreflightFigures:
         utilization=_section(doc, "utilization", UtilizationFigures, src),
         cost=_section(doc, "cost", CostFigures, src),
         shared=_section(doc, "shared", SharedFigures, src),
+        configure=_section(doc, "configure", ConfigureFigures, src),
     )

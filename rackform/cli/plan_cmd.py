@@ -18,6 +18,7 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, File, fail, need, prepared
 from rackform.cli.plan_render import render_text
+from rackform.plan.configuring import configuring
 from rackform.plan.cost import render as render_cost
 from rackform.plan.model import Plan
 from rackform.targets.runtimes import runtime
@@ -59,6 +60,17 @@ def plan_document(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, Any]
         "resources": resources,
         "counts": counts(resources),
         "rollout": runtime(plan.target.type).replacement(plan, resources),
+        "configuration": configuration_document(plan),
+    }
+
+
+def configuration_document(plan: Plan) -> dict[str, Any]:
+    """How each node group is configured and about how long it takes (plan/configuring.py)."""
+    figure = plan.figures.configure.node_converge_s
+    return {
+        "groups": [c.as_dict() for c in configuring(plan)],
+        "node_converge_s": figure.value,
+        "source": f"{figure.source.title} ({figure.source.url}, {figure.source.date})",
     }
 
 

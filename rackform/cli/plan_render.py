@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import textwrap
 from typing import Any
 
 # Inputs that are bulk, not decisions: left out of the one-line summary (still in --json).
@@ -154,6 +155,16 @@ def render_text(doc: dict[str, Any], width: int | None = None) -> str:
     rollout = doc.get("rollout")
     if rollout:
         lines += ["", f"Rollout: {rollout['strategy']} ({rollout['why']}): {rollout['downtime']}"]
+    conf = doc.get("configuration") or {}
+    if conf.get("groups"):
+        head = (
+            f"Configuration (one node's converge {conf['node_converge_s']:,} s, measured on the "
+            "testbed's emulated VMs: an upper bound for real hosts):"
+        )
+        lines += ["", *textwrap.wrap(head, width, subsequent_indent="  ")]
+        for c in conf["groups"]:
+            text = f"  {c['group']}: {configuring_line(c)}"
+            lines += textwrap.wrap(text, width, subsequent_indent="      ")
     lines += ["", "Resources by type:"]
     counts = doc["counts"]
     width = len(str(len(resources)))
@@ -164,3 +175,18 @@ def render_text(doc: dict[str, Any], width: int | None = None) -> str:
         f"{components} components)"
     )
     return "\n".join(lines) + "\n"
+
+
+def configuring_line(c: dict) -> str:
+    """One node group's configuration, in words."""
+    minutes = f"about {round(c['expected_s'] / 60)} min"
+    if c["how"] == "boot":
+        return (
+            f"{c['nodes']} node(s), each configures itself at first boot from its pinned "
+            f"artifact, all at once: {minutes} after boot, whatever the count"
+        )
+    bound = f" ({c['why']})" if c["why"] else ""
+    return (
+        f"{c['nodes']} node(s), pushed from the controller over SSH, {c['at_once']} at a "
+        f"time{bound}: {c['rounds']} round(s), {minutes}"
+    )
