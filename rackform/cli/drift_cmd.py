@@ -2,10 +2,13 @@
 differs between the blueprint and the live cluster (rackform/gitops/hostdrift.py: the roles in
 check mode; rackform/gitops/resdrift.py: a refresh in preview mode). Nothing is changed.
 
-Host level runs by default where the blueprint lists its hosts; resource level where the stack
-names the nodes (AWS), or when asked. Exit 0: no drift; 3: drift (each item printed, with
-whether `rackform configure` repairs it or it needs a person); 2: bad input, or the Pulumi CLI
-missing for the resource level."""
+Host level runs by default where the blueprint lists its hosts, and when asked where the stack
+creates the nodes (over the ones running now, as the target's runtime lists them:
+`rackform.targets.runtimes.cluster_inventory`); resource level by default where the stack
+creates the nodes (AWS), or when asked. Exit 0: no drift; 3: drift (each item printed, with
+whether `rackform configure` repairs it or it needs a person); 2: bad input, the Pulumi CLI
+missing for the resource level, or for the host level a stack's nodes that cannot be listed
+or of which none runs."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, for_action, need, user_error
+from rackform.plan.model import Plan
 
 EXIT_DRIFT = 3
 
@@ -78,11 +82,7 @@ def drift(
             raise user_error(
                 "--role: roles are checked at the host level, which this run leaves out"
             )
-    if hosts and not plan.nodes_listed:
-        raise user_error(
-            f"{file}: {plan.target_type} nodes come from the stack's outputs; use --resources "
-            "(the configure resource's refresh runs the same check)"
-        )
+    inventory = _inventory(file, plan) if hosts else None
     host_items, res_items, rc = [], [], 0
     if resources:
         need("pulumi", "drift --resources")
@@ -99,7 +99,12 @@ def drift(
 
         echo = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else None
         items, rc = hostdrift.check(
-            plan, private_key=private_key, known_hosts=known_hosts, echo=echo, roles=role or ()
+            plan,
+            inventory=inventory,
+            private_key=private_key,
+            known_hosts=known_hosts,
+            echo=echo,
+            roles=role or (),
         )
         if rc != 0 and not any(i.kind != "repairable" for i in items):
             # The run failed without naming a host: nothing may be read as "no drift".
@@ -120,6 +125,28 @@ def drift(
             typer.echo(line)
     if doc["drifted"]:
         raise typer.Exit(EXIT_DRIFT)
+
+
+def _inventory(file: Path, plan: Plan) -> dict:
+    """The nodes the host level checks: the blueprint's hosts, or those the stack created that
+    run now; refused (exit 2) where they cannot be listed, or none runs."""
+    from rackform.plan.inventory import inventory_hosts
+    from rackform.scheduler.remote import RemoteError
+    from rackform.targets.runtimes import cluster_inventory
+
+    try:
+        inventory = cluster_inventory(plan)
+    except RemoteError as exc:
+        raise user_error(
+            f"{file}: host level: {exc}; use --resources (the configure resource's refresh "
+            "runs the same check)"
+        ) from None
+    if not inventory_hosts(inventory):
+        raise user_error(
+            f"{file}: host level: no node of cluster {plan.name} ({plan.environment}) is "
+            "running; use --resources to compare the stack with the blueprint"
+        )
+    return inventory
 
 
 def _lines(doc: dict, hosts: bool, resources: bool) -> list[str]:

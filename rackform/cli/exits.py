@@ -72,7 +72,8 @@ EXITS: dict[str, dict[int | str, str]] = {
     "drift": {
         0: "no drift",
         1: INTERNAL,
-        2: "bad input, or the Pulumi CLI missing for the resource level",
+        2: "bad input; the Pulumi CLI missing for the resource level; or, for the host level, "
+        "stack-created nodes that cannot be listed or of which none runs",
         3: "drift: each item printed, with whether `rackform configure` repairs it",
     },
     "reap": {

@@ -1,4 +1,5 @@
-"""Host-level drift: the roles in check mode with --diff over the blueprint's inventory
+"""Host-level drift: the roles in check mode with --diff over the cluster's inventory (the
+blueprint's hosts, or the nodes its stack created, as the target's runtime lists them)
 (`rackform.hosts.runner.run(check=True, diff=True)`), summarized per host and role.
 
 What a converge would change is drift that `rackform configure` repairs: a driver branch, the
@@ -75,6 +76,7 @@ class Collector:
 def check(
     plan: Plan,
     *,
+    inventory: dict[str, Any] | None = None,
     private_key: Path | None = None,
     known_hosts: Path | None = None,
     extravars: dict[str, Any] | None = None,
@@ -82,12 +84,13 @@ def check(
     roles: Sequence[str] = (),
 ) -> tuple[list[Item], int]:
     """Every host's drift (check mode, nothing changed on a host) and ansible's exit status:
-    of every role but the skipped ones, or of `roles` only."""
+    of every role but the skipped ones, or of `roles` only; over `inventory` (the nodes running
+    now, `rackform.targets.runtimes.cluster_inventory`), else the plan's own."""
     from rackform.hosts.runner import ROLES, run
 
     collector = Collector(echo)
     result = run(
-        thaw(plan.inventory),
+        thaw(plan.inventory) if inventory is None else inventory,
         thaw(plan.group_vars),
         private_key=private_key,
         known_hosts=known_hosts,

@@ -119,8 +119,11 @@ class TargetRuntime:
 
     def nodes(self, plan: Plan) -> Mapping[str, list[list]] | None:
         """Where the stack creates the nodes: the running ones now, node group -> [[name,
-        address, port, instance id]] (the stack's `nodes` output, read from the target's API);
-        None where the blueprint lists them (the plan's inventory holds them)."""
+        address, port, instance id]] (the stack's `nodes` output, read from the target's API),
+        for the commands that reach them after `up` (host drift, heal, status); ActionError
+        where they cannot be read. None where the blueprint lists them (the plan's inventory
+        holds them); a target whose stack creates its nodes and that leaves this None cannot
+        have them reached (`cluster_inventory` says so)."""
         return None
 
     def replace(self, plan: Plan, node: str) -> str:

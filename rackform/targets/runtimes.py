@@ -41,9 +41,15 @@ def controller(plan: Plan, identity=None, known_hosts=None) -> Runner:
 
 def cluster_inventory(plan: Plan) -> dict:
     """The plan's inventory, with the nodes running now where the stack creates them (AWS: its
-    instances by the cluster's tags); RemoteError where they cannot be read."""
+    instances by the cluster's tags); RemoteError where they cannot be read, or where the
+    target's runtime cannot list the nodes its stack creates."""
+    target = RUNTIMES[plan.target_type]
     try:
-        live = RUNTIMES[plan.target_type].nodes(plan)
+        live = target.nodes(plan)
     except ActionError as exc:
         raise RemoteError(f"cannot read the cluster's nodes: {exc}") from None
-    return thaw(plan.inventory) if live is None else with_nodes(plan, live)
+    if live is not None:
+        return with_nodes(plan, live)
+    if not plan.nodes_listed:
+        raise RemoteError(f"{target.label} cannot list the nodes its stack creates")
+    return thaw(plan.inventory)

@@ -1,4 +1,5 @@
-"""Fixtures of the GitOps tests: the rackform command run in a directory, as a user runs it."""
+"""Fixtures of the GitOps tests: the rackform command run in a directory, as a user runs it;
+moto's server on loopback (tests/moto_server.py) for an AWS cluster's instances."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from moto_server import aws, endpoint  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 

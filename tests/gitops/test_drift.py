@@ -1,14 +1,18 @@
-"""`rackform drift`: the host-level reading of the roles' check-mode run, and the resource
-level through the Automation API against the recording `pulumi` stand-in (stand_ins.py; this
-machine has no Pulumi CLI). The host level on real hosts is tests/e2e/test_drift_vms.py."""
+"""`rackform drift`: the host-level reading of the roles' check-mode run, the host level over an
+AWS cluster's running instances (moto's server), and the resource level through the Automation
+API against the recording `pulumi` stand-in (stand_ins.py; this machine has no Pulumi CLI). The
+host level on real hosts is tests/e2e/test_drift_vms.py; a new target's, through its runtime's
+`nodes`, tests/engine/test_new_target.py."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import stand_ins
+from moto_server import aws_env
 
 from rackform.gitops.hostdrift import Collector
 from rackform.hosts.runner import _Progress
@@ -103,10 +107,47 @@ def test_without_the_pulumi_cli_the_resource_level_says_so(rackform, tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_host_drift_needs_listed_hosts(rackform):
-    proc = rackform("drift", "blueprints/aws-training.yaml", "--hosts", "--no-resources",
-                    cwd=ROOT)  # fmt: skip
-    assert proc.returncode == 2 and "use --resources" in proc.stderr
+def test_host_drift_on_aws_checks_the_instances_running_now(rackform, aws):
+    """Where the stack creates the nodes, the host level runs over the ones its runtime lists
+    (AWS: the cluster's running instances by its tags, moto's server here), each reached
+    through the stack's endpoint tunnel; no AWS CLI here, so each is named unreachable."""
+    bp = "blueprints/aws-training.yaml"
+    env = aws_env(
+        aws.endpoint, {**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    )
+    args = ("drift", bp, "--env", "dev", "--hosts", "--no-resources")
+    none = rackform(*args, cwd=ROOT, env=env)
+    assert none.returncode == 2
+    assert none.stderr.startswith(
+        f"rackform: {bp}: host level: no node of cluster llm-train-a (dev) is running; "
+        "use --resources"
+    )
+    node = "llm-train-a-dev-gpu-0"  # dev runs one node
+    aws.launch("llm-train-a", 1, env="dev", tags={"Name": node})
+    aws.launch("llm-train-a", 1, env="staging", tags={"Name": node})  # not this environment's
+    proc = rackform(*args, "--json", cwd=ROOT, env=env)
+    assert proc.returncode == 3, proc.stderr
+    hosts = json.loads(proc.stdout)["hosts"]
+    assert [(i["host"], i["kind"]) for i in hosts] == [(node, "unreachable")], hosts
+    assert "exec: aws: not found" in hosts[0]["detail"][0]  # ssh went through the tunnel
+
+
+def test_host_drift_is_refused_where_the_runtime_cannot_list_the_nodes(monkeypatch):
+    """A target whose stack creates its nodes but whose runtime lists none of them: the host
+    level says so in one line, and points at the resource level."""
+    from typer.testing import CliRunner
+
+    from rackform.cli.main import app
+    from rackform.targets.aws.runtime import AwsRuntime
+    from rackform.targets.runtime import TargetRuntime
+    from rackform.targets.runtimes import RUNTIMES
+
+    unlisting = type("Unlisting", (AwsRuntime,), {"nodes": TargetRuntime.nodes})()
+    monkeypatch.setitem(RUNTIMES, "aws", unlisting)
+    bp = str(ROOT / "blueprints/aws-training.yaml")
+    got = CliRunner().invoke(app, ["drift", bp, "--env", "dev", "--hosts", "--no-resources"])
+    assert got.exit_code == 2
+    assert "AWS cannot list the nodes its stack creates; use --resources" in got.output
 
 
 def test_role_names_a_checked_role(rackform):

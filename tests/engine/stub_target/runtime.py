@@ -1,10 +1,12 @@
 """What the stub target adds to the running world: a component that creates one machine per
-node, its stack config, and how Ansible logs in."""
+node, its stack config, how Ansible logs in, where its machines run now (the stub cloud, for
+the commands after `up`: host drift, status, heal) and its reaper."""
 
 from __future__ import annotations
 
 import pulumi
 
+from rackform.reap.target import ActionError
 from rackform.targets.runtime import TargetRuntime
 
 
@@ -41,6 +43,19 @@ class StubRuntime(TargetRuntime):
 
     def component(self, name, plan, opts, providers):
         return StubNodes(f"{name}-stub", plan, opts=opts)
+
+    def nodes(self, plan):
+        from stub_target import cloud
+
+        c = cloud.cluster(plan.stack)
+        if c is None:
+            raise ActionError(f"the stub cloud has no cluster {plan.stack}")
+        return c["machines"]
+
+    def reaper(self):
+        from stub_target.reap import StubReaper
+
+        return StubReaper()
 
 
 RUNTIME = StubRuntime()

@@ -1,5 +1,5 @@
 """What the stub target adds to the blueprint: its section, a node-group field of its own
-(`flavor`), the fabrics it has, and one rule that needs the whole blueprint."""
+(`flavor`), the fabrics it has, its idle actions, and one rule that needs the whole blueprint."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ class StubSchema(TargetSchema):
     model = StubTarget
     group_fields = StubGroupFields
     fabrics = ("ethernet",)
+
+    def idle_actions(self, purpose):
+        return ("notify", "stop")
 
     def rules(self, bp, catalog):
         return [
