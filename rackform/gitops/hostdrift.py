@@ -1,5 +1,5 @@
 """Host-level drift: the roles in check mode with --diff over the blueprint's inventory
-(`rackform.hosts.runner.run(check=True, diff=True)`), summarized per host and role.
+(`rackform.push.runner.run(check=True, diff=True)`), summarized per host and role.
 
 What a converge would change is drift that `rackform configure` repairs: a driver branch, the
 NCCL config and env file, a service stopped, sysctl and limits, an array not mounted. What the
@@ -40,7 +40,7 @@ class Item:
 
 
 class Collector:
-    """Reads the runner's live display (rackform/hosts/runner.py `_Progress`): a task line as
+    """Reads the runner's live display (rackform/push/runner.py `_Progress`): a task line as
     each task starts, `    HOST: changed` with the diff indented below it, and
     `    HOST: FAILED|UNREACHABLE (...): message`."""
 
@@ -83,7 +83,7 @@ def check(
 ) -> tuple[list[Item], int]:
     """Every host's drift (check mode, nothing changed on a host) and ansible's exit status:
     of every role but the skipped ones, or of `roles` only."""
-    from rackform.hosts.runner import ROLES, run
+    from rackform.push.runner import ROLES, run
 
     collector = Collector(echo)
     result = run(

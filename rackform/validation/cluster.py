@@ -8,10 +8,10 @@ never an old report.
 Inference: serving nodes never run the training smoke job, DCGM diagnostics or a storage write
 test from `up` (they would take the GPUs and disks of a fleet that serves traffic, and on an
 autoscaled fleet every membership change reruns this stage). A serving node's validation is
-`rackform/hosts/serving_checks.py`: the GPU count, the driver branch, uncorrectable ECC errors,
+`rackform/boot/serving_checks.py`: the GPU count, the driver branch, uncorrectable ECC errors,
 pending or failed row remaps and the model mount, read-only and in seconds. A node that joins
 an autoscaling group runs these itself before it completes its launch hook (it never takes
-traffic otherwise: rackform/hosts/node_bootstrap.py); this stage runs the same script over
+traffic otherwise: rackform/boot/node.py); this stage runs the same script over
 every current serving node (Ansible's `script` module: nothing is installed or written on the
 node) and merges the reports as for training.
 """
@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from rackform.hosts import serving_checks
-from rackform.hosts.runner import access_files, run
+from rackform.boot import serving_checks
 from rackform.plan.inventory import group_name, host_groups, inventory_hosts
+from rackform.push.runner import access_files, run
 from rackform.validation import outliers
 
 

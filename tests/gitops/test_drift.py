@@ -11,7 +11,7 @@ from pathlib import Path
 import stand_ins
 
 from rackform.gitops.hostdrift import Collector
-from rackform.hosts.runner import _Progress
+from rackform.push.runner import _Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,7 +126,7 @@ def test_role_limits_the_check_mode_run_to_those_roles(monkeypatch):
     """The roles reach the runner (the run itself, on real hosts: tests/e2e/test_drift_vms.py)."""
     from rackform.engine import prepare
     from rackform.gitops import hostdrift
-    from rackform.hosts import runner
+    from rackform.push import runner
 
     asked = []
 

@@ -22,15 +22,15 @@ from planhelp import (
 )
 
 from rackform.blueprint.loader import load_effective
-from rackform.engine import compile_effective
-from rackform.hosts.bootstrap import (
+from rackform.boot.artifact import (
     NODE_ANSIBLE_CORE,
     USER_DATA_LIMIT,
     build_artifact,
     manifest,
     user_data,
 )
-from rackform.hosts.node_bootstrap import inventory
+from rackform.boot.node import inventory
+from rackform.engine import compile_effective
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import thaw
 from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
@@ -163,7 +163,7 @@ def test_the_node_ansible_core_is_rackforms_pin_within_the_pinned_ansible_packag
 
     from packaging.requirements import Requirement
 
-    from rackform.hosts.bootstrap import NODE_ANSIBLE_CORE, node_requirements
+    from rackform.boot.artifact import NODE_ANSIBLE_CORE, node_requirements
 
     assert node_requirements(aws=False) == [f"ansible-core=={NODE_ANSIBLE_CORE}"]
     assert node_requirements(aws=True)[0] == f"ansible-core=={NODE_ANSIBLE_CORE}"

@@ -1,7 +1,7 @@
 """Runs on a node at first boot, as root, from the unpacked bootstrap artifact (see
-rackform/hosts/bootstrap.py): installs ansible-core in a virtualenv, runs the site playbook over
+rackform/boot/artifact.py): installs ansible-core in a virtualenv, runs the site playbook over
 `localhost` with the node group's configuration variables, checks the node as a serving node
-(rackform/hosts/serving_checks.py, shipped beside this script) and reports the outcome.
+(rackform/boot/serving_checks.py, shipped beside this script) and reports the outcome.
 
 Standard library only, and Python 3.10 (Ubuntu 22.04's): nothing of rackform is installed on
 the node. On AWS it then tags the instance `rackform:configured=<artifact sha256>` (the
@@ -20,7 +20,7 @@ reboots; the run after the boot converges again (every role is idempotent: what 
 reports ok) and goes on from there. The hook is completed only at the real end, never before
 a reboot; a node that asks for more than `MAX_REBOOTS` reboots is abandoned.
 
-    python3 node_bootstrap.py ARTIFACT_DIR
+    python3 node_bootstrap.py ARTIFACT_DIR   (this file, as the artifact names it)
 """
 
 from __future__ import annotations

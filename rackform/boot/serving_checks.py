@@ -13,7 +13,7 @@ A serving node never runs the training smoke job, DCGM diagnostics or a storage 
 - `model_mount`: the blueprint's storage mount (where the model's weights live) is a mounted
   filesystem, not an empty directory on the root disk.
 
-A joining node runs these itself at the end of its bootstrap (rackform/hosts/node_bootstrap.py)
+A joining node runs these itself at the end of its bootstrap (rackform/boot/node.py)
 and completes its launch hook with ABANDON if one fails, so it never takes traffic; `up`'s
 Validate stage runs the same script over every serving node (rackform/validation/cluster.py).
 

@@ -1,4 +1,4 @@
-"""What a serving node's validation checks (rackform/hosts/serving_checks.py), against the CSV
+"""What a serving node's validation checks (rackform/boot/serving_checks.py), against the CSV
 nvidia-smi prints for these queries (this machine has no GPU: a fake `nvidia-smi` on PATH stands
 in for the driver's tool, answering from a table)."""
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rackform.hosts import serving_checks as sc
+from rackform.boot import serving_checks as sc
 
 # Four L40S on driver 550, as nvidia-smi answers each query (csv,noheader,nounits).
 ANSWERS = {
