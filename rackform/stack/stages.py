@@ -20,7 +20,7 @@ state keeps every resource and the evidence of what failed. With the report it o
 The work itself is injected: by default Configure calls `rackform.push.runner.configure` (the
 Ansible roles) and Validate `rackform.validation.cluster.validate_cluster`: on a training
 cluster the smoke_train role (host checks and the smoke job on every node); on an inference
-cluster only the serving checks (`rackform/boot/serving_checks.py`: GPU count, driver branch,
+cluster only the serving checks (`validators.serving`: GPU count, driver branch,
 ECC, row remaps, the model mount; read-only), never a training job, DCGM diagnostics or a
 storage write on nodes that serve. Nodes that join an autoscaling group have run the same
 checks themselves before taking traffic, so the membership changes that rerun Validate on such
