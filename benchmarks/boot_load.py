@@ -3,7 +3,7 @@ fetch the pinned artifact and post their report at once against the boot server
 (rackform/boot/serve.py), run as its own process on loopback; then the controller reads every
 report (rackform/boot/reports.py's `judge`).
 
-The artifact is a real one (rackform/hosts/bootstrap.py's `build_artifact`, as
+The artifact is a real one (rackform/boot/artifact.py's `build_artifact`, as
 tests/hosts/test_bootstrap.py builds it: the roles, validators and the Ansible collections they
 use, about 2.2 MB) or, where the deploy extra's `ansible` package is missing, random bytes of
 the same size (the output says which). Each node is an asyncio client; the nodes are spread
@@ -56,7 +56,7 @@ CHECKS = [
 def artifact(cache: Path) -> tuple[Path, str]:
     """(path, what it is): the real artifact, or random bytes of its size."""
     try:
-        from rackform.hosts.bootstrap import build_artifact, manifest
+        from rackform.boot.artifact import build_artifact, manifest
 
         spec = manifest({"nvme_raid_level": 0}, "ng_hgx", "ubuntu", expect_gpus=8)
         return build_artifact(spec, cache).path, "a real artifact"

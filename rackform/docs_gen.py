@@ -283,12 +283,12 @@ _CHECK_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _MAKERS = {"compare", "failed", "not_run", "Check"}
 
 
-def emitted_checks(validators: Path = ROOT / "validators") -> set[str]:
+def emitted_checks(validators: Path = ROOT / "validators", skip: tuple[str, ...] = ()) -> set[str]:
     """Every check name in validators/ (also what tests/validators/test_check_evidence.py
     audits for failure cases): the first argument of compare / failed / not_run / Check, and the
-    strings assigned to a variable `name` or `names`."""
+    strings assigned to a variable `name` or `names`; the files named in `skip` left out."""
     found: set[str] = set()
-    for path in sorted(validators.glob("*.py")):
+    for path in sorted(p for p in validators.glob("*.py") if p.name not in skip):
         for node in ast.walk(ast.parse(path.read_text())):
             consts: list[ast.expr] = []
             if isinstance(node, ast.Call) and node.args:
@@ -342,10 +342,13 @@ def _guide_table(guide: Path, head: str) -> str:
 
 def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str:
     sys.path.insert(0, str(ROOT))
+    from validators.serving import CHECKS as SERVING_CHECKS
     from validators.smoke import CHECKS, TIER_CHECKS
 
     described = _guide_checks(guide)
     names = emitted_checks()
+    # What the training side emits too (a serving check can be the same fact as a host check).
+    not_serving = emitted_checks(skip=("serving.py",))
     missing = sorted(names - set(described))
     if missing:
         raise SystemExit(
@@ -360,6 +363,8 @@ def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str
             if n in TIER_CHECKS
             else "host checks / launcher"
         )
+        if n in SERVING_CHECKS:
+            where = f"{where}, serving checks" if n in not_serving else "serving checks"
         rows.append([f"`{n}`", where, *described[n]])
     return (
         "# Validation checks\n\n"

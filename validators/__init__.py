@@ -1,6 +1,7 @@
 """Jobs shipped to the nodes and run there: the smoke-training job (`validators.smoke`, run with
-torchrun), the host checks (`validators.hostcheck`) and a training job that resumes from its
-checkpoints after a preemption or a spot interruption (`validators.resumable`, run by srun).
+torchrun), the host checks (`validators.hostcheck`), a serving node's checks
+(`validators.serving`) and a training job that resumes from its checkpoints after a preemption
+or a spot interruption (`validators.resumable`, run by srun).
 They import only torch and the Python standard library (nvidia-ml-py where it is importable),
 never rackform: rackform passes every expectation and threshold in as arguments."""
 

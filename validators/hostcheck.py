@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 
-from validators import link_checks, report, shared_checks, storage
+from validators import gpu_memory, link_checks, report, shared_checks, storage
 from validators.report import Check, compare, failed, not_run
 
 # dcgmi diag levels and how long each may take before it counts as hung (DOMAIN: r1 seconds,
@@ -43,11 +43,13 @@ def nvml_checks(
     the driver knows, whatever CUDA_VISIBLE_DEVICES says."""
     names = ("nvml_gpu_count", "ecc_uncorrectable", "row_remap", "nvlink_up", "pcie_link")
     if nvml is None:
-        return _nvml_absent(names, expect_gpus, "nvidia-ml-py (pynvml) is not installed", node)
+        return unreadable(
+            names, expect_gpus, "nvidia-ml-py (pynvml) is not installed", "NVML", node
+        )
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
-        return _nvml_absent(names, expect_gpus, f"NVML unavailable: {exc}", node)
+        return unreadable(names, expect_gpus, f"NVML unavailable: {exc}", "NVML", node)
     try:
         n = nvml.nvmlDeviceGetCount()
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
@@ -72,7 +74,11 @@ def nvml_checks(
         nvml.nvmlShutdown()
 
 
-def _nvml_absent(names, expect_gpus, why: str, node: str) -> list[Check]:
+def unreadable(
+    names: tuple[str, ...], expect_gpus: int | None, why: str, reader: str, node: str = ""
+) -> list[Check]:
+    """The checks `names` (the GPU count first) where nothing can read the GPUs (`reader`, NVML
+    or nvidia-smi, is absent or answers nothing: `why`)."""
     if expect_gpus:
         # GPUs are expected, so no driver to ask is itself the failure.
         return [
@@ -84,72 +90,38 @@ def _nvml_absent(names, expect_gpus, why: str, node: str) -> list[Check]:
                 op="==",
                 node=node,
             )
-        ] + [not_run(n, "NVML unavailable", node=node) for n in names[1:]]
+        ] + [not_run(n, f"{reader} unavailable", node=node) for n in names[1:]]
     return [not_run(n, f"{why} (no GPUs expected)", node=node) for n in names]
 
 
 def _ecc(nvml, handles, node: str) -> Check:
-    """Volatile (since the driver loaded) uncorrectable ECC errors: any one fails the node, as
-    does a GPU whose counter cannot be read. A pass needs at least one GPU read."""
-    total, bad, unsupported, read = 0, [], 0, 0
+    """Each GPU's volatile uncorrectable ECC errors, judged by gpu_memory.ecc_check."""
+    counts: dict[int, gpu_memory.Count] = {}
     for i, h in enumerate(handles):
         try:
-            n = nvml.nvmlDeviceGetTotalEccErrors(
+            counts[i] = nvml.nvmlDeviceGetTotalEccErrors(
                 h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
             )
         except nvml.NVMLError_NotSupported:
-            unsupported += 1
-            continue
+            counts[i] = None
         except nvml.NVMLError as exc:  # a GPU fallen off the bus, ...
-            bad.append(f"GPU {i}: unreadable ({exc or type(exc).__name__})")
-            continue
-        read += 1
-        total += n
-        if n:
-            bad.append(f"GPU {i}: {n}")
-    if not handles:
-        return not_run("ecc_uncorrectable", "NVML sees no GPU to read", node=node)
-    if unsupported == len(handles):
-        return not_run(
-            "ecc_uncorrectable", "ECC is not supported or not enabled on these GPUs", node=node
-        )
-    detail = "; ".join(bad) or f"{read} GPUs read"
-    if read + unsupported < len(handles):  # some GPU could not be read: no clean bill
-        return failed(
-            "ecc_uncorrectable",
-            detail,
-            measured=total,
-            expected=0,
-            unit="errors",
-            op="<=",
-            node=node,
-        )
-    return compare("ecc_uncorrectable", total, 0, "errors", "<=", detail=detail, node=node)
+            counts[i] = str(exc or type(exc).__name__)
+    return gpu_memory.ecc_check(counts, "NVML", node)
 
 
 def _remap(nvml, handles, node: str) -> Check:
-    """Row remapping (Ampere and later): a pending remap needs a GPU reset, a failed one an RMA;
-    a GPU whose state cannot be read fails too. A pass needs at least one GPU read."""
-    bad, unsupported = [], 0
+    """Each GPU's pending and failed row remaps, judged by gpu_memory.remap_check."""
+    states: dict[int, gpu_memory.Remap] = {}
     for i, h in enumerate(handles):
         try:
             _corr, _unc, pending, failure = nvml.nvmlDeviceGetRemappedRows(h)
         except nvml.NVMLError_NotSupported:
-            unsupported += 1
-            continue
+            states[i] = None
         except nvml.NVMLError as exc:
-            bad.append(f"GPU {i}: unreadable ({exc or type(exc).__name__})")
-            continue
-        if pending or failure:
-            bad.append(
-                f"GPU {i}: " + ("remap failed" if failure else "remap pending (reset the GPU)")
-            )
-    if not handles:
-        return not_run("row_remap", "NVML sees no GPU to read", node=node)
-    if unsupported == len(handles):
-        return not_run("row_remap", "row remapping is not supported on these GPUs", node=node)
-    detail = "; ".join(bad) or f"{len(handles) - unsupported} GPUs read"
-    return compare("row_remap", len(bad), 0, "GPUs", "<=", detail=detail, node=node)
+            states[i] = str(exc or type(exc).__name__)
+        else:
+            states[i] = (bool(pending), bool(failure))
+    return gpu_memory.remap_check(states, "NVML", node)
 
 
 def dcgm_check(level: int, node: str = "", exe: str = "dcgmi") -> Check:
@@ -382,12 +354,9 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def mount_check(directory: str | None, node: str = "") -> Check:
-    """The checkpoint directory must be the array's mount point: an empty mount point left
-    unmounted would put checkpoints on the root disk and still accept every write."""
-    name = "checkpoint_mount"
-    if not directory:
-        return not_run(name, "no checkpoint mount declared", node=node)
+def not_mounted(name: str, directory: str, node: str = "") -> Check | None:
+    """`name` failed where `directory` does not exist or nothing is mounted there (the mount
+    table says: is_mount_point); None where a filesystem is mounted there."""
     if not os.path.isdir(directory):
         return failed(
             name,
@@ -406,6 +375,18 @@ def mount_check(directory: str | None, node: str = "") -> Check:
             op="==",
             node=node,
         )
+    return None
+
+
+def mount_check(directory: str | None, node: str = "") -> Check:
+    """The checkpoint directory must be the array's mount point: an empty mount point left
+    unmounted would put checkpoints on the root disk and still accept every write."""
+    name = "checkpoint_mount"
+    if not directory:
+        return not_run(name, "no checkpoint mount declared", node=node)
+    unmounted = not_mounted(name, directory, node)
+    if unmounted is not None:
+        return unmounted
     if read_only(directory):
         return failed(
             name,

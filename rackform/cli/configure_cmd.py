@@ -103,7 +103,7 @@ def configure(
     blueprint's nodes with a live progress display and a per-host summary. On failure it exits
     non-zero, naming the host, role and task; a rerun continues from where the hosts are.
     A blueprint with an unwaived preflight error is refused."""
-    from rackform.hosts.runner import ROLES, run, summary_lines
+    from rackform.push.runner import ROLES, run, summary_lines
 
     plan = for_action(file, env, "nothing was configured").plan
     need("ansible_runner", "configure")

@@ -68,7 +68,7 @@ def drift(
             raise user_error(f"{flag} {path}: no such file")
     if role:
         from rackform.gitops.hostdrift import SKIPPED_ROLES
-        from rackform.hosts.runner import ROLES
+        from rackform.push.runner import ROLES
 
         checked = [r for r in ROLES if r not in SKIPPED_ROLES]
         for r in role:

@@ -1,6 +1,6 @@
 """Host-level drift: the roles in check mode with --diff over the cluster's inventory (the
 blueprint's hosts, or the nodes its stack created, as the target's runtime lists them)
-(`rackform.hosts.runner.run(check=True, diff=True)`), summarized per host and role.
+(`rackform.push.runner.run(check=True, diff=True)`), summarized per host and role.
 
 What a converge would change is drift that `rackform configure` repairs: a driver branch, the
 NCCL config and env file, a service stopped, sysctl and limits, an array not mounted. What the
@@ -41,7 +41,7 @@ class Item:
 
 
 class Collector:
-    """Reads the runner's live display (rackform/hosts/runner.py `_Progress`): a task line as
+    """Reads the runner's live display (rackform/push/runner.py `_Progress`): a task line as
     each task starts, `    HOST: changed` with the diff indented below it, and
     `    HOST: FAILED|UNREACHABLE (...): message`."""
 
@@ -86,7 +86,7 @@ def check(
     """Every host's drift (check mode, nothing changed on a host) and ansible's exit status:
     of every role but the skipped ones, or of `roles` only; over `inventory` (the nodes running
     now, `rackform.targets.runtimes.cluster_inventory`), else the plan's own."""
-    from rackform.hosts.runner import ROLES, run
+    from rackform.push.runner import ROLES, run
 
     collector = Collector(echo)
     result = run(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rackform.evidence.verdict import verdict
-from rackform.hosts.runner import ROLES, RunResult, run
+from rackform.push.runner import ROLES, RunResult, run
 from rackform.rollout.roll import Result
 
 

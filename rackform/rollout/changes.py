@@ -10,8 +10,8 @@ from functools import cache
 from typing import Any
 
 from rackform.catalog import CatalogError, _read
-from rackform.hosts.runner import ROLES as SITE_ROLES
 from rackform.plan.model import thaw
+from rackform.push.runner import ROLES as SITE_ROLES
 
 # Most to least disruptive: a change's class is that of its most disruptive variable.
 CLASSES = ("reboot", "drain", "slurm", "in_place", "none")

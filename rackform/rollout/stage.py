@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rackform.blueprint.schema.sections import LifecycleSpec
-from rackform.hosts.runner import access_files
 from rackform.plan.inventory import inventory_hosts
+from rackform.push.runner import access_files
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import Basis, applied_basis
 from rackform.rollout.plan import rollout as change_of

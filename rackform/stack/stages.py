@@ -17,10 +17,10 @@ state keeps every resource and the evidence of what failed. With the report it o
 `evidence`: its in-toto statement about the run, signed where the deploy holds the signing key
 (rackform/evidence/statement.py), the only evidence `rackform promote` accepts.
 
-The work itself is injected: by default Configure calls `rackform.hosts.runner.configure` (the
+The work itself is injected: by default Configure calls `rackform.push.runner.configure` (the
 Ansible roles) and Validate `rackform.validation.cluster.validate_cluster`: on a training
 cluster the smoke_train role (host checks and the smoke job on every node); on an inference
-cluster only the serving checks (`rackform/hosts/serving_checks.py`: GPU count, driver branch,
+cluster only the serving checks (`validators.serving`: GPU count, driver branch,
 ECC, row remaps, the model mount; read-only), never a training job, DCGM diagnostics or a
 storage write on nodes that serve. Nodes that join an autoscaling group have run the same
 checks themselves before taking traffic, so the membership changes that rerun Validate on such
@@ -54,8 +54,8 @@ from rackform.evidence.statement import attest
 from rackform.evidence.verdict import verdict
 from rackform.plan.inventory import inventory_hosts
 
-CONFIGURE_WORK = "rackform.hosts.runner:configure"
-DRIFT_WORK = "rackform.hosts.runner:drift"
+CONFIGURE_WORK = "rackform.push.runner:configure"
+DRIFT_WORK = "rackform.push.runner:drift"
 ROLL_WORK = "rackform.rollout.stage:roll"
 RECORD_WORK = "rackform.rollout.stage:record"
 VALIDATE_WORK = "rackform.validation.cluster:validate_cluster"

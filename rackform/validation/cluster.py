@@ -8,12 +8,13 @@ never an old report.
 Inference: serving nodes never run the training smoke job, DCGM diagnostics or a storage write
 test from `up` (they would take the GPUs and disks of a fleet that serves traffic, and on an
 autoscaled fleet every membership change reruns this stage). A serving node's validation is
-`rackform/hosts/serving_checks.py`: the GPU count, the driver branch, uncorrectable ECC errors,
-pending or failed row remaps and the model mount, read-only and in seconds. A node that joins
-an autoscaling group runs these itself before it completes its launch hook (it never takes
-traffic otherwise: rackform/hosts/node_bootstrap.py); this stage runs the same script over
-every current serving node (Ansible's `script` module: nothing is installed or written on the
-node) and merges the reports as for training.
+`validators.serving`: the GPU count, the driver branch, uncorrectable ECC errors, pending or
+failed row remaps and the model mount, read-only and in seconds. A node that joins an
+autoscaling group runs these itself before it completes its launch hook (it never takes traffic
+otherwise: rackform/boot/node.py); this stage runs the same module over every current serving
+node (the validators packed as one zip application, which Ansible's `script` module copies to
+a temporary directory and runs: nothing is installed or written on the node) and merges the
+reports as for training.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ import copy
 import json
 import sys
 import tempfile
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rackform.hosts import serving_checks
-from rackform.hosts.runner import access_files, run
+from rackform.paths import validators_dir
 from rackform.plan.inventory import group_name, host_groups, inventory_hosts
+from rackform.push.runner import access_files, run
 from rackform.validation import outliers
 
 
@@ -143,7 +145,8 @@ def validate_cluster(
         if group_vars.get("rackform_purpose") == "inference":
             (reports_at / "serving").mkdir()
             book = reports_at / "serving.yml"
-            book.write_text(yaml.safe_dump(serving_playbook(reports_at)), encoding="utf-8")
+            app = serving_app(reports_at / "validators.pyz")
+            book.write_text(yaml.safe_dump(serving_playbook(reports_at, app)), encoding="utf-8")
             inv = with_expected_gpus(inventory, validation)
             result = run(inv, group_vars, playbook=book, **files, **options)
         else:
@@ -165,11 +168,24 @@ def validate_cluster(
     return merge_reports(inventory_hosts(inventory), reports, result.rc, groups, fraction)
 
 
-def serving_playbook(report_dir: Path) -> list[dict[str, Any]]:
+def serving_app(dest: Path, validators: Path | None = None) -> Path:
+    """The validators (`validators_dir()`, as they ship to nodes) as one file Python runs: a zip
+    application (PEP 441) whose `__main__` is validators.serving's, exiting with its status."""
+    src = validators or validators_dir()
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(
+            "__main__.py", "import sys\nfrom validators.serving import main\nsys.exit(main())\n"
+        )
+        for path in sorted(src.rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                z.write(path, (Path("validators") / path.relative_to(src)).as_posix())
+    return dest
+
+
+def serving_playbook(report_dir: Path, app: Path) -> list[dict[str, Any]]:
     """The read-only play a serving cluster's validation runs: the serving checks on each node
-    (the script copied to Ansible's temporary directory and run there), its report kept on the
-    controller as `<report_dir>/serving/<host>.json`."""
-    script = Path(serving_checks.__file__).resolve()
+    (`app`, the `serving_app`, copied to Ansible's temporary directory and run there), its
+    report kept on the controller as `<report_dir>/serving/<host>.json`."""
     args = (
         "--expect-gpus {{ rackform_serving_gpus | default(0) | int }}"
         " --driver-branch {{ nvidia_driver_branch | default('') | quote }}"
@@ -184,7 +200,7 @@ def serving_playbook(report_dir: Path) -> list[dict[str, Any]]:
                 {
                     "name": "Run the serving checks",
                     "ansible.builtin.script": {
-                        "cmd": f"{script} {args}",
+                        "cmd": f"{app} {args}",
                         "executable": "{{ ansible_python_interpreter | default('python3') }}",
                     },
                     "register": "_rackform_serving",

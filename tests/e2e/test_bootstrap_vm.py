@@ -39,8 +39,8 @@ import yaml
 from loopback import http_server
 from vms import booted_testbed
 
+from rackform.boot.artifact import build_artifact, manifest, node_requirements, user_data
 from rackform.engine import prepare
-from rackform.hosts.bootstrap import build_artifact, manifest, node_requirements, user_data
 from rackform.paths import cache_dir
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import thaw

@@ -15,7 +15,7 @@ import stand_ins
 from moto_server import aws_env
 
 from rackform.gitops.hostdrift import Collector
-from rackform.hosts.runner import _Progress
+from rackform.push.runner import _Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -167,7 +167,7 @@ def test_role_limits_the_check_mode_run_to_those_roles(monkeypatch):
     """The roles reach the runner (the run itself, on real hosts: tests/e2e/test_drift_vms.py)."""
     from rackform.engine import prepare
     from rackform.gitops import hostdrift
-    from rackform.hosts import runner
+    from rackform.push import runner
 
     asked = []
 

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from loopback import free_port, http_server
 
-from rackform.hosts import runner as ansible_run
+from rackform.push import runner as ansible_run
 
 PLAY = """
 - name: The dcgm role's scrape config

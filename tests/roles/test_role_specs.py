@@ -18,8 +18,8 @@ from gpu_collection import COLLECTION, ROLES_DIR, SITE
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.schema.sections import FABRICS
 from rackform.engine import compile_effective
-from rackform.hosts.runner import ROLES
 from rackform.plan.model import thaw
+from rackform.push.runner import ROLES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))

@@ -1,10 +1,10 @@
 """The audit: no check passes on evidence that does not support it.
 
-For every check the host checks, the smoke job or the launcher can emit, each case below feeds
-the function that decides it the evidence of a failure (or of nothing measured) and asserts the
-verdict: fail, or not-run where nothing could be measured, never pass. The last test finds
-every check name in validators/ by reading the source, so a new check without a case here
-fails the suite. Pure calls wherever the verdict is computed apart from the measurement (no
+For every check the host checks, the serving checks, the smoke job or the launcher can emit,
+each case below feeds the function that decides it the evidence of a failure (or of nothing
+measured) and asserts the verdict: fail, or not-run where nothing could be measured, never
+pass. The last test finds every check name in validators/ by reading the source, so a new check
+without a case here fails the suite. Pure calls wherever the verdict is computed apart from the measurement (no
 process group, no GPU); the dcgmi, mount and storage cases run their real code on this machine.
 """
 
@@ -32,6 +32,7 @@ from validators import (
     launch,
     link_checks,
     report,
+    serving,
     shared_checks,
     storage,
 )
@@ -52,6 +53,29 @@ CUDA, CPU = torch.device("cuda"), torch.device("cpu")  # a device object needs n
 
 def nvml(name: str, expect_gpus=8, **fake) -> Check:
     return by_name(hostcheck.nvml_checks(FakeNvml(**fake), expect_gpus))[name]
+
+
+# A serving node of 4 GPUs on driver 550, as nvidia-smi answers each query (None: this
+# nvidia-smi has no such field, or there is no nvidia-smi at all where the drivers are asked).
+SMI = {
+    "drivers": ("index,driver_version", "".join(f"{i}, 550.90.07\n" for i in range(4))),
+    "ecc": ("index,ecc.errors.uncorrected.volatile.total", "0, 0\n1, 0\n2, 0\n3, 0\n"),
+    "remap": (
+        "index,remapped_rows.pending,remapped_rows.failure",
+        "".join(f"{i}, No, No\n" for i in range(4)),
+    ),
+}
+
+
+def smi(name: str, expect_gpus=4, **answers) -> Check:
+    table = {q: answers.get(k, a) for k, (q, a) in SMI.items()}
+
+    def query(fields):
+        if table[",".join(fields)] is None:
+            raise RuntimeError(f'nvidia-smi exited 2: Field "{fields[-1]}" is not a valid field')
+        return table[",".join(fields)]
+
+    return by_name(serving.gpu_checks(query, expect_gpus, "550"))[name]
 
 
 UP = [1] * 18  # an H100 SXM's NVLinks, all up
@@ -306,6 +330,30 @@ CASES: list[tuple[str, str, str, Callable]] = [
      lambda monkeypatch, tmp_path: shared(tmp_path)[2]),
     ("shared_visible", "no peers given", NOT_RUN,
      lambda monkeypatch, tmp_path: shared_checks.visible_check(str(tmp_path), "r", "a", [], 1)),
+    # serving checks: nvidia-smi (no pynvml on a fresh node), judged as the host checks judge
+    ("gpu_count", "nvidia-smi lists 3 GPUs where 4 are declared", FAIL,
+     lambda: smi("gpu_count", drivers="0, 550.90.07\n1, 550.90.07\n2, 550.90.07\n")),
+    ("gpu_count", "no nvidia-smi (no driver) where GPUs are declared", FAIL,
+     lambda: smi("gpu_count", drivers=None)),
+    ("driver_branch", "a GPU on another branch", FAIL,
+     lambda: smi("driver_branch", drivers="0, 550.90.07\n1, 535.183.01\n")),
+    ("driver_branch", "nvidia-smi lists no GPU", FAIL, lambda: smi("driver_branch", drivers="")),
+    ("driver_branch", "no nvidia-smi", NOT_RUN, lambda: smi("driver_branch", drivers=None)),
+    ("ecc_uncorrectable", "nvidia-smi: 3 uncorrectable errors on GPU 1", FAIL,
+     lambda: smi("ecc_uncorrectable", ecc="0, 0\n1, 3\n2, 0\n3, 0\n")),
+    ("ecc_uncorrectable", "nvidia-smi: a GPU whose counter it cannot read", FAIL,
+     lambda: smi("ecc_uncorrectable", ecc="0, 0\n1, [Unknown Error]\n2, 0\n3, 0\n")),
+    ("ecc_uncorrectable", "nvidia-smi: ECC not supported on any GPU", NOT_RUN,
+     lambda: smi("ecc_uncorrectable", ecc="0, [N/A]\n1, [N/A]\n2, [N/A]\n3, [N/A]\n")),
+    ("row_remap", "nvidia-smi: a failed remap", FAIL,
+     lambda: smi("row_remap", remap="0, No, No\n1, No, Yes\n2, No, No\n3, No, No\n")),
+    ("row_remap", "this nvidia-smi has no remap fields", NOT_RUN,
+     lambda: smi("row_remap", remap=None)),
+    ("model_mount", "a plain directory (nothing mounted)", FAIL,
+     lambda monkeypatch, tmp_path: serving.mount_check(str(tmp_path))),
+    ("model_mount", "no such directory", FAIL,
+     lambda monkeypatch, tmp_path: serving.mount_check(str(tmp_path / "missing"))),
+    ("model_mount", "no storage mount declared", NOT_RUN, lambda: serving.mount_check("")),
     # the resumable job's copies to object storage
     ("checkpoint_tier", "the store refused a copy", FAIL,
      lambda: tier_check({"url": "s3://b/p", "copies": [], "errors": ["step 10: NoSuchBucket"],
@@ -471,6 +519,8 @@ def test_the_healthy_evidence_does_pass():
         links("pcie_link"),
         fabric(),
         diag([("sw", "pass", "")]),
+        *(smi(n) for n in ("gpu_count", "driver_branch", "ecc_uncorrectable", "row_remap")),
+        serving.mount_check("/"),
         node_count(4, 4, ["a", "b", "c", "d"]),
         device("gpu_count", [gpus(8)], expect_gpus=8),
         device("gpu_model", [gpus(8)], expect_gpu_model="H100-SXM", expect_gpu_pattern=PATTERN),

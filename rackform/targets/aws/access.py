@@ -1,7 +1,7 @@
 """The key material a stack's nodes are reached with, made by the stack and kept in its state.
 
 One ed25519 key pair for the controller's SSH login and one host key pair every node of the
-cluster presents. Both go to the nodes through user data (rackform/hosts/bootstrap.py), and the
+cluster presents. Both go to the nodes through user data (rackform/boot/artifact.py), and the
 controller writes a known_hosts file holding only the cluster's host key, so a node is verified
 from the first connection through a channel that proves it: whoever can launch from the
 launch template could read the host key too, which is the same trust as the instances' own IAM

@@ -16,7 +16,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from rackform.hosts.bootstrap import Artifact, build_artifact, manifest
+from rackform.boot.artifact import Artifact, build_artifact, manifest
 from rackform.paths import cache_dir
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import NodeGroupPlan, Plan, thaw

@@ -11,7 +11,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from rackform.hosts.bootstrap import user_data
+from rackform.boot.artifact import user_data
 from rackform.plan.model import Plan
 from rackform.targets.aws.access import NodeKeys, access
 from rackform.targets.aws.bootstrap import ArtifactBucket, group_artifact, node_policy

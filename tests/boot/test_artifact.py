@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tarfile
 
 from gpu_collection import module
@@ -22,15 +23,15 @@ from planhelp import (
 )
 
 from rackform.blueprint.loader import load_effective
-from rackform.engine import compile_effective
-from rackform.hosts.bootstrap import (
+from rackform.boot.artifact import (
     NODE_ANSIBLE_CORE,
     USER_DATA_LIMIT,
     build_artifact,
     manifest,
     user_data,
 )
-from rackform.hosts.node_bootstrap import inventory
+from rackform.boot.node import VALIDATORS, inventory
+from rackform.engine import compile_effective
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import thaw
 from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
@@ -163,7 +164,7 @@ def test_the_node_ansible_core_is_rackforms_pin_within_the_pinned_ansible_packag
 
     from packaging.requirements import Requirement
 
-    from rackform.hosts.bootstrap import NODE_ANSIBLE_CORE, node_requirements
+    from rackform.boot.artifact import NODE_ANSIBLE_CORE, node_requirements
 
     assert node_requirements(aws=False) == [f"ansible-core=={NODE_ANSIBLE_CORE}"]
     assert node_requirements(aws=True)[0] == f"ansible-core=={NODE_ANSIBLE_CORE}"
@@ -192,9 +193,47 @@ def test_the_artifact_tells_the_node_its_heartbeat_and_gpus_and_ships_its_checks
     (group,) = p.node_groups
     artifact = group_artifact(p, group, "llm-serve-a-default-serve")
     with tarfile.open(artifact.path) as tar:
-        assert {"node_bootstrap.py", "serving_checks.py"} <= set(tar.getnames())
+        # The serving checks are the collection's validators, where the node script looks.
+        assert {"node_bootstrap.py", f"{VALIDATORS}/validators/serving.py"} <= set(tar.getnames())
         shipped = json.loads(tar.extractfile("bootstrap.json").read())
     assert shipped["aws"]["heartbeat_s"] == HEARTBEAT_S
     # boto3 for the node's AWS calls; an artifact for another target installs ansible-core only.
     assert [r.split(">")[0] for r in shipped["pip"]["requirements"][1:]] == ["boto3"]
     assert shipped["expect_gpus"] == group.gpus_per_node == 4  # g6e.12xlarge: 4 x L40S
+
+
+def test_the_node_script_runs_the_serving_checks_from_the_artifacts_validators(tmp_path):
+    # Unpacked as the user data unpacks it, the node script (nothing of rackform importable, no
+    # nvidia-smi here) runs validators.serving from the artifact's collection.
+    from rackform.targets.aws.bootstrap import group_artifact
+
+    p = _plan(tmp_path, AWS_INFERENCE)
+    (group,) = p.node_groups
+    root = tmp_path / "unpacked" / "sha"
+    with tarfile.open(group_artifact(p, group, "llm-serve-a-default-serve").path) as tar:
+        tar.extractall(root, filter="data")
+    code = (
+        "import json, sys; from pathlib import Path; import node_bootstrap as nb;"
+        "root = Path(sys.argv[1]);"
+        "spec = json.loads((root / 'bootstrap.json').read_text());"
+        "checks = nb.Bootstrap(root, spec)._serving_checks();"
+        "print(json.dumps([sys.modules['validators.serving'].__file__, checks]))"
+    )
+    env = {"PATH": "/usr/bin:/bin"}  # no PYTHONPATH: validators must come from the artifact
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root)], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    where, checks = json.loads(done.stdout)
+    assert where == str(root / VALIDATORS / "validators" / "serving.py")
+    checks = {c["name"]: c for c in checks}
+    assert list(checks) == [
+        "gpu_count",
+        "driver_branch",
+        "ecc_uncorrectable",
+        "row_remap",
+        "model_mount",
+    ]
+    # 4 GPUs expected and no nvidia-smi here: the count fails, what it would read is not run.
+    assert checks["gpu_count"]["status"] == "fail"
+    assert "nvidia-smi is not installed" in checks["gpu_count"]["detail"]

@@ -18,8 +18,8 @@ from typing import ClassVar
 import pytest
 from loopback import http_server
 
-from rackform.hosts import node_bootstrap as nb
-from rackform.hosts.node_bootstrap import MAX_REBOOTS, REBOOT, Bootstrap, Heartbeat, Paths
+from rackform.boot import node as nb
+from rackform.boot.node import MAX_REBOOTS, REBOOT, Bootstrap, Heartbeat, Paths
 from rackform.targets.aws.bootstrap import HEARTBEAT_S, HOOK_TIMEOUT_S
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reap"))

@@ -4,11 +4,12 @@ that fetches and runs it.
 A node an autoscaling group adds long after `up` has no controller to configure it, so it runs
 the same roles on itself, from an artifact pinned by its sha256: the roles, the validators, the
 Ansible collections the roles use (copied from the controller's pinned `ansible` package), the
-node group's configuration variables and `node_bootstrap.py`, the stdlib-only script that
-installs ansible-core in a virtualenv and runs the site playbook over `localhost`, with the
-serving checks it then runs (`serving_checks.py`). The artifact
-is a deterministic tar.gz (sorted, zero times and owners), so the same inputs give the same
-sha256 on any controller and an unchanged cluster never gets a new launch template.
+node group's configuration variables and the node script (`node.py`, in the artifact as
+`node_bootstrap.py`), the stdlib-only script that installs ansible-core in a virtualenv, runs
+the site playbook over `localhost` and then the serving checks (the collection's
+`validators.serving`). The artifact is a deterministic tar.gz (sorted, zero times and owners),
+so the same inputs give the same sha256 on any controller and an unchanged cluster never gets a
+new launch template.
 
 The user data is a shell script: cloud-init runs a user-data script once, as root, at first
 boot ("User data formats: user-data script", cloud-init docs). It installs the stack's host key
@@ -32,9 +33,7 @@ from typing import Any
 
 from rackform.paths import collection
 
-NODE_SCRIPT = Path(__file__).with_name("node_bootstrap.py")
-# What a serving node's validation checks, run by the node script at the end of its bootstrap.
-SERVING_CHECKS = Path(__file__).with_name("serving_checks.py")
+NODE_SCRIPT = Path(__file__).with_name("node.py")
 # The collections the roles call modules from (ansible.posix.mount, community.general.*);
 # rackform.gpu itself (roles, modules, site playbook, validators) is added from the package.
 COLLECTIONS = ("ansible/posix", "community/general")
@@ -116,7 +115,7 @@ class Artifact:
 def build_artifact(spec: Mapping[str, Any], cache: Path) -> Artifact:
     """The artifact for `spec` (a `manifest`), built once into `cache` and reused."""
     members = [("bootstrap.json", json.dumps(spec, sort_keys=True, indent=1).encode())]
-    files = [("node_bootstrap.py", NODE_SCRIPT), ("serving_checks.py", SERVING_CHECKS)]
+    files = [("node_bootstrap.py", NODE_SCRIPT)]
     files += _files(collection(), "collections/ansible_collections/rackform/gpu")
     for c in COLLECTIONS:
         files += _files(_installed_collection(c), f"collections/ansible_collections/{c}")

@@ -1,4 +1,4 @@
-"""rackform.hosts.runner with real Ansible: a small playbook run on this machine over the local
+"""rackform.push.runner with real Ansible: a small playbook run on this machine over the local
 connection, so progress, the per-host summary and the failures (host, role, task) are what
 ansible-runner really reports."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rackform.hosts import runner as ansible_run
+from rackform.push import runner as ansible_run
 
 PLAY = """
 - name: Try the runner

@@ -16,7 +16,7 @@ import stat
 import sys
 from pathlib import Path
 
-from rackform.hosts.runner import TUNNEL_FORKS, TUNNEL_SSH_ARGS, run_playbook, with_access
+from rackform.push.runner import TUNNEL_FORKS, TUNNEL_SSH_ARGS, run_playbook, with_access
 
 HOSTS = 26  # more than the endpoint's 20
 ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"

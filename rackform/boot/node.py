@@ -1,7 +1,8 @@
 """Runs on a node at first boot, as root, from the unpacked bootstrap artifact (see
-rackform/hosts/bootstrap.py): installs ansible-core in a virtualenv, runs the site playbook over
+rackform/boot/artifact.py): installs ansible-core in a virtualenv, runs the site playbook over
 `localhost` with the node group's configuration variables, checks the node as a serving node
-(rackform/hosts/serving_checks.py, shipped beside this script) and reports the outcome.
+(validators/serving.py, from the validators the artifact's collection carries) and reports the
+outcome.
 
 Standard library only, and Python 3.10 (Ubuntu 22.04's): nothing of rackform is installed on
 the node. On AWS it then tags the instance `rackform:configured=<artifact sha256>` (the
@@ -20,7 +21,7 @@ reboots; the run after the boot converges again (every role is idempotent: what 
 reports ok) and goes on from there. The hook is completed only at the real end, never before
 a reboot; a node that asks for more than `MAX_REBOOTS` reboots is abandoned.
 
-    python3 node_bootstrap.py ARTIFACT_DIR
+    python3 node_bootstrap.py ARTIFACT_DIR   (this file, as the artifact names it)
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ IMDS = "http://169.254.169.254/latest"
 # The site playbook of the rackform.gpu collection, by its name in the collection (Ansible finds
 # it through ANSIBLE_COLLECTIONS_PATH, the artifact's collections/).
 SITE = "rackform.gpu.site"
+# Where the artifact's rackform.gpu collection keeps `validators/` (in the smoke_train role's
+# files): the serving checks this script runs at the end (validators/serving.py).
+VALIDATORS = "collections/ansible_collections/rackform/gpu/roles/smoke_train/files"
 # A driver install needs one reboot; a role that asks again after this many is looping.
 MAX_REBOOTS = 2
 REBOOT = ["systemctl", "reboot"]
@@ -287,15 +291,16 @@ class Bootstrap:
         self.heartbeat_s = float((spec.get("aws") or {}).get("heartbeat_s") or 0)
 
     def _serving_checks(self) -> list[dict]:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import serving_checks  # shipped beside this script
+        sys.path.insert(0, str(self.root / VALIDATORS))
+        from validators import serving  # the artifact's, as the collection ships them
 
         v = self.spec["vars"]
-        return serving_checks.serving_checks(
+        checks = serving.serving_checks(
             int(self.spec.get("expect_gpus") or 0),
             str(v.get("nvidia_driver_branch", "")),
             str(v.get("nvme_raid_mount", "")),
         )
+        return [c.to_dict() for c in checks]
 
     def state(self) -> dict:
         try:
