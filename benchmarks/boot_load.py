@@ -4,7 +4,7 @@ fetch the pinned artifact and post their report at once against the boot server
 report (rackform/boot/reports.py's `judge`).
 
 The artifact is a real one (rackform/boot/artifact.py's `build_artifact`, as
-tests/hosts/test_bootstrap.py builds it: the roles, validators and the Ansible collections they
+tests/boot/test_artifact.py builds it: the roles, validators and the Ansible collections they
 use, about 2.2 MB) or, where the deploy extra's `ansible` package is missing, random bytes of
 the same size (the output says which). Each node is an asyncio client; the nodes are spread
 over `--procs` processes, all released at one instant. The server's CPU time is read from
