@@ -10,7 +10,7 @@ hides. Per node:
   (none with one rank on the node).
 
 The job records them for its node (`metrics.node_perf`); rackform compares each node with the
-median of its node group when it merges the nodes' reports (rackform/validation/outliers.py),
+median of its node group when it merges the nodes' reports (rackform/acceptance/outliers.py),
 where the groups are known. Healthy nodes vary run to run: each figure is the best of its
 repeats (DOMAIN.md). torch and the standard library only."""
 

@@ -14,7 +14,7 @@ A serving node never runs the training smoke job, DCGM diagnostics or a storage 
 A joining node runs these itself at the end of its bootstrap, from the validators its boot
 artifact carries (rackform/boot/node.py), and completes its launch hook with ABANDON if one
 fails, so it never takes traffic; `up`'s Validate stage runs the same module over every serving
-node (rackform/validation/cluster.py).
+node (rackform/acceptance/cluster.py).
 
 The GPUs are read through `nvidia-smi` in CSV query mode, the interface NVIDIA documents for
 scripts (`nvidia-smi --help-query-gpu`), not NVML: nvidia-ml-py (pynvml) is not on a fresh node,

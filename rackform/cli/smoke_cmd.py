@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from rackform.acceptance.argv import host_argv, job_argv
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, for_action
 from rackform.paths import validators_dir
@@ -30,7 +31,6 @@ from rackform.plan.thresholds import (
     pick_group,
     without_blueprint,
 )
-from rackform.validation.argv import host_argv, job_argv
 
 PRESETS = ("tiny", "small", "default")
 

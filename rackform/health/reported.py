@@ -1,7 +1,7 @@
 """The node's last validation report as `rackform heal` evidence: the Validate stage's signed
 statement (the stack's `evidence` output, saved with `pulumi stack output evidence --json` and
 given as `--evidence FILE`). A node that failed `node_perf` there (slower than its node group's
-median: rackform/validation/outliers.py) is a `performance` fault; a node that failed any other
+median: rackform/acceptance/outliers.py) is a `performance` fault; a node that failed any other
 check of its own, a `validation` fault. A check that did not run says nothing.
 
 A report says how a node was then. Where rackform re-validated the node since (heal's or a
@@ -20,13 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rackform.acceptance.outliers import CHECK as NODE_PERF
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.evidence.signing import SigningError, payload
 from rackform.evidence.statement import PREDICATE_TYPE, EvidenceError, from_file
 from rackform.health.verdict import Evidence
 from rackform.reap.audit_view import Fold, view
 from rackform.rollout.record import DONE, VALIDATED, Store
-from rackform.validation.outliers import CHECK as NODE_PERF
 
 SERIES = "rackform validation report"
 

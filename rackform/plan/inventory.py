@@ -201,7 +201,7 @@ def configure_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
 
 def _smoke_expectations(exp: Expectations | None) -> dict[str, Any]:
     """The smoke job's and host checks' expectations (rackform/plan/thresholds.py), the parts
-    of their command lines (rackform/validation/argv.py) that come from the blueprint. The role
+    of their command lines (rackform/acceptance/argv.py) that come from the blueprint. The role
     puts the run's own in front (--expect-nodes from the nodes actually in the run). A cluster
     of several node groups gets none: one job across different groups has no single set of
     expectations."""

@@ -18,7 +18,7 @@ state keeps every resource and the evidence of what failed. With the report it o
 (rackform/evidence/statement.py), the only evidence `rackform promote` accepts.
 
 The work itself is injected: by default Configure calls `rackform.push.runner.configure` (the
-Ansible roles) and Validate `rackform.validation.cluster.validate_cluster`: on a training
+Ansible roles) and Validate `rackform.acceptance.cluster.validate_cluster`: on a training
 cluster the smoke_train role (host checks and the smoke job on every node); on an inference
 cluster only the serving checks (`validators.serving`: GPU count, driver branch,
 ECC, row remaps, the model mount; read-only), never a training job, DCGM diagnostics or a
@@ -58,7 +58,14 @@ CONFIGURE_WORK = "rackform.push.runner:configure"
 DRIFT_WORK = "rackform.push.runner:drift"
 ROLL_WORK = "rackform.rollout.stage:roll"
 RECORD_WORK = "rackform.rollout.stage:record"
-VALIDATE_WORK = "rackform.validation.cluster:validate_cluster"
+VALIDATE_WORK = "rackform.acceptance.cluster:validate_cluster"
+# Where each stage's work lived before a move: a stack created by an earlier rackform holds the
+# old name in its providers' state, and `pulumi refresh` (a read) runs the state's provider.
+MOVED = {
+    "rackform.hosts.runner:configure": CONFIGURE_WORK,
+    "rackform.hosts.runner:drift": DRIFT_WORK,
+    "rackform.validation.cluster:validate_cluster": VALIDATE_WORK,
+}
 Work = Callable[..., dict] | str
 
 CONFIGURE_INPUTS = (
@@ -101,7 +108,7 @@ def resolve(work: Work, stage: str) -> Callable[..., dict]:
     """A callable, or "module:function" imported now (in the provider's process)."""
     if callable(work):
         return work
-    module, _, attr = work.partition(":")
+    module, _, attr = MOVED.get(work, work).partition(":")
     try:
         fn = getattr(importlib.import_module(module), attr, None)
     except ModuleNotFoundError as exc:

@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 from vms import MOUNT, blueprint, sh, shown
 
+from rackform.acceptance.cluster import merge_reports, read_reports
 from rackform.testbed import lifecycle
-from rackform.validation.cluster import merge_reports, read_reports
 
 SCHEDULER = {
     "type": "slurm",

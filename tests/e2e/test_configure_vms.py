@@ -377,12 +377,12 @@ def sign_and_verify_node_reports(reports: Path, bp: Path, tmp_path: Path) -> Non
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from rackform.acceptance.cluster import merge_reports, read_reports
     from rackform.engine import prepare
     from rackform.evidence import trust
     from rackform.evidence.pin import pin_of
     from rackform.evidence.signing import SIGNING_ENV, key_id, public_pem
     from rackform.evidence.statement import EvidenceError, attest, check
-    from rackform.validation.cluster import merge_reports, read_reports
 
     plan = prepare(bp, "wipe").plan
     hosts = ["node1", "node2"]

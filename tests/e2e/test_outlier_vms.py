@@ -20,7 +20,7 @@ import pytest
 from test_shared_vms import on_both, push_validators
 from vms import sh
 
-from rackform.validation.cluster import merge_reports
+from rackform.acceptance.cluster import merge_reports
 
 pytestmark = pytest.mark.slow
 

@@ -29,8 +29,8 @@ import pytest
 import yaml
 from vms import ROOT, blueprint, cli, sh, shown, summary
 
+from rackform.acceptance.argv import host_argv
 from rackform.engine import prepare_all
-from rackform.validation.argv import host_argv
 
 pytestmark = pytest.mark.slow
 

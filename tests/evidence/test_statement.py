@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from promotion_world import NODE, PIPE, keypair, keys_file
 
+from rackform.acceptance.cluster import merge_reports
 from rackform.engine import prepare
 from rackform.evidence import trust
 from rackform.evidence.pin import pin_of
@@ -28,7 +29,6 @@ from rackform.evidence.statement import (
     max_age,
     statement,
 )
-from rackform.validation.cluster import merge_reports
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(hours=24)

@@ -19,10 +19,10 @@ from pulumi.runtime import set_all_config, set_mocks
 from pulumi.runtime.settings import SETTINGS, set_root_resource
 from pulumi.runtime.stack import run_in_stack
 
+from rackform.acceptance.cluster import merge_reports
 from rackform.plan.inventory import inventory_hosts
 from rackform.stack.offline import RecordingMocks, RecordingMonitor
 from rackform.stack.stages import ValidateProvider, ValidationFailed
-from rackform.validation.cluster import merge_reports
 
 
 class NodeWork:

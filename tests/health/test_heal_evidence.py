@@ -15,9 +15,9 @@ from blueprint_helpers import rackform
 from servers import prometheus
 from test_heal_cmd import blueprint, by_node, gpus
 
+from rackform.acceptance.cluster import merge_reports
 from rackform.evidence.statement import attest
 from rackform.rollout.record import Store
-from rackform.validation.cluster import merge_reports
 
 pytestmark = pytest.mark.slow
 

@@ -9,12 +9,12 @@ import dataclasses
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL, ROOT
 
+from rackform.acceptance.argv import job_argv
 from rackform.blueprint.loader import load_effective
 from rackform.catalog.raid import role_table
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
 from rackform.plan.thresholds import for_group
-from rackform.validation.argv import job_argv
 
 
 def plan_of(path, env=None):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from planhelp import AWS_SLURM, BARE_METAL, write_blueprint
 
+from rackform.acceptance.cluster import merge_reports
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.plan.inventory import SLURM_CONTROLLER_GROUP, host_groups, inventory_hosts, with_nodes
-from rackform.validation.cluster import merge_reports
 
 CTL = "llm-train-a-dev-slurmctld"
 NODES = {

@@ -8,12 +8,12 @@ import re
 import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
+from rackform.acceptance.argv import job_argv
 from rackform.blueprint.loader import load_effective
 from rackform.catalog import load_catalog
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
 from rackform.plan.thresholds import GroupError, for_group, without_blueprint
-from rackform.validation.argv import job_argv
 
 # Each catalog model's device-name pattern (gpus.yaml `device_name`).
 DEVICE_NAMES = {k: g.device_name for k, g in load_catalog().gpus.items()}
@@ -21,7 +21,7 @@ DEVICE_NAMES = {k: g.device_name for k, g in load_catalog().gpus.items()}
 
 def job_args(e) -> list[str]:
     """The smoke job's arguments from the expectations, as `rackform smoke` builds them (the
-    one builder: rackform/validation/argv.py), without the run's own steps and directory."""
+    one builder: rackform/acceptance/argv.py), without the run's own steps and directory."""
     return job_argv(e, steps=1, checkpoint_dir="/ck", nodes=e.nodes)[4:]
 
 

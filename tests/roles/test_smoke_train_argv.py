@@ -1,6 +1,6 @@
 """The smoke job's and host checks' command lines: the smoke_train role composes them on the
 nodes from the variables rackform's plan hands it, and `rackform smoke` builds them with
-rackform/validation/argv.py. Rendered with Ansible's own templating, the role's lines are the
+rackform/acceptance/argv.py. Rendered with Ansible's own templating, the role's lines are the
 builder's, for every example blueprint, so the validators receive the same arguments either way."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from gpu_collection import ROLES_DIR
 
+from rackform.acceptance.argv import host_argv, job_argv
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
-from rackform.validation.argv import host_argv, job_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))

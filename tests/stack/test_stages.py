@@ -301,3 +301,14 @@ def test_aws_inventory_is_known_only_after_up(tmp_path):
     configure = one(plan(tmp_path, AWS_TRAINING), "rackform:Configure")
     assert configure.inputs["inventory"] == "(known after up)"
     assert configure.inputs["content_hash"] == "(known after up)"
+
+
+def test_a_stack_made_before_a_move_still_reaches_each_stages_work():
+    # A stack's state holds its providers as an earlier rackform pickled them, with the work's
+    # name of then: a refresh (read) runs that provider, so each old name reaches the new code.
+    from rackform.acceptance.cluster import validate_cluster
+    from rackform.push.runner import configure, drift
+
+    assert resolve("rackform.hosts.runner:configure", "configure") is configure
+    assert resolve("rackform.hosts.runner:drift", "configure") is drift
+    assert resolve("rackform.validation.cluster:validate_cluster", "validate") is validate_cluster

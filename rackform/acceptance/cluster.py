@@ -30,10 +30,10 @@ from typing import Any
 
 import yaml
 
+from rackform.acceptance import outliers
 from rackform.paths import validators_dir
 from rackform.plan.inventory import group_name, host_groups, inventory_hosts
 from rackform.push.runner import access_files, run
-from rackform.validation import outliers
 
 
 def _host_of(report_path: Path) -> str:
@@ -58,7 +58,7 @@ def merge_reports(
     """One report for the cluster: every node's checks, named `<host>/<check>`, plus a
     `node_reports` check that fails when a node sent no report (a node that said nothing
     proved nothing). With `groups` (node -> its node group), each node's own figures against
-    its group's median (`<host>/node_perf`, rackform/validation/outliers.py)."""
+    its group's median (`<host>/node_perf`, rackform/acceptance/outliers.py)."""
     checks: list[dict[str, Any]] = []
     for host in sorted(reports):
         for c in reports[host].get("checks", []):

@@ -10,9 +10,9 @@ import random
 
 import pytest
 
+from rackform.acceptance.cluster import merge_reports
+from rackform.acceptance.outliers import node_checks
 from rackform.evidence.verdict import verdict
-from rackform.validation.cluster import merge_reports
-from rackform.validation.outliers import node_checks
 
 
 def report(matmul=None, h2d=None, bus=None, storage=None) -> dict:

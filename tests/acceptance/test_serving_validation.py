@@ -12,8 +12,8 @@ import sys
 import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, one, plan
 
+from rackform.acceptance.cluster import validate_cluster
 from rackform.stack.stages import judge
-from rackform.validation.cluster import validate_cluster
 
 
 def fake_nvidia_smi(bin_dir, gpus: int) -> None:

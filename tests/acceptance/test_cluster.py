@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from rackform.acceptance.cluster import merge_reports, validate_cluster
 from rackform.stack.stages import VALIDATE_WORK, resolve
-from rackform.validation.cluster import merge_reports, validate_cluster
 
 
 def report(*statuses):
