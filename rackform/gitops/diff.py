@@ -24,17 +24,15 @@ from rackform.plan.model import Plan
 from rackform.plan.slurm import CONTROLLER_TAG
 from rackform.rollout.measured import Measured
 from rackform.rollout.plan import Basis, basis, rollout
+from rackform.targets.runtimes import RUNTIMES
 
 # A stack's name -> what its last rolling change measured (rackform/rollout/measured.py).
 Timings = Callable[[str], Measured | None]
 
-# Resources that are running nodes: deleting or replacing one (or an update that rolls a
-# group's instances) is shown red, with the reason (rackform/stack/replacement.py).
-NODE_TYPES = (
-    "aws:ec2/instance:Instance",
-    "aws:autoscaling/group:Group",
-    "pulumi-python:dynamic/rackform:Host",
-)
+# Resources that are running nodes, as each target's runtime names them: deleting or replacing
+# one (or an update that rolls a group's instances) is shown red, with the reason
+# (rackform/stack/replacement.py).
+NODE_TYPES = frozenset(t for r in RUNTIMES.values() for t in r.node_types)
 
 
 @dataclass

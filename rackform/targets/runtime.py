@@ -67,6 +67,9 @@ class TargetRuntime:
     label: ClassVar[str]
     init_notes: ClassVar[str]
     after_up: ClassVar[str]
+    # The Pulumi resource types that are running nodes (`rackform diff` shows deleting or
+    # replacing one, or an update that rolls them, in red).
+    node_types: ClassVar[tuple[str, ...]] = ()
 
     def init_template(self, purpose: str) -> Path:
         """The blueprint `rackform init` starts from for `purpose`: `init/<purpose>.yaml` in the

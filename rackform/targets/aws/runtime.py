@@ -16,6 +16,7 @@ from rackform.targets.runtime import ReplaceRules, TargetRuntime
 class AwsRuntime(TargetRuntime):
     type = "aws"
     label = "AWS"
+    node_types = ("aws:ec2/instance:Instance", "aws:autoscaling/group:Group")
     init_notes = (
         "Pulumi's AWS provider takes credentials as any AWS tool does (`AWS_PROFILE`, or "
         "`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`); the region is the blueprint's."

@@ -9,6 +9,7 @@ from rackform.targets.runtime import ReplaceRules, TargetRuntime
 
 
 class OnPremRuntime(TargetRuntime):
+    node_types = ("pulumi-python:dynamic/rackform:Host",)  # a listed host, registered
     init_notes = (
         "The hosts must exist and take SSH from this machine as `target.ssh_user` with a key (or "
         "agent): `up` registers them, runs the roles and then the smoke job."
