@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -118,18 +119,36 @@ def state(bed: lifecycle.Testbed, node: str) -> str:
     )
 
 
-def test_every_role_converges_on_two_vms(
-    testbed, apt_repo, wheel_server, phases, tmp_path, monkeypatch
-):
-    bed = testbed
+@dataclass
+class Run:
+    """What the scenarios below share: the two VMs, the blueprint and the converge's arguments,
+    and how far the cluster got (a scenario that needs the first converge is skipped, saying
+    so, when it did not pass; one that fails no longer hides the later ones)."""
+
+    bed: lifecycle.Testbed
+    bp: Path
+    key: list
+    converge: list
+    reports: Path
+    tmp: Path
+    controller_tmp: Path
+    smoke: bool
+    roles: list
+    converged: bool = False
+
+
+def converged(run: Run) -> None:
+    if not run.converged:
+        pytest.skip("the first converge did not pass (test_first_converge_of_every_role)")
+
+
+@pytest.fixture(scope="module")
+def run(testbed, apt_repo, wheel_server, phases, tmp_path_factory):
+    bed, tmp = testbed, tmp_path_factory.mktemp("configure")
     # The controller's temporary files (the validators archive among them) go here, so the end
     # can tell that no run left one behind.
-    controller_tmp = tmp_path / "controller-tmp"
+    controller_tmp = tmp / "controller-tmp"
     controller_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(controller_tmp))
-    bp = slurm_blueprint(bed, tmp_path)
-    key = ["--private-key", bed.key, "--known-hosts", bed.known_hosts]
-    reports = tmp_path / "reports"
     smoke = os.environ.get("RACKFORM_E2E_SMOKE", "1") != "0"
     if not smoke:
         phases.notes.append("smoke_train not exercised: RACKFORM_E2E_SMOKE=0")
@@ -138,6 +157,9 @@ def test_every_role_converges_on_two_vms(
             f"no torch {TORCH} CPU wheel on this machine for smoke_train (looked in"
             " $PIP_FIND_LINKS, /opt/wheels, /opt/pypi*/files); RACKFORM_E2E_SMOKE=0 runs without it"
         )
+    bp = slurm_blueprint(bed, tmp)
+    key = ["--private-key", bed.key, "--known-hosts", bed.known_hosts]
+    reports = tmp / "reports"
     roles = [] if smoke else [
         "--role", "nvidia_driver", "--role", "nccl_rdma", "--role", "nvme_raid", "--role", "dcgm",
     ]  # fmt: skip
@@ -146,11 +168,17 @@ def test_every_role_converges_on_two_vms(
     slurm = [*SLURM_VARS, *smoke_vars(wheel_server)] if smoke else []
     converge = [bp, *key, "--report-dir", reports, *roles, *slurm]
     # Both VMs as never converged, whichever e2e files ran on them before this one.
-    on_both(lambda n: sh(bed, n, UNCONVERGE))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", str(controller_tmp))
+        on_both(lambda n: sh(bed, n, UNCONVERGE))
+        yield Run(bed, bp, key, converge, reports, tmp, controller_tmp, smoke, roles)
 
+
+def test_check_mode_on_a_fresh_node_and_safe_mode_on_a_drive_with_data(run, phases):
     # 1. Check mode on a fresh VM (node1) reports what it would do and changes nothing; at the
     # same time, 2. safe mode (node2): a drive holding a filesystem is refused, by name, and
     # nothing on it is lost. One run per VM, since each VM has one emulated CPU.
+    bed, bp, key, converge = run.bed, run.bp, run.key, run.converge
     dev = f"/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_{DIRTY_SERIAL}"
     sh(bed, "node2", f"mkfs.ext4 -q -L keepme {dev} && mkdir -p /mnt/keep && mount {dev} /mnt/keep"
        " && head -c 4M /dev/urandom > /mnt/keep/data && sha256sum /mnt/keep/data > /root/keep.sum"
@@ -191,8 +219,11 @@ def test_every_role_converges_on_two_vms(
         f"mount -o ro {dev} /mnt/keep && sha256sum -c /root/keep.sum && umount /mnt/keep",
     )
 
-    # 3. Every role, allowing the wipe (environment `wipe`).
-    events = tmp_path / "first-converge-events"
+
+def test_first_converge_of_every_role(run, phases):
+    # 3. Every role, allowing the wipe (environment `wipe`): what the scenarios after it build on.
+    bed, bp, converge, reports, smoke = run.bed, run.bp, run.converge, run.reports, run.smoke
+    events = run.tmp / "first-converge-events"
     on_both(lambda n: start_imds(bed, n))  # what the spot agent watches
     with phases("configure (first converge)" + (", with torch and the smoke job" if smoke else "")):
         proc = cli("configure", *converge, "--env", "wipe", "--artifacts", events)
@@ -207,44 +238,59 @@ def test_every_role_converges_on_two_vms(
         )
         assert f"{node}: dcgm skipped on {node}: no NVIDIA GPU with a loaded driver" in proc.stdout
     on_both(lambda n: (check_array(bed, n), check_fabric(bed, n)))
+    dev = f"/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_{DIRTY_SERIAL}"
     assert 'TYPE="ext4"' not in sh(bed, "node2", f"blkid -p {dev} || true")
     # What the nodes now run (every role, so the whole of it) is recorded: a later
     # `configure --rolling` compares the blueprint with it.
-    if not roles:
+    if not run.roles:
         (applied,) = Path(os.environ["RACKFORM_ROLLOUT_DIR"]).glob("*-wipe.applied.json")
         ran = json.loads(applied.read_text())["variables"]
         assert ran["nvme_raid_allow_wipe"] is True and ran["slurm_enabled"] is True
     if smoke:
         check_formed(bed, proc, reports)
         phases.notes.append(check_smoke_reports(reports))
-        sign_and_verify_node_reports(reports, bp, tmp_path)
+        sign_and_verify_node_reports(reports, bp, run.tmp)
+    run.converged = True
 
+
+def test_the_array_comes_back_after_a_reboot(run, phases):
     # 4. The array comes back after a reboot (a power cycle after sync), mounted from fstab, as
     # /dev/md/checkpoints even where /etc/hostname names the host otherwise than the kernel does
     # (node1 here; the testbed's kernel takes its host name from its command line).
+    converged(run)
+    bed = run.bed
     sh(bed, "node1", "cp /etc/hostname /root/hostname.orig && echo renamed-node1 > /etc/hostname")
-    with phases("reboot both VMs"):
-        lifecycle.reboot_and_wait(bed, ["node1", "node2"], hard=True)
-    on_both(lambda n: check_array(bed, n))
-    on_both(lambda n: sh(bed, n, "test -b /dev/md/checkpoints"))
-    sh(bed, "node1", "cp /root/hostname.orig /etc/hostname")
+    try:
+        with phases("reboot both VMs"):
+            lifecycle.reboot_and_wait(bed, ["node1", "node2"], hard=True)
+        on_both(lambda n: check_array(bed, n))
+        on_both(lambda n: sh(bed, n, "test -b /dev/md/checkpoints"))
+    finally:
+        sh(bed, "node1", "cp /root/hostname.orig /etc/hostname")
 
+
+def test_a_second_converge_changes_nothing(run, phases):
     # 5. A second converge changes nothing (the smoke job does not run again either).
+    converged(run)
     with phases("configure (second converge)"):
-        proc = cli("configure", *converge, "--env", "wipe")
+        proc = cli("configure", *run.converge, "--env", "wipe")
     assert proc.returncode == 0, shown(proc)
     assert all(r["changed"] == 0 for r in summary(proc.stdout).values()), shown(proc)
 
+
+def test_an_mkfs_cut_short_is_made_again(run, phases):
     # 5b. An mkfs cut short: node1's XFS gets its superblock marked "in progress", the state a
     # power cut 2 s into mkfs.xfs leaves (blkid still says xfs; the mount says "Structure needs
     # cleaning"). The role sees its own unfinished work and makes the filesystem again.
+    converged(run)
+    bed = run.bed
     sh(bed, "node1", f"umount {MOUNT} && xfs_db -x -c 'sb 0' -c 'write -d inprogress 1'"
                      " /dev/md/checkpoints >/dev/null && blkid -s TYPE -o value /dev/md/checkpoints"
                      f" | grep -qx xfs && ! mount {MOUNT} 2>/dev/null")  # fmt: skip
-    redo_events = tmp_path / "mkfs-redo-events"
+    redo_events = run.tmp / "mkfs-redo-events"
     t0 = time.monotonic()
     with phases("an mkfs cut short on node1: configure makes the filesystem again"):
-        redo = cli("configure", *converge, "--env", "wipe", "--limit", "node1",
+        redo = cli("configure", *run.converge, "--env", "wipe", "--limit", "node1",
                    "--role", "nvme_raid", "--artifacts", redo_events)  # fmt: skip
     if time.monotonic() - t0 > 90:  # usually ~20 s; fresh run #19 stalled ~300 s somewhere
         phases.notes.append("the mkfs redo was slow; its slowest tasks:")
@@ -253,10 +299,14 @@ def test_every_role_converges_on_two_vms(
     assert "whose mkfs never finished" in redo.stdout, shown(redo)
     check_array(bed, "node1")
 
+
+def test_nvme_raid_interrupted_at_mkfs_finishes_when_run_again(run, phases):
     # 5c. Interrupted at a named task: as nvme_raid starts making the filesystem on a fresh array
     # of node1, the controller is killed, or the VM's power is cut; a rerun, unchanged, finishes
     # the work.
-    nvme_raid_node1 = [*converge, "--env", "wipe", "--limit", "node1", "--role", "nvme_raid"]
+    converged(run)
+    bed = run.bed
+    nvme_raid_node1 = [*run.converge, "--env", "wipe", "--limit", "node1", "--role", "nvme_raid"]
     for how in ("controller killed", "power cut"):
         sh(bed, "node1", RESET_ARRAY)
         with phases(f"nvme_raid interrupted as mkfs starts on node1 ({how}), then run again"):
@@ -268,10 +318,14 @@ def test_every_role_converges_on_two_vms(
         assert again.returncode == 0, shown(again)
         check_array(bed, "node1")
 
+
+def test_check_mode_shows_a_changed_setting_and_gpu_roles_refuse_a_host_without_gpus(run, phases):
     # 6. Check mode on a converged host with a changed setting: reported, not applied; and
     # 7. declared GPU nodes without GPUs fail in preflight, saying why (environment `gpu`).
     # Neither changes a host, so the three runs go at once: the check on node1, the two GPU roles
     # on node2 (each VM has one emulated CPU; this keeps the two equally busy).
+    converged(run)
+    bed, bp, key, converge = run.bed, run.bp, run.key, run.converge
     conf = sh(bed, "node1", "sha256sum /etc/nccl.conf")
     with phases("at once: --check --diff with a changed NCCL setting (node1); GPU roles on a host"
                 " declared with GPUs (node2, preflight failures)"):  # fmt: skip
@@ -296,12 +350,13 @@ def test_every_role_converges_on_two_vms(
         assert proc.returncode == 2, shown(proc)
         assert f"rackform configure: node2: {task}: node2 {text}" in proc.stderr, shown(proc)
 
-    # No run (check mode, failures) left smoke_train's validators archive on the controller.
-    assert not list(controller_tmp.glob("*.validators.tar.gz"))
 
+def test_a_failed_raid0_member_is_named_by_array_and_member(run, phases):
     # 8. A RAID0 member fails (its NVMe drive is pulled off the PCI bus): md marks the array
     # broken, and configure says so by array and member, with what to do, instead of failing
-    # at the mount. (The last phase: node2's array is gone for good.)
+    # at the mount. (The last scenario: node2's array is gone for good.)
+    converged(run)
+    bed, bp, key = run.bed, run.bp, run.key
     with phases("a RAID0 member fails on node2: configure names the array and the member"):
         sh(bed, "node2",
            "d=$(basename $(readlink -f /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_RFTB02N1))"
@@ -312,7 +367,7 @@ def test_every_role_converges_on_two_vms(
     assert broken.returncode == 2, shown(broken)
     assert "node2: nvme_raid :" in broken.stderr and "is not healthy (state broken" in broken.stderr
     assert "its data is lost" in broken.stderr, shown(broken)
-    if smoke:
+    if run.smoke:
         # The host checks shipped with the smoke job: the mount is there, the array is not.
         out = sh(bed, "node2", "cd /opt/rackform/smoke && /opt/rackform/venv/bin/python -m"
                  f" validators.hostcheck --expect-mount {MOUNT} --storage-probe-mb 0 --no-table"
@@ -321,6 +376,11 @@ def test_every_role_converges_on_two_vms(
         # Never a pass: the array under the mount is broken (or the kernel dropped the mount).
         assert mount["status"] == "fail", mount
         assert "not healthy" in mount["detail"] or "not a mounted" in mount["detail"], mount
+
+
+def test_no_run_left_the_validators_archive_on_the_controller(run):
+    # Every run above (check mode and failures among them) removed smoke_train's archive.
+    assert not list(run.controller_tmp.glob("*.validators.tar.gz"))
 
 
 def check_array(bed: lifecycle.Testbed, node: str) -> None:
