@@ -91,8 +91,10 @@ def environment_name(env: str | None) -> str:
 def digest_of(blueprint: Blueprint) -> str:
     """Same effective content, same digest: canonical JSON of the validated model (defaults
     filled in, environments and the promotion policy dropped), so formatting, key order and
-    comments do not count."""
-    body = blueprint.model_dump(mode="json", exclude={"environments", "promotion"})
+    comments do not count. A blueprint without an `image` section has the digest it had before
+    the section existed: leaving it out changes nothing on the nodes."""
+    dropped = {"environments", "promotion"} | ({"image"} if blueprint.image is None else set())
+    body = blueprint.model_dump(mode="json", exclude=dropped)
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 

@@ -34,6 +34,9 @@ from typing import Any
 from rackform.paths import collection
 
 NODE_SCRIPT = Path(__file__).with_name("node.py")
+# The boot check of a baked image (shipped only where the blueprint bakes one, so an artifact
+# without a bake is the same as before).
+IMAGE_CHECK = Path(__file__).with_name("image_check.py")
 # The collections the roles call modules from (ansible.posix.mount, community.general.*);
 # rackform.gpu itself (roles, modules, site playbook, validators) is added from the package.
 COLLECTIONS = ("ansible/posix", "community/general")
@@ -116,6 +119,7 @@ def build_artifact(spec: Mapping[str, Any], cache: Path) -> Artifact:
     """The artifact for `spec` (a `manifest`), built once into `cache` and reused."""
     members = [("bootstrap.json", json.dumps(spec, sort_keys=True, indent=1).encode())]
     files = [("node_bootstrap.py", NODE_SCRIPT)]
+    files += [("image_check.py", IMAGE_CHECK)] if spec.get("image") else []
     files += _files(collection(), "collections/ansible_collections/rackform/gpu")
     for c in COLLECTIONS:
         files += _files(_installed_collection(c), f"collections/ansible_collections/{c}")

@@ -146,7 +146,9 @@ def inventory(spec: dict, reboot_request: Path = REBOOT_REQUEST) -> dict:
     }
 
 
-def configure(root: Path, spec: dict, reboot_request: Path = REBOOT_REQUEST) -> None:
+def configure(
+    root: Path, spec: dict, reboot_request: Path = REBOOT_REQUEST, extra_env: dict | None = None
+) -> None:
     # --no-compile: what the node imports is byte-compiled on first import, and only that.
     pip = [*venv(), "-q", "--no-compile", *spec["pip"]["args"]]
     run([*pip, *spec["pip"]["requirements"]])
@@ -167,7 +169,22 @@ def configure(root: Path, spec: dict, reboot_request: Path = REBOOT_REQUEST) -> 
         "ANSIBLE_INTERNAL_POLL_INTERVAL": "0.05",
     }
     playbook = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inv), SITE]
-    run(playbook, env=env, cwd=str(root))
+    run(playbook, env={**env, **(extra_env or {})}, cwd=str(root))
+
+
+def image_env(root: Path, spec: dict) -> dict:
+    """Where the blueprint bakes a node image: whether this node's image holds what the
+    blueprint's roles install (image_check.py, shipped beside this script then); the tags it
+    holds are skipped, and a mismatch is configured in full with a WARNING line."""
+    if not spec.get("image"):
+        return {}
+    sys.path.insert(0, str(root))
+    from image_check import ansible_env, check
+
+    result = check(spec["image"])
+    if result.warning:
+        log(result.warning)
+    return ansible_env(result)
 
 
 def imds(path: str) -> str:
@@ -286,7 +303,9 @@ class Bootstrap:
     ):
         self.root, self.spec, self.paths, self.system, self.aws = root, spec, paths, system, aws
         self.sha = root.name
-        self.roles = roles or (lambda: configure(root, spec, paths.reboot_request))
+        self.roles = roles or (
+            lambda: configure(root, spec, paths.reboot_request, image_env(root, spec))
+        )
         self.checks = checks or self._serving_checks
         self.heartbeat_s = float((spec.get("aws") or {}).get("heartbeat_s") or 0)
 

@@ -34,6 +34,12 @@ EXITS: dict[str, dict[int | str, str]] = {
         1: INTERNAL + "; or the deploy extra is not installed",
         2: INVALID + "; or the Pulumi CLI is missing, or promotion's gate refuses",
     },
+    "image build": {
+        "*": "Pulumi's exit status (a failed build: the nodes keep their image)",
+        1: INTERNAL + "; or the deploy extra is not installed",
+        2: INVALID
+        + "; or the blueprint bakes no image, its target builds none yet, or the Pulumi CLI is missing",
+    },
     "destroy": {
         "*": "Pulumi's exit status",
         1: INTERNAL + "; or the deploy extra is not installed, or not confirmed (without --yes)",

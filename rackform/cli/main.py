@@ -14,6 +14,7 @@ from rackform.cli import (  # noqa: F401
     diff_cmd,
     drift_cmd,
     heal_cmd,
+    image_cmd,
     init_cmd,
     jobs_cmd,
     plan_cmd,

@@ -20,7 +20,11 @@ from rackform.plan.model import Plan
 
 
 def _operate(
-    plan: Plan, operation: str, config: dict[str, str] | None = None, refresh: bool = False
+    plan: Plan,
+    operation: str,
+    config: dict[str, str] | None = None,
+    refresh: bool = False,
+    targets: list[str] | None = None,
 ) -> None:
     need("pulumi", operation)
     # Imported here: the Automation API is only needed by these three commands.
@@ -36,6 +40,7 @@ def _operate(
         on_output=lambda line: print(line, flush=True),
         on_error=lambda line: print(line, file=sys.stderr, flush=True),
         refresh=refresh,
+        targets=targets,
     )
     if code:
         raise typer.Exit(code)

@@ -127,6 +127,7 @@ def compile_basis(
         workload=bp.workload,
         validation=bp.validation,
         lifecycle=bp.lifecycle,
+        image=bp.image,
         waivers=frozen({w.code: w.reason for w in bp.waivers}),
         tags=tags,
         ssh_user=runtime.ssh_user(bp.target),

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rackform.blueprint.loader import Effective
+from rackform.blueprint.schema.image import ImageSpec
 from rackform.blueprint.schema.object_tier import ObjectStorage
 from rackform.blueprint.schema.sections import (
     CheckpointStorage,
@@ -156,6 +157,7 @@ class Basis:
     workload: WorkloadSpec | None
     validation: ValidationSpec
     lifecycle: LifecycleSpec
+    image: ImageSpec | None  # the blueprint's `image` section (with the target's fields), if any
     waivers: Mapping[str, str]  # finding code -> the blueprint's reason for accepting it
     tags: tuple[tuple[str, str], ...]
     ssh_user: str
@@ -181,6 +183,11 @@ class Basis:
     @property
     def target_type(self) -> str:
         return self.target.type
+
+    @property
+    def baked(self) -> bool:
+        """The nodes launch from a node image the stack bakes (`image.bake`)."""
+        return self.image is not None and self.image.bake
 
     @property
     def training(self) -> bool:

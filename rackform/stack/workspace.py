@@ -119,13 +119,18 @@ def run(
     on_output: Callable[[str], object],
     on_error: Callable[[str], object],
     refresh: bool = False,
+    targets: list[str] | None = None,
 ) -> int:
     """Run preview, up or destroy, streaming Pulumi's output; return Pulumi's exit status.
-    `refresh`: read the resources' live state first (`--refresh`; up and preview only)."""
+    `refresh`: read the resources' live state first (`--refresh`; up and preview only).
+    `targets`: only these resources, by URN (`--target`, globs allowed: Pulumi docs, "Targeted
+    updates"); the others are left as they are."""
     if operation not in OPERATIONS:
         raise ValueError(f"unknown operation {operation!r}")
     act = getattr(stack, operation)
-    extra = {"refresh": True} if refresh else {}
+    extra: dict[str, Any] = {"refresh": True} if refresh else {}
+    if targets:
+        extra["target"] = list(targets)
     try:
         act(on_output=on_output, on_error=on_error, **extra)
     except auto.CommandError as exc:

@@ -21,6 +21,10 @@ if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every com
     import pulumi
 
 
+class ImageNotBuilt(Exception):
+    """Why `rackform image build` builds nothing for this blueprint (one line)."""
+
+
 @dataclass(frozen=True)
 class ReplaceRules:
     """How the provider of a target's resources reacts to a changed input (data, each rule
@@ -142,6 +146,15 @@ class TargetRuntime:
         "why", "downtime", "delete_first": [resource names]}` from the offline plan's
         `resources`; None for a target that creates no nodes (the default)."""
         return None
+
+    def node_image_targets(self, plan: Plan) -> list[str]:
+        """What `rackform image build` updates: the URNs (Pulumi's `--target`, globs allowed) of
+        the stack's resources that build the node image. ImageNotBuilt (one line) where this
+        target builds no image, or the blueprint asks for none."""
+        raise ImageNotBuilt(
+            f"rackform does not build node images on {self.label} yet (a qcow2 image from the "
+            "testbed's builder is not built yet); nothing was built"
+        )
 
     def replace_rules(self) -> ReplaceRules:
         """Which input changes replace which of the target's resources (none by default)."""

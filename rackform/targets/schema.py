@@ -50,6 +50,9 @@ class Cluster(Protocol):
     @property
     def scheduler(self) -> Any: ...  # SlurmScheduler | None
 
+    @property
+    def image(self) -> Any: ...  # ImageSpec with the targets' fields | None
+
 
 class TargetSchema:
     type: ClassVar[str]
@@ -58,6 +61,9 @@ class TargetSchema:
     # of another target that sets one is refused with the field's name.
     group_fields: ClassVar[type[Strict] | None] = None
     fabrics: ClassVar[tuple[str, ...]]  # network fabrics the target can have
+    # Fields this target adds to the blueprint's `image` section (None: none); set on another
+    # target's blueprint, each is refused with its name.
+    image_fields: ClassVar[type[Strict] | None] = None
 
     def rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
         """Cross-field rules of this target that need the whole blueprint or the catalog."""
@@ -83,6 +89,19 @@ class TargetSchema:
                 ("scheduler",),
                 f"Slurm on {bp.target.type} needs a controller, which rackform does not make there",
                 "remove scheduler, or use an aws, bare_metal or colocation target",
+            )
+        ]
+
+    def image_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        """The `image` section on this target: by default no image is built here, so `bake` is
+        refused (a target that builds one says what it needs)."""
+        if bp.image is None or not bp.image.bake:
+            return []
+        return [
+            Violation(
+                ("image", "bake"),
+                f"rackform does not build node images on {self.type} yet",
+                "remove image.bake: the nodes are configured after they boot",
             )
         ]
 

@@ -237,3 +237,40 @@ def test_the_node_script_runs_the_serving_checks_from_the_artifacts_validators(t
     # 4 GPUs expected and no nvidia-smi here: the count fails, what it would read is not run.
     assert checks["gpu_count"]["status"] == "fail"
     assert "nvidia-smi is not installed" in checks["gpu_count"]["detail"]
+
+
+def test_a_baked_blueprints_node_checks_its_image_before_the_roles_and_others_ship_no_check(
+    tmp_path,
+):
+    # A node of a blueprint that bakes its image carries the image check beside the node
+    # script and runs it before the roles: here no image record exists (this machine is no
+    # baked image), so it is configured in full, with the warning naming the blueprint's roles.
+    from rackform.targets.aws.bootstrap import group_artifact
+
+    for d in ("plain", "baked"):
+        (tmp_path / d).mkdir()
+    plain = _plan(tmp_path / "plain", AWS_INFERENCE)
+    with tarfile.open(group_artifact(plain, plain.node_groups[0], "asg").path) as tar:
+        assert "image_check.py" not in tar.getnames()
+    baked = _plan(tmp_path / "baked", {**AWS_INFERENCE, "image": {"bake": True}})
+    root = tmp_path / "unpacked" / "sha"
+    with tarfile.open(group_artifact(baked, baked.node_groups[0], "asg").path) as tar:
+        assert "image_check.py" in tar.getnames()
+        tar.extractall(root, filter="data")
+    code = (
+        "import json, sys; from pathlib import Path; import node_bootstrap as nb;"
+        "nb.LOG = Path(sys.argv[2]); root = Path(sys.argv[1]);"
+        "spec = json.loads((root / 'bootstrap.json').read_text());"
+        "print(json.dumps([nb.image_env(root, spec), spec['image']['roles']]))"
+    )
+    log = tmp_path / "node.log"
+    env = {"PATH": "/usr/bin:/bin"}  # nothing of rackform importable: the check is shipped
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root), str(log)],
+        cwd=root, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    skip, roles = json.loads(done.stdout.splitlines()[-1])
+    assert skip == {}  # configured in full
+    assert "WARNING: the node image does not match the blueprint" in log.read_text()
+    assert roles in log.read_text()

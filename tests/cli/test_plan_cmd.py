@@ -188,3 +188,22 @@ def test_help_is_rewrapped_not_broken_mid_sentence():
     assert all(line.startswith("  ") and line[2] != " " for line in commands if line.strip())
     smoke = rackform("smoke", "--help")
     assert "Processes: default one per GPU, or 2 on CPU." in smoke.stdout
+
+
+def test_plan_shows_the_node_images_builder_under_the_cluster(write):
+    path = write((ROOT / "blueprints" / "aws-training.yaml").read_text() + "image:\n  bake: true\n")
+    r = rackform("plan", path, "--env", "dev", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    image = [x for x in doc["resources"] if x["parent"] == "llm-train-a-dev-node-image"]
+    assert {x["type"] for x in image} >= {
+        "aws:imagebuilder/component:Component",
+        "aws:imagebuilder/imageRecipe:ImageRecipe",
+        "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration",
+        "aws:imagebuilder/distributionConfiguration:DistributionConfiguration",
+        "aws:imagebuilder/image:Image",
+    }
+    plain = json.loads(
+        rackform("plan", "blueprints/aws-training.yaml", "--env", "dev", "--json").stdout
+    )
+    assert not [x for x in plain["resources"] if "imagebuilder" in x["type"]]

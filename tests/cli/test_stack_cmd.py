@@ -5,6 +5,7 @@ Pulumi's exit status passed through, and destroy's guards."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,45 @@ def test_refresh_reads_live_state_only_when_asked(fake):
 
     assert "--refresh" not in up_argv()
     assert "--refresh" in up_argv("--refresh")
+
+
+def test_image_build_updates_only_the_node_images_resources(fake, tmp_path):
+    bp = tmp_path / "baked.yaml"
+    bp.write_text((ROOT / "blueprints/aws-training.yaml").read_text() + "image:\n  bake: true\n")
+    r = fake("image", "build", bp, "--env", "dev", RACKFORM_PROJECT=str(ROOT))
+    assert r.returncode == 0, r.stderr
+    up = next(c["argv"] for c in fake.calls() if "up" in c["argv"])
+    targets = [up[i + 1] for i, a in enumerate(up) if a == "--target"]
+    assert targets == [
+        "urn:pulumi:llm-train-a-dev::**rackform:aws:NodeImage**",
+        "urn:pulumi:llm-train-a-dev::**::llm-train-a-dev-bootstrap-image-artifact",
+    ]
+
+
+def test_image_build_refuses_in_one_line_what_it_cannot_build(fake):
+    r = fake("image", "build", "blueprints/aws-training.yaml", "--env", "dev")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "rackform: blueprints/aws-training.yaml: the blueprint bakes no node image "
+        "(image.bake is not true); nothing was built"
+    ]
+    r = fake("image", "build", "blueprints/baremetal-training.yaml", "--env", "staging")
+    assert r.returncode == 2
+    assert "does not build node images on bare metal yet" in r.stderr
+    assert "qcow2" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not [c for c in fake.calls() if "up" in c["argv"]]
+
+
+def test_image_build_without_the_pulumi_cli_says_so_in_one_line(tmp_path):
+    bp = tmp_path / "baked.yaml"
+    bp.write_text((ROOT / "blueprints/aws-training.yaml").read_text() + "image:\n  bake: true\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "RACKFORM_"))}
+    env.update(PATH=os.path.dirname(sys.executable), RACKFORM_PROJECT=str(ROOT),
+               RACKFORM_STATE=str(tmp_path / "state"), PULUMI_CONFIG_PASSPHRASE="x")  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "rackform", "image", "build", str(bp), "--env", "dev"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("rackform:")]
+    assert "the pulumi CLI is not on PATH" in line

@@ -11,6 +11,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from rackform.blueprint.schema import sections
 from rackform.blueprint.schema.base import Strict, Violation, check, repeated
+from rackform.blueprint.schema.image import ImageSpec as SharedImageSpec
 from rackform.blueprint.schema.rollout import rollout_rules
 from rackform.blueprint.schema.scheduler import SlurmScheduler, scheduler_rules
 from rackform.blueprint.schema.sections import (
@@ -61,6 +62,33 @@ NodeGroup = type(
     (*reversed(_GROUP_FIELDS), sections.NodeGroup),  # the shared fields come first
     {"__module__": __name__},
 )
+
+
+# The `image` section as a blueprint writes it: what every target shares, then each target's own
+# fields (a field of another target is refused by `foreign_image_fields`).
+_IMAGE_FIELDS = tuple(dict.fromkeys(s.image_fields for s in SCHEMAS.values() if s.image_fields))
+ImageSpec = type("ImageSpec", (*reversed(_IMAGE_FIELDS), SharedImageSpec), {"__module__": __name__})
+
+
+def foreign_image_fields(kind: str, image: Any) -> list[Violation]:
+    """An `image` field that another target adds, set on a blueprint of this target."""
+    if image is None:
+        return []
+    own = SCHEMAS[kind].image_fields
+    mine = set(SharedImageSpec.model_fields) | set(own.model_fields if own else ())
+    owners = {
+        f: [t for t, s in SCHEMAS.items() if s.image_fields and f in s.image_fields.model_fields]
+        for f in type(image).model_fields
+    }
+    return [
+        Violation(
+            ("image", field),
+            f"image.{field} is for {' and '.join(owners[field])} blueprints, not {kind}",
+            f"remove {field}",
+        )
+        for field in type(image).model_fields
+        if field in image.model_fields_set and field not in mine
+    ]
 
 
 def _owners(field: str) -> list[str]:
@@ -119,6 +147,12 @@ class Blueprint(Strict):
     lifecycle: Annotated[LifecycleSpec, Field(description="Protection and idle policy.")] = (
         LifecycleSpec()
     )
+    image: Annotated[
+        ImageSpec | None,
+        Field(
+            description="The node image: whether what every node installs alike is baked into a machine image the nodes launch from (none: the nodes install everything after they boot)."
+        ),
+    ] = None
     scheduler: Annotated[
         SlurmScheduler | None,
         Field(
@@ -168,6 +202,8 @@ class Blueprint(Strict):
                 )
             )
         out += foreign_fields(self.target.type, list(enumerate(self.node_groups)))
+        out += foreign_image_fields(self.target.type, self.image)
+        out += SCHEMAS[self.target.type].image_rules(self, load_catalog())
         out += SCHEMAS[self.target.type].rules(self, load_catalog())
         out += SCHEMAS[self.target.type].idle_rules(self)
         out += SCHEMAS[self.target.type].health_rules(self)

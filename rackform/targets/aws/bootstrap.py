@@ -1,5 +1,6 @@
-"""Where nodes that configure themselves (an inference autoscaling group's) get their artifact on
-AWS: a private S3 bucket of the stack's, readable only through the VPC's S3 gateway endpoint.
+"""Where nodes that configure themselves (an inference autoscaling group's) and the node image's
+builder (rackform/targets/aws/node_image.py) get their artifact on AWS: a private S3 bucket of
+the stack's, readable only through the VPC's S3 gateway endpoint.
 
 The node fetches the artifact with a plain HTTPS GET, no credentials and no AWS CLI on the
 image: the bucket policy allows `s3:GetObject` to requests that arrive through this VPC
@@ -17,7 +18,9 @@ import pulumi
 import pulumi_aws as aws
 
 from rackform.boot.artifact import Artifact, build_artifact, manifest
-from rackform.paths import cache_dir
+from rackform.evidence.shipped import roles_hash
+from rackform.paths import cache_dir, collection
+from rackform.plan.bake import image_record
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import NodeGroupPlan, Plan, thaw
 from rackform.targets.aws.tags import aws_tags
@@ -48,6 +51,10 @@ def group_artifact(plan: Plan, group: NodeGroupPlan, asg_name: str) -> Artifact:
         },
         expect_gpus=group.gpus_per_node,
     )
+    if plan.baked:
+        # What the node's image should hold, which its boot compares with the image's record
+        # (rackform/boot/image_check.py).
+        spec["image"] = image_record(roles_hash(collection()), spec["vars"])
     return build_artifact(spec, cache_dir() / "artifacts")
 
 
@@ -93,7 +100,7 @@ class ArtifactBucket(pulumi.ComponentResource):
             restrict_public_buckets=True,
             opts=child,
         )
-        aws.s3.BucketPolicy(
+        self.policy = aws.s3.BucketPolicy(
             f"{name}-policy",
             bucket=self.bucket.id,
             policy=pulumi.Output.all(self.bucket.arn, endpoint.id).apply(
@@ -103,16 +110,17 @@ class ArtifactBucket(pulumi.ComponentResource):
         )
         self.register_outputs({"bucket": self.bucket.id})
 
-    def publish(self, group: NodeGroupPlan, artifact: Artifact) -> pulumi.Output[str]:
-        """Upload the artifact; its URL (virtual-hosted style, the region's endpoint)."""
+    def publish(self, label: str, artifact: Artifact) -> pulumi.Output[str]:
+        """Upload the artifact (`label`: whose it is, a node group or the node image); its URL
+        (virtual-hosted style, the region's endpoint)."""
         key = f"bootstrap/{artifact.sha256}.tar.gz"
         obj = aws.s3.BucketObjectv2(
-            f"{self._name}-{group.name}-artifact",
+            f"{self._name}-{label}-artifact",
             bucket=self.bucket.id,
             key=key,
             source=pulumi.FileAsset(str(artifact.path)),
             content_type="application/gzip",
-            tags=aws_tags(self.plan, f"{self._name}-{group.name}-artifact"),
+            tags=aws_tags(self.plan, f"{self._name}-{label}-artifact"),
             opts=pulumi.ResourceOptions(parent=self),
         )
         region = self.plan.target.region

@@ -1,6 +1,7 @@
 """A cluster on AWS: network (with the controller's Instance Connect Endpoint), the stack's key
-material, node identity (IAM role and instance profile), the machine image, a cluster placement
-group for training, the bootstrap artifacts of groups that configure themselves, one
+material, node identity (IAM role and instance profile), the machine image (pinned, and baked
+into a node image where the blueprint says so), a cluster placement group for training, the
+bootstrap artifacts of groups that configure themselves, one
 AwsNodeGroup per node group, and Slurm's controller instance where the blueprint has a
 scheduler."""
 
@@ -19,6 +20,7 @@ from rackform.targets.aws.controller import SlurmController
 from rackform.targets.aws.image_pin import ImagePin
 from rackform.targets.aws.names import asg_name
 from rackform.targets.aws.network import AwsNetwork
+from rackform.targets.aws.node_image import NodeImage
 from rackform.targets.aws.nodes import AwsNodeGroup
 from rackform.targets.aws.shared import AwsSharedStorage
 from rackform.targets.aws.tags import aws_tags
@@ -57,8 +59,9 @@ class AwsCluster(pulumi.ComponentResource):
         name = plan.stack  # children are named after the cluster, as their Name tags are
         # Groups whose nodes configure themselves at boot (compile.py says which).
         joining = [g for g in plan.node_groups if g.configured == "boot"]
-        # Joining nodes fetch their artifact from S3, and jobs copy checkpoints to an S3 tier.
-        s3 = bool(joining) or on_aws(plan.object_tier)
+        # Joining nodes and the node image's builder fetch their artifact from S3, and jobs copy
+        # checkpoints to an S3 tier.
+        s3 = bool(joining) or plan.baked or on_aws(plan.object_tier)
         self.network = AwsNetwork(f"{name}-network", plan, s3_endpoint=s3, opts=child)
         self.keys = NodeKeys(f"{name}-keys", plan.stack, opts=child)
         self.access = access(self.keys)
@@ -136,15 +139,29 @@ class AwsCluster(pulumi.ComponentResource):
         self.role_outputs = self.shared.role_vars() if self.shared else {}
 
         bucket = None
-        if joining:
+        if joining or plan.baked:
             bucket = ArtifactBucket(f"{name}-bootstrap", plan, self.network.s3_endpoint, opts=child)
+        self.node_image = None
+        if bucket is not None and plan.baked:
+            # The nodes launch from the image baked on the pinned one (node_image.py): its AMI
+            # is an output of the build, so no launch template changes before the build succeeds.
+            self.node_image = NodeImage(
+                f"{name}-node-image",
+                plan,
+                base=ami,
+                bucket=bucket,
+                network=self.network,
+                assume_role_policy=assume_role_policy(),
+                opts=child,
+            )
+            ami = self.node_image.ami
 
         self.groups = []
         for g in plan.node_groups:
             sha, url = None, ""
             if bucket is not None and g.configured == "boot":
                 artifact = group_artifact(plan, g, asg_name(plan, g))
-                sha, url = artifact.sha256, bucket.publish(g, artifact)
+                sha, url = artifact.sha256, bucket.publish(g.name, artifact)
             data = pulumi.Output.all(
                 self.keys.client_public_key,
                 self.keys.host_private_key,
@@ -196,6 +213,7 @@ class AwsCluster(pulumi.ComponentResource):
                 "nodes": self.nodes,
                 **({"slurm_controller": self.slurm_controller} if self.slurm_controller else {}),
                 **({"shared_file_system": self.shared.file_system_id} if self.shared else {}),
+                **({"node_image": self.node_image.ami} if self.node_image else {}),
                 "vpc_id": self.network.vpc.id,
                 "instance_connect_endpoint": self.network.endpoint.id,
             }

@@ -35,6 +35,8 @@ ANSWERS = OfflineAnswers(
     unknown={
         "aws:ec2/instance:Instance": ("privateIp", "publicIp"),
         "aws:autoscaling/group:Group": ("name",),
+        # The AMI a node image's build makes (the launch templates' image): known after it.
+        "aws:imagebuilder/image:Image": ("outputResources",),
     },
     calls={
         "aws:ec2/getAmi:getAmi": _ami,

@@ -91,6 +91,43 @@ REPLACED_BY: dict[str, dict[str, str]] = {
         "bucket": TF + "s3/bucket_public_access_block.go: bucket ForceNew"
     },
     "aws:s3/bucketPolicy:BucketPolicy": {"bucket": TF + "s3/bucket_policy.go: bucket ForceNew"},
+    # The node image (rackform/targets/aws/node_image.py): a component, recipe and image are
+    # immutable, every argument but tags ForceNew; the infrastructure and distribution
+    # configurations update in place but for their name.
+    "aws:imagebuilder/component:Component": {
+        k: TF + f"imagebuilder/component.go: {v} ForceNew"
+        for k, v in {
+            "name": "name",
+            "version": "version",
+            "data": "data",
+            "platform": "platform",
+        }.items()
+    },
+    "aws:imagebuilder/imageRecipe:ImageRecipe": {
+        k: TF + f"imagebuilder/image_recipe.go: {v} ForceNew"
+        for k, v in {
+            "name": "name",
+            "version": "version",
+            "parentImage": "parent_image",
+            "components": "component",
+            "blockDeviceMappings": "block_device_mapping",
+        }.items()
+    },
+    "aws:imagebuilder/image:Image": {
+        k: TF + f"imagebuilder/image.go: {v} ForceNew"
+        for k, v in {
+            "imageRecipeArn": "image_recipe_arn",
+            "infrastructureConfigurationArn": "infrastructure_configuration_arn",
+            "distributionConfigurationArn": "distribution_configuration_arn",
+            "imageTestsConfiguration": "image_tests_configuration",
+        }.items()
+    },
+    "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration": {
+        "name": TF + "imagebuilder/infrastructure_configuration.go: name ForceNew"
+    },
+    "aws:imagebuilder/distributionConfiguration:DistributionConfiguration": {
+        "name": TF + "imagebuilder/distribution_configuration.go: name ForceNew"
+    },
     "aws:s3/bucketObjectv2:BucketObjectv2": {
         "bucket": TF + "s3/object.go: bucket ForceNew",
         "key": TF + "s3/object.go: key ForceNew",

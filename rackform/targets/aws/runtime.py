@@ -10,7 +10,7 @@ from rackform.plan.model import Basis, Plan
 from rackform.stack.errors import ProgramError
 from rackform.targets.aws.images import IMAGES
 from rackform.targets.aws.reap import AwsReaper
-from rackform.targets.runtime import ReplaceRules, TargetRuntime
+from rackform.targets.runtime import ImageNotBuilt, ReplaceRules, TargetRuntime
 
 
 class AwsRuntime(TargetRuntime):
@@ -67,6 +67,22 @@ class AwsRuntime(TargetRuntime):
                 f"{plan.target.region} --instance-id {{{{ rackform_instance_id }}}}"
             ),
         }
+
+    def node_image_targets(self, plan: Plan) -> list[str]:
+        """The node image's Image Builder resources (rackform/targets/aws/node_image.py, every
+        child of its component) and the artifact its build fetches: a targeted update builds the
+        image (where what it is built from changed, or it does not exist yet) and changes no
+        launch template, so no node is replaced until the next `up`."""
+        if not plan.baked:
+            raise ImageNotBuilt(
+                f"{plan.source}: the blueprint bakes no node image (image.bake is not true); "
+                "nothing was built"
+            )
+        stack = plan.stack
+        return [
+            f"urn:pulumi:{stack}::**rackform:aws:NodeImage**",
+            f"urn:pulumi:{stack}::**::{stack}-bootstrap-image-artifact",
+        ]
 
     def stack_config(self, target) -> Mapping[str, str]:
         return {"aws:region": target.region}

@@ -17,6 +17,7 @@ from rackform.targets.aws import idle
 from rackform.targets.aws.catalog import load_aws_catalog
 from rackform.targets.aws.exposure import public_share
 from rackform.targets.aws.groups import AwsGroupFields, group_rules
+from rackform.targets.aws.image_fields import AwsImageFields, image_rules
 from rackform.targets.aws.images import DEFAULT_IMAGE, IMAGES
 from rackform.targets.aws.scheduler import scheduler_rules
 from rackform.targets.schema import Cluster, TargetSchema
@@ -277,6 +278,7 @@ class AwsSchema(TargetSchema):
     type = "aws"
     model = AwsTarget
     group_fields = AwsGroupFields
+    image_fields = AwsImageFields
     # EFA exists only on AWS; InfiniBand and RoCE do not.
     fabrics = ("efa", "ethernet")
 
@@ -288,6 +290,10 @@ class AwsSchema(TargetSchema):
 
     def target_rules(self, raw: Mapping[str, Any], catalog: Catalog) -> list[Violation]:
         return region_rules(raw.get("region"), catalog)
+
+    def image_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        # EC2 Image Builder bakes the image in the stack (rackform/targets/aws/bake.py).
+        return image_rules(bp)
 
     def scheduler_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
         # The stack creates the controller's instance: no `controller` host, its type, the image.

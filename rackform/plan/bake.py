@@ -1,0 +1,51 @@
+"""What a baked node image holds: the site playbook's roles that install the same thing on every
+node of a cluster, run once on an image builder instead of on each node, and what the image
+records of them (`/etc/rackform/image.json`, and on AWS the AMI's tags). Each target that builds
+images (AWS: rackform/targets/aws/node_image.py) runs the roles by these tags; a node's boot
+compares the record with its blueprint (rackform/boot/image_check.py).
+
+Never baked: what differs from node to node or needs the cluster around it: the checkpoint array
+from the node's own drives (nvme_raid), the shared tier's mounts (shared_storage), and Slurm
+(its role first checks that the host is a node of the cluster's slurm.conf and gives it the
+controller's munge key, so its packages cannot be installed apart from that yet)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# The site playbook's role tags (collection/playbooks/site.yml) a bake runs, in its order.
+BAKED_TAGS = ("nvidia_driver", "nccl_rdma", "dcgm", "smoke_train")
+NEVER_BAKED = ("nvme_raid", "shared_storage", "slurm")
+
+# The builder is no node of the cluster: it has a GPU for the driver to find, but no fabric
+# device (an EFA interface exists only on the cluster's instance types), so the nccl_rdma role
+# installs the fabric's libraries without checking for the device; the nodes' own run checks it.
+BUILD_VARS: Mapping[str, Any] = {"nccl_rdma_require_devices": False}
+
+# What the image holds, by the role variable that names its version (what image.json and the
+# image's tags record).
+CONTENTS = (
+    ("driver", "nvidia_driver_branch"),
+    ("cuda", "nvidia_driver_cuda_version"),
+    ("nccl", "nccl_rdma_nccl_version"),
+    ("fabric", "nccl_rdma_fabric"),
+    ("dcgm", "dcgm_version"),
+    ("torch", "smoke_train_torch_version"),
+)
+
+
+def contents(variables: Mapping[str, Any]) -> dict[str, str]:
+    """What the image holds, from the roles' variables (those the blueprint sets)."""
+    return {k: str(variables[v]) for k, v in CONTENTS if variables.get(v) not in (None, "")}
+
+
+def contents_line(held: Mapping[str, str]) -> str:
+    """One line of it, for a tag: `driver=550 nccl=2.21.5 ...`."""
+    return " ".join(f"{k}={v}" for k, v in held.items())
+
+
+def image_record(roles: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+    """What the bake writes into the image (and a node's artifact carries to compare with it):
+    the roles' hash (rackform/evidence/shipped.py), the tags baked and what they installed."""
+    return {"roles": roles, "tags": list(BAKED_TAGS), "contents": contents(variables)}
