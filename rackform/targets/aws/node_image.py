@@ -46,7 +46,7 @@ from rackform.plan.model import Plan, thaw
 from rackform.targets.aws.bootstrap import ArtifactBucket
 from rackform.targets.aws.image_fields import builder_type
 from rackform.targets.aws.network import AwsNetwork
-from rackform.targets.aws.nodes import ROOT_DEVICE, ROOT_GB
+from rackform.targets.aws.nodes import ROOT_GB, ROOT_VOLUME
 from rackform.targets.aws.tags import aws_tags
 
 BAKE_SCRIPT = Path(__file__).resolve().parents[2] / "boot" / "bake.py"
@@ -177,17 +177,7 @@ class NodeImage(pulumi.ComponentResource):
             parent_image=base,
             components=[{"component_arn": component.arn}],
             # The nodes' root volume (nodes.py): the image's snapshot may not be larger.
-            block_device_mappings=[
-                {
-                    "device_name": ROOT_DEVICE,
-                    "ebs": {
-                        "volume_size": ROOT_GB,
-                        "volume_type": "gp3",
-                        "encrypted": "true",
-                        "delete_on_termination": "true",
-                    },
-                }
-            ],
+            block_device_mappings=[ROOT_VOLUME],
             tags=aws_tags(plan, f"{name}-recipe"),
             opts=child,
         )

@@ -21,6 +21,16 @@ SSH_PORT = 22
 # is left unformatted for the nvme_raid role.
 ROOT_DEVICE = "/dev/sda1"
 ROOT_GB = 200
+# The nodes' root volume, as launch templates and the node image's recipe map it.
+ROOT_VOLUME = {
+    "device_name": ROOT_DEVICE,
+    "ebs": {
+        "volume_size": ROOT_GB,
+        "volume_type": "gp3",
+        "encrypted": "true",
+        "delete_on_termination": "true",
+    },
+}
 
 
 def efa_interfaces(efa: int, cards: int, subnet_id, security_group_id) -> list[dict]:
@@ -157,17 +167,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 "http_tokens": "required",
                 "http_put_response_hop_limit": 2,
             },
-            block_device_mappings=[
-                {
-                    "device_name": ROOT_DEVICE,
-                    "ebs": {
-                        "volume_size": ROOT_GB,
-                        "volume_type": "gp3",
-                        "encrypted": "true",
-                        "delete_on_termination": "true",
-                    },
-                }
-            ],
+            block_device_mappings=[ROOT_VOLUME],
             user_data=pulumi.Output.from_input(user_data).apply(
                 lambda text: base64.b64encode(text.encode()).decode() if text else None
             ),
