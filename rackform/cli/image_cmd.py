@@ -9,7 +9,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, for_action, need, user_error
-from rackform.cli.stack_cmd import _operate
+from rackform.cli.stack_cmd import operate
 from rackform.targets.runtime import ImageNotBuilt
 from rackform.targets.runtimes import runtime
 
@@ -28,4 +28,4 @@ def build(file: File, env: Env = None) -> None:
     except ImageNotBuilt as exc:
         raise user_error(str(exc)) from None
     need("pulumi", "image build")
-    _operate(plan, "up", targets=targets)
+    operate(plan, "up", targets=targets)

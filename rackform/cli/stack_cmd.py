@@ -19,7 +19,7 @@ from rackform.plan.compile import REVALIDATE
 from rackform.plan.model import Plan
 
 
-def _operate(
+def operate(
     plan: Plan,
     operation: str,
     config: dict[str, str] | None = None,
@@ -49,7 +49,7 @@ def _operate(
 @app.command()
 def preview(file: File, env: Env = None) -> None:
     """Show what `up` would change (pulumi preview on the stack <name>-<env>)."""
-    _operate(for_action(file, env, "nothing was previewed").plan, "preview")
+    operate(for_action(file, env, "nothing was previewed").plan, "preview")
 
 
 @app.command()
@@ -88,7 +88,7 @@ def up(
     except UpRefused as exc:
         raise user_error(str(exc)) from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    _operate(plan, "up", {REVALIDATE: stamp} if revalidate else None, refresh)
+    operate(plan, "up", {REVALIDATE: stamp} if revalidate else None, refresh)
 
 
 @app.command()
@@ -115,4 +115,4 @@ def destroy(
         if not confirmed:
             print("rackform: not destroyed (confirm, or pass --yes)", file=sys.stderr)
             raise typer.Exit(1)
-    _operate(plan, "destroy")
+    operate(plan, "destroy")
