@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rackform.boot.node import REPORT_TO
+from rackform.boot.reports import valid_node
 from rackform.paths import collection
 
 NODE_SCRIPT = Path(__file__).with_name("node.py")
@@ -43,6 +45,8 @@ COLLECTIONS = ("ansible/posix", "community/general")
 # User data is limited to 16 KB before base64 (EC2 user guide, "Run commands when you launch
 # an EC2 instance with user data input"): the script carries keys and a URL, never the roles.
 USER_DATA_LIMIT = 16 * 1024
+# Where the user data unpacks the artifact, in a directory named by its sha256.
+UNPACK_ROOT = "/opt/rackform/bootstrap"
 
 
 def _installed_collection(name: str) -> Path:
@@ -156,47 +160,78 @@ def _tar(members: list[tuple[str, bytes]], files: list[tuple[str, Path]]) -> byt
 
 def user_data(
     *,
-    ssh_user: str,
-    authorized_key: str,
-    host_private_key: str,
-    host_public_key: str,
+    ssh_user: str = "",
+    authorized_key: str = "",
+    host_private_key: str = "",
+    host_public_key: str = "",
     artifact_url: str = "",
     artifact_sha256: str = "",
+    report: Mapping[str, str] | None = None,
+    report_file: Path = REPORT_TO,
+    unpack_root: str = UNPACK_ROOT,
 ) -> str:
-    """The node's user data: keys, then (when given) the artifact fetched, checked and run."""
+    """The node's user data: the keys (where given: the stack's host key, the controller's key
+    for `ssh_user`), where to report (where given: `report`, {"url", "token"} and the node's
+    name, "node", written to `report_file`, 0600), then (where given) the artifact fetched,
+    checked and run. The artifact is fetched with the report's token: the controller's boot
+    server asks for it on every request (rackform/boot/serve.py)."""
     q = shlex.quote
     lines = [
         "#!/bin/sh",
         "# rackform node user data: cloud-init runs it once, as root, at first boot.",
         "set -eu",
         "umask 077",
-        "# The stack's host key: the controller trusts this key and no other for the node.",
-        "rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub",
-        f"printf '%s\\n' {q(host_private_key.strip())} > /etc/ssh/ssh_host_ed25519_key",
-        f"printf '%s\\n' {q(host_public_key.strip())} > /etc/ssh/ssh_host_ed25519_key.pub",
-        "chmod 600 /etc/ssh/ssh_host_ed25519_key; chmod 644 /etc/ssh/ssh_host_ed25519_key.pub",
-        "mkdir -p /etc/ssh/sshd_config.d",
-        "echo 'HostKey /etc/ssh/ssh_host_ed25519_key' > /etc/ssh/sshd_config.d/10-rackform.conf",
-        "# The controller's key, for the image's login user.",
-        f"home=$(getent passwd {q(ssh_user)} | cut -d: -f6)",
-        'mkdir -p "$home/.ssh"',
-        f"key={q(authorized_key.strip())}",
-        'grep -qxF "$key" "$home/.ssh/authorized_keys" 2>/dev/null || '
-        'printf \'%s\\n\' "$key" >> "$home/.ssh/authorized_keys"',
-        f'chown -R {q(ssh_user)}: "$home/.ssh"; chmod 700 "$home/.ssh"',
-        "systemctl restart ssh 2>/dev/null || systemctl restart sshd",
     ]
+    if host_private_key:
+        lines += [
+            "# The stack's host key: the controller trusts this key and no other for the node.",
+            "rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub",
+            f"printf '%s\\n' {q(host_private_key.strip())} > /etc/ssh/ssh_host_ed25519_key",
+            f"printf '%s\\n' {q(host_public_key.strip())} > /etc/ssh/ssh_host_ed25519_key.pub",
+            "chmod 600 /etc/ssh/ssh_host_ed25519_key; chmod 644 /etc/ssh/ssh_host_ed25519_key.pub",
+            "mkdir -p /etc/ssh/sshd_config.d",
+            "echo 'HostKey /etc/ssh/ssh_host_ed25519_key' > /etc/ssh/sshd_config.d/10-rackform.conf",
+        ]
+    if authorized_key:
+        lines += [
+            "# The controller's key, for the image's login user.",
+            f"home=$(getent passwd {q(ssh_user)} | cut -d: -f6)",
+            'mkdir -p "$home/.ssh"',
+            f"key={q(authorized_key.strip())}",
+            'grep -qxF "$key" "$home/.ssh/authorized_keys" 2>/dev/null || '
+            'printf \'%s\\n\' "$key" >> "$home/.ssh/authorized_keys"',
+            f'chown -R {q(ssh_user)}: "$home/.ssh"; chmod 700 "$home/.ssh"',
+        ]
+    if host_private_key or authorized_key:
+        lines += ["systemctl restart ssh 2>/dev/null || systemctl restart sshd"]
+    fetch = ["        data = urllib.request.urlopen(url, timeout=60).read()"]
+    if report is not None:
+        settings = report_settings(report)
+        lines += [
+            "# Where the node reports its outcome, and the token that lets it fetch and report.",
+            f"mkdir -p {q(str(report_file.parent))}",
+            f"printf '%s\\n' {q(json.dumps(settings, sort_keys=True))} > {q(str(report_file))}",
+            f"chmod 600 {q(str(report_file))}",
+        ]
+        fetch = [
+            f"        token = json.load(open({str(report_file)!r}))['token']",
+            "        auth = {'Authorization': 'Bearer ' + token}",
+            "        req = urllib.request.Request(url, headers=auth)",
+            "        data = urllib.request.urlopen(req, timeout=60).read()",
+        ]
     if artifact_url:
+        root = f"{unpack_root}/{artifact_sha256}"
         lines += [
             "# The pinned artifact: fetched, checked against its sha256, run.",
-            f"dir=/opt/rackform/bootstrap/{artifact_sha256}",
+            f"dir={root}",
             'mkdir -p "$dir"',
             "python3 - <<'FETCH'",
-            "import hashlib, io, tarfile, time, urllib.request",
+            "import hashlib, io, tarfile, time, urllib.request"
+            + (", json" if report is not None else ""),
             f"url, want = {artifact_url!r}, {artifact_sha256!r}",
             "for attempt in range(30):",
             "    try:",
-            "        data = urllib.request.urlopen(url, timeout=60).read()",
+            *fetch,
             "        break",
             "    except OSError as exc:",
             "        print(f'fetching {url}: {exc}; retrying', flush=True)",
@@ -208,7 +243,7 @@ def user_data(
             "    raise SystemExit(f'{url}: sha256 {got}, expected {want}: refusing to run it')",
             "safe = {'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}",
             "with tarfile.open(fileobj=io.BytesIO(data)) as tar:",
-            f"    tar.extractall('/opt/rackform/bootstrap/{artifact_sha256}', **safe)",
+            f"    tar.extractall('{root}', **safe)",
             "FETCH",
             'exec python3 "$dir/node_bootstrap.py" "$dir"',
         ]
@@ -216,3 +251,16 @@ def user_data(
     if len(text.encode()) > USER_DATA_LIMIT:
         raise ValueError(f"user data is {len(text.encode())} bytes; EC2 takes {USER_DATA_LIMIT}")
     return text
+
+
+def report_settings(report: Mapping[str, str]) -> dict[str, str]:
+    """What the report file holds ({"url", "token"}, and "node" where given), checked: a URL
+    the node can post to, a token, a node name the boot server takes."""
+    url, token, node = report.get("url", ""), report.get("token", ""), report.get("node", "")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"the report URL {url!r} is no http(s) URL")
+    if not token or any(c.isspace() for c in token):
+        raise ValueError("the report token is empty or has white space in it")
+    if node and not valid_node(node):
+        raise ValueError(f"{node!r} is not a node name")
+    return {"url": url.rstrip("/"), "token": token, **({"node": node} if node else {})}

@@ -9,6 +9,13 @@ the node. On AWS it then tags the instance `rackform:configured=<artifact sha256
 cluster's inventory lists only configured nodes) and completes the autoscaling group's launch
 lifecycle hook, CONTINUE or ABANDON, so a node reports healthy only once configured and checked.
 
+Reporting: where the user data wrote `REPORT_TO` (a node that has a controller to report to,
+as on bare metal: rackform/boot/controller.py), the outcome goes to the controller's boot
+server at the end, in its report format (rackform/boot/reports.py), configured or failed with
+the error and the checks, tried again with a growing wait while the server cannot be reached; a
+report that cannot be sent is logged and changes nothing of the outcome. Without the file (an
+autoscaling group's nodes on AWS) nothing is posted.
+
 Long runs: while the roles run it sends `RecordLifecycleActionHeartbeat` every `heartbeat_s`
 (the stack sets a fraction of the hook's timeout, rackform/targets/aws/bootstrap.py), so a
 bootstrap longer than the timeout is not abandoned (Auto Scaling user guide, "Amazon EC2 Auto
@@ -28,11 +35,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import sysconfig
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +56,9 @@ STATE = Path("/var/lib/rackform/bootstrap-state.json")  # progress across reboot
 REBOOT_REQUEST = Path("/var/lib/rackform/reboot-requested")
 UNIT = Path("/etc/systemd/system/rackform-bootstrap.service")
 LOG = Path("/var/log/rackform-bootstrap.log")
+# Where to report the outcome, written by the user data where the node has a controller to
+# report to: {"url", "token"} and the node's name, "node" (without it: the host name).
+REPORT_TO = Path("/etc/rackform/report.json")
 IMDS = "http://169.254.169.254/latest"
 # The site playbook of the rackform.gpu collection, by its name in the collection (Ansible finds
 # it through ANSIBLE_COLLECTIONS_PATH, the artifact's collections/).
@@ -56,6 +69,10 @@ VALIDATORS = "collections/ansible_collections/rackform/gpu/roles/smoke_train/fil
 # A driver install needs one reboot; a role that asks again after this many is looping.
 MAX_REBOOTS = 2
 REBOOT = ["systemctl", "reboot"]
+# Posting the report: this many tries, the waits between them doubling from the first up to
+# the last (5 + 10 + 20 + 40 + 60 + 60 + 60 s: the controller may be away for four minutes).
+REPORT_TRIES = 8
+REPORT_BACKOFF_S = (5.0, 60.0)
 
 
 def log(line: str) -> None:
@@ -232,6 +249,60 @@ def aws_caller(aws: dict, sha: str, instance_id: Callable[[], str] = lambda: imd
     return call
 
 
+def report_to(path: Path = REPORT_TO) -> dict | None:
+    """Where this node reports, as the user data wrote it ({"url", "token", "node"}; the node
+    defaults to the host name), or None where it was told of no controller (no file, as on an
+    autoscaling group's nodes on AWS) or the file is unreadable (logged)."""
+    try:
+        to = json.loads(path.read_text(encoding="utf-8"))
+        to = {"url": str(to["url"]).rstrip("/"), "token": str(to["token"]), "node": to.get("node")}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log(f"{path} is unreadable ({exc}): no report is sent")
+        return None
+    return {**to, "node": to["node"] or socket.gethostname()}
+
+
+def send_report(
+    to: dict,
+    report: dict,
+    *,
+    tries: int = REPORT_TRIES,
+    backoff_s: tuple[float, float] = REPORT_BACKOFF_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """POST `report` to the controller's boot server (rackform/boot/serve.py), as `to` says;
+    True once it took it. A connection that fails, or an answer of 408 or 5xx, is tried again
+    after a wait; a refusal (4xx: a wrong token, a node the controller does not know, a report
+    it does not take) is not. Never raises: the node's outcome does not depend on its report."""
+    body = json.dumps({**report, "node": to["node"]}).encode()
+    url = f"{to['url']}/report/{urllib.parse.quote(to['node'], safe='')}"
+    headers = {"Authorization": f"Bearer {to['token']}", "Content-Type": "application/json"}
+    wait, longest = backoff_s
+    for attempt in range(1, tries + 1):
+        try:
+            req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+            with urllib.request.urlopen(req, timeout=30) as answer:
+                answer.read()
+            log(f"reported {report['outcome']} to {to['url']} as {to['node']}")
+            return True
+        except urllib.error.HTTPError as exc:
+            why = f"{exc.code} {exc.read(512).decode('utf-8', 'replace').strip()}"
+            if exc.code != 408 and exc.code < 500:
+                log(f"the controller refused the report ({why}); not sending it again")
+                return False
+        except (OSError, ValueError) as exc:  # ValueError: a URL urllib cannot use
+            why = str(exc)
+        if attempt == tries:
+            log(f"could not report to {to['url']} ({why}) after {tries} tries; giving up")
+            return False
+        log(f"reporting to {to['url']}: {why}; trying again in {wait:.0f} s")
+        sleep(wait)
+        wait = min(wait * 2, longest)
+    return False
+
+
 class Heartbeat:
     """Calls `send` every `interval_s` seconds while the block runs (the first call one
     interval after the start); a failed call is logged and the next one still comes."""
@@ -281,6 +352,7 @@ class Paths:
     state: Path = STATE
     reboot_request: Path = REBOOT_REQUEST
     unit: Path = UNIT
+    report_to: Path = REPORT_TO
 
 
 class Bootstrap:
@@ -288,7 +360,9 @@ class Bootstrap:
     (`rebooting` -> `configuring`)* -> `done`. What touches the machine is injected, so a test
     drives it with recording stand-ins: `roles()` (the site playbook), `checks()` (the
     serving checks), `system(argv)` (systemctl: enable the resume unit, reboot) and `aws(action)`
-    (the AWS calls; None off AWS)."""
+    (the AWS calls; None off AWS). Where `Paths.report_to` exists, the outcome is also posted to
+    the controller it names, at the end (and again by a later run that finds the end reached,
+    in case the first post never arrived); `report_backoff_s` is `send_report`'s."""
 
     def __init__(
         self,
@@ -300,8 +374,10 @@ class Bootstrap:
         checks: Callable[[], list[dict]] | None = None,
         system: Callable[[list[str]], None] = run,
         aws: Callable[[str], None] | None = None,
+        report_backoff_s: tuple[float, float] = REPORT_BACKOFF_S,
     ):
         self.root, self.spec, self.paths, self.system, self.aws = root, spec, paths, system, aws
+        self.report_backoff_s = report_backoff_s
         self.sha = root.name
         self.roles = roles or (
             lambda: configure(root, spec, paths.reboot_request, image_env(root, spec))
@@ -345,6 +421,10 @@ class Bootstrap:
         state = self.state()
         if state["phase"] == "done":
             log(f"bootstrap of {self.sha[:12]} already finished; nothing to do")
+            try:
+                self._report(json.loads(self.paths.status.read_text(encoding="utf-8")))
+            except (OSError, ValueError) as exc:
+                log(f"no outcome to report again: {exc}")
             return 0 if state.get("ok") else 1
         if state["phase"] == "rebooting":
             log(f"resumed after reboot {state['reboots']}")
@@ -414,7 +494,22 @@ class Bootstrap:
         if self.aws is not None and self.spec["aws"].get("hook"):
             # Only now, at the real end: never before a reboot.
             self._quiet(lambda: self.aws("CONTINUE" if ok else "ABANDON"))
+        self._report(status)
         return 0 if ok else 1
+
+    def _report(self, status: dict) -> None:
+        """The outcome `status`, in the report format (rackform/boot/reports.py), posted to the
+        controller where the user data named one."""
+        to = report_to(self.paths.report_to)
+        if to is None:
+            return
+        report = {
+            "artifact": status["artifact"],
+            "outcome": "configured" if status["configured"] else "failed",
+            "error": status["error"],
+            "checks": status["checks"],
+        }
+        send_report(to, report, backoff_s=self.report_backoff_s)
 
     @staticmethod
     def _quiet(call: Callable[[], None]) -> None:

@@ -39,7 +39,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,9 +152,18 @@ class NodeResult:
     line: str  # what happened and what to do (empty for a pass)
 
 
+# The artifact every expected node should have run: one digest for all, or each node's (each
+# node group has its own artifact).
+Pinned = str | Mapping[str, str]
+
+
+def _pin(pinned: Pinned, node: str) -> str:
+    return pinned if isinstance(pinned, str) else pinned[node]
+
+
 @dataclass(frozen=True)
 class Judged:
-    artifact: str
+    artifact: Pinned
     nodes: tuple[NodeResult, ...]
     waited_s: float = 0.0
     by_state: dict[str, list[NodeResult]] = field(init=False, repr=False, compare=False)
@@ -184,11 +193,14 @@ class Judged:
 
 
 def judge(
-    expected: Iterable[str], directory: Path, artifact: str, deadline_s: float = 0.0
+    expected: Iterable[str], directory: Path, artifact: Pinned, deadline_s: float = 0.0
 ) -> Judged:
     """Each expected node as its report in `directory` has it, against the pinned `artifact`
-    (`deadline_s`: the wait so far, for the missing nodes' line)."""
-    return Judged(artifact, tuple(_one(n, directory, artifact, deadline_s) for n in expected))
+    (one for all, or node -> its own) (`deadline_s`: the wait so far, for the missing nodes'
+    line)."""
+    return Judged(
+        artifact, tuple(_one(n, directory, _pin(artifact, n), deadline_s) for n in expected)
+    )
 
 
 def _one(node: str, directory: Path, artifact: str, deadline_s: float) -> NodeResult:
@@ -229,7 +241,7 @@ def _one(node: str, directory: Path, artifact: str, deadline_s: float) -> NodeRe
 def wait(
     expected: Iterable[str],
     directory: Path,
-    artifact: str,
+    artifact: Pinned,
     deadline_s: float,
     *,
     poll_s: float = 5.0,
@@ -243,6 +255,7 @@ def wait(
     nodes = list(dict.fromkeys(expected))
     for n in nodes:
         path_of(directory, n)  # a bad name is the caller's error, not a missing node
+        _pin(artifact, n)  # and so is a node without its artifact (KeyError)
     start = clock()
     while True:
         waited = clock() - start

@@ -2,8 +2,8 @@
 artifact here and posts its report here, so the controller's work per node is serving one file
 and reading one report.
 
-    GET  /artifact/<sha256>   the artifact, only by the digest the nodes' user data pins (any
-                              other digest: 404)
+    GET  /artifact/<sha256>   an artifact, only by the digest the nodes' user data pins (each
+                              node group has its own; any other digest: 404)
     POST /report/<node>       the node's report (rackform/boot/reports.py says what one is),
                               written to `<reports>/<node>.json` whole (a new file renamed over
                               the old: a second report replaces the first, never half of it)
@@ -20,7 +20,7 @@ Design, from measurement (benchmarks/boot_load.py; the figures and the extrapola
 nodes: docs/operations/scale.md): one asyncio event loop on the standard library's streams, no
 new dependency. 4,096 nodes arrive at once: an event loop holds 4,096 sockets, where a thread
 per connection (http.server's ThreadingHTTPServer) would hold 4,096 threads and their stacks
-(not measured). The artifact goes out with `loop.sendfile`: the kernel's sendfile(2) from the
+(not measured). An artifact goes out with `loop.sendfile`: the kernel's sendfile(2) from its
 one open file, no copy through Python and no per-connection buffer of it. Against writing it in
 `CHUNK` pieces from memory, each drained before the next (what a transport without sendfile
 gets), sendfile measured 1.1 CPU-ms and 8 KiB of server memory per node at 4,096 nodes on
@@ -28,7 +28,8 @@ gets), sendfile measured 1.1 CPU-ms and 8 KiB of server memory per node at 4,096
 would drop the SYNs of a burst and have the nodes retry a second later (Linux caps it at
 net.core.somaxconn, 4,096 on current kernels).
 
-    python -m rackform.boot.serve --artifact A.tar.gz --nodes NODES.txt --reports DIR \\
+    python -m rackform.boot.serve --artifact A.tar.gz [--artifact B.tar.gz ...] \\
+        --nodes NODES.txt --reports DIR \\
         --token-file TOKEN [--bind 127.0.0.1] [--port 0]
 
 prints `listening on http://HOST:PORT` and serves until SIGINT or SIGTERM.
@@ -48,7 +49,9 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from rackform.boot.reports import MAX_REPORT_BYTES, ReportError, parse, path_of, valid_node
 
@@ -73,10 +76,22 @@ REASONS = {
 }
 
 
-class BootServer:
-    """Serves one artifact to, and takes the reports of, the nodes `nodes`."""
+@dataclass(frozen=True)
+class Served:
+    """One artifact the server holds: the open file sendfile sends from, and its bytes, which
+    its digest was taken from (and the fallback sends)."""
 
-    def __init__(self, artifact: Path, nodes: Iterable[str], reports: Path, token: str):
+    data: bytes
+    file: BinaryIO
+
+
+class BootServer:
+    """Serves the artifacts `artifacts` (one, or each node group's) to, and takes the reports
+    of, the nodes `nodes`."""
+
+    def __init__(
+        self, artifacts: Path | Iterable[Path], nodes: Iterable[str], reports: Path, token: str
+    ):
         self.nodes = frozenset(nodes)
         bad = sorted(n for n in self.nodes if not valid_node(n))
         if bad:
@@ -85,15 +100,30 @@ class BootServer:
             raise ValueError("the boot server needs a token")
         self.token = token.encode()
         self.reports = reports
-        self.data = artifact.read_bytes()
-        self.sha256 = hashlib.sha256(self.data).hexdigest()
-        self.file = artifact.open("rb")  # sendfile's source; `data` is what it was hashed from
-        if os.fstat(self.file.fileno()).st_size != len(self.data):
-            raise ValueError(f"{artifact} changed while it was read")
+        self.served: dict[str, Served] = {}  # by sha256, in the order given
+        try:
+            for path in [artifacts] if isinstance(artifacts, Path) else artifacts:
+                data = path.read_bytes()
+                sha = hashlib.sha256(data).hexdigest()
+                if sha not in self.served:
+                    self.served[sha] = Served(data, path.open("rb"))
+                    if os.fstat(self.served[sha].file.fileno()).st_size != len(data):
+                        raise ValueError(f"{path} changed while it was read")
+        except BaseException:
+            self.close()
+            raise
+        if not self.served:
+            raise ValueError("the boot server needs an artifact")
         self.statuses: Counter[int] = Counter()  # responses sent, by status
 
+    @property
+    def sha256(self) -> str:
+        """The digest of the first artifact (of the only one, for a server of one)."""
+        return next(iter(self.served))
+
     def close(self) -> None:
-        self.file.close()
+        for served in self.served.values():
+            served.file.close()
 
     async def start(self, host: str, port: int = 0) -> asyncio.Server:
         self.reports.mkdir(parents=True, exist_ok=True)
@@ -109,7 +139,7 @@ class BootServer:
             except TimeoutError:
                 status, body = 408, b"request took too long\n"
             if status == 0:
-                await self._send_artifact(writer)
+                await self._send_artifact(writer, self.served[body.decode()])
             else:
                 await self._respond(writer, status, body)
                 if status >= 400:
@@ -122,7 +152,7 @@ class BootServer:
                 await writer.wait_closed()
 
     async def _request(self, reader: asyncio.StreamReader) -> tuple[int, bytes]:
-        """(status, body) to answer; status 0: send the artifact."""
+        """(status, body) to answer; status 0: send the artifact whose digest is the body."""
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
@@ -146,9 +176,9 @@ class BootServer:
         if kind == "artifact":
             if method != "GET":
                 return 405, b"GET the artifact\n"
-            if arg != self.sha256:
+            if arg not in self.served:
                 return 404, b"no such artifact\n"
-            return 0, b""
+            return 0, arg.encode()
         if kind != "report":
             return 404, b"no such path\n"
         if method != "POST":
@@ -174,15 +204,16 @@ class BootServer:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
 
-    async def _send_artifact(self, writer: asyncio.StreamWriter) -> None:
+    async def _send_artifact(self, writer: asyncio.StreamWriter, served: Served) -> None:
         self.statuses[200] += 1
-        writer.write(_head(200, len(self.data), "application/gzip"))
+        size = len(served.data)
+        writer.write(_head(200, size, "application/gzip"))
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(SEND_TIMEOUT_S):
             try:
-                await loop.sendfile(writer.transport, self.file, 0, len(self.data), fallback=False)
+                await loop.sendfile(writer.transport, served.file, 0, size, fallback=False)
             except (asyncio.SendfileNotAvailableError, NotImplementedError):
-                view = memoryview(self.data)
+                view = memoryview(served.data)
                 for i in range(0, len(view), CHUNK):
                     writer.write(view[i : i + CHUNK])
                     await writer.drain()
@@ -269,7 +300,9 @@ async def _serve_until_signalled(server: BootServer, host: str, port: int) -> No
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--artifact", type=Path, required=True)
+    ap.add_argument(
+        "--artifact", type=Path, action="append", required=True, help="repeat for several"
+    )
     ap.add_argument("--nodes", type=Path, required=True, help="the node names, one a line")
     ap.add_argument("--reports", type=Path, required=True)
     ap.add_argument("--token-file", type=Path, required=True)

@@ -40,6 +40,13 @@ EXITS: dict[str, dict[int | str, str]] = {
         2: INVALID
         + "; or the blueprint bakes no image, its target builds none yet, or the Pulumi CLI is missing",
     },
+    "boot serve": {
+        0: "every listed node reported and passed",
+        1: INTERNAL + "; or the deploy extra is not installed",
+        2: INVALID
+        + "; or the blueprint lists no hosts, an unknown --group, a wildcard --bind without --url, an address it cannot listen on",
+        3: "not validated: some node failed, ran another artifact or did not report by the deadline (each named, with what to do)",
+    },
     "destroy": {
         "*": "Pulumi's exit status",
         1: INTERNAL + "; or the deploy extra is not installed, or not confirmed (without --yes)",

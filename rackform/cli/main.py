@@ -9,6 +9,7 @@ import sys
 # Each command module adds its commands to `app` when imported.
 from rackform.cli import (  # noqa: F401
     alerts_cmd,
+    boot_cmd,
     compile_cmd,
     configure_cmd,
     diff_cmd,

@@ -5,11 +5,15 @@ tests/e2e/test_bootstrap_vm.py."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import stat
 import subprocess
 import sys
 import tarfile
 
+import pytest
 from gpu_collection import module
 from planhelp import (
     AWS_INFERENCE,
@@ -31,6 +35,7 @@ from rackform.boot.artifact import (
     user_data,
 )
 from rackform.boot.node import VALIDATORS, inventory
+from rackform.boot.serve import BootServer, running
 from rackform.engine import compile_effective
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import thaw
@@ -274,3 +279,51 @@ def test_a_baked_blueprints_node_checks_its_image_before_the_roles_and_others_sh
     assert skip == {}  # configured in full
     assert "WARNING: the node image does not match the blueprint" in log.read_text()
     assert roles in log.read_text()
+
+
+def test_user_data_writes_where_to_report_0600_and_fetches_with_the_token(tmp_path):
+    # The real user data, run with sh (no keys given: nothing needs root), writes the report
+    # file and fetches a stand-in artifact from the real boot server with the token; the
+    # stand-in's node script records that it ran, and where.
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        script = b"import sys, pathlib\npathlib.Path(sys.argv[1], 'ran').write_text('yes')\n"
+        info = tarfile.TarInfo("node_bootstrap.py")
+        info.size = len(script)
+        tar.addfile(info, io.BytesIO(script))
+    path = tmp_path / "artifact.tar.gz"
+    path.write_bytes(raw.getvalue())
+    token, report_file = "tok-" + "y" * 20, tmp_path / "etc" / "rackform" / "report.json"
+    server = BootServer(path, ["gpu-node-07.rack-3"], tmp_path / "reports", token)
+    with running(server, "127.0.0.1") as url:
+        text = user_data(
+            artifact_url=f"{url}/artifact/{server.sha256}",
+            artifact_sha256=server.sha256,
+            report={"url": url + "/", "token": token, "node": "gpu-node-07.rack-3"},
+            report_file=report_file,
+            unpack_root=str(tmp_path / "opt"),
+        )
+        assert "ssh" not in text  # no keys given: the site's provisioning has its own
+        (tmp_path / "user-data").write_text(text)
+        subprocess.run(["sh", str(tmp_path / "user-data")], check=True, timeout=120)
+    assert stat.S_IMODE(os.stat(report_file).st_mode) == 0o600
+    assert json.loads(report_file.read_text()) == {
+        "url": url,
+        "token": token,
+        "node": "gpu-node-07.rack-3",
+    }
+    assert (tmp_path / "opt" / server.sha256 / "ran").read_text() == "yes"
+    assert server.statuses == {200: 1}  # one fetch, with the token
+
+
+def test_report_settings_are_checked(tmp_path):
+    for bad in (
+        {"url": "ftp://c", "token": "t"},
+        {"url": "http://c", "token": ""},
+        {"url": "http://c", "token": "a b"},
+        {"url": "http://c", "token": "t", "node": "../x"},
+    ):
+        with pytest.raises(ValueError):
+            user_data(report=bad)
+    # Without report settings, nothing of them (as on AWS).
+    assert "report.json" not in user_data(artifact_url="https://b/x", artifact_sha256="ab" * 32)

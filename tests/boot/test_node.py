@@ -46,6 +46,7 @@ class Node:
             state=state / "bootstrap-state.json",
             reboot_request=state / "reboot-requested",
             unit=tmp_path / "systemd" / "rackform-bootstrap.service",
+            report_to=tmp_path / "etc-rackform" / "report.json",  # none: no controller
         )
         self.spec = {
             "vars": {},

@@ -162,3 +162,17 @@ def test_records_the_validators_refuse_are_refused_here_too(record):
     raw = json.dumps({"node": "n1", "artifact": SHA, "outcome": "configured", "checks": [record]})
     with pytest.raises(ReportError):
         parse(raw.encode(), "n1")
+
+
+def test_each_node_is_judged_against_its_own_groups_artifact(tmp_path):
+    # Two node groups, two artifacts: the same report passes for one node and is stale for a
+    # node of the other group.
+    put(tmp_path, NODES[0], artifact=SHA)
+    put(tmp_path, NODES[1], artifact=SHA)
+    put(tmp_path, NODES[2], artifact=OLD)
+    pinned = {NODES[0]: SHA, NODES[1]: OLD, NODES[2]: OLD}
+    judged = wait(NODES[:3], tmp_path, pinned, deadline_s=0)
+    assert judged.names(PASSED) == [NODES[0], NODES[2]]
+    assert judged.names(STALE) == [NODES[1]]
+    with pytest.raises(KeyError):
+        wait(NODES, tmp_path, pinned, deadline_s=0)  # a node without its artifact

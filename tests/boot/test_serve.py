@@ -286,3 +286,19 @@ def test_what_the_server_writes_the_wait_reads(boot):
     assert judged.names(FAILED) == [NODES[1]] and "row_remap: measured 1" in judged.lines()[0]
     assert judged.names(STALE) == [NODES[2]]
     assert judged.names(MISSING) == ["gpu-node-09.rack-3"]
+
+
+def test_each_node_groups_artifact_is_served_by_its_own_digest(tmp_path, artifact):
+    other = tmp_path / "other.tar.gz"
+    other.write_bytes(b"another node group's artifact")
+    server = BootServer([artifact, other, artifact], NODES, tmp_path / "reports", TOKEN)
+    assert list(server.served) == [
+        hashlib.sha256(p.read_bytes()).hexdigest() for p in (artifact, other)
+    ]
+    with running(server, "127.0.0.1") as url:
+        for path in (artifact, other):
+            sha = hashlib.sha256(path.read_bytes()).hexdigest()
+            status, body, _ = call(url, f"/artifact/{sha}")
+            assert status == 200 and body == path.read_bytes()
+        assert call(url, f"/artifact/{hashlib.sha256(b'x').hexdigest()}")[0] == 404
+    assert all(s.file.closed for s in server.served.values())

@@ -17,12 +17,9 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from rackform.boot.artifact import Artifact, build_artifact, manifest
-from rackform.evidence.shipped import roles_hash
-from rackform.paths import cache_dir, collection
-from rackform.plan.bake import image_record
-from rackform.plan.inventory import configure_vars, group_name
-from rackform.plan.model import NodeGroupPlan, Plan, thaw
+from rackform.boot.artifact import Artifact
+from rackform.boot.groups import group_artifact as boot_group_artifact
+from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.targets.aws.tags import aws_tags
 
 HOOK = "rackform-configure"
@@ -39,23 +36,10 @@ HEARTBEAT_S = HOOK_TIMEOUT_S // 6
 
 
 def group_artifact(plan: Plan, group: NodeGroupPlan, asg_name: str) -> Artifact:
-    spec = manifest(
-        configure_vars(thaw(plan.group_vars)),
-        group_name(group.name),
-        plan.ssh_user,
-        aws={
-            "region": plan.target.region,
-            "asg": asg_name,
-            "hook": HOOK,
-            "heartbeat_s": HEARTBEAT_S,
-        },
-        expect_gpus=group.gpus_per_node,
-    )
-    if plan.baked:
-        # What the node's image should hold, which its boot compares with the image's record
-        # (rackform/boot/image_check.py).
-        spec["image"] = image_record(roles_hash(collection()), spec["vars"])
-    return build_artifact(spec, cache_dir() / "artifacts")
+    """The group's artifact (rackform/boot/groups.py), with what a joining node does on AWS:
+    its lifecycle hook and heartbeat."""
+    aws = {"region": plan.target.region, "asg": asg_name, "hook": HOOK, "heartbeat_s": HEARTBEAT_S}
+    return boot_group_artifact(plan, group, aws)
 
 
 def bucket_policy(bucket_arn: str, endpoint_id: str) -> str:

@@ -1,0 +1,153 @@
+"""The controller's side of configuring at boot, for a target whose nodes the blueprint lists
+(bare metal, colocation): each listed node fetches its group's pinned artifact from the
+controller's boot server, configures and checks itself, and reports; the controller builds the
+artifacts, writes the user data the site's provisioning (PXE, MAAS, cloud-init's NoCloud) hands
+to the nodes, serves the artifacts and takes the reports, and waits for every listed node's.
+
+A round's directory (`out`) holds, each file 0600 (they carry the token):
+
+    token                     the round's bearer token (a new one each round)
+    user-data/<node>          the node's user data (rackform/boot/artifact.py's `user_data`):
+                              where to report, under which name, with which token, then its
+                              group's artifact fetched, checked and run
+    reports/<node>.json       each node's report as the boot server took it (the round's own:
+                              the listed nodes' reports of an earlier round are removed first)
+
+The token and the URL go into the user data only: the artifact, and so its sha256, is the same
+whatever the round's token and wherever it is served from.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rackform.boot.artifact import Artifact, user_data
+from rackform.boot.groups import group_artifact
+from rackform.boot.reports import Judged, path_of, wait
+from rackform.boot.serve import BootServer, open_files, running
+from rackform.plan.model import NodeGroupPlan, Plan
+
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+class BootError(ValueError):
+    """What the user asked cannot be served: one line saying why."""
+
+
+@dataclass(frozen=True)
+class Round:
+    out: Path
+    token: str
+    artifacts: dict[str, Artifact]  # node group -> its artifact
+    nodes: dict[str, str]  # listed node -> its node group, in the blueprint's order
+
+    @property
+    def pinned(self) -> dict[str, str]:
+        """Each node's artifact sha256."""
+        return {n: self.artifacts[g].sha256 for n, g in self.nodes.items()}
+
+    @property
+    def reports(self) -> Path:
+        return self.out / "reports"
+
+    def user_data_path(self, node: str) -> Path:
+        return self.out / "user-data" / node
+
+
+def check_bind(bind: str, url: str | None) -> None:
+    """BootError where the nodes' URL cannot be told from where the server listens."""
+    if url is None and bind in WILDCARDS:
+        raise BootError(
+            f"--bind {bind or '(empty)'} listens on every address: say with --url where the "
+            "nodes reach it"
+        )
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise BootError(f"--url {url!r} is no http(s) URL")
+
+
+def listed_groups(plan: Plan, only: str | None = None) -> list[NodeGroupPlan]:
+    """The node groups whose hosts the blueprint lists (`only`: that one), or BootError."""
+    if not plan.nodes_listed:
+        raise BootError(
+            f"target {plan.target_type} does not list its nodes in the blueprint (the stack "
+            "creates them): `boot serve` serves the nodes a blueprint lists"
+        )
+    groups = [g for g in plan.node_groups if g.hosts]
+    if only is not None:
+        groups = [g for g in groups if g.name == only]
+        if not groups:
+            names = ", ".join(g.name for g in plan.node_groups if g.hosts) or "none"
+            raise BootError(f"no node group {only!r} with listed hosts (those with hosts: {names})")
+    if not groups:
+        raise BootError("the blueprint lists no hosts")
+    return groups
+
+
+def prepare(plan: Plan, out: Path, groups: list[NodeGroupPlan]) -> Round:
+    """Each group's artifact built, a new token written, the listed nodes' old reports removed."""
+    artifacts = {g.name: group_artifact(plan, g) for g in groups}
+    nodes = {h.name: g.name for g in groups for h in g.hosts}
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
+    token = secrets.token_urlsafe(32)
+    _private(out / "token", token + "\n")
+    round_ = Round(out, token, artifacts, nodes)
+    for node in nodes:
+        path_of(round_.reports, node).unlink(missing_ok=True)
+    return round_
+
+
+def write_user_data(round_: Round, url: str) -> list[Path]:
+    """Each listed node's user data, for nodes that reach the boot server at `url`."""
+    written = []
+    for node, group in round_.nodes.items():
+        artifact = round_.artifacts[group]
+        text = user_data(
+            artifact_url=f"{url}/artifact/{artifact.sha256}",
+            artifact_sha256=artifact.sha256,
+            report={"url": url, "token": round_.token, "node": node},
+        )
+        path = round_.user_data_path(node)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _private(path, text)
+        written.append(path)
+    return written
+
+
+def serve(
+    round_: Round,
+    bind: str,
+    port: int,
+    deadline_s: float,
+    *,
+    url: str | None = None,
+    listening: Callable[[str, list[Path]], None] = lambda url, paths: None,
+    poll_s: float = 5.0,
+) -> Judged:
+    """Serve the round's artifacts and take its nodes' reports on `bind`:`port` (0: a free
+    port) until every listed node has reported or `deadline_s` passes; the nodes as judged.
+    `url`: where the nodes reach the server (default: the address it is bound to; required
+    for a wildcard `bind`). `listening(url, user_data_paths)` is called once the server
+    listens and the user data is written."""
+    if url is None and bind in WILDCARDS:
+        raise BootError(
+            f"--bind {bind or '(all)'} listens everywhere: say with --url where the nodes reach it"
+        )
+    open_files(len(round_.nodes) + 64)
+    server = BootServer(
+        [a.path for a in round_.artifacts.values()], round_.nodes, round_.reports, round_.token
+    )
+    with running(server, bind, port) as bound:  # closes the server after
+        listening(bound, write_user_data(round_, (url or bound).rstrip("/")))
+        return wait(round_.nodes, round_.reports, round_.pinned, deadline_s, poll_s=poll_s)
+
+
+def _private(path: Path, text: str) -> None:
+    """`text` written to `path`, readable by its owner only (0600 also where it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)

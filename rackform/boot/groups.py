@@ -1,0 +1,42 @@
+"""A node group's artifact, on any target: the manifest of what its nodes run at boot (the
+group's configuration variables, its inventory group, the GPUs its checks expect, what a baked
+image should hold) built into the pinned artifact (rackform/boot/artifact.py). A target adds
+what is its own (`aws`: the calls a joining node makes there); the rest is the same everywhere,
+so the same blueprint gives its nodes the same configuration whoever serves the artifact."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rackform.boot.artifact import Artifact, build_artifact, manifest
+from rackform.evidence.shipped import roles_hash
+from rackform.paths import cache_dir, collection
+from rackform.plan.bake import image_record
+from rackform.plan.inventory import configure_vars, group_name
+from rackform.plan.model import NodeGroupPlan, Plan, thaw
+
+
+def group_spec(
+    plan: Plan, group: NodeGroupPlan, aws: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The manifest (`bootstrap.json`) of `group`'s artifact."""
+    spec = manifest(
+        configure_vars(thaw(plan.group_vars)),
+        group_name(group.name),
+        plan.ssh_user,
+        aws=aws,
+        expect_gpus=group.gpus_per_node,
+    )
+    if plan.baked:
+        # What the node's image should hold, which its boot compares with the image's record
+        # (rackform/boot/image_check.py).
+        spec["image"] = image_record(roles_hash(collection()), spec["vars"])
+    return spec
+
+
+def group_artifact(
+    plan: Plan, group: NodeGroupPlan, aws: Mapping[str, Any] | None = None
+) -> Artifact:
+    """`group`'s artifact, built once into the cache and reused."""
+    return build_artifact(group_spec(plan, group, aws), cache_dir() / "artifacts")

@@ -1,0 +1,91 @@
+"""`rackform boot serve FILE [--env ENV] --bind ADDR [--port N] [--url URL] [--deadline MIN]
+[--group G] [--out DIR]`: configure at boot the nodes a blueprint lists (bare metal,
+colocation). Builds each node group's artifact, writes each listed node's user data for the
+site's provisioning to hand to it, serves the artifacts and takes the nodes' reports until every
+listed node has reported or the deadline passes, then names each node: passed, failed (what
+failed), stale (a warning) or missing (what to do). The work is rackform/boot/controller.py's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rackform.boot.controller import BootError, check_bind, listed_groups, prepare, serve
+from rackform.boot.reports import PASSED
+from rackform.cli.app import app
+from rackform.cli.common import Env, File, for_action, need, user_error
+from rackform.plan.model import stack_name
+
+# Not every listed node passed: each is named, with what to do.
+EXIT_NOT_VALIDATED = 3
+
+boot_app = typer.Typer(
+    help="Nodes that configure themselves at boot, from the controller.", no_args_is_help=True
+)
+app.add_typer(boot_app, name="boot")
+
+
+@boot_app.command("serve")
+def serve_cmd(
+    file: File,
+    bind: Annotated[
+        str, typer.Option("--bind", help="Address to listen on (only there).", show_default=False)
+    ],
+    env: Env = None,
+    port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.", min=0)] = 0,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="Where the nodes reach this server (default http://BIND:PORT; required with a "
+            "wildcard --bind).",
+        ),
+    ] = None,
+    deadline: Annotated[
+        float,
+        typer.Option("--deadline", help="Minutes to wait for the nodes' reports.", min=0),
+    ] = 60.0,
+    group: Annotated[
+        str | None, typer.Option("--group", help="Only this node group's nodes.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="The round's directory (default: rackform-boot/<stack> here)."),
+    ] = None,
+) -> None:
+    """Serve the listed nodes their configuration at boot and wait for their reports: exit 0
+    only when every node passed."""
+    plan = for_action(file, env, "nothing was served").plan
+    need("ansible_collections", "boot serve")
+    directory = out or Path("rackform-boot") / stack_name(plan.effective)
+    try:
+        check_bind(bind, url)
+        round_ = prepare(plan, directory, listed_groups(plan, group))
+
+        def listening(bound: str, written: list[Path]) -> None:
+            print(f"listening on {bound}", flush=True)
+            for name, artifact in round_.artifacts.items():
+                print(f"node group {name}: artifact {artifact.sha256}", flush=True)
+            print(
+                f"user data for {len(written)} nodes in {directory / 'user-data'} (each node "
+                "its own file, through the site's provisioning)",
+                flush=True,
+            )
+            print(f"waiting up to {deadline:g} min for their reports", flush=True)
+
+        judged = serve(round_, bind, port, deadline * 60, url=url, listening=listening)
+    except (BootError, OSError) as exc:
+        raise user_error(str(exc)) from None
+    for r in judged.nodes:
+        print(r.line or f"{r.node}: passed", flush=True)
+    passed = len(judged.by_state[PASSED])
+    if judged.validated:
+        print(f"every node passed ({passed}) in {judged.waited_s:.0f} s: validated")
+        return
+    print(
+        f"{passed} of {len(judged.nodes)} nodes passed in {judged.waited_s:.0f} s: "
+        "the cluster is not validated"
+    )
+    raise typer.Exit(EXIT_NOT_VALIDATED)
