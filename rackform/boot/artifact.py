@@ -166,7 +166,7 @@ def user_data(
     host_public_key: str = "",
     artifact_url: str = "",
     artifact_sha256: str = "",
-    report: Mapping[str, str] | None = None,
+    report: Mapping[str, Any] | None = None,
     report_file: Path = REPORT_TO,
     unpack_root: str = UNPACK_ROOT,
 ) -> str:
@@ -253,14 +253,21 @@ def user_data(
     return text
 
 
-def report_settings(report: Mapping[str, str]) -> dict[str, str]:
-    """What the report file holds ({"url", "token"}, and "node" where given), checked: a URL
-    the node can post to, a token, a node name the boot server takes."""
+def report_settings(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What the report file holds ({"url", "token"}, and where given "node" and "vars", the
+    node's own inventory variables), checked: a URL the node can post to, a token, a node name
+    the boot server takes."""
     url, token, node = report.get("url", ""), report.get("token", ""), report.get("node", "")
+    own = dict(report.get("vars") or {})
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"the report URL {url!r} is no http(s) URL")
     if not token or any(c.isspace() for c in token):
         raise ValueError("the report token is empty or has white space in it")
     if node and not valid_node(node):
         raise ValueError(f"{node!r} is not a node name")
-    return {"url": url.rstrip("/"), "token": token, **({"node": node} if node else {})}
+    return {
+        "url": url.rstrip("/"),
+        "token": token,
+        **({"node": node} if node else {}),
+        **({"vars": own} if own else {}),
+    }

@@ -22,13 +22,14 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackform.boot.artifact import Artifact, user_data
 from rackform.boot.groups import group_artifact
 from rackform.boot.reports import Judged, path_of, wait
 from rackform.boot.serve import BootServer, open_files, running
+from rackform.plan.inventory import host_vars
 from rackform.plan.model import NodeGroupPlan, Plan
 
 WILDCARDS = ("", "0.0.0.0", "::")
@@ -44,6 +45,7 @@ class Round:
     token: str
     artifacts: dict[str, Artifact]  # node group -> its artifact
     nodes: dict[str, str]  # listed node -> its node group, in the blueprint's order
+    host_vars: dict[str, dict] = field(default_factory=dict)  # node -> its own (rack, drives)
 
     @property
     def pinned(self) -> dict[str, str]:
@@ -94,7 +96,8 @@ def prepare(plan: Plan, out: Path, groups: list[NodeGroupPlan]) -> Round:
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     token = secrets.token_urlsafe(32)
     _private(out / "token", token + "\n")
-    round_ = Round(out, token, artifacts, nodes)
+    own = {h.name: host_vars(h) for g in groups for h in g.hosts}
+    round_ = Round(out, token, artifacts, nodes, own)
     for node in nodes:
         path_of(round_.reports, node).unlink(missing_ok=True)
     return round_
@@ -105,10 +108,11 @@ def write_user_data(round_: Round, url: str) -> list[Path]:
     written = []
     for node, group in round_.nodes.items():
         artifact = round_.artifacts[group]
+        own = round_.host_vars.get(node) or {}
         text = user_data(
             artifact_url=f"{url}/artifact/{artifact.sha256}",
             artifact_sha256=artifact.sha256,
-            report={"url": url, "token": round_.token, "node": node},
+            report={"url": url, "token": round_.token, "node": node, "vars": own},
         )
         path = round_.user_data_path(node)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

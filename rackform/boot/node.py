@@ -147,8 +147,13 @@ def venv(root: Path = VENV, wheel: Path | None = None) -> list[str]:
     return [str(python), f"{wheel}/pip", "install", "--find-links", str(wheel.parent), pin]
 
 
-def inventory(spec: dict, reboot_request: Path = REBOOT_REQUEST) -> dict:
+def inventory(
+    spec: dict, reboot_request: Path = REBOOT_REQUEST, host_vars: dict | None = None
+) -> dict:
+    """The node as the one host of its group, with its own variables where the controller
+    gave them (`host_vars`: its rack, its NVMe drives: the node's file, `report_to`)."""
     host = {
+        **(host_vars or {}),
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
         "nvidia_driver_reboot_request_file": str(reboot_request),
@@ -164,13 +169,17 @@ def inventory(spec: dict, reboot_request: Path = REBOOT_REQUEST) -> dict:
 
 
 def configure(
-    root: Path, spec: dict, reboot_request: Path = REBOOT_REQUEST, extra_env: dict | None = None
+    root: Path,
+    spec: dict,
+    reboot_request: Path = REBOOT_REQUEST,
+    extra_env: dict | None = None,
+    host_vars: dict | None = None,
 ) -> None:
     # --no-compile: what the node imports is byte-compiled on first import, and only that.
     pip = [*venv(), "-q", "--no-compile", *spec["pip"]["args"]]
     run([*pip, *spec["pip"]["requirements"]])
     inv = root / "inventory.json"
-    inv.write_text(json.dumps(inventory(spec, reboot_request)), encoding="utf-8")
+    inv.write_text(json.dumps(inventory(spec, reboot_request, host_vars)), encoding="utf-8")
     env = {
         "ANSIBLE_COLLECTIONS_PATH": str(root / "collections"),
         "ANSIBLE_NOCOLOR": "True",
@@ -250,12 +259,17 @@ def aws_caller(aws: dict, sha: str, instance_id: Callable[[], str] = lambda: imd
 
 
 def report_to(path: Path = REPORT_TO) -> dict | None:
-    """Where this node reports, as the user data wrote it ({"url", "token", "node"}; the node
-    defaults to the host name), or None where it was told of no controller (no file, as on an
+    """Where this node reports, as the user data wrote it ({"url", "token", "node", "vars": its
+    own inventory variables}; the node defaults to the host name), or None where it was told of no controller (no file, as on an
     autoscaling group's nodes on AWS) or the file is unreadable (logged)."""
     try:
         to = json.loads(path.read_text(encoding="utf-8"))
-        to = {"url": str(to["url"]).rstrip("/"), "token": str(to["token"]), "node": to.get("node")}
+        to = {
+            "url": str(to["url"]).rstrip("/"),
+            "token": str(to["token"]),
+            "node": to.get("node"),
+            "vars": dict(to.get("vars") or {}),
+        }
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -380,7 +394,13 @@ class Bootstrap:
         self.report_backoff_s = report_backoff_s
         self.sha = root.name
         self.roles = roles or (
-            lambda: configure(root, spec, paths.reboot_request, image_env(root, spec))
+            lambda: configure(
+                root,
+                spec,
+                paths.reboot_request,
+                image_env(root, spec),
+                (report_to(paths.report_to) or {}).get("vars"),
+            )
         )
         self.checks = checks or self._serving_checks
         self.heartbeat_s = float((spec.get("aws") or {}).get("heartbeat_s") or 0)

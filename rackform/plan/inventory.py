@@ -9,7 +9,7 @@ from typing import Any
 from rackform.blueprint.schema.sections import WorkloadSpec
 from rackform.catalog.raid import role_table
 from rackform.plan.expectations import Expectations
-from rackform.plan.model import Basis, Plan, thaw
+from rackform.plan.model import Basis, HostPlan, Plan, thaw
 from rackform.plan.scheduler import slurm_vars
 from rackform.plan.shared import shared_vars
 
@@ -44,6 +44,18 @@ def access_vars(plan: Basis) -> dict[str, Any]:
 SLURM_CONTROLLER_GROUP = "slurm_controller"
 
 
+def host_vars(host: HostPlan) -> dict[str, Any]:
+    """A listed host's own variables: its rack, its NVMe drives where the blueprint names them
+    (the inventory's host entry; a node that configures itself at boot gets them in its user
+    data, rackform/boot/controller.py)."""
+    out: dict[str, Any] = {}
+    if host.rack:
+        out["rack"] = host.rack
+    if host.nvme:
+        out["nvme_raid_devices"] = list(host.nvme)
+    return out
+
+
 def build_inventory(
     plan: Basis,
     variables: Mapping[str, Any],
@@ -67,10 +79,8 @@ def build_inventory(
             if instance:
                 entry["rackform_instance_id"] = instance[0]
             host = by_name.get(name)
-            if host is not None and host.rack:
-                entry["rack"] = host.rack
-            if host is not None and host.nvme:
-                entry["nvme_raid_devices"] = list(host.nvme)
+            if host is not None:
+                entry.update(host_vars(host))
             entries[name] = entry
         children[group_name(g.name)] = {"hosts": entries}
     ctl: dict[str, Any] = {}

@@ -148,3 +148,26 @@ def test_a_new_round_removes_the_last_rounds_reports(tmp_path):
     old.write_text("{}")
     prepare(plan, tmp_path / "out", listed_groups(plan))
     assert not old.exists()
+
+
+def test_a_nodes_own_drives_and_rack_reach_it_through_its_user_data(tmp_path):
+    # The artifact is its group's; what the blueprint says of one host (its NVMe drives, its
+    # rack) travels in that host's user data and becomes its own inventory variables.
+    doc = variant(
+        BARE_METAL,
+        **{"node_groups.0.hosts": [
+            {"name": "n-1", "address": "10.0.0.1", "nvme": ["/dev/nvme0n1", "/dev/nvme1n1"]},
+            {"name": "n-2", "address": "10.0.0.2"},
+        ]},
+    )  # fmt: skip
+    plan = _plan(tmp_path, doc)
+    round_ = prepare(plan, tmp_path / "round", listed_groups(plan))
+    write_user_data(round_, "http://10.0.0.9:8080")
+    own = round_.user_data_path("n-1").read_text()
+    assert '"nvme_raid_devices": ["/dev/nvme0n1", "/dev/nvme1n1"]' in own
+    assert "nvme_raid_devices" not in round_.user_data_path("n-2").read_text()
+    spec = {"vars": {"nvme_raid_level": 0}, "group": "ng_hgx"}
+    inv = nb.inventory(spec, host_vars=round_.host_vars["n-1"])
+    host = inv["all"]["children"]["gpu_nodes"]["children"]["ng_hgx"]["hosts"]["localhost"]
+    assert host["nvme_raid_devices"] == ["/dev/nvme0n1", "/dev/nvme1n1"]
+    assert host["ansible_connection"] == "local"

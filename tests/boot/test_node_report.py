@@ -188,7 +188,12 @@ def test_without_a_report_file_nothing_is_posted(tmp_path):
 def test_the_name_falls_back_to_the_host_name(tmp_path):
     path = tmp_path / "report.json"
     path.write_text(json.dumps({"url": "http://c:8080/", "token": TOKEN}))
-    assert report_to(path) == {"url": "http://c:8080", "token": TOKEN, "node": socket.gethostname()}
+    assert report_to(path) == {
+        "url": "http://c:8080",
+        "token": TOKEN,
+        "node": socket.gethostname(),
+        "vars": {},
+    }
     assert report_to(tmp_path / "none.json") is None
     path.write_text("{not json")
     assert report_to(path) is None and "unreadable" in nb.LOG.read_text()
