@@ -136,10 +136,7 @@ def serve(
     `url`: where the nodes reach the server (default: the address it is bound to; required
     for a wildcard `bind`). `listening(url, user_data_paths)` is called once the server
     listens and the user data is written."""
-    if url is None and bind in WILDCARDS:
-        raise BootError(
-            f"--bind {bind or '(all)'} listens everywhere: say with --url where the nodes reach it"
-        )
+    check_bind(bind, url)
     open_files(len(round_.nodes) + 64)
     server = BootServer(
         [a.path for a in round_.artifacts.values()], round_.nodes, round_.reports, round_.token
