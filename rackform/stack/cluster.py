@@ -8,6 +8,7 @@ import pulumi
 
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.evidence.pin import pin_of
+from rackform.evidence.shipped import roles_hash
 from rackform.paths import collection
 from rackform.plan.inventory import configure_vars, with_nodes
 from rackform.plan.model import Plan, thaw
@@ -18,7 +19,6 @@ from rackform.stack.stages import (
     Validate,
     ValidateProvider,
     content_hash,
-    roles_hash,
 )
 from rackform.targets.runtimes import runtime
 

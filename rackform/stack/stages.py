@@ -49,7 +49,6 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from rackform.evidence.shipped import SHIPPED, roles_hash  # noqa: F401  (the stage's hash)
 from rackform.evidence.statement import attest
 from rackform.evidence.verdict import verdict
 from rackform.plan.inventory import inventory_hosts

@@ -12,13 +12,13 @@ import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, of_type, one, plan
 from pulumi.dynamic.dynamic import serialize_provider
 
+from rackform.evidence.shipped import roles_hash
 from rackform.stack.stages import (
     ConfigureProvider,
     StageUnavailable,
     ValidateProvider,
     content_hash,
     resolve,
-    roles_hash,
 )
 from rackform.targets.onprem.hosts import HostProvider, probe
 
