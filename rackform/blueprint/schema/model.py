@@ -70,47 +70,48 @@ _IMAGE_FIELDS = tuple(dict.fromkeys(s.image_fields for s in SCHEMAS.values() if 
 ImageSpec = type("ImageSpec", (*reversed(_IMAGE_FIELDS), SharedImageSpec), {"__module__": __name__})
 
 
-def foreign_image_fields(kind: str, image: Any) -> list[Violation]:
-    """An `image` field that another target adds, set on a blueprint of this target."""
-    if image is None:
-        return []
-    own = SCHEMAS[kind].image_fields
-    mine = set(SharedImageSpec.model_fields) | set(own.model_fields if own else ())
-    owners = {
-        f: [t for t, s in SCHEMAS.items() if s.image_fields and f in s.image_fields.model_fields]
-        for f in type(image).model_fields
-    }
-    return [
-        Violation(
-            ("image", field),
-            f"image.{field} is for {' and '.join(owners[field])} blueprints, not {kind}",
-            f"remove {field}",
-        )
-        for field in type(image).model_fields
-        if field in image.model_fields_set and field not in mine
-    ]
+def _foreign(
+    kind: str, section: str, shared: type[Strict], items: list[tuple[tuple, Any]], says
+) -> list[Violation]:
+    """Fields another target adds to a section (`section`: the target schema's attribute of its
+    own fields), set in a section of a `kind` blueprint; `items`: (path, model) of each section
+    of the blueprint, `says(field, owners)` the message."""
+    own = getattr(SCHEMAS[kind], section)
+    mine = set(shared.model_fields) | set(own.model_fields if own else ())
 
+    def owners(field: str) -> str:
+        theirs = [(t, getattr(s, section)) for t, s in SCHEMAS.items()]
+        return " and ".join(t for t, f in theirs if f and field in f.model_fields)
 
-def _owners(field: str) -> list[str]:
     return [
-        t for t, s in SCHEMAS.items() if s.group_fields and field in s.group_fields.model_fields
+        Violation((*at, field), says(field, owners(field)), f"remove {field}")
+        for at, m in items
+        for field in type(m).model_fields
+        if field in m.model_fields_set and field not in mine
     ]
 
 
 def foreign_fields(kind: str, groups: list[tuple[int, Any]]) -> list[Violation]:
     """A node group field that another target adds, set on a group of this target."""
-    own = SCHEMAS[kind].group_fields
-    mine = set(sections.NodeGroup.model_fields) | set(own.model_fields if own else ())
-    return [
-        Violation(
-            ("node_groups", i, field),
-            f"{field} is for {' and '.join(_owners(field))} node groups, not {kind}",
-            f"remove {field}",
-        )
-        for i, g in groups
-        for field in type(g).model_fields
-        if field in g.model_fields_set and field not in mine
-    ]
+    items = [(("node_groups", i), g) for i, g in groups]
+    return _foreign(
+        kind,
+        "group_fields",
+        sections.NodeGroup,
+        items,
+        lambda field, owners: f"{field} is for {owners} node groups, not {kind}",
+    )
+
+
+def foreign_image_fields(kind: str, image: Any) -> list[Violation]:
+    """An `image` field that another target adds, set on a blueprint of this target."""
+    return _foreign(
+        kind,
+        "image_fields",
+        SharedImageSpec,
+        [] if image is None else [(("image",), image)],
+        lambda field, owners: f"image.{field} is for {owners} blueprints, not {kind}",
+    )
 
 
 class Blueprint(Strict):
