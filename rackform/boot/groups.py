@@ -31,8 +31,14 @@ def group_spec(
     if plan.baked:
         # What the node's image should hold, which its boot compares with the image's record
         # (rackform/boot/image_check.py).
-        spec["image"] = image_record(roles_hash(collection()), spec["vars"])
+        spec["image"] = expected_image(spec["vars"])
     return spec
+
+
+def expected_image(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The record a node image built from this collection with `variables` holds: what the
+    builder writes into it, and what a node's artifact carries to compare with it."""
+    return image_record(roles_hash(collection()), variables)
 
 
 def group_artifact(

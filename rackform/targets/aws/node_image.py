@@ -38,9 +38,9 @@ import pulumi_aws as aws
 import yaml
 
 from rackform.boot.artifact import build_artifact, manifest
-from rackform.evidence.shipped import roles_hash
-from rackform.paths import cache_dir, collection
-from rackform.plan.bake import BUILD_VARS, contents_line, image_record
+from rackform.boot.groups import expected_image
+from rackform.paths import cache_dir
+from rackform.plan.bake import BUILD_VARS, contents_line
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import Plan, thaw
 from rackform.targets.aws.bootstrap import ArtifactBucket
@@ -66,7 +66,7 @@ def bake_spec(plan: Plan) -> dict:
     record the image keeps (`image`)."""
     variables = {**configure_vars(thaw(plan.group_vars)), **BUILD_VARS}
     spec = manifest(variables, group_name("image"), plan.ssh_user)
-    spec["image"] = image_record(roles_hash(collection()), variables)
+    spec["image"] = expected_image(variables)
     return spec
 
 
