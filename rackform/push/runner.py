@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import collections_root, site
+from rackform.plan.configuring import fork_width, tunnelled
 
 ROLES = (
     "nvidia_driver",
@@ -76,8 +78,8 @@ class RunResult:
 # An EC2 Instance Connect Endpoint "can support up to 20 concurrent connections", and cuts an
 # established TCP connection after 1 hour (EC2 user guide, "Connect using EC2 Instance Connect
 # Endpoint to a Linux instance", limitations). Each ssh through it opens one tunnel (its
-# ProxyCommand), so runs through one open at most 20 connections at once...
-TUNNEL_FORKS = 20
+# ProxyCommand), so runs through one open at most 20 connections at once (the forks:
+# `forks`, the catalog's `configure.tunnel_connections`)...
 # ...and no connection outlives its task: Ansible's default ssh_args (`-o ControlMaster=auto
 # -o ControlPersist=60s`) keep each host's master connection, and with it its tunnel, open for
 # 60 s after its last task, so a cluster of more than 20 nodes holds more than 20 tunnels while
@@ -231,27 +233,14 @@ def _ansible_playbook() -> Path:
     return Path(found)
 
 
-# Each fork is an ansible-playbook worker process: Kubespray's users measure about 4 GB of
-# controller memory per 100 forks (issue 42), so a fork is counted at 40 MiB, and a run takes at
-# most half of the memory available when it starts.
-FORK_MIB = 40
-
-
 def forks(nodes: int, tunnelled: bool, available_mib: int | None = -1) -> tuple[int, str]:
     """How many nodes Ansible works on at once, and why not every one where it is fewer: every
     node (the smoke job's rendezvous needs all of them running; it runs detached, so fewer
-    forks still start every node), but never more connections than an Instance Connect
-    Endpoint carries when the inventory tunnels through one, nor more forks than half the
-    controller's available memory holds (`available_mib`: read from /proc/meminfo when -1;
-    None: unknown, not capped)."""
-    width, why = max(5, nodes), ""
-    if tunnelled and width > TUNNEL_FORKS:
-        width, why = TUNNEL_FORKS, f"an EC2 Instance Connect Endpoint carries {TUNNEL_FORKS}"
+    forks still start every node), bounded as `rackform plan` says it will be
+    (rackform/plan/configuring.py `fork_width`, the catalog's figures), with the controller's
+    memory read now (`available_mib`: from /proc/meminfo when -1; None: unknown, not capped)."""
     mib = available_memory_mib() if available_mib == -1 else available_mib
-    if mib is not None and width > max(5, mib // 2 // FORK_MIB):
-        width = max(5, mib // 2 // FORK_MIB)
-        why = f"half of the controller's {mib} MiB available, at {FORK_MIB} MiB a fork"
-    return width, why
+    return fork_width(nodes, tunnelled, mib, load_preflight_figures().configure)
 
 
 def available_memory_mib(meminfo: str = "/proc/meminfo") -> int | None:
@@ -264,10 +253,6 @@ def available_memory_mib(meminfo: str = "/proc/meminfo") -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
-
-
-def _tunnelled(inv: Mapping[str, Any]) -> bool:
-    return bool(inv.get("all", {}).get("vars", {}).get("rackform_ssh_proxy"))
 
 
 def run_playbook(
@@ -297,7 +282,7 @@ def run_playbook(
         cmdline.append("--diff")
     nodes = sum(len(g["hosts"]) for g in inv["all"]["children"]["gpu_nodes"]["children"].values())
     progress = _Progress(out)
-    width, why = forks(nodes, _tunnelled(inv))
+    width, why = forks(nodes, tunnelled(inv))
     if why:
         out(f"configuring {nodes} nodes {width} at a time ({why})")
     start = time.monotonic()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rackform.plan.configuring import tunnelled
 from rackform.push import runner as ansible_run
 
 PLAY = """
@@ -137,7 +138,7 @@ def test_an_inventory_that_tunnels_gets_the_proxy_command_and_the_stacks_access_
     out = ansible_run.with_access(inv, {}, known_hosts=Path("/kh"))
     args = out["all"]["vars"]["ansible_ssh_common_args"]
     assert args.endswith("-o ProxyCommand='{{ rackform_ssh_proxy }}'")
-    assert ansible_run._tunnelled(out)
+    assert tunnelled(out)
     access = {"private_key": "KEY\n", "known_hosts": "* ssh-ed25519 AAAA\n"}
     with ansible_run.access_files(access) as files:
         assert files["private_key"].read_text() == "KEY\n"

@@ -16,7 +16,8 @@ import stat
 import sys
 from pathlib import Path
 
-from rackform.push.runner import TUNNEL_FORKS, TUNNEL_SSH_ARGS, run_playbook, with_access
+from rackform.catalog.preflight import load_preflight_figures
+from rackform.push.runner import TUNNEL_SSH_ARGS, run_playbook, with_access
 
 HOSTS = 26  # more than the endpoint's 20
 ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
@@ -40,6 +41,9 @@ with open(os.environ["FAKE_SSH_LOG"], "a") as f:
     f.write(line + "\n")
 sys.exit(done.returncode)
 """
+
+# What an EC2 Instance Connect Endpoint carries at once (the catalog's figure the runner uses).
+TUNNEL_FORKS = int(load_preflight_figures().configure.tunnel_connections.value)
 
 
 def tunnels(calls: list[dict], ssh_args: str) -> int:
