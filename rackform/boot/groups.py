@@ -12,7 +12,7 @@ from typing import Any
 from rackform.boot.artifact import Artifact, build_artifact, manifest
 from rackform.evidence.shipped import roles_hash
 from rackform.paths import cache_dir, collection
-from rackform.plan.bake import image_record
+from rackform.plan.bake import BAKED_TAGS, BUILD_VARS, baked_tags, image_record
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import NodeGroupPlan, Plan, thaw
 
@@ -35,10 +35,30 @@ def group_spec(
     return spec
 
 
-def expected_image(variables: Mapping[str, Any]) -> dict[str, Any]:
+def expected_image(
+    variables: Mapping[str, Any], tags: tuple[str, ...] = BAKED_TAGS
+) -> dict[str, Any]:
     """The record a node image built from this collection with `variables` holds: what the
     builder writes into it, and what a node's artifact carries to compare with it."""
-    return image_record(roles_hash(collection()), variables)
+    return image_record(roles_hash(collection()), variables, tags)
+
+
+def bake_spec(
+    plan: Plan,
+    *,
+    gpu_builder: bool = True,
+    extra_vars: Mapping[str, Any] | None = None,
+    pip_args: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The bake artifact's bootstrap.json, for the image builder of any target: the cluster's
+    configuration variables with the builder's own (rackform/plan/bake.py) and `extra_vars` (a
+    build's `-x`), in an inventory group of the image's, and the record the image keeps
+    (`image`: the tags this builder bakes, `baked_tags`)."""
+    variables = {**configure_vars(thaw(plan.group_vars)), **BUILD_VARS, **(extra_vars or {})}
+    spec = manifest(variables, group_name("image"), plan.ssh_user, pip_args=pip_args)
+    expects = any(g.gpus_per_node for g in plan.node_groups)
+    spec["image"] = expected_image(variables, baked_tags(gpu_builder, expects))
+    return spec
 
 
 def group_artifact(

@@ -210,6 +210,8 @@ def image_env(root: Path, spec: dict) -> dict:
     result = check(spec["image"])
     if result.warning:
         log(result.warning)
+    elif result.skip:
+        log(f"the node image holds {', '.join(result.skip)}: those roles are not run again")
     return ansible_env(result)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 
 from rackform.blueprint.problems import BlueprintError, Problem
 from rackform.engine import Blocked, Prepared, prepare, prepare_many, require_clear
@@ -134,3 +135,23 @@ def prepare_files(files: list[Path], env: str | None) -> list[tuple[Path, list[P
         return prepare_many(files, env)
     except BlueprintError as exc:
         raise fail(exc.problems) from None
+
+
+def extra_vars_of(pairs: list[str]) -> dict:
+    """`-e KEY=VALUE` (VALUE parsed as YAML, so true/12/[a] keep their types) or `-e @FILE`."""
+    out: dict = {}
+    for pair in pairs:
+        if pair.startswith("@"):
+            try:
+                loaded = yaml.safe_load(Path(pair[1:]).read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError) as exc:
+                raise typer.BadParameter(f"{pair[1:]}: {exc}", param_hint="--extra-vars") from None
+            if not isinstance(loaded, dict):
+                raise typer.BadParameter(f"{pair[1:]}: not a mapping", param_hint="--extra-vars")
+            out.update(loaded)
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--extra-vars")
+        out[key] = yaml.safe_load(value) if value else ""
+    return out

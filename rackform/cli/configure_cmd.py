@@ -8,31 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 
 from rackform.cli.app import app
-from rackform.cli.common import Env, File, for_action, need
+from rackform.cli.common import Env, File, extra_vars_of, for_action, need
 from rackform.plan.model import thaw
-
-
-def _extra_vars(pairs: list[str]) -> dict:
-    """`-e KEY=VALUE` (VALUE parsed as YAML, so true/12/[a] keep their types) or `-e @FILE`."""
-    out: dict = {}
-    for pair in pairs:
-        if pair.startswith("@"):
-            try:
-                loaded = yaml.safe_load(Path(pair[1:]).read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError) as exc:
-                raise typer.BadParameter(f"{pair[1:]}: {exc}", param_hint="--extra-vars") from None
-            if not isinstance(loaded, dict):
-                raise typer.BadParameter(f"{pair[1:]}: not a mapping", param_hint="--extra-vars")
-            out.update(loaded)
-            continue
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--extra-vars")
-        out[key] = yaml.safe_load(value) if value else ""
-    return out
 
 
 @app.command("configure")
@@ -132,7 +111,7 @@ def configure(
         for p in problems:
             print(p, file=sys.stderr)
         raise typer.Exit(2)
-    extras = _extra_vars(extra_vars or [])
+    extras = extra_vars_of(extra_vars or [])
     if rolling:
         from rackform.cli.rolling import Options, RollingError
         from rackform.cli.rolling import rolling as roll

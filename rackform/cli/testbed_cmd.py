@@ -56,6 +56,14 @@ def up(
             "installed and byte-compiled, natively when the image is built.",
         ),
     ] = None,
+    image: Annotated[
+        Path | None,
+        typer.Option(
+            "--image",
+            help="Boot every VM from this image directory: a node image `rackform image build` "
+            "wrote for a bare-metal blueprint (rootfs.raw, vmlinuz, initrd.img).",
+        ),
+    ] = None,
 ) -> None:
     """Boot N VMs (building the cached base image first if needed), wait for SSH, and write
     a bare-metal blueprint for them."""
@@ -74,6 +82,7 @@ def up(
             baked=baked,
             baked_nodes=tuple(baked_node or ()),
             wheelhouse=torch_wheelhouse,
+            image=image,
             log=_log,
         )
     except (TestbedError, ImageError, SshError, VmError) as exc:

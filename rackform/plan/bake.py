@@ -18,6 +18,13 @@ from typing import Any
 BAKED_TAGS = ("nvidia_driver", "nccl_rdma", "dcgm", "smoke_train")
 NEVER_BAKED = ("nvme_raid", "shared_storage", "slurm")
 
+# What needs the cluster's GPUs on the builder: the driver's role installs a driver only where it
+# finds an NVIDIA GPU (its preflight refuses a host without one where GPUs are expected), and
+# DCGM's checks need the driver loaded. A builder without a GPU (the local disk-image builder
+# for bare metal and colocation, a QEMU VM: rackform/testbed/builder.py) leaves these to each
+# node's first boot; the image's record says which tags it holds, and a node runs the others.
+NEEDS_GPU = ("nvidia_driver", "dcgm")
+
 # The builder is no node of the cluster: it has a GPU for the driver to find, but no fabric
 # device (an EFA interface exists only on the cluster's instance types), so the nccl_rdma role
 # installs the fabric's libraries without checking for the device; the nodes' own run checks it.
@@ -45,7 +52,18 @@ def contents_line(held: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in held.items())
 
 
-def image_record(roles: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+def baked_tags(gpu_builder: bool, expects_gpus: bool) -> tuple[str, ...]:
+    """The tags a bake runs: every baked tag, but those that need a GPU where the builder has
+    none and the cluster's nodes have GPUs (on a GPU-less cluster those roles install nothing,
+    on the builder as on the nodes)."""
+    if gpu_builder or not expects_gpus:
+        return BAKED_TAGS
+    return tuple(t for t in BAKED_TAGS if t not in NEEDS_GPU)
+
+
+def image_record(
+    roles: str, variables: Mapping[str, Any], tags: tuple[str, ...] = BAKED_TAGS
+) -> dict[str, Any]:
     """What the bake writes into the image (and a node's artifact carries to compare with it):
     the roles' hash (rackform/evidence/shipped.py), the tags baked and what they installed."""
-    return {"roles": roles, "tags": list(BAKED_TAGS), "contents": contents(variables)}
+    return {"roles": roles, "tags": list(tags), "contents": contents(variables)}

@@ -26,6 +26,18 @@ class ImageNotBuilt(Exception):
 
 
 @dataclass(frozen=True)
+class DiskImageRequest:
+    """What `rackform image build` asks of a node image built on this machine (its options)."""
+
+    out: Path
+    formats: tuple[str, ...] = ()  # none: every format the builder writes
+    base: Path | None = None  # the image directory to bake on; None: the builder's own
+    apt_source: str | None = None
+    extra_vars: Mapping[str, Any] = field(default_factory=dict)
+    pip_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ReplaceRules:
     """How the provider of a target's resources reacts to a changed input (data, each rule
     citing its source; rackform/stack/replacement.py applies them to two offline plans):
@@ -147,13 +159,24 @@ class TargetRuntime:
         `resources`; None for a target that creates no nodes (the default)."""
         return None
 
+    # Where `rackform image build` builds the node image: "stack" (resources of the stack, built
+    # by a targeted update: `node_image_targets`), "here" (a disk image built on this machine:
+    # `build_image_here`).
+    image_built: ClassVar[str] = "stack"
+
+    def build_image_here(
+        self, plan: Plan, request: DiskImageRequest, log: Callable[[str], None]
+    ) -> Any:
+        """Build the node image on this machine, as `request` asks; ImageNotBuilt (one line)
+        where it cannot be."""
+        raise ImageNotBuilt(f"rackform does not build node images here for {self.label}")
+
     def node_image_targets(self, plan: Plan) -> list[str]:
         """What `rackform image build` updates: the URNs (Pulumi's `--target`, globs allowed) of
         the stack's resources that build the node image. ImageNotBuilt (one line) where this
         target builds no image, or the blueprint asks for none."""
         raise ImageNotBuilt(
-            f"rackform does not build node images on {self.label} yet (a qcow2 image from the "
-            "testbed's builder is not built yet); nothing was built"
+            f"rackform does not build node images on {self.label} yet; nothing was built"
         )
 
     def replace_rules(self) -> ReplaceRules:

@@ -120,12 +120,19 @@ def up(
     baked: bool = False,
     baked_nodes: tuple[str, ...] = (),
     wheelhouse: Path | None = None,
+    image: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> Testbed:
     """Boot `nodes` VMs and wait for SSH. On any failure every VM started is stopped again.
     `baked`: every VM from the baked image (the roles' packages installed: `image.ensure_image`);
     `baked_nodes`: only these VMs (by name), the others from the base image; `wheelhouse`: the
-    baked image also holds the smoke job's virtualenv with these wheels installed."""
+    baked image also holds the smoke job's virtualenv with these wheels installed. `image`:
+    every VM from this image directory instead (a node image `rackform image build` made for
+    bare metal, rackform/testbed/builder.py: rootfs.raw, vmlinuz, initrd.img)."""
+    if image is not None and (baked or baked_nodes or wheelhouse is not None):
+        raise TestbedError(
+            "--image is the image every VM boots: not with --baked, --baked-node or --torch-wheelhouse"
+        )
     if not 1 <= nodes <= 16:
         raise TestbedError(f"--nodes must be between 1 and 16, not {nodes}")
     names = [f"node{i}" for i in range(1, nodes + 1)]
@@ -157,6 +164,9 @@ def up(
         wanted = {True: (BAKED_PACKAGES, wheelhouse), False: ((), None)}
         images = {}
         for baked_here in sorted({n in on_baked for n in names}, reverse=True):
+            if image is not None:
+                images[baked_here] = _given(image)
+                continue
             packages, wheels = wanted[baked_here]
             img = images[baked_here] = ensure_image(packages, log, wheels)
             how = f"built in {img.built_s:.0f} s" if img.built_s else "from cache"
@@ -241,6 +251,18 @@ def up(
         (state_dir / BLUEPRINT).write_text(blueprint_yaml(bed))
         (state_dir / STATE).write_text(json.dumps(asdict(bed), indent=2) + "\n")
         return bed
+
+
+def _given(d: Path) -> BaseImage:
+    """The image directory `--image` names, with the files a VM boots from."""
+    img = BaseImage.in_dir(Path(d).resolve())
+    missing = [p.name for p in (img.rootfs, img.kernel, img.initrd) if not p.is_file()]
+    if missing:
+        raise TestbedError(
+            f"--image {d}: no {', '.join(missing)} there (a directory `rackform image build` "
+            "wrote with the raw format, or a testbed image)"
+        )
+    return img
 
 
 def blueprint_yaml(bed: Testbed) -> str:

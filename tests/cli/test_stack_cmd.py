@@ -226,8 +226,14 @@ def test_image_build_refuses_in_one_line_what_it_cannot_build(fake):
     ]
     r = fake("image", "build", "blueprints/baremetal-training.yaml", "--env", "staging")
     assert r.returncode == 2
-    assert "does not build node images on bare metal yet" in r.stderr
-    assert "qcow2" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.strip().splitlines() == [
+        "rackform: blueprints/baremetal-training.yaml: the blueprint bakes no node image "
+        "(image.bake is not true); nothing was built"
+    ]
+    # A disk image's options are refused where the image is built in the stack.
+    r = fake("image", "build", "blueprints/aws-training.yaml", "--env", "dev", "--out", "x")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "builds its node image in its stack" in r.stderr
     assert not [c for c in fake.calls() if "up" in c["argv"]]
 
 

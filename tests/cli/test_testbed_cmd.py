@@ -133,3 +133,19 @@ def test_up_refuses_a_baked_node_it_would_not_boot_and_a_wheelhouse_without_a_ba
         assert proc.returncode == 2 and said in proc.stderr, (args, proc.stderr)
         assert "Traceback" not in proc.stderr
         assert not list((tmp_path / "tb").glob("node*")), "a VM was started"
+
+
+def test_up_from_a_node_image_needs_its_files_and_nothing_else_baked(tmp_path):
+    # `--image DIR`: every VM from a node image `rackform image build` wrote for bare metal.
+    image = tmp_path / "node-image"
+    image.mkdir()
+    (image / "rootfs.qcow2").write_bytes(b"")  # built with --format qcow2 only: no rootfs.raw
+    proc = rackform("testbed", "up", "--dir", tmp_path / "tb", "--image", image)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"rackform testbed up: --image {image}: no rootfs.raw, vmlinuz, initrd.img there (a"
+        " directory `rackform image build` wrote with the raw format, or a testbed image)"
+    )
+    proc = rackform("testbed", "up", "--dir", tmp_path / "tb", "--image", image, "--baked")
+    assert proc.returncode == 2 and "--image is the image every VM boots" in proc.stderr
+    assert not list((tmp_path / "tb").glob("node*"))

@@ -19,11 +19,12 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from loopback import http_server
 from slurm_helpers import (
     MOUNT_TMPFS,
@@ -35,10 +36,11 @@ from slurm_helpers import (
     start_imds,
     stop,
 )
-from vms import TORCH, booted_testbed, cli, find_torch_wheel, sh
+from vms import TORCH, booted_testbed, bootstrap_wheelhouse, cli, find_torch_wheel, sh
 
 from rackform.paths import cache_dir
 from rackform.testbed import lifecycle
+from rackform.testbed.apt import sources_line
 
 PHASE_LINES = pytest.StashKey[list[str]]()
 
@@ -83,21 +85,17 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 @pytest.fixture(scope="session")
-def testbed(tmp_path_factory, phases, torch_image):
-    """node1 from the base image: the first converge proves on it that the roles install what
-    they need on a bare host, torch included. node2 from the baked image with torch (the roles'
-    packages and smoke_train's virtualenv, installed natively when the image was built): no
-    scenario is about installing them twice, and on two emulated CPUs the second install only
-    slowed the first."""
+def testbed(tmp_path_factory, phases, node_image):
+    """Both VMs from the node image the session baked (`node_image`): the suite's one converge
+    from a bare image is that bake, and every scenario's VMs boot from what it made."""
     d = tmp_path_factory.mktemp("testbed")
-    label = "testbed up: node1 from the base image, node2 from the baked one with torch"
-    with phases("testbed: waiting for the baked image with torch (built in the background)"):
-        wheelhouse = torch_image()
-    boot = booted_testbed(d, 2, phases(label), baked_nodes=("node2",), wheelhouse=wheelhouse)
-    with boot as bed:
+    with phases("testbed: waiting for the node image (baked in the background)"):
+        image = node_image()
+    with booted_testbed(
+        d, 2, phases("testbed up: both VMs from the node image"), image=image
+    ) as bed:
         phases.notes.append(
-            f"accelerator {bed.accel} ({bed.accel_why}); waited for the images"
-            f" {bed.timings['image_s']} s, boot {bed.timings['boot_s']} s"
+            f"accelerator {bed.accel} ({bed.accel_why}); boot {bed.timings['boot_s']} s"
         )
         yield bed
 
@@ -130,40 +128,78 @@ def torch_wheelhouse(phases) -> Path | None:
     return cache
 
 
+BAKE_BLUEPRINT = {
+    "name": "testbed",
+    "purpose": "training",
+    "owner": "testbed@localhost.localdomain",
+    "description": "The testbed's cluster, for the node image the e2e bakes.",
+    "target": {"type": "bare_metal", "ssh_user": "root", "private_cidr": lifecycle.PRIVATE_CIDR},
+    "node_groups": [
+        {
+            "name": "vms",
+            "hosts": [{"name": f"node{i}", "address": "127.0.0.1", "port": 22} for i in (1, 2)],
+        }
+    ],
+    "network": {"fabric": "ethernet", "interfaces": [lifecycle.PRIV_INTERFACE]},
+    "storage": {"checkpoint": {"raid_level": 0, "mount": "/mnt/checkpoints"}},
+    "image": {"bake": True},
+}
+
+
 @pytest.fixture(scope="session", autouse=True)
-def torch_image(torch_wheelhouse, phases):
-    """The baked image with torch, built from the session's start in the background
-    (`rackform testbed image --torch-wheelhouse`; from the baked image's tree, about a minute;
-    cached after the first build): the first e2e file (the node that configures itself) keeps
-    one VM busy meanwhile. The testbed's `up` waits for it (the image cache's lock) where it is
-    not done yet. Called, it gives the wheelhouse to boot with (None without a torch wheel)."""
-    if torch_wheelhouse is None:
-        yield lambda: None
+def node_image(wheel_server, apt_server, tmp_path_factory, phases):
+    """The node image, baked from the session's start in the background as a user bakes one
+    for bare metal (`rackform image build`, rackform/testbed/builder.py): a VM of the base
+    image, which holds none of the roles' packages, converges the baked roles (the driver's and
+    DCGM's find no GPU and say so; NCCL's configuration and the fabric's packages; smoke_train's
+    virtualenv with torch, from the wheel server), and its drive becomes the image. The suite's
+    one converge from a bare image: every other scenario's VMs boot from it. Called, it gives
+    the image's directory."""
+    if wheel_server is None:
+        yield lambda: pytest.fail(f"no torch {TORCH} CPU wheel on this machine for the bake")
         return
-    log = cache_dir() / "torch-image.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as out:
-        build = subprocess.Popen(
-            [sys.executable, "-m", "rackform", "testbed", "image",
-             "--no-packages", "--torch-wheelhouse", torch_wheelhouse],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its debootstrap and chroot with it, if stopped early
-        )  # fmt: skip
+    tmp = tmp_path_factory.mktemp("node-image")
+    bp = tmp / "testbed-bake.yaml"
+    bp.write_text(yaml.safe_dump(BAKE_BLUEPRINT, sort_keys=False))
+    out = cache_dir() / "node-image-e2e"
+    log = cache_dir() / "node-image.log"
+    wheels = bootstrap_wheelhouse()
+    with ExitStack() as servers:
+        ansible_port = servers.enter_context(_served(wheels))
+        pip = [f"--pip-arg={a}" for a in ("--no-index", "--trusted-host=10.0.2.2",
+               f"--find-links=http://10.0.2.2:{ansible_port}/")]  # fmt: skip
+        start = time.monotonic()
+        with log.open("w") as written:
+            build = subprocess.Popen(
+                [sys.executable, "-m", "rackform", "image", "build", bp, "--out", out,
+                 "--format", "raw", "--apt-source", sources_line(apt_server).strip(), *pip,
+                 *smoke_vars(wheel_server)],
+                stdout=written, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its VM's QEMU with it, if stopped early
+            )  # fmt: skip
 
-    def done() -> Path:
-        rc = build.wait()
-        assert rc == 0, f"building the baked image with torch failed:\n{log.read_text()[-3000:]}"
-        return torch_wheelhouse
+        def done() -> Path:
+            rc = build.wait()
+            assert rc == 0, f"the node image's bake failed:\n{log.read_text()[-4000:]}"
+            if not phases.notes or "node image" not in phases.notes[0]:
+                took = round(time.monotonic() - start)
+                phases.notes.insert(0, f"node image: baked in the background ({took} s wall):")
+                phases.notes[1:1] = [f"  {line}" for line in log.read_text().splitlines()[-6:]]
+            return out
 
-    try:
-        yield done
-    finally:
-        if build.poll() is None:
-            os.killpg(build.pid, signal.SIGTERM)
-            build.wait()
-        else:
-            built = [ln for ln in log.read_text().splitlines() if "with torch" in ln]
-            phases.notes.append(f"in the background from the session's start: {'; '.join(built)}")
+        try:
+            yield done
+        finally:
+            if build.poll() is None:
+                os.killpg(build.pid, signal.SIGTERM)
+                build.wait()
+
+
+@contextmanager
+def _served(directory: Path):
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    with http_server(handler) as port:
+        yield port
 
 
 @pytest.fixture(scope="session")
@@ -173,36 +209,40 @@ def wheel_server(torch_wheelhouse):
     if torch_wheelhouse is None:
         yield None
         return
-    handler = functools.partial(_QuietHandler, directory=str(torch_wheelhouse))
-    with http_server(handler) as port:
+    with _served(torch_wheelhouse) as port:
         yield port
 
 
 @pytest.fixture(scope="session")
-def apt_repo(testbed, phases):
-    """The packages the roles install, served on 127.0.0.1 as the VMs' only apt source (the
-    base image holds none of them: the roles must bring what they need). The package lists the
-    images were built with (Debian's mirror) go, and the lists read as never updated: a source
-    just changed is what apt must read before it installs. (Left there, they were too recent
-    for the slurm role's cache_valid_time on a VM of the baked image, made that hour, and apt
-    knew no munge.)"""
-    from rackform.testbed.apt import ensure_repo, sources_line
+def apt_server(phases):
+    """The packages the roles install, served on 127.0.0.1 (the guests' 10.0.2.2): the node
+    image's bake and the VMs take them from here only."""
+    from rackform.testbed.apt import ensure_repo
 
     with phases("local package repository (cached after the first download)"):
         repo = ensure_repo(log=lambda line: None)
-    handler = functools.partial(_QuietHandler, directory=str(repo))
-    with http_server(handler) as port:
-        line = sources_line(port).strip()
-        for node in ("node1", "node2"):
-            sh(
-                testbed,
-                node,
-                f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list;"
-                " find /var/lib/apt/lists -maxdepth 1 -type f -delete;"
-                " rm -f /var/lib/apt/periodic/update-success-stamp;"
-                " touch -d @0 /var/lib/apt/lists",
-            )
+    with _served(repo) as port:
         yield port
+
+
+@pytest.fixture(scope="session")
+def apt_repo(testbed, apt_server):
+    """The local package repository as the VMs' only apt source (the node image keeps its
+    base's sources, and the roles not baked must bring what they need). The package lists go,
+    and read as never updated: a source just changed is what apt must read before it installs.
+    (Left there, they were too recent for the slurm role's cache_valid_time, and apt knew no
+    munge.)"""
+    line = sources_line(apt_server).strip()
+    for node in ("node1", "node2"):
+        sh(
+            testbed,
+            node,
+            f"rm -f /etc/apt/sources.list.d/*; echo '{line}' > /etc/apt/sources.list;"
+            " find /var/lib/apt/lists -maxdepth 1 -type f -delete;"
+            " rm -f /var/lib/apt/periodic/update-success-stamp;"
+            " touch -d @0 /var/lib/apt/lists",
+        )
+    return apt_server
 
 
 @dataclass

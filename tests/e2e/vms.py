@@ -52,11 +52,14 @@ def booted_testbed(
     baked: bool = False,
     baked_nodes: tuple[str, ...] = (),
     wheelhouse: Path | None = None,
+    image: Path | None = None,
 ) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
     timer); down again afterwards, with no QEMU left. `baked`: from the baked image;
-    `baked_nodes`: only those VMs; `wheelhouse`: the baked image with torch from it."""
-    baked_arg = ["--baked"] if baked else []
+    `baked_nodes`: only those VMs; `wheelhouse`: the baked image with torch from it; `image`:
+    every VM from this image directory (the node image `rackform image build` baked)."""
+    baked_arg = ["--image", image] if image is not None else []
+    baked_arg += ["--baked"] if baked else []
     baked_arg += [a for n in baked_nodes for a in ("--baked-node", n)]
     baked_arg += ["--torch-wheelhouse", wheelhouse] if wheelhouse is not None else []
     try:
@@ -107,6 +110,30 @@ UNCONVERGE = (
     f" sed -i '\\#{MOUNT}#d' /etc/fstab; sed -i '/^ARRAY/d' /etc/mdadm/mdadm.conf 2>/dev/null;"
     " rm -rf /dev/md/checkpoints /etc/nccl.conf; test $(ls /dev/nvme?n1 | wc -l) = 4"
 )
+
+
+def bootstrap_wheelhouse() -> Path:
+    """ansible-core with its dependencies for the guests' Python (3.11), downloaded once from
+    the package index into rackform's cache: what a node's (and the image builder's) bootstrap
+    installs, from one --find-links."""
+    from rackform.boot.artifact import node_requirements
+    from rackform.paths import cache_dir
+
+    cache = cache_dir() / "wheelhouse-bootstrap-cp311"
+    want = node_requirements(aws=False)
+    stamp = cache / "done"
+    if not stamp.exists() or stamp.read_text() != "\n".join(want):
+        cache.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
+             "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+             "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+             "-d", cache, *want],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        stamp.write_text("\n".join(want))
+    return cache
 
 
 def find_torch_wheel() -> Path | None:

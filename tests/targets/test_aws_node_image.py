@@ -16,6 +16,7 @@ from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, of_type, one, plan
 
 from rackform.blueprint.loader import digest_of, load_effective
 from rackform.blueprint.problems import BlueprintError
+from rackform.boot.groups import bake_spec
 from rackform.engine import compile_effective
 from rackform.evidence.shipped import roles_hash
 from rackform.paths import collection, site
@@ -27,7 +28,6 @@ from rackform.targets.aws.names import asg_name
 from rackform.targets.aws.node_image import (
     BAKE_SCRIPT,
     COMPONENT_DATA_LIMIT,
-    bake_spec,
     component_document,
 )
 
@@ -237,9 +237,8 @@ def test_bad_image_sections_are_located_errors(tmp_path):
     assert "only when the image is baked" in got["image.builder_instance_type"].message
     got = _problems(tmp_path, {**AWS_TRAINING, "image": {"bake": "sometimes"}})
     assert "image.bake" in got
-    # Bare metal builds no image yet, and the builder's type is AWS's.
-    got = _problems(tmp_path, {**BARE_METAL, "image": {"bake": True}})
-    assert "does not build node images on bare_metal yet" in got["image.bake"].message
+    # The builder's type is AWS's (bare metal bakes a disk image here:
+    # tests/targets/test_onprem_node_image.py).
     got = _problems(tmp_path, {**BARE_METAL, "image": {"builder_instance_type": "g6.xlarge"}})
     assert got["image.builder_instance_type"].message == (
         "image.builder_instance_type is for aws blueprints, not bare_metal"

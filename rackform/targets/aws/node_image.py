@@ -37,12 +37,11 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from rackform.boot.artifact import build_artifact, manifest
-from rackform.boot.groups import expected_image
+from rackform.boot.artifact import build_artifact
+from rackform.boot.groups import bake_spec
 from rackform.paths import cache_dir
-from rackform.plan.bake import BUILD_VARS, contents_line
-from rackform.plan.inventory import configure_vars, group_name
-from rackform.plan.model import Plan, thaw
+from rackform.plan.bake import contents_line
+from rackform.plan.model import Plan
 from rackform.targets.aws.bootstrap import ArtifactBucket
 from rackform.targets.aws.image_fields import builder_type
 from rackform.targets.aws.network import AwsNetwork
@@ -58,16 +57,6 @@ COMPONENT_DATA_LIMIT = 16_000
 # the provider's default of 60 minutes for an image (website/docs/r/imagebuilder_image, Timeouts).
 BUILD_TIMEOUT = "3h"
 VERSION = "1.0.0"  # names change with what is built, so every version is the first
-
-
-def bake_spec(plan: Plan) -> dict:
-    """The artifact's bootstrap.json for the builder: the cluster's configuration variables with
-    the builder's own (rackform/plan/bake.py), in an inventory group of the image's, and the
-    record the image keeps (`image`)."""
-    variables = {**configure_vars(thaw(plan.group_vars)), **BUILD_VARS}
-    spec = manifest(variables, group_name("image"), plan.ssh_user)
-    spec["image"] = expected_image(variables)
-    return spec
 
 
 def component_document(url: str, sha: str) -> str:

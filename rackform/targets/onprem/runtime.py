@@ -16,6 +16,14 @@ class OnPremRuntime(TargetRuntime):
     )
     after_up = "`rackform configure {{blueprint}} --env {{env}}` reruns the Ansible roles."
 
+    image_built = "here"
+
+    def build_image_here(self, plan, request, log):
+        """A disk image, baked on a testbed VM (rackform/targets/onprem/node_image.py)."""
+        from rackform.targets.onprem.node_image import build_disk_image
+
+        return build_disk_image(plan, request, log)
+
     def ssh_user(self, target) -> str:
         return target.ssh_user
 

@@ -119,6 +119,11 @@ class OnPremSchema(TargetSchema):
     def scheduler_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
         return controller_host_rules(bp)
 
+    def image_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
+        # `image.bake` is a disk image built on this machine (`rackform image build`,
+        # rackform/targets/onprem/node_image.py); the section adds no field here.
+        return []
+
     def idle_actions(self, purpose: str) -> tuple[str, ...]:
         # Owned hardware is never destroyed by a reaper: it is powered off or drained.
         return ("notify", "power-off", "drain")
