@@ -56,13 +56,13 @@ fi
 py=${PYTHON:-python3}
 images_pid=""
 if ((want_test)); then
-  # The end-to-end test's VMs boot from cached Debian images (the base image, and the baked
-  # one with the roles' packages installed natively); build them here, with the package
-  # repository the tests serve, rather than inside the test's time budget (a no-op once cached).
-  # With this Python's standard library only, in the background while pip fills the virtualenv:
-  # the two overlap (debootstrap is mostly downloads and dpkg, pip mostly unpacking).
+  # The end-to-end test bakes its node image on a VM booted from the cached Debian base image;
+  # build that here, with the package repository the tests serve, rather than inside the
+  # test's time budget (a no-op once cached). With this Python's standard library only, in the
+  # background while pip fills the virtualenv: the two overlap (debootstrap is mostly downloads
+  # and dpkg, pip mostly unpacking).
   images_log=$(mktemp -t rackform-images.XXXXXX)
-  "$py" -m rackform.testbed.prepare --baked >"$images_log" 2>&1 &
+  "$py" -m rackform.testbed.prepare >"$images_log" 2>&1 &
   images_pid=$!
   trap '[[ -z $images_pid ]] || kill "$images_pid" 2>/dev/null; rm -f "$images_log"' EXIT
 fi

@@ -32,30 +32,6 @@ def up(
     dir: DirOption = Path(".testbed"),
     memory_mb: Annotated[int, typer.Option("--memory-mb", help="Memory per VM.", min=512)] = 2048,
     cpus: Annotated[int, typer.Option("--cpus", help="vCPUs per VM.", min=1, max=16)] = 1,
-    baked: Annotated[
-        bool,
-        typer.Option(
-            "--baked",
-            help="Boot from the baked image: the roles' Debian packages already installed.",
-        ),
-    ] = False,
-    baked_node: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--baked-node",
-            help="Boot only this VM (node1, node2, ...) from the baked image, the others from "
-            "the base image. Repeatable.",
-        ),
-    ] = None,
-    torch_wheelhouse: Annotated[
-        Path | None,
-        typer.Option(
-            "--torch-wheelhouse",
-            help="A directory of wheels for the VMs' Python 3.11 (torch and what it needs): the "
-            "baked image also holds smoke_train's virtualenv (/opt/rackform/venv) with them "
-            "installed and byte-compiled, natively when the image is built.",
-        ),
-    ] = None,
     image: Annotated[
         Path | None,
         typer.Option(
@@ -79,9 +55,6 @@ def up(
             nodes,
             memory_mb=memory_mb,
             cpus=cpus,
-            baked=baked,
-            baked_nodes=tuple(baked_node or ()),
-            wheelhouse=torch_wheelhouse,
             image=image,
             log=_log,
         )
@@ -112,21 +85,6 @@ def image(
             "the tests serve to the VMs).",
         ),
     ] = True,
-    baked: Annotated[
-        bool,
-        typer.Option(
-            "--baked/--no-baked",
-            help="Also build the baked image (`up --baked`): the roles' packages installed.",
-        ),
-    ] = False,
-    torch_wheelhouse: Annotated[
-        Path | None,
-        typer.Option(
-            "--torch-wheelhouse",
-            help="Also build the baked image with these wheels in smoke_train's virtualenv "
-            "(`up --baked-node ... --torch-wheelhouse`).",
-        ),
-    ] = None,
 ) -> None:
     """Build the cached base image now, if the current recipe has none (`up` builds it too):
     a few minutes with debootstrap, needs root and Debian's mirror."""
@@ -134,13 +92,11 @@ def image(
     from rackform.testbed.prepare import prepare, report
 
     try:
-        images, repo = prepare(
-            baked=baked, packages=packages, log=_log, wheelhouse=torch_wheelhouse
-        )
+        base, repo = prepare(packages=packages, log=_log)
     except ImageError as exc:
         _log(f"rackform testbed image: {exc}")
         raise typer.Exit(1) from None
-    typer.echo("\n".join(report(images, repo)))
+    typer.echo("\n".join(report(base, repo)))
 
 
 def _keep_or_restore(dir: Path, state: str, restore: bool) -> None:

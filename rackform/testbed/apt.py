@@ -49,16 +49,6 @@ ROLE_PACKAGES = (
     "mariadb-server",
     "slurmdbd",
 )
-SCHEDULER_PACKAGES = ("munge", "slurmd", "slurm-client", "slurmctld", "mariadb-server", "slurmdbd")
-
-
-# What the baked image holds besides the base (`lifecycle.up(baked=True)`): the packages the
-# roles install on a node without a scheduler, so that a scenario booting from it (the node
-# that configures itself) spends its time on what it is about, not on apt under emulation.
-# The NFS server only where a host serves the shared tier (node1, from the base image): on the
-# baked image's nodes it would start at every boot for nothing.
-SERVER_PACKAGES = ("nfs-kernel-server",)
-BAKED_PACKAGES = tuple(p for p in ROLE_PACKAGES if p not in (*SCHEDULER_PACKAGES, *SERVER_PACKAGES))
 
 
 def repo_key() -> str:

@@ -26,13 +26,6 @@ from rackform import paths
 SUITE = "bookworm"
 MIRROR = os.environ.get("RACKFORM_TESTBED_MIRROR", "http://deb.debian.org/debian")
 SIZE = "4G"
-# The smoke job's virtualenv (the smoke_train role's smoke_train_venv), where an image built
-# with a wheelhouse has torch installed.
-VENV = "/opt/rackform/venv"
-# The baked image's root tree as a tarball beside its rootfs: where the image with torch starts.
-TREE = "tree.tar"
-# Owners by number and extended attributes (file capabilities such as ping's) kept both ways.
-_TAR = ("--numeric-owner", "--xattrs", "--xattrs-include=*")
 
 # minbase skips Recommends, so udev, dbus and kmod are named. Nothing a role installs or needs
 # pre-installed is here (not even python3-apt, which Ansible's apt module needs): the roles bring
@@ -119,18 +112,10 @@ def _guest_file(name: str) -> bytes:
     return resources.files("rackform.testbed").joinpath("guest", name).read_bytes()
 
 
-def recipe(baked: tuple[str, ...] = (), wheelhouse: Path | None = None) -> dict:
-    """Everything that decides the image's content; its hash names the cached image. `baked`:
-    packages installed into the image at build time besides the base's; `wheelhouse`: the
-    wheels installed into the smoke job's virtualenv at build time (see `ensure_image`)."""
+def recipe() -> dict:
+    """Everything that decides the image's content; its hash names the cached image."""
     files = {n: hashlib.sha256(_guest_file(n)).hexdigest() for n in sorted(_GUEST_FILES)}
-    extra = {"baked": sorted(baked)} if baked else {}
-    if _keeps_tree(baked, wheelhouse):
-        extra["tree"] = TREE
-    if wheelhouse is not None:
-        extra["venv"] = {"path": VENV, "wheels": _wheels(wheelhouse)}
     return {
-        **extra,
         "suite": SUITE,
         "mirror": MIRROR,
         "size": SIZE,
@@ -145,17 +130,9 @@ def recipe(baked: tuple[str, ...] = (), wheelhouse: Path | None = None) -> dict:
     }
 
 
-def recipe_key(baked: tuple[str, ...] = (), wheelhouse: Path | None = None) -> str:
-    body = json.dumps(recipe(baked, wheelhouse), sort_keys=True).encode()
+def recipe_key() -> str:
+    body = json.dumps(recipe(), sort_keys=True).encode()
     return hashlib.sha256(body).hexdigest()[:16]
-
-
-def _wheels(wheelhouse: Path) -> list[str]:
-    """The wheelhouse's wheels by name and size: what the virtualenv gets."""
-    wheels = sorted(wheelhouse.glob("*.whl"))
-    if not wheels:
-        raise ImageError(f"{wheelhouse}: no wheel files to install into the image's virtualenv")
-    return [f"{w.name} {w.stat().st_size}" for w in wheels]
 
 
 @dataclass(frozen=True)
@@ -195,26 +172,9 @@ def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> tuple[Pa
         return final, time.monotonic() - start
 
 
-def ensure_image(
-    baked: tuple[str, ...],
-    log: Callable[[str], None] = print,
-    wheelhouse: Path | None = None,
-) -> BaseImage:
-    """The base image, or with `baked` a baked image: the same recipe with those packages
-    installed at build time, natively by debootstrap on the host rather than by apt inside an
-    emulated VM (minutes under TCG). The testbed's scenarios that are not about installing
-    packages boot from it; the one converge that proves the roles install what they need boots
-    from the base image, which holds none of them.
-
-    With `wheelhouse` as well (a directory of wheels for the guest's Python: torch and what it
-    needs), the baked image also holds the smoke job's virtualenv (smoke_train's default
-    /opt/rackform/venv) with every wheel there installed and byte-compiled, on the host at
-    native speed: installing torch under TCG takes minutes, and importing it the first time as
-    long again, compiling. That image starts from the baked image's tree (the `TREE` tarball a
-    baked build leaves beside its rootfs) where one is cached, rather than from debootstrap."""
-    kind = "torch" if wheelhouse is not None else "baked" if baked else "base"
-    key = recipe_key(baked, wheelhouse)
-    d, built_s = cached_build(kind, key, lambda final: _build(final, log, baked, wheelhouse))
+def ensure_image(log: Callable[[str], None] = print) -> BaseImage:
+    """The base image, built first with debootstrap if the cache has none for this recipe."""
+    d, built_s = cached_build("base", recipe_key(), lambda final: _build(final, log))
     return BaseImage.in_dir(d, built_s)
 
 
@@ -235,50 +195,30 @@ def _check_tools() -> None:
         )
 
 
-def _build(
-    final: Path,
-    log: Callable[[str], None],
-    baked: tuple[str, ...] = (),
-    wheelhouse: Path | None = None,
-) -> None:
+def _build(final: Path, log: Callable[[str], None]) -> None:
     _check_tools()
     work = final.with_name(f".build-{final.name}-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     rootdir = work / "root"
     rootdir.mkdir(parents=True)
     try:
-        what = f"a baked image (+{len(baked)} packages)" if baked else "the base image"
-        tree = _baked_tree(baked) if wheelhouse is not None else None
-        if wheelhouse is not None:
-            what += f" with a virtualenv of {len(_wheels(wheelhouse))} wheels"
         t0 = time.monotonic()
-        if tree is not None:
-            log(f"testbed: building {what} from the baked image's tree ({tree.parent.name})")
-            unpack_tree(tree, rootdir)
-            log(f"testbed: unpacking the baked image's tree took {time.monotonic() - t0:.0f} s")
-        else:
-            log(f"testbed: building {what} with debootstrap ({SUITE}, {len(PACKAGES)} packages)")
-            _run(
-                [
-                    "debootstrap",
-                    "--variant=minbase",
-                    "--include=" + ",".join([*PACKAGES, *baked]),
-                    SUITE,
-                    str(rootdir),
-                    MIRROR,
-                ],
+        log(
+            f"testbed: building the base image with debootstrap ({SUITE}, {len(PACKAGES)} packages)"
+        )
+        _run(
+            [
                 "debootstrap",
-            )
-            log(f"testbed: debootstrap took {time.monotonic() - t0:.0f} s")
+                "--variant=minbase",
+                "--include=" + ",".join(PACKAGES),
+                SUITE,
+                str(rootdir),
+                MIRROR,
+            ],
+            "debootstrap",
+        )
+        log(f"testbed: debootstrap took {time.monotonic() - t0:.0f} s")
         _customize(rootdir)
-        if _keeps_tree(baked, wheelhouse):
-            # The tree itself, for the image with torch (the same packages and a virtualenv) to
-            # start from natively in seconds rather than from a second debootstrap.
-            pack_tree(rootdir, work / TREE)
-        if wheelhouse is not None:
-            t0 = time.monotonic()
-            _install_venv(rootdir, wheelhouse)
-            log(f"testbed: the image's virtualenv took {time.monotonic() - t0:.0f} s")
         kernels = sorted((rootdir / "boot").glob("vmlinuz-*"))
         initrds = sorted((rootdir / "boot").glob("initrd.img-*"))
         if not kernels or not initrds:
@@ -292,56 +232,12 @@ def _build(
         )
         raw.chmod(0o444)  # the backing file of every overlay: never written
         shutil.rmtree(rootdir)
-        (work / "recipe.json").write_text(json.dumps(recipe(baked), indent=2, sort_keys=True))
+        (work / "recipe.json").write_text(json.dumps(recipe(), indent=2, sort_keys=True))
         (work / "done").write_text("")
         shutil.rmtree(final, ignore_errors=True)
         work.rename(final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _keeps_tree(baked: tuple[str, ...], wheelhouse: Path | None) -> bool:
-    """A baked image (without a virtualenv) keeps its tree: its recipe says so, its build does."""
-    return bool(baked) and wheelhouse is None
-
-
-def pack_tree(root: Path, tar: Path) -> None:
-    """`root` as the tarball `tar`, owners by number and extended attributes kept."""
-    _run(["tar", "-C", str(root), *_TAR, "-cf", str(tar), "."], "tar -c")
-
-
-def unpack_tree(tar: Path, root: Path) -> None:
-    """The tarball `tar` (from `pack_tree`) unpacked into `root`, as it was packed."""
-    _run(["tar", "-C", str(root), *_TAR, "-xf", str(tar)], "tar -x")
-
-
-def _baked_tree(baked: tuple[str, ...]) -> Path | None:
-    """The finished baked image's tree for these packages (its `TREE` tarball), if the cache
-    has one: the image with torch holds the same packages."""
-    d = cache_dir() / f"baked-{recipe_key(baked)}"
-    tree = d / TREE
-    return tree if baked and (d / "done").exists() and tree.exists() else None
-
-
-def _install_venv(root: Path, wheelhouse: Path) -> None:
-    """The guest's own Python makes the virtualenv and installs every wheel of `wheelhouse` into
-    it, run natively in the image's tree (chroot), byte-compiled as pip does by default."""
-    staged = root / "tmp" / "rackform-wheels"
-    staged.mkdir(parents=True)
-    for wheel in wheelhouse.glob("*.whl"):
-        shutil.copyfile(wheel, staged / wheel.name)
-    inside = [f"/tmp/rackform-wheels/{w.name}" for w in sorted(staged.glob("*.whl"))]
-    try:
-        _run(["chroot", str(root), "/usr/bin/python3", "-m", "venv", VENV], "python3 -m venv")
-        _run(
-            ["chroot", str(root), f"{VENV}/bin/python", "-m", "pip", "install", "-q",
-             "--no-index", "--disable-pip-version-check", "--find-links",
-             "/tmp/rackform-wheels", *inside],
-            "pip install into the image's virtualenv",
-        )  # fmt: skip
-    finally:
-        shutil.rmtree(staged)
-        shutil.rmtree(root / "root" / ".cache", ignore_errors=True)
 
 
 def _customize(root: Path) -> None:

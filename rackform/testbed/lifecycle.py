@@ -27,7 +27,6 @@ import yaml
 
 from rackform.testbed import vm
 from rackform.testbed.accel import choose_accel
-from rackform.testbed.apt import BAKED_PACKAGES
 from rackform.testbed.image import BaseImage, cache_dir, ensure_image
 from rackform.testbed.ssh import Ssh, SshError, wait_all
 
@@ -49,7 +48,6 @@ class Node:
     priv_address: str  # without the prefix length
     nvme_serials: tuple[str, ...]
     dir: str
-    image: str = ""  # the image's directory it boots from (empty: the testbed's `image`)
 
 
 @dataclass(frozen=True)
@@ -78,8 +76,10 @@ class Testbed:
             raw = json.loads((state_dir / STATE).read_text())
         except FileNotFoundError:
             raise TestbedError(f"no testbed in {state_dir} (run `rackform testbed up`)") from None
+        # A testbed brought up before every VM booted the one image also named each VM's.
         raw["nodes"] = tuple(
-            Node(**{**n, "nvme_serials": tuple(n["nvme_serials"])}) for n in raw["nodes"]
+            Node(**{**n, "nvme_serials": tuple(n["nvme_serials"])})
+            for n in ({k: v for k, v in n.items() if k != "image"} for n in raw["nodes"])
         )
         return cls(**raw)
 
@@ -117,35 +117,15 @@ def up(
     *,
     memory_mb: int = 2048,
     cpus: int = 1,
-    baked: bool = False,
-    baked_nodes: tuple[str, ...] = (),
-    wheelhouse: Path | None = None,
     image: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> Testbed:
     """Boot `nodes` VMs and wait for SSH. On any failure every VM started is stopped again.
-    `baked`: every VM from the baked image (the roles' packages installed: `image.ensure_image`);
-    `baked_nodes`: only these VMs (by name), the others from the base image; `wheelhouse`: the
-    baked image also holds the smoke job's virtualenv with these wheels installed. `image`:
-    every VM from this image directory instead (a node image `rackform image build` made for
-    bare metal, rackform/testbed/builder.py: rootfs.raw, vmlinuz, initrd.img)."""
-    if image is not None and (baked or baked_nodes or wheelhouse is not None):
-        raise TestbedError(
-            "--image is the image every VM boots: not with --baked, --baked-node or --torch-wheelhouse"
-        )
+    Every VM boots from the base image (`image.ensure_image`), or with `image` from this image
+    directory (a node image `rackform image build` made for bare metal,
+    rackform/testbed/builder.py: rootfs.raw, vmlinuz, initrd.img)."""
     if not 1 <= nodes <= 16:
         raise TestbedError(f"--nodes must be between 1 and 16, not {nodes}")
-    names = [f"node{i}" for i in range(1, nodes + 1)]
-    unknown = sorted(set(baked_nodes) - set(names))
-    if unknown:
-        raise TestbedError(f"--baked-node {unknown[0]}: the VMs are {', '.join(names)}")
-    on_baked = set(names) if baked else set(baked_nodes)
-    if wheelhouse is not None and not on_baked:
-        raise TestbedError(
-            "--torch-wheelhouse goes into the baked image: give --baked or --baked-node"
-        )
-    if wheelhouse is not None and not list(Path(wheelhouse).glob("*.whl")):
-        raise TestbedError(f"--torch-wheelhouse {wheelhouse}: no wheel files there")
     state_dir = state_dir.resolve()
     with _locked(state_dir):
         if is_up(state_dir):
@@ -160,21 +140,14 @@ def up(
             )
         timings: dict[str, float] = {}
         t0 = time.monotonic()
-        # Each image a VM boots from, by whether it is baked: its packages and wheelhouse.
-        wanted = {True: (BAKED_PACKAGES, wheelhouse), False: ((), None)}
-        images = {}
-        for baked_here in sorted({n in on_baked for n in names}, reverse=True):
-            if image is not None:
-                images[baked_here] = _given(image)
-                continue
-            packages, wheels = wanted[baked_here]
-            img = images[baked_here] = ensure_image(packages, log, wheels)
+        if image is not None:
+            img = _given(image)
+        else:
+            img = ensure_image(log)
             how = f"built in {img.built_s:.0f} s" if img.built_s else "from cache"
             log(f"testbed: image {how} ({img.rootfs.parent})")
         timings["image_s"] = round(time.monotonic() - t0, 1)
-        image_of = {n: images[n in on_baked] for n in names}
-        image = image_of[names[0]]
-        accel, why = choose_accel(image.kernel, cache_dir())
+        accel, why = choose_accel(img.kernel, cache_dir())
         log(f"testbed: accelerator {accel}: {why}")
         _clean(state_dir)
         key = state_dir / "id_ed25519"
@@ -213,8 +186,8 @@ def up(
         try:
             for spec in specs:
                 d = vm.vm_dir(state_dir, spec.name)
-                vm.create_disks(image_of[spec.name], d)
-                vm.start(spec, image_of[spec.name], d, accel, pubkey)
+                vm.create_disks(img, d)
+                vm.start(spec, img, d, accel, pubkey)
             conns = {s.name: Ssh(s.ssh_port, key, known_hosts) for s in specs}
             alive = {s.name: vm.vm_dir(state_dir, s.name) for s in specs}
             ready = wait_all(conns, BOOT_TIMEOUT_S, alive=lambda n: vm.running_pid(alive[n]))
@@ -239,12 +212,11 @@ def up(
                     s.priv_address.split("/")[0],
                     s.nvme_serials,
                     str(vm.vm_dir(state_dir, s.name)),
-                    str(image_of[s.name].rootfs.parent),
                 )
                 for s in specs
             ),
             timings=timings,
-            image=str(image.rootfs.parent),
+            image=str(img.rootfs.parent),
             memory_mb=memory_mb,
             cpus=cpus,
         )
@@ -423,10 +395,6 @@ def _spec(bed: Testbed, index: int, node: Node) -> vm.VmSpec:
     )
 
 
-def _image(bed: Testbed, node: Node) -> BaseImage:
-    return BaseImage.in_dir(Path(node.image or bed.image))
-
-
 def _restart(bed: Testbed, names: list[str], between: Callable[[Path], None]) -> float:
     """Stop the VMs (QEMU flushes its drives when it exits on SIGTERM), run `between` on each
     one's directory, start them again and wait for SSH; the seconds it took."""
@@ -437,13 +405,14 @@ def _restart(bed: Testbed, names: list[str], between: Callable[[Path], None]) ->
             f"no such VM in the testbed: {sorted(set(names) - {n.name for _, n in chosen})}"
         )
     pubkey = Path(f"{bed.key}.pub").read_text().strip()
+    image = BaseImage.in_dir(Path(bed.image))
     with _locked(Path(bed.dir)):
         for _, node in chosen:
             vm.stop(Path(node.dir), grace_s=60.0)
             between(Path(node.dir))
         try:
             for i, node in chosen:
-                vm.start(_spec(bed, i, node), _image(bed, node), Path(node.dir), bed.accel, pubkey)
+                vm.start(_spec(bed, i, node), image, Path(node.dir), bed.accel, pubkey)
             alive = {n.name: Path(n.dir) for _, n in chosen}
             wait_all(
                 {n: bed.ssh(n) for n in names},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+from pathlib import Path
 
 import pytest
 
@@ -109,45 +110,53 @@ def test_down_deletes_only_what_a_testbed_wrote(tmp_path):
     assert not tmp_path.exists()  # an emptied testbed directory goes too
 
 
-def test_baked_nodes_boot_from_the_baked_image_the_others_from_the_base_and_restart_so(
-    tmp_path, monkeypatch
-):
+@pytest.mark.parametrize("given", [False, True], ids=["base image", "--image"])
+def test_every_vm_boots_the_one_image_and_restarts_from_it(tmp_path, monkeypatch, given):
     # QEMU is not started here (the e2e boots VMs): what each VM is started from is recorded.
-    from pathlib import Path
-
     from rackform.testbed.image import BaseImage
 
-    asked, started = [], {}
-
-    def ensure_image(baked, log, wheelhouse=None):
-        kind = "torch" if wheelhouse else "baked" if baked else "base"
-        asked.append(kind)
-        d = tmp_path / "images" / kind
-        return BaseImage(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", None)
-
-    monkeypatch.setattr(lifecycle, "ensure_image", ensure_image)
+    node_image = tmp_path / "node-image"
+    node_image.mkdir()
+    for f in ("rootfs.raw", "vmlinuz", "initrd.img"):
+        (node_image / f).write_bytes(b"")
+    base = tmp_path / "images" / "base"
+    asked, started = [], []
+    monkeypatch.setattr(
+        lifecycle, "ensure_image", lambda log: asked.append("base") or BaseImage.in_dir(base)
+    )
     monkeypatch.setattr(lifecycle, "choose_accel", lambda kernel, cache: ("tcg", "test"))
     monkeypatch.setattr(lifecycle.vm, "create_disks", lambda image, d: d.mkdir(parents=True))
+    monkeypatch.setattr(lifecycle.vm, "stop", lambda d, grace_s: None)
     monkeypatch.setattr(
-        lifecycle.vm, "start", lambda spec, image, d, accel, key: started.update({spec.name: image})
+        lifecycle.vm, "start", lambda spec, image, d, accel, key: started.append((spec.name, image))
     )
     monkeypatch.setattr(
         lifecycle, "wait_all", lambda conns, timeout, alive: dict.fromkeys(conns, 1.0)
     )
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
     made = lifecycle.up(
-        tmp_path / "tb", 3, baked_nodes=("node2",), wheelhouse=wheels, log=lambda line: None
+        tmp_path / "tb", 3, image=node_image if given else None, log=lambda line: None
     )
-    assert sorted(asked) == ["base", "torch"]
-    assert {n: img.rootfs.parent.name for n, img in started.items()} == {
-        "node1": "base", "node2": "torch", "node3": "base",
-    }  # fmt: skip
-    loaded = lifecycle.Testbed.load(tmp_path / "tb")
-    assert [Path(n.image).name for n in loaded.nodes] == ["base", "torch", "base"]
-    # A restart (reboot, power cut, restore) starts each VM from its own image again.
-    assert [lifecycle._image(loaded, n).rootfs.parent.name for n in loaded.nodes] == [
-        "base", "torch", "base",
+    want = node_image if given else base
+    assert asked == ([] if given else ["base"])  # --image builds no base image
+    assert [(n, img.rootfs.parent) for n, img in started] == [
+        ("node1", want), ("node2", want), ("node3", want),
     ]  # fmt: skip
-    assert made.nodes == loaded.nodes
+    loaded = lifecycle.Testbed.load(tmp_path / "tb")
+    assert Path(loaded.image) == want and made.nodes == loaded.nodes
+    # A restart (reboot, power cut, restore) starts each VM from that image again.
+    started.clear()
+    lifecycle._restart(loaded, ["node3", "node1"], lambda d: None)
+    assert [(n, img.rootfs.parent) for n, img in started] == [("node1", want), ("node3", want)]
+
+
+def test_a_testbed_whose_state_names_each_vms_image_still_loads(tmp_path):
+    # Testbeds brought up before every VM booted the one image recorded each VM's image too.
+    import json
+    from dataclasses import asdict
+
+    b = bed(tmp_path)
+    raw = asdict(b)
+    for n in raw["nodes"]:
+        n["image"] = "/cache/testbed/base-0123"
+    (tmp_path / lifecycle.STATE).write_text(json.dumps(raw))
+    assert lifecycle.Testbed.load(tmp_path) == b

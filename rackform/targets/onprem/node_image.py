@@ -57,7 +57,7 @@ def build_disk_image(
 
 def _base(given: Path | None, log: Callable[[str], None]) -> BaseImage:
     if given is None:
-        return ensure_image((), log)
+        return ensure_image(log)
     base = BaseImage.in_dir(given.resolve())
     missing = [p.name for p in (base.rootfs, base.kernel, base.initrd) if not p.is_file()]
     if missing:
