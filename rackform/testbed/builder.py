@@ -49,6 +49,9 @@ ON_GUEST = "/opt/rackform/bake.py"
 # Written by the nvidia_driver role under a local connection (rackform/boot/bake.py).
 REBOOT_REQUEST = "/var/lib/rackform/image-reboot-requested"
 CONVERGE_TIMEOUT_S = 7200.0
+BUILD_LOG = (
+    "/var/log/rackform-image-build.log"  # the bake's output, on the builder and in the image
+)
 
 _SAVE_SOURCES = (
     "mkdir -p /var/lib/rackform/image-apt && cp -a /etc/apt/sources.list"
@@ -190,7 +193,12 @@ def _bake(
 
 
 def _guest(ssh, command: str, what: str) -> None:
-    proc = ssh.run(command, check=False, timeout=CONVERGE_TIMEOUT_S)
+    # Kept in the image as the record of its build (`BUILD_LOG`).
+    proc = ssh.run(
+        f"set -o pipefail; {command} 2>&1 | tee -a {BUILD_LOG}",
+        check=False,
+        timeout=CONVERGE_TIMEOUT_S,
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
         raise BuildError(f"{what} on the builder exited {proc.returncode}:\n{tail}")

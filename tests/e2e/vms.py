@@ -46,25 +46,15 @@ def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> s
 
 @contextmanager
 def booted_testbed(
-    d: Path,
-    nodes: int,
-    timed,
-    baked: bool = False,
-    baked_nodes: tuple[str, ...] = (),
-    wheelhouse: Path | None = None,
-    image: Path | None = None,
+    d: Path, nodes: int, timed, image: Path | None = None
 ) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
-    timer); down again afterwards, with no QEMU left. `baked`: from the baked image;
-    `baked_nodes`: only those VMs; `wheelhouse`: the baked image with torch from it; `image`:
-    every VM from this image directory (the node image `rackform image build` baked)."""
-    baked_arg = ["--image", image] if image is not None else []
-    baked_arg += ["--baked"] if baked else []
-    baked_arg += [a for n in baked_nodes for a in ("--baked-node", n)]
-    baked_arg += ["--torch-wheelhouse", wheelhouse] if wheelhouse is not None else []
+    timer); down again afterwards, with no QEMU left. `image`: every VM from this image
+    directory (the node image `rackform image build` baked) rather than the base image."""
+    image_arg = ["--image", image] if image is not None else []
     try:
         with timed:
-            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *baked_arg)
+            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *image_arg)
         assert proc.returncode == 0, shown(proc)
         yield lifecycle.Testbed.load(d)
     finally:
