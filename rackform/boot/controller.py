@@ -30,7 +30,7 @@ from rackform.boot.groups import group_artifact
 from rackform.boot.reports import Judged, path_of, wait
 from rackform.boot.serve import BootServer, open_files, running
 from rackform.plan.inventory import host_vars
-from rackform.plan.model import NodeGroupPlan, Plan
+from rackform.plan.model import NodeGroupPlan, Plan, stack_name
 
 WILDCARDS = ("", "0.0.0.0", "::")
 
@@ -58,6 +58,23 @@ class Round:
 
     def user_data_path(self, node: str) -> Path:
         return self.out / "user-data" / node
+
+
+def default_out(plan: Plan) -> Path:
+    """Where a round's files go unless told: `rackform-boot/<stack>` in the working directory."""
+    return Path("rackform-boot") / stack_name(plan.effective)
+
+
+def announced(round_: Round, bound: str, written: list[Path], deadline_s: float) -> list[str]:
+    """What the operator is told once the server listens: where, each group's artifact, where
+    the user data to hand out is, and how long the wait is."""
+    return [
+        f"listening on {bound}",
+        *(f"node group {name}: artifact {a.sha256}" for name, a in round_.artifacts.items()),
+        f"user data for {len(written)} nodes in {round_.out / 'user-data'} (each node its own "
+        "file, through the site's provisioning)",
+        f"waiting up to {deadline_s / 60:g} min for their reports",
+    ]
 
 
 def check_bind(bind: str, url: str | None) -> None:

@@ -30,7 +30,9 @@ deadline passes. A node is:
   warning, and not validated: its configuration is not the blueprint's;
 - missing: no report by the deadline.
 
-The cluster is validated only when every expected node passed.
+The cluster is validated only when every expected node passed. `rackform up` records its wait
+as one check of the cluster's validation report (`Judged.check`, named `boot_reports`), so a
+cluster whose nodes did not all pass at boot is not validated there either.
 """
 
 from __future__ import annotations
@@ -143,6 +145,10 @@ def path_of(directory: Path, node: str) -> Path:
 
 
 PASSED, FAILED, STALE, MISSING = "passed", "failed", "stale", "missing"
+# The check of the cluster's validation report that records `rackform up`'s wait.
+BOOT_CHECK = "boot_reports"
+# Nodes the check names, in its detail; the rest are counted.
+NAMED_NODES = 10
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,28 @@ class Judged:
     def lines(self) -> list[str]:
         """One line per node that did not pass, failures first, then stale, then missing."""
         return [r.line for s in (FAILED, STALE, MISSING) for r in self.by_state[s]]
+
+    def check(self) -> dict[str, Any]:
+        """The wait as one check record (the validators' format): passed nodes against
+        expected ones, naming those that did not pass and how. The same nodes in the same
+        states make the same record, however long the wait took."""
+        passed, expected = len(self.by_state[PASSED]), len(self.nodes)
+        others = [f"{r.node} {r.state}" for s in (FAILED, STALE, MISSING) for r in self.by_state[s]]
+        detail = ", ".join(others[:NAMED_NODES])
+        if len(others) > NAMED_NODES:
+            detail += f" and {len(others) - NAMED_NODES} more"
+        if not expected:
+            status, detail = "not-run", "no node configured at boot was running"
+        else:
+            status = "pass" if self.validated else "fail"
+        return {
+            "name": BOOT_CHECK,
+            "status": status,
+            "measured": passed,
+            "expected": expected,
+            "unit": "nodes",
+            "detail": detail or f"every node configured at boot passed ({passed})",
+        }
 
 
 def judge(
@@ -263,3 +291,34 @@ def wait(
         if judged.complete or waited >= deadline_s:
             return Judged(artifact, judged.nodes, waited)
         sleep(max(0.0, min(poll_s, deadline_s - waited)))
+
+
+def recorded_value(judged: Judged) -> str:
+    """The stack config value that records `judged` (its check, as JSON)."""
+    return json.dumps(judged.check(), sort_keys=True, separators=(",", ":"))
+
+
+def recorded_check(value: str | None) -> dict[str, Any] | None:
+    """The check a stack config value records; None for none. A value that is no such check
+    (edited by hand) is a failed check saying so: it never passes for a wait."""
+    if not value:
+        return None
+    try:
+        check = json.loads(value)
+    except ValueError:
+        check = None
+    if (
+        isinstance(check, dict)
+        and check.get("name") == BOOT_CHECK
+        and check.get("status") in ("pass", "fail", "not-run")
+    ):
+        return check
+    return {
+        "name": BOOT_CHECK,
+        "status": "fail",
+        "measured": None,
+        "expected": None,
+        "unit": "nodes",
+        "detail": "the stack's record of `rackform up`'s wait is unreadable: run `rackform up` "
+        "again",
+    }

@@ -75,6 +75,7 @@ class ConfigureFigures:
     node_converge_s: Figure  # one node's first converge from a plain image (measured)
     fork_mib: Figure  # controller memory one Ansible fork is counted at
     tunnel_connections: Figure  # connections an EC2 Instance Connect Endpoint carries at once
+    boot_deadline_s: Figure  # how long `rackform up` waits for the nodes configured at boot
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,18 @@ from typing import Annotated
 
 import typer
 
-from rackform.boot.controller import BootError, check_bind, listed_groups, prepare, serve
+from rackform.boot.controller import (
+    BootError,
+    announced,
+    check_bind,
+    default_out,
+    listed_groups,
+    prepare,
+    serve,
+)
 from rackform.boot.reports import PASSED
 from rackform.cli.app import app
-from rackform.cli.common import Env, File, for_action, need, user_error
-from rackform.plan.model import stack_name
-
-# Not every listed node passed: each is named, with what to do.
-EXIT_NOT_VALIDATED = 3
+from rackform.cli.common import EXIT_NOT_VALIDATED, Env, File, for_action, need, user_error
 
 boot_app = typer.Typer(
     help="Nodes that configure themselves at boot, from the controller.", no_args_is_help=True
@@ -59,21 +63,13 @@ def serve_cmd(
     only when every node passed."""
     plan = for_action(file, env, "nothing was served").plan
     need("ansible_collections", "boot serve")
-    directory = out or Path("rackform-boot") / stack_name(plan.effective)
     try:
         check_bind(bind, url)
-        round_ = prepare(plan, directory, listed_groups(plan, group))
+        round_ = prepare(plan, out or default_out(plan), listed_groups(plan, group))
 
         def listening(bound: str, written: list[Path]) -> None:
-            print(f"listening on {bound}", flush=True)
-            for name, artifact in round_.artifacts.items():
-                print(f"node group {name}: artifact {artifact.sha256}", flush=True)
-            print(
-                f"user data for {len(written)} nodes in {directory / 'user-data'} (each node "
-                "its own file, through the site's provisioning)",
-                flush=True,
-            )
-            print(f"waiting up to {deadline:g} min for their reports", flush=True)
+            for line in announced(round_, bound, written, deadline * 60):
+                print(line, flush=True)
 
         judged = serve(round_, bind, port, deadline * 60, url=url, listening=listening)
     except (BootError, OSError) as exc:

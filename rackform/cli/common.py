@@ -16,6 +16,8 @@ from rackform.engine import Blocked, Prepared, prepare, prepare_many, require_cl
 from rackform.reap.prometheus import Prometheus, TelemetryError
 
 EXIT_INVALID = 2
+# Some node configured at boot did not pass (`boot serve`, `up`): each is named, with what to do.
+EXIT_NOT_VALIDATED = 3
 
 File = Annotated[Path, typer.Argument(help="Blueprint file.", show_default=False)]
 Env = Annotated[

@@ -30,9 +30,11 @@ EXITS: dict[str, dict[int | str, str]] = {
         2: INVALID + "; or the Pulumi CLI is missing",
     },
     "up": {
-        "*": "Pulumi's exit status",
+        "*": "Pulumi's exit status (of the stack's update, or of the update that records the wait for the nodes configured at boot)",
         1: INTERNAL + "; or the deploy extra is not installed",
-        2: INVALID + "; or the Pulumi CLI is missing, or promotion's gate refuses",
+        2: INVALID
+        + "; or the Pulumi CLI is missing, promotion's gate refuses, or listed nodes configured at boot without --boot-bind (checked first) or with one it cannot listen on",
+        3: "not validated: some node configured at boot failed, ran another artifact or did not configure by --boot-deadline (each named, with what to do); the stack's validation records it",
     },
     "image build": {
         "*": "Pulumi's exit status (a failed build: the nodes keep their image)",

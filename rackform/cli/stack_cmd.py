@@ -3,7 +3,11 @@ API, on the stack `<name>-<env>`. Pulumi's exit status is rackform's.
 
 `preview` and `up` refuse a blueprint with an unwaived preflight error (the program itself
 refuses it too, so a bare `pulumi up` stops the same way). `destroy` does not: tearing a
-cluster down can only remove what the findings warn about."""
+cluster down can only remove what the findings warn about.
+
+After the stack's update, `up` waits for the nodes configured at boot (rackform/boot/waiting.py),
+names each that did not pass, records the wait in the stack's validation (a targeted update of
+the Validate stage, only when its outcome changed) and exits 3 unless every one passed."""
 
 from __future__ import annotations
 
@@ -13,10 +17,22 @@ from typing import Annotated
 
 import typer
 
+from rackform.boot.controller import BootError
+from rackform.boot.reports import PASSED, Judged, recorded_value
+from rackform.boot.waiting import boot_groups, check_before_up, wait_for_boot
 from rackform.cli.app import app
-from rackform.cli.common import Env, File, for_action, need, prepared, user_error
-from rackform.plan.compile import REVALIDATE
+from rackform.cli.common import (
+    EXIT_NOT_VALIDATED,
+    Env,
+    File,
+    for_action,
+    need,
+    prepared,
+    user_error,
+)
+from rackform.plan.compile import BOOT_VERDICT, REVALIDATE
 from rackform.plan.model import Plan
+from rackform.targets.runtime import BootWait
 
 
 def operate(
@@ -26,21 +42,103 @@ def operate(
     refresh: bool = False,
     targets: list[str] | None = None,
 ) -> None:
+    code = run_stack(plan, operation, config, refresh, targets)
+    if code:
+        raise typer.Exit(code)
+
+
+def run_stack(
+    plan: Plan,
+    operation: str,
+    config: dict[str, str] | None = None,
+    refresh: bool = False,
+    targets: list[str] | None = None,
+) -> int:
+    """Pulumi's `operation` on the plan's stack, its output streamed; Pulumi's exit status."""
     need("pulumi", operation)
-    # Imported here: the Automation API is only needed by these three commands.
+    # Imported here: the Automation API is only needed by these commands.
     from rackform.stack.workspace import WorkspaceError, open_stack, run
 
     try:
         stack = open_stack(plan, plan.project, extra=config)
     except WorkspaceError as exc:
         raise user_error(str(exc)) from None
-    code = run(
+    return run(
         stack,
         operation,
         on_output=lambda line: print(line, flush=True),
         on_error=lambda line: print(line, file=sys.stderr, flush=True),
         refresh=refresh,
         targets=targets,
+    )
+
+
+def record_boot(plan: Plan, judged: Judged) -> int:
+    """Record the wait in the stack's validation (its Validate stage judges its last report
+    again with it: a targeted update), unless the stack holds this very outcome already;
+    Pulumi's exit status (0: recorded, or nothing to record)."""
+    from pulumi import automation as auto
+
+    from rackform.stack.cluster import validate_target
+    from rackform.stack.workspace import WorkspaceError, open_stack
+
+    value = recorded_value(judged)
+    try:
+        held = open_stack(plan, plan.project).get_all_config().get(BOOT_VERDICT)
+    except (WorkspaceError, auto.CommandError):
+        held = None
+    if held is not None and held.value == value:
+        return 0
+    return run_stack(plan, "up", {BOOT_VERDICT: value}, targets=[validate_target(plan)])
+
+
+def after_up(plan: Plan, how: BootWait) -> None:
+    """The wait for the nodes configured at boot, after the stack's update: each node that did
+    not pass named, the outcome recorded, exit 3 unless every node passed."""
+    groups = boot_groups(plan)
+    if not groups:
+        return
+    names = ", ".join(g.name for g in groups)
+    if how.deadline_s <= 0:
+        print(
+            f"rackform: not waiting for the nodes of {names}, configured at boot "
+            "(--boot-deadline 0): the stack's validation keeps its last wait's outcome",
+            flush=True,
+        )
+        return
+    print(
+        f"rackform: waiting up to {how.deadline_s / 60:g} min for the nodes of {names} to "
+        "configure themselves at boot",
+        flush=True,
+    )
+    try:
+        judged = wait_for_boot(plan, how)
+    except (BootError, OSError) as exc:
+        raise user_error(str(exc)) from None
+    if judged is None:
+        return
+    code = record_boot(plan, judged)
+    for line in judged.lines():
+        print(line, flush=True)
+    passed, total = len(judged.by_state[PASSED]), len(judged.nodes)
+    if code:
+        print(
+            f"rackform: the wait was not recorded in the stack's validation (pulumi exit {code}); "
+            "run `rackform up` again",
+            file=sys.stderr,
+            flush=True,
+        )
+    if not judged.validated:
+        print(
+            f"rackform: {passed} of {total} nodes configured at boot passed in "
+            f"{judged.waited_s:.0f} s: the cluster is not validated (its validation's "
+            "`boot_reports` check fails)",
+            flush=True,
+        )
+        raise typer.Exit(EXIT_NOT_VALIDATED)
+    print(
+        f"rackform: every node configured at boot passed ({passed}) in {judged.waited_s:.0f} s",
+        flush=True,
     )
     if code:
         raise typer.Exit(code)
@@ -72,23 +170,64 @@ def up(
             "terminated outside the stack (heal's replace) is launched again.",
         ),
     ] = False,
+    boot_deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--boot-deadline",
+            help="Minutes to wait, after the stack's update, for the nodes configured at boot "
+            "(default: the catalog's configure.boot_deadline_s, 30 min); 0: do not wait.",
+            min=0,
+            show_default=False,
+        ),
+    ] = None,
+    boot_bind: Annotated[
+        str | None,
+        typer.Option(
+            "--boot-bind",
+            help="Listed nodes configured at boot: the address the boot server listens on.",
+        ),
+    ] = None,
+    boot_port: Annotated[
+        int, typer.Option("--boot-port", help="The boot server's port; 0 picks a free one.", min=0)
+    ] = 0,
+    boot_url: Annotated[
+        str | None,
+        typer.Option(
+            "--boot-url",
+            help="Where the nodes reach the boot server (default http://BIND:PORT; required "
+            "with a wildcard --boot-bind).",
+        ),
+    ] = None,
 ) -> None:
     """Provision, configure and validate the cluster (pulumi up on the stack <name>-<env>).
     Validation runs on create and when the configuration or the nodes change (or with
     --revalidate), never for an edit of the owner, idle policy, smoke steps or thresholds. A
     strict validation failure fails it after the report is in the stack outputs; so does an
-    unwaived preflight error, before anything is created."""
+    unwaived preflight error, before anything is created. Then it waits for the nodes
+    configured at boot and names each that did not pass (exit 3: not validated)."""
     plan = for_action(file, env, "nothing was created").plan
     need("pulumi", "up")
     need("cryptography", "up")  # promotion evidence is verified (and signed) with it
     from rackform.stack.gate import UpRefused, before_up
 
+    minutes = (
+        plan.figures.configure.boot_deadline_s.value / 60
+        if boot_deadline is None
+        else boot_deadline
+    )
+    how = BootWait(
+        minutes * 60, boot_bind, boot_port, boot_url, say=lambda line: print(line, flush=True)
+    )
+    if boot_groups(plan) and how.deadline_s > 0:
+        need("ansible_collections", "up")  # the nodes' artifacts are built from the collection
     try:
         before_up(plan, plan.project)  # the program runs the same gate (rackform/stack/gate.py)
-    except UpRefused as exc:
+        check_before_up(plan, how)
+    except (UpRefused, BootError) as exc:
         raise user_error(str(exc)) from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     operate(plan, "up", {REVALIDATE: stamp} if revalidate else None, refresh)
+    after_up(plan, how)
 
 
 @app.command()

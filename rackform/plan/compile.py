@@ -55,6 +55,9 @@ def stack_config(
 # A stack config key that is not the blueprint's: a new value asks the Validate stage to run
 # again (`rackform up --revalidate`).
 REVALIDATE = "rackform:revalidate"
+# Another: `rackform up`'s wait for the nodes configured at boot, as the check the Validate stage
+# adds to its report (rackform/boot/reports.py `recorded_value`; "" or absent: none).
+BOOT_VERDICT = "rackform:boot"
 
 
 def compile_plan(

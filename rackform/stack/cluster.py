@@ -43,6 +43,11 @@ def validation_input(plan: Plan) -> dict:
     }
 
 
+def validate_target(plan: Plan) -> str:
+    """The Validate stage's URN, as Pulumi's `--target` takes it (a glob)."""
+    return f"urn:pulumi:{plan.stack}::**::{plan.stack}-validate"
+
+
 class Cluster(pulumi.ComponentResource):
     """One cluster, provisioned, configured and validated in that order."""
 
@@ -56,6 +61,7 @@ class Cluster(pulumi.ComponentResource):
         configure_provider: ConfigureProvider | None = None,
         validate_provider: ValidateProvider | None = None,
         revalidate: str = "",
+        boot: str = "",
     ):
         props = {
             "cluster": plan.name,
@@ -120,6 +126,8 @@ class Cluster(pulumi.ComponentResource):
                 "configured_hash": self.configure.content_hash,
                 "request": revalidate,
                 "access": access,
+                # `rackform up`'s last wait for the nodes configured at boot, as a check.
+                "boot": boot,
                 # What the signed statement is about: which stack, and what reached the nodes.
                 "attest": {
                     "stack": plan.stack,

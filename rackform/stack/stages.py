@@ -10,7 +10,11 @@ it batch by batch before the converge (rackform/rollout/stage.py: `roll`, and `r
 the nodes run after each converge, are the stage's other works).
 
 Validate runs on create, when the configuration or the nodes change, and when asked
-(`rackform up --revalidate` sets the `request` input); a cosmetic edit never reruns it. It never
+(`rackform up --revalidate` sets the `request` input); a cosmetic edit never reruns it. Its
+`boot` input is `rackform up`'s last wait for the nodes configured at boot, as one check
+(`boot_reports`, rackform/boot/waiting.py): the stage adds it to the report it makes, and a
+new wait's outcome alone judges the last report again with it, without running anything on
+the nodes (the statement keeps the time of that run). It never
 raises for a failed check: the report and `passed` land in its outputs and the stack's, and the
 program fails `up` afterwards when `validation.strict` (rackform/stack/program.py), so the
 state keeps every resource and the evidence of what failed. With the report it outputs
@@ -44,11 +48,14 @@ import hashlib
 import importlib
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from rackform.boot.reports import BOOT_CHECK, recorded_check
+from rackform.evidence.signing import SigningError, payload
 from rackform.evidence.statement import attest
 from rackform.evidence.verdict import verdict
 from rackform.plan.inventory import inventory_hosts
@@ -87,6 +94,7 @@ VALIDATE_INPUTS = (
     "request",
     "access",
     "attest",
+    "boot",
 )
 # What makes a validation run again: new nodes, a new configuration, or a request. Not the
 # digest, the thresholds or the smoke steps: a cosmetic edit never reruns the smoke job on a
@@ -236,23 +244,62 @@ class ValidateProvider(ResourceProvider):
             validation=props["validation"],
             access=props.get("access"),
         )
+        return self._judged(props, with_boot(report, props.get("boot")))
+
+    def _judged(
+        self, props: dict[str, Any], report: dict[str, Any], at: datetime | None = None
+    ) -> dict[str, Any]:
         # The evidence `rackform promote` accepts: an in-toto statement about this run (what it
         # ran: the pin; on which nodes; when), signed here, in the source deploy that holds
         # RACKFORM_EVIDENCE_SIGNING_KEY (read now, never stored with the provider or in state).
-        signed = attest(report, props["attest"], inventory_hosts(props["inventory"]))
+        signed = attest(report, props["attest"], inventory_hosts(props["inventory"]), now=at)
         return {**_inputs(props, VALIDATE_INPUTS), **judge(report), "evidence": signed}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(f"{props['cluster']}-validate", self._run(props))
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in VALIDATE_TRIGGERS if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=[], stables=[])
+        changed = _triggered(olds, news) or _boot(olds) != _boot(news)
+        return DiffResult(changes=changed, replaces=[], stables=[])
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(self._run(news))
+        """A run on the nodes; or, where only the wait for the nodes configured at boot has a
+        new outcome, the last run's report judged again with it, nothing run on the nodes (what
+        was checked, where and when stay the last run's)."""
+        if _triggered(olds, news) or not isinstance(olds.get("report"), dict):
+            return UpdateResult(self._run(news))
+        report = with_boot(olds["report"], news.get("boot"))
+        return UpdateResult(
+            self._judged({**olds, "boot": _boot(news)}, report, _validated_at(olds))
+        )
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
+        return None
+
+
+def _triggered(olds: dict[str, Any], news: dict[str, Any]) -> bool:
+    return any(olds.get(k) != news.get(k) for k in VALIDATE_TRIGGERS)
+
+
+def _boot(props: dict[str, Any]) -> str:
+    """The `boot` input ("" where none: a stack made before it had one)."""
+    return props.get("boot") or ""
+
+
+def with_boot(report: dict[str, Any], boot: str | None) -> dict[str, Any]:
+    """`report` with the recorded wait as its `boot_reports` check (replacing an earlier one);
+    as it was, less any such check, where there is none."""
+    checks = [c for c in report.get("checks") or [] if c.get("name") != BOOT_CHECK]
+    check = recorded_check(boot)
+    return {**report, "checks": checks + ([check] if check else [])}
+
+
+def _validated_at(olds: dict[str, Any]) -> datetime | None:
+    """When the last run's statement says it validated (None: unreadable, then now)."""
+    try:
+        at = json.loads(payload(olds["evidence"]))["predicate"]["validated_at"]
+        return datetime.fromisoformat(at).astimezone(UTC)
+    except (KeyError, TypeError, ValueError, SigningError):
         return None
 
 

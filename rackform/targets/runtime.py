@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rackform.plan.model import Basis, Plan
+from rackform.plan.model import Basis, NodeGroupPlan, Plan
 from rackform.reap.target import ActionError, Reaper
 from rackform.scheduler.remote import RemoteError, Runner, host, ssh_to
 
 if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every command
     import pulumi
+
+    from rackform.boot.reports import Judged
 
 
 class ImageNotBuilt(Exception):
@@ -49,6 +51,22 @@ class ReplaceRules:
     replaced_by: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     versioned: Mapping[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
     rolls: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BootWait:
+    """How `rackform up` waits for the nodes configured at boot: `deadline_s` in all, judging
+    every `poll_s`; where the controller serves them (listed nodes: the boot server listens on
+    `bind`:`port`, the nodes reach it at `url`, default the bound address, and the round's
+    directory is `out`); `say` prints a line."""
+
+    deadline_s: float
+    bind: str | None = None
+    port: int = 0
+    url: str | None = None
+    out: Path | None = None
+    poll_s: float = 5.0
+    say: Callable[[str], object] = print
 
 
 @dataclass(frozen=True)
@@ -192,6 +210,19 @@ class TargetRuntime:
         """What the offline plan's mocks answer for this target's provider (none: a target
         whose resources need no computed output or data-source call to plan)."""
         return OfflineAnswers()
+
+    def check_boot(self, plan: Plan, groups: list[NodeGroupPlan], how: BootWait) -> None:
+        """Refuse, before anything is created, a wait for `groups`' nodes that `await_boot`
+        could not do (rackform.boot.controller.BootError, one line naming the fix)."""
+        from rackform.boot.controller import BootError
+
+        raise BootError(f"rackform cannot wait for nodes configured at boot on {self.label}")
+
+    def await_boot(self, plan: Plan, groups: list[NodeGroupPlan], how: BootWait) -> Judged:
+        """Wait until every node of `groups` (configured at boot) configured itself and passed
+        its checks, or `how.deadline_s` passes: each node judged passed, failed, stale or
+        missing, with what to do (rackform/boot/reports.py)."""
+        raise NotImplementedError
 
     def bmc(self, plan: Plan, node: str) -> Any | None:
         """The node's BMC for `rackform heal`'s power cycle (`system()`, `reset(system, kind)`,

@@ -4,7 +4,7 @@ The Automation API shells out to `pulumi`; this machine has no Pulumi CLI and mu
 one, so the tests put this script on PATH. It appends every invocation (argv, cwd, backend) to
 $FAKE_PULUMI_LOG as a JSON line, keeps stacks and their config in $FAKE_PULUMI_STATE, answers the
 Automation API's questions the way the real CLI does (`version`, `stack select/init`,
-`config set-all`, `stack output`, `stack history`, the engine event log) and exits from an
+`config set-all`, `config --json`, `stack output`, `stack history`, the engine event log) and exits from an
 operation with $FAKE_PULUMI_EXIT (default 0).
 """
 
@@ -57,6 +57,11 @@ if args[:2] == ["config", "set-all"]:
     pairs = [args[i + 1] for i, a in enumerate(args) if a == "--plaintext"]
     state["stacks"][name].update(dict(p.split("=", 1) for p in pairs))
     save()
+    sys.exit(0)
+if args[:1] == ["config"] and "--json" in args:
+    # The stack's config as `pulumi config --show-secrets --json` prints it.
+    held = state["stacks"].get(opt("--stack"), {})
+    print(json.dumps({k: {"value": v, "secret": False} for k, v in held.items()}))
     sys.exit(0)
 if args[:2] == ["stack", "output"]:
     # What the engine recorded at the stack's last update (set by a test: set_outputs).

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import fake_pulumi
+import moto_server
 import pytest
 from blueprint_helpers import AWS_TRAINING, ROOT
 
@@ -250,3 +251,84 @@ def test_image_build_without_the_pulumi_cli_says_so_in_one_line(tmp_path):
     assert r.returncode == 2
     (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("rackform:")]
     assert "the pulumi CLI is not on PATH" in line
+
+
+# `up` after the stack's update: the wait for the nodes configured at boot. The serving group's
+# nodes configure themselves (an AWS inference blueprint); moto's server stands in for Auto
+# Scaling and EC2 (tests/moto_server.py), the fake for Pulumi.
+INFERENCE = "blueprints/aws-inference.yaml"
+
+
+def _serving(aws):
+    from rackform.engine import prepare
+    from rackform.targets.aws.bootstrap import group_artifact
+    from rackform.targets.aws.names import asg_name
+
+    plan = prepare(ROOT / INFERENCE, "dev").plan
+    (g,) = plan.node_groups
+    (iid,) = aws.group(asg_name(plan, g), plan.name, g.count, env="dev")
+    return plan, iid, group_artifact(plan, g, asg_name(plan, g)).sha256
+
+
+def _ups(fake) -> list[list[str]]:
+    return [c["argv"] for c in fake.calls() if "up" in c["argv"]]
+
+
+def _held(fake, stack: str) -> dict:
+    state = json.loads((fake.tmp / "pulumi-state.json").read_text())
+    return json.loads(state["stacks"][stack]["rackform:boot"])
+
+
+@pytest.mark.usefixtures("no_aws")
+def test_up_names_a_node_not_configured_at_boot_records_it_and_exits_3(fake, aws):
+    plan, iid, sha = _serving(aws)
+    env = moto_server.aws_env(aws.endpoint, {})
+    r = fake("up", INFERENCE, "--env", "dev", "--boot-deadline", "0.01", **env)
+    assert r.returncode == 3, r.stderr
+    assert "waiting up to 0.01 min for the nodes of serve" in r.stdout
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith(iid)]
+    assert "node group serve): not configured" in line and "rackform up" in line
+    assert "0 of 1 nodes configured at boot passed" in r.stdout
+    assert "the cluster is not validated" in r.stdout
+    # The wait went into the stack's validation: a second update, of the Validate stage alone.
+    first, second = _ups(fake)
+    assert "--target" not in first
+    assert (
+        second[second.index("--target") + 1]
+        == f"urn:pulumi:{plan.stack}::**::{plan.stack}-validate"
+    )
+    held = _held(fake, plan.stack)
+    assert (held["status"], held["measured"], held["expected"]) == ("fail", 0, 1)
+    assert held["detail"] == f"{iid} missing"
+
+    # The node configures itself and tags itself: the next `up` passes, and records it.
+    aws.ec2.create_tags(Resources=[iid], Tags=[{"Key": "rackform:configured", "Value": sha}])
+    r = fake("up", INFERENCE, "--env", "dev", "--boot-deadline", "0.01", **env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "every node configured at boot passed (1)" in r.stdout
+    assert len(_ups(fake)) == 4 and _held(fake, plan.stack)["status"] == "pass"
+    # The same outcome again: the stack holds it already, no second update.
+    assert fake("up", INFERENCE, "--env", "dev", "--boot-deadline", "0.01", **env).returncode == 0
+    assert len(_ups(fake)) == 5
+
+
+@pytest.mark.usefixtures("no_aws")
+def test_up_with_boot_deadline_0_does_not_wait(fake, aws):
+    _serving(aws)  # a node not configured: a wait would name it and exit 3
+    env = moto_server.aws_env(aws.endpoint, {})
+    r = fake("up", INFERENCE, "--env", "dev", "--boot-deadline", "0", **env)
+    assert r.returncode == 0, r.stderr
+    assert "not waiting for the nodes of serve" in r.stdout and "waiting up to" not in r.stdout
+    assert len(_ups(fake)) == 1
+
+
+def test_up_of_a_cluster_configured_at_boot_without_the_pulumi_cli_fails_before_waiting(
+    fake, tmp_path
+):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = fake("up", INFERENCE, "--env", "dev", PATH=str(empty))
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert "pulumi CLI is not on PATH" in line
+    assert "waiting" not in r.stdout and fake.calls() == []

@@ -312,3 +312,79 @@ def test_a_stack_made_before_a_move_still_reaches_each_stages_work():
     assert resolve("rackform.hosts.runner:configure", "configure") is configure
     assert resolve("rackform.hosts.runner:drift", "configure") is drift
     assert resolve("rackform.validation.cluster:validate_cluster", "validate") is validate_cluster
+
+
+# `rackform up`'s wait for the nodes configured at boot, as the stack records it
+# (rackform/boot/waiting.py): the check the stage adds to its report.
+BOOT_FAIL = {
+    "name": "boot_reports",
+    "status": "fail",
+    "measured": 1,
+    "expected": 2,
+    "unit": "nodes",
+    "detail": "n2 missing",
+}
+BOOT_PASS = {**BOOT_FAIL, "status": "pass", "measured": 2, "detail": "every node passed (2)"}
+
+
+def _value(check):
+    return json.dumps(check)
+
+
+def _statement(outs):
+    from rackform.evidence.signing import payload
+
+    return json.loads(payload(outs["evidence"]))
+
+
+def test_a_failed_wait_for_the_nodes_configured_at_boot_fails_the_validation_and_its_evidence():
+    out = (
+        ValidateProvider(Work({"checks": [PASS]}))
+        .create(validate_props(boot=_value(BOOT_FAIL)))
+        .outs
+    )
+    assert out["report"]["checks"] == [PASS, BOOT_FAIL]
+    assert out["passed"] is False
+    assert out["failure"] == "boot_reports: measured 1 nodes, expected 2 nodes"
+    pred = _statement(out)["predicate"]
+    # What promotion reads (rackform/evidence/statement.py `check`): not passed.
+    assert pred["passed"] is False and pred["report"]["checks"][-1] == BOOT_FAIL
+    # A stack the wait never touched ("" or, made before the input, absent): no such check.
+    for none in ("", None):
+        plain = ValidateProvider(Work({"checks": [PASS]})).create(validate_props(boot=none)).outs
+        assert plain["report"]["checks"] == [PASS] and plain["passed"] is True
+
+
+def test_a_new_wait_outcome_alone_judges_the_last_report_again_running_nothing():
+    first = ValidateProvider(Work({"checks": [PASS]})).create(
+        validate_props(boot=_value(BOOT_FAIL))
+    )
+    olds = first.outs
+    work = Work({"checks": [FAIL]})  # what a new run would find: it must not run
+    provider = ValidateProvider(work)
+    news = validate_props(boot=_value(BOOT_PASS))
+    assert provider.diff("id", olds, news).changes
+    out = provider.update("id", olds, news).outs
+    assert work.calls == []
+    assert out["report"]["checks"] == [PASS, BOOT_PASS]  # replaced, not added to
+    assert out["passed"] is True and out["boot"] == _value(BOOT_PASS)
+    before, after = _statement(olds)["predicate"], _statement(out)["predicate"]
+    assert after["validated_at"] == before["validated_at"]  # the run's time, not the wait's
+    assert after["passed"] is True
+    # The same outcome again changes nothing; a stack made before the input has none.
+    assert not provider.diff("id", out, news).changes
+    legacy = {k: v for k, v in validate_props().items() if k != "boot"}
+    assert not provider.diff("id", {**legacy, "report": {}}, validate_props(boot="")).changes
+    # With new nodes as well, the stage runs on them, and the wait's outcome joins its report.
+    rerun = provider.update("id", out, validate_props(boot=_value(BOOT_FAIL), request="again"))
+    assert len(work.calls) == 1
+    assert rerun.outs["report"]["checks"] == [FAIL, BOOT_FAIL]
+
+
+def test_a_hand_edited_wait_record_never_passes():
+    out = (
+        ValidateProvider(Work({"checks": [PASS]}))
+        .create(validate_props(boot='{"name": "boot_reports", "status": "passed"}'))
+        .outs
+    )
+    assert out["passed"] is False and "boot_reports" in out["failure"]

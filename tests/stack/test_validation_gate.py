@@ -20,7 +20,7 @@ from pulumi.runtime.stack import run_in_stack
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.stack.offline import RecordingMocks, RecordingMonitor
-from rackform.stack.program import build
+from rackform.stack.program import build, fail_unless_passed
 from rackform.stack.stages import ValidationFailed
 
 FAILED = {
@@ -56,7 +56,7 @@ class ValidationMocks(RecordingMocks):
         return rid, state
 
 
-def _up(plan, passed: bool) -> tuple[RecordingMonitor, BaseException | None]:
+def _up(plan, passed: bool, config=None) -> tuple[RecordingMonitor, BaseException | None]:
     """Run the program as an update; the monitor (with the stack's outputs) and the program's
     failure, if any."""
     mocks = ValidationMocks(passed)
@@ -66,7 +66,7 @@ def _up(plan, passed: bool) -> tuple[RecordingMonitor, BaseException | None]:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         SETTINGS.outputs = set()
-        set_all_config({})
+        set_all_config(config or {})
         set_mocks(mocks, project="rackform", stack=plan.stack, preview=False, monitor=monitor)
         # set_mocks registers an empty root stack of its own; the program gets a fresh one, as
         # under `pulumi up`, whose outputs (the exports) register when the program ends.
@@ -122,3 +122,34 @@ def test_the_stacks_ssh_access_is_exported_as_a_secret_where_the_stack_made_the_
     }
     bare = compile_effective(load_effective(write_blueprint(tmp_path, BARE_METAL)))
     assert "ssh_access" not in _up(bare, passed=True)[0].stack_outputs
+
+
+BOOT = {"name": "boot_reports", "status": "fail", "measured": 3, "expected": 4, "unit": "nodes"}
+OK = {"name": "n1/gpu_count", "status": "pass", "measured": 8, "expected": 8}
+
+
+def test_strict_does_not_fail_the_program_for_the_wait_for_the_nodes_configured_at_boot(tmp_path):
+    # `rackform up` reports that wait itself (exit 3) after recording it with a targeted update;
+    # failing that update too would leave the stack unable to record the next wait.
+    plan = compile_effective(load_effective(write_blueprint(tmp_path, BARE_METAL)))
+    fail_unless_passed(plan, False, "boot_reports: ...", {"checks": [OK, BOOT]})
+    with pytest.raises(ValidationFailed, match="busbw"):
+        fail_unless_passed(plan, False, "busbw low", {"checks": [OK, BOOT, *FAILED["checks"]]})
+    with pytest.raises(ValidationFailed):  # the wait passed, nothing else did
+        fail_unless_passed(plan, False, "no check passed", {"checks": [{**BOOT, "status": "pass"}]})
+    with pytest.raises(ValidationFailed):
+        fail_unless_passed(plan, False, "busbw low", FAILED)
+
+
+def test_the_stacks_record_of_the_wait_reaches_the_validate_stage(tmp_path):
+    import json
+
+    def validate_inputs(config=None) -> dict:
+        monitor, _ = _up(plan, passed=True, config=config)
+        (found,) = [v for (t, _), v in monitor.mocks.inputs.items() if t.endswith(":Validate")]
+        return found
+
+    plan = compile_effective(load_effective(write_blueprint(tmp_path, BARE_METAL)))
+    value = json.dumps(BOOT)
+    assert validate_inputs({"rackform:boot": value})["boot"] == value
+    assert validate_inputs()["boot"] == ""

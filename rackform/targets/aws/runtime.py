@@ -174,6 +174,19 @@ class AwsRuntime(TargetRuntime):
 
         return Instances().nodes(plan)
 
+    def check_boot(self, plan: Plan, groups, how) -> None:
+        """Nothing to refuse: the nodes fetch their artifact from the stack's bucket."""
+
+    def await_boot(self, plan: Plan, groups, how):
+        """The groups' in-service instances tagged with their pinned artifact, read from Auto
+        Scaling and EC2 (rackform/targets/aws/configured.py)."""
+        from rackform.targets.aws.bootstrap import group_artifact
+        from rackform.targets.aws.configured import Configured
+        from rackform.targets.aws.names import asg_name
+
+        pins = {g.name: group_artifact(plan, g, asg_name(plan, g)).sha256 for g in groups}
+        return Configured().wait(plan, groups, pins, how.deadline_s, how.poll_s)
+
     def replace(self, plan: Plan, node: str) -> str:
         from rackform.targets.aws.instances import Instances
 

@@ -1,6 +1,8 @@
 """What bare metal and colocation share in the running world: Ansible logs in as the blueprint's
 `ssh_user`, each listed host is registered (checked over SSH, its facts recorded), never created
-or wiped, and an idle cluster is powered off through its BMCs or drained, never destroyed."""
+or wiped, a listed host configured at boot is served its artifact and heard from through the
+controller's boot server, and an idle cluster is powered off through its BMCs or drained, never
+destroyed."""
 
 from __future__ import annotations
 
@@ -40,6 +42,42 @@ class OnPremRuntime(TargetRuntime):
         source = "rackform/targets/onprem/hosts.py HostProvider.diff"
         return ReplaceRules(
             {"pulumi-python:dynamic/rackform:Host": dict.fromkeys(IDENTITY, source)}
+        )
+
+    def check_boot(self, plan, groups, how) -> None:
+        """The boot server needs an address to listen on, and one the nodes reach."""
+        from rackform.boot.controller import BootError, check_bind
+
+        if not how.bind:
+            names = ", ".join(g.name for g in groups)
+            raise BootError(
+                f"node group(s) {names} configure at boot: `up` serves their artifacts and takes "
+                "their reports; say where it listens with --boot-bind ADDR (and --boot-url where "
+                "the nodes reach it through another address), or --boot-deadline 0 to not wait"
+            )
+        check_bind(how.bind, how.url)
+
+    def await_boot(self, plan, groups, how):
+        """A boot server round for the listed hosts of `groups` (rackform/boot/controller.py):
+        a new token, each node's user data for the site's provisioning to hand it, the
+        artifacts served and the reports taken until every node reported or the deadline."""
+        from rackform.boot.controller import announced, default_out, listed_groups, prepare, serve
+
+        listed = [g for g in listed_groups(plan) if g.name in {x.name for x in groups}]
+        round_ = prepare(plan, how.out or default_out(plan), listed)
+
+        def listening(bound, written) -> None:
+            for line in announced(round_, bound, written, how.deadline_s):
+                how.say(line)
+
+        return serve(
+            round_,
+            how.bind or "",
+            how.port,
+            how.deadline_s,
+            url=how.url,
+            listening=listening,
+            poll_s=how.poll_s,
         )
 
     def reaper(self) -> OnPremReaper:
