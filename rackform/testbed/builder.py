@@ -16,9 +16,10 @@ has finished: a build that fails leaves the previous image as it was. The same a
 same base image is not built again (`image.json` says so).
 
 Identity is taken out before the drive is kept, as the testbed's own images have none: the
-machine id, the SSH host keys (the image's first-boot unit makes new ones), the host name, apt's
-downloaded packages; where the build was given its own apt source, the base's sources are put
-back and the build's package lists dropped.
+machine id, the SSH host keys (the image's first-boot unit makes new ones), the host name, the
+bake's bootstrap log; and apt's downloaded packages and package lists (the lists read as never
+updated, so a node's first apt task reads its own sources). Where the build was given its own
+apt source, the base's sources are put back.
 """
 
 from __future__ import annotations
@@ -62,12 +63,19 @@ _SAVE_SOURCES = (
 _RESTORE_SOURCES = (
     "rm -rf /etc/apt/sources.list.d; cp -a /var/lib/rackform/image-apt/sources.list"
     " /var/lib/rackform/image-apt/sources.list.d /etc/apt/ 2>/dev/null;"
-    " rm -rf /var/lib/rackform/image-apt; find /var/lib/apt/lists -maxdepth 1 -type f -delete"
+    " rm -rf /var/lib/rackform/image-apt"
 )
 # What makes one machine itself; the image's first boot makes its own (rackform-firstboot).
 _FORGET = (
     "apt-get clean; rm -f /etc/ssh/ssh_host_* /var/lib/dbus/machine-id; : > /etc/machine-id;"
-    f" : > /etc/hostname; rm -f {ON_GUEST}; sync"
+    f" : > /etc/hostname; rm -f {ON_GUEST}"
+    # The bake's own bootstrap log and state are the builder's, not a node's.
+    " /var/log/rackform-bootstrap.log /var/lib/rackform/bootstrap*.json;"
+    # No package lists, and none read as fresh: the roles' apt tasks update a cache older than
+    # their cache_valid_time, and a node booted from the image soon after the bake would
+    # otherwise take the bake's update for its own and find no package at all.
+    " find /var/lib/apt/lists -maxdepth 1 -type f -delete;"
+    " rm -f /var/lib/apt/periodic/update-success-stamp; touch -d @0 /var/lib/apt/lists; sync"
 )
 
 
