@@ -147,6 +147,24 @@ def venv(root: Path = VENV, wheel: Path | None = None) -> list[str]:
     return [str(python), f"{wheel}/pip", "install", "--find-links", str(wheel.parent), pin]
 
 
+def has_pinned(python: Path, requirements: list[str]) -> bool:
+    """The virtualenv of `python` has every requirement, each an exact pin (`name==version`),
+    at that version: what a node image's bake installed, which pip need not resolve again (a
+    minute of a node's boot on an emulated CPU). A range, or anything unreadable: False."""
+    pins = [r.split("==", 1) for r in requirements]
+    if not pins or any(len(p) != 2 or not p[0] or not p[1] for p in pins) or not python.exists():
+        return False
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "def have(n, v):\n"
+        "    try:\n        return m.version(n) == v\n"
+        "    except m.PackageNotFoundError:\n        return False\n"
+        "sys.exit(0 if all(have(n, v) for n, v in zip(sys.argv[1::2], sys.argv[2::2])) else 1)"
+    )
+    args = [x.strip() for p in pins for x in p]
+    return subprocess.run([str(python), "-c", code, *args], capture_output=True).returncode == 0
+
+
 def inventory(
     spec: dict, reboot_request: Path = REBOOT_REQUEST, host_vars: dict | None = None
 ) -> dict:
@@ -175,9 +193,13 @@ def configure(
     extra_env: dict | None = None,
     host_vars: dict | None = None,
 ) -> None:
-    # --no-compile: what the node imports is byte-compiled on first import, and only that.
-    pip = [*venv(), "-q", "--no-compile", *spec["pip"]["args"]]
-    run([*pip, *spec["pip"]["requirements"]])
+    requirements = spec["pip"]["requirements"]
+    if has_pinned(VENV / "bin" / "python", requirements):
+        log(f"{VENV} has {', '.join(requirements)} (the node image's): pip not run")
+    else:
+        # --no-compile: what the node imports is byte-compiled on first import, and only that.
+        pip = [*venv(), "-q", "--no-compile", *spec["pip"]["args"]]
+        run([*pip, *requirements])
     inv = root / "inventory.json"
     inv.write_text(json.dumps(inventory(spec, reboot_request, host_vars)), encoding="utf-8")
     env = {

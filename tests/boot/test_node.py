@@ -300,3 +300,22 @@ def test_the_newest_pip_wheel_of_the_first_directory_that_has_one(tmp_path):
     (second / "setuptools-80.0-py3-none-any.whl").touch()
     assert nb.bundled_pip((tmp_path / "none", first, second)).name.startswith("pip-23.0.1-")
     assert nb.bundled_pip((tmp_path / "none",)) is None
+
+
+def test_pip_is_not_run_where_the_virtualenv_has_every_pin(tmp_path):
+    # A node of a baked image: the bake installed the pinned ansible-core into the same
+    # virtualenv. A real virtualenv with pip in it; pip's own version is the pin it has.
+    root = tmp_path / "venv"
+    subprocess.run([*nb.venv(root), "-q", "--no-compile", "--no-index"], check=True)
+    python = root / "bin" / "python"
+    have = subprocess.run(
+        [python, "-m", "pip", "--version"], capture_output=True, text=True
+    ).stdout.split()[1]
+    assert nb.has_pinned(python, [f"pip=={have}"])
+    # Another version, a range, a package it lacks, a name with hyphens: pip runs.
+    assert not nb.has_pinned(python, [f"pip=={have}.1"])
+    assert not nb.has_pinned(python, ["pip>=1"])
+    assert not nb.has_pinned(python, [f"pip=={have}", "ansible-core==2.19.14"])
+    assert not nb.has_pinned(python, ["no-such-package==1.0"])
+    assert not nb.has_pinned(python, [])
+    assert not nb.has_pinned(tmp_path / "nowhere" / "python", [f"pip=={have}"])
