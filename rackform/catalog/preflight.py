@@ -73,6 +73,7 @@ class ConfigureFigures:
     configuration lines; the Ansible driver's forks)."""
 
     node_converge_s: Figure  # one node's first converge from a plain image (measured)
+    node_boot_baked_s: Figure  # one node of a baked image, from its user data to its report
     fork_mib: Figure  # controller memory one Ansible fork is counted at
     tunnel_connections: Figure  # connections an EC2 Instance Connect Endpoint carries at once
     boot_deadline_s: Figure  # how long `rackform up` waits for the nodes configured at boot

@@ -181,9 +181,10 @@ def configuring_line(c: dict) -> str:
     """One node group's configuration, in words."""
     minutes = f"about {round(c['expected_s'] / 60)} min"
     if c["how"] == "boot":
+        image = " (a baked node image: its roles skipped)" if c.get("baked") else ""
         return (
             f"{c['nodes']} node(s), each configures itself at first boot from its pinned "
-            f"artifact, all at once: {minutes} after boot, whatever the count"
+            f"artifact{image}, all at once: {minutes} after boot, whatever the count"
         )
     bound = f" ({c['why']})" if c["why"] else ""
     return (

@@ -55,3 +55,16 @@ def test_plan_shows_the_configuration_in_text_and_json():
     text = rackform("plan", "blueprints/baremetal-training.yaml").stdout
     assert "Configuration (one node's converge 1,417 s" in text
     assert "pushed from the controller over SSH" in text
+
+
+def test_a_baked_images_nodes_that_configure_at_boot_take_the_baked_figure(tmp_path):
+    # The image's roles skipped at boot (measured on the testbed); push runs every role, so a
+    # pushed group of a baked blueprint keeps the plain figure.
+    baked = {**AWS_INFERENCE, "image": {"bake": True}}
+    (serve,) = planned(tmp_path, baked)
+    assert serve.how == "boot" and serve.baked
+    assert serve.expected_s == FIGURES.node_boot_baked_s.value < NODE_S
+    (train,) = planned(tmp_path, {**AWS_TRAINING, "image": {"bake": True}})
+    assert train.how == "push" and not train.baked and train.per_node_s == NODE_S
+    (plain,) = planned(tmp_path, AWS_INFERENCE)
+    assert not plain.baked and plain.expected_s == NODE_S
