@@ -13,6 +13,7 @@ from rackform.paths import collection
 from rackform.plan.inventory import configure_vars, with_nodes
 from rackform.plan.model import Plan, thaw
 from rackform.rollout.inputs import rollout_input
+from rackform.stack.outputs import applied
 from rackform.stack.stages import (
     Configure,
     ConfigureProvider,
@@ -91,8 +92,11 @@ class Cluster(pulumi.ComponentResource):
         # Slurm's controller where the stack creates one (AWS): a host of the inventory's
         # slurm_controller group, never of gpu_nodes.
         self.slurm_controller = getattr(self.target, "slurm_controller", None)
-        inv = pulumi.Output.all(self.target.nodes, self.slurm_controller).apply(
-            lambda got: with_nodes(plan, got[0], got[1])
+        # `applied`, not Output.all: no copy of the node list and the inventory (outputs.py).
+        inv = applied(
+            lambda nodes, controller: with_nodes(plan, nodes, controller),
+            self.target.nodes,
+            self.slurm_controller,
         )
         # How the controller's SSH reaches nodes the stack created (its key, their host key);
         # None where the user's own SSH setup reaches them (bare metal, colocation).
@@ -104,8 +108,8 @@ class Cluster(pulumi.ComponentResource):
                 "inventory": inv,
                 "group_vars": installs,
                 "roles_hash": roles,
-                "content_hash": pulumi.Output.all(inv, installs).apply(
-                    lambda got: content_hash(roles, got[1], got[0])
+                "content_hash": applied(
+                    lambda hosts, got: content_hash(roles, got, hosts), inv, installs
                 ),
                 "expected_nodes": dict(zip(("min", "max"), plan.node_range, strict=True)),
                 "access": access,

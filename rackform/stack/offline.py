@@ -222,9 +222,9 @@ def tree_order(records: list[Record]) -> list[Record]:
 
     def walk(parent: str | None) -> None:
         siblings = {r.urn: r for r in children.get(parent, [])}
-        waiting = {
-            u: {sibling_of(d, parent) for d in needs[u]} & siblings.keys() - {u} for u in siblings
-        }
+        waiting = {u: {sibling_of(d, parent) for d in needs[u]} & siblings.keys() for u in siblings}
+        for u, deps in waiting.items():
+            deps.discard(u)  # (not `keys() - {u}`: a copy of every sibling for each sibling)
         dependents: dict[str, list[str]] = {}
         for u, deps in waiting.items():
             for d in deps:

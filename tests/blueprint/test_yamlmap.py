@@ -175,3 +175,53 @@ def test_the_cli_reports_it_located_with_exit_2(tmp_path, text, message):
     assert line.startswith(f"{path}:") and message in line
     line_no, col = line[len(str(path)) + 1 :].split(":")[:2]
     assert int(line_no) >= 2 and int(col) >= 1
+
+
+# libyaml's scanner and parser under the same composer (yamlmap._FAST), against the pure-Python
+# ones: the same values at the same lines and columns, and the same refusals in the same words.
+AGREEING = [
+    "name: a\nnode_groups:\n  - {name: g, hosts: [{name: h1, address: 10.0.0.1}]}\n",
+    "a: &x {k: [1, 2.5, true, null, ~, 0x1f, '3']}\nb: *x\nc: [*x, *x]\n",
+    '# comment\nkey: "é ü" # trailing\nnext: {é: 1, b: 2}\nlast: ünïcode\n',
+    "text: |\n  two\n  lines\nfolded: >\n  one\n  line\nempty:\n",
+    "- 1\n- - 2\n  - {a: [3]}\n",
+    "",
+    "a: 1\na: 2\n",  # duplicate key
+    "a: [1, 2\nb: 3\n",  # unclosed
+    "a:\n\t- 1\n",  # a tab
+    "a: 1\n---\nb: 2\n",  # two documents
+    "? [1, 2]\n: v\n",  # a key that is no plain value
+    "a: *nowhere\n",  # an undefined alias
+    "a: b: c\n",
+    "a: 'unclosed\n",
+    "x: " + flow_list(MAX_DEPTH) + "\n",
+    "a: \x07\n",  # a control character
+]
+
+
+def _outcome(text: str):
+    try:
+        doc = parse(text)
+    except YamlProblems as exc:
+        return [(p.loc, p.message, p.fix) for p in exc.problems]
+    return doc.data, doc.keys, doc.values
+
+
+@pytest.mark.skipif(yamlmap._FAST is None, reason="PyYAML built without libyaml")
+@pytest.mark.parametrize("text", AGREEING)
+def test_libyaml_and_the_pure_python_parser_agree(text, monkeypatch):
+    fast = _outcome(text)
+    monkeypatch.setattr(yamlmap, "_FAST", None)
+    assert fast == _outcome(text)
+
+
+@pytest.mark.skipif(yamlmap._FAST is None, reason="PyYAML built without libyaml")
+def test_libyaml_reads_the_document_and_the_limits_hold_there(monkeypatch):
+    used = []
+    real = yamlmap._compose_with
+    monkeypatch.setattr(yamlmap, "_compose_with", lambda c, t: used.append(c) or real(c, t))
+    assert parse("a: [1, {b: 2}]\n").data == {"a": [1, {"b": 2}]}
+    assert used == [yamlmap._FAST]
+    used.clear()
+    with pytest.raises(YamlProblems):
+        yamlmap._compose_with(yamlmap._FAST, "x: " + flow_list(MAX_DEPTH) + "\n")

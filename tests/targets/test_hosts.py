@@ -166,3 +166,13 @@ def test_delete_releases_without_touching_the_host(ssh_on_path):
     assert probes.calls == []
     assert HostProvider().delete("n1@10.0.0.1:22", dict(HOST)) is None
     assert not Path(ssh_on_path).exists()  # ssh never ran
+
+
+def test_host_outputs_are_annotated_with_types_not_strings():
+    # The SDK reads these for every Host it registers (typing.get_type_hints): as strings
+    # (`from __future__ import annotations`) they were compiled again each time.
+    from rackform.targets.onprem.hosts import Host
+
+    assert Host.__annotations__ and not any(
+        isinstance(a, str) for a in Host.__annotations__.values()
+    )

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from planhelp import BARE_METAL, COLOCATION, of_type, plan
+from planhelp import BARE_METAL, COLOCATION, of_type, one, plan
+
+from rackform.targets.onprem.cluster import by_group
 
 
 def test_bare_metal_registers_each_host_and_creates_nothing_in_a_cloud(tmp_path):
@@ -46,3 +48,46 @@ def test_over_budget_rack_never_reaches_the_program(tmp_path):
     doc["target"]["racks"][1]["power_kw"] = 4
     with pytest.raises(BlueprintError, match="r2"):
         plan(tmp_path, doc)
+
+
+def test_every_host_keeps_its_own_address_and_port_in_the_configured_inventory(tmp_path):
+    # The nodes' list is gathered over every host's outputs at once (by_group): groups of
+    # uneven sizes, hyphenated names and ports that differ host by host must still line up.
+    doc = json.loads(json.dumps(BARE_METAL))
+    doc["node_groups"][0]["hosts"].append({"name": "n3", "address": "10.0.0.3", "port": 2200})
+    doc["node_groups"].append(
+        {
+            "name": "cpu-pool",
+            "hosts": [
+                {"name": "c-1", "address": "10.0.1.1", "port": 2201},
+                {"name": "c-2", "address": "10.0.1.2"},
+            ],
+        }
+    )
+    inv = one(plan(tmp_path, doc), "rackform:Configure").inputs["inventory"]
+    groups = inv["all"]["children"]["gpu_nodes"]["children"]
+    got = {
+        h: (v["ansible_host"], v["ansible_port"])
+        for g in groups.values()
+        for h, v in g["hosts"].items()
+    }
+    assert got == {
+        "n1": ("10.0.0.1", 2222),  # the target's ssh_port
+        "n2": ("10.0.0.2", 22),
+        "n3": ("10.0.0.3", 2200),
+        "c-1": ("10.0.1.1", 2201),
+        "c-2": ("10.0.1.2", 2222),
+    }
+    assert set(groups["ng_cpu_pool"]["hosts"]) == {"c-1", "c-2"}
+
+
+def test_by_group_lines_names_up_with_the_flat_outputs():
+    flat = ["a1", 22, "a2", 23, "b1", 24]
+    groups = [("g-a", ["x", "y"]), ("empty", []), ("g-b", ["z"])]
+    assert by_group(groups, flat) == {
+        "g-a": [["x", "a1", 22], ["y", "a2", 23]],
+        "empty": [],
+        "g-b": [["z", "b1", 24]],
+    }
+    with pytest.raises(ValueError):
+        by_group([("g", ["x", "y"])], ["a1", 22, "a2"])  # an address without its port

@@ -14,6 +14,7 @@ import pulumi_aws as aws
 
 from rackform.boot.artifact import user_data
 from rackform.plan.model import Plan
+from rackform.stack.outputs import applied
 from rackform.targets.aws.access import NodeKeys, access
 from rackform.targets.aws.bootstrap import ArtifactBucket, group_artifact, node_policy
 from rackform.targets.aws.controller import SlurmController
@@ -185,8 +186,9 @@ class AwsCluster(pulumi.ComponentResource):
             )
         self.node_resources = [r for g in self.groups for r in g.resources]
         names = [g.name for g in plan.node_groups]
-        self.nodes = pulumi.Output.all(*[g.nodes for g in self.groups]).apply(
-            lambda lists: dict(zip(names, lists, strict=True))
+        # `applied`, not Output.all: no copy of every group's node list (stack/outputs.py).
+        self.nodes = applied(
+            lambda *lists: dict(zip(names, lists, strict=True)), *[g.nodes for g in self.groups]
         )
         # Slurm's controller, where the blueprint declares a scheduler: no node (not in
         # `nodes`, so nothing that reads the GPU nodes sees it), but configured with them.

@@ -209,11 +209,14 @@ class AwsNodeGroup(pulumi.ComponentResource):
             for n in names
         ]
         self.resources = list(instances)
+        # Gathered once over every instance's two scalars (an Output.all per instance inside
+        # another would copy each pair again: rackform/stack/outputs.py).
         self.nodes = pulumi.Output.all(
-            *[pulumi.Output.all(x.private_ip, x.id) for x in instances]
+            *[out for x in instances for out in (x.private_ip, x.id)]
         ).apply(
-            lambda pairs: [
-                [n, ip, SSH_PORT, iid] for n, (ip, iid) in zip(names, pairs, strict=True)
+            lambda flat: [
+                [n, ip, SSH_PORT, iid]
+                for n, ip, iid in zip(names, flat[::2], flat[1::2], strict=True)
             ]
         )
 

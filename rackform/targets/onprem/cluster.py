@@ -44,6 +44,16 @@ def sdk_pickler_kept() -> Iterator[None]:
                 delattr(pickle._Pickler, n)
 
 
+def by_group(groups: list[tuple[str, list[str]]], flat: list) -> dict[str, list[list]]:
+    """{group: [[host name, address, port], ...]} from each group's host names, in order, and
+    every host's address and port in one list, in the same order."""
+    out: dict[str, list[list]] = {}
+    pairs = iter(zip(flat[::2], flat[1::2], strict=True))
+    for group, names in groups:
+        out[group] = [[name, *next(pairs)] for name in names]
+    return out
+
+
 class OnPremCluster(pulumi.ComponentResource):
     """Registered hosts, grouped by node group (and, in a colocation site, by rack)."""
 
@@ -63,10 +73,8 @@ class OnPremCluster(pulumi.ComponentResource):
         # Hosts sit under the component of their rack, where the target has racks.
         parents = racks(self) if racks else {}
         provider = provider or HostProvider()
-        per_group: list[pulumi.Output] = []
         self.node_resources = []
         for g in plan.node_groups:
-            hosts = []
             for h in g.hosts:
                 with sdk_pickler_kept():
                     host = Host(
@@ -86,10 +94,11 @@ class OnPremCluster(pulumi.ComponentResource):
                         opts=pulumi.ResourceOptions(parent=parents.get(h.rack or "", self)),
                     )
                 self.node_resources.append(host)
-                hosts.append(pulumi.Output.all(h.name, host.address, host.port))
-            per_group.append(pulumi.Output.all(*hosts))
-        names = [g.name for g in plan.node_groups]
-        self.nodes = pulumi.Output.all(*per_group).apply(
-            lambda lists: {n: [list(x) for x in hs] for n, hs in zip(names, lists, strict=True)}
-        )
+        # {group: [[host name, address, port], ...]} from the hosts' own outputs, gathered once
+        # over every host's two scalars (an Output.all per host, then per group, would copy
+        # each host's list twice more: rackform/stack/outputs.py).
+        groups = [(g.name, [h.name for h in g.hosts]) for g in plan.node_groups]
+        self.nodes = pulumi.Output.all(
+            *[out for host in self.node_resources for out in (host.address, host.port)]
+        ).apply(lambda flat: by_group(groups, flat))
         self.register_outputs({"nodes": self.nodes})
