@@ -22,6 +22,8 @@ def render(role: str, name: str, variables: dict, hosts: list[str], host: str | 
         **{k: trust_as_template(v) if isinstance(v, str) else v for k, v in own.items()},
         **variables,
         "ansible_play_hosts_all": hosts,
+        # Every host still in the play (a test that loses one names the rest in `extra`).
+        "ansible_play_hosts": hosts,
         "inventory_hostname": host or hosts[0],
         **extra,
     }

@@ -1,5 +1,7 @@
 """`rackform configure FILE --env ENV [--limit HOSTS] [--check] [--rolling]`: converge the nodes,
-every node at once, or (--rolling) batch by batch through Slurm (rackform/cli/rolling.py)."""
+every node at once (the GPU roles in batches where the cluster is wider than the run's forks,
+nodes that came back unreachable tried again), or (--rolling) batch by batch through Slurm
+(rackform/cli/rolling.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, extra_vars_of, for_action, need
 from rackform.plan.model import thaw
+from rackform.push.runner import MAX_FAIL_PERCENT, RETRY_WAIT_S, UNREACHABLE_RETRIES
 
 
 @app.command("configure")
@@ -77,12 +80,44 @@ def configure(
             help="Where rollouts and the last applied configuration are recorded (default: $RACKFORM_ROLLOUT_DIR or ~/.rackform/rollout).",
         ),
     ] = None,
+    batch: Annotated[
+        int | None,
+        typer.Option(
+            "--batch",
+            min=1,
+            help="Nodes the GPU roles take at a time (default: the run's fork width where the cluster is wider, else every node in one batch).",
+        ),
+    ] = None,
+    max_fail_percent: Annotated[
+        int,
+        typer.Option(
+            "--max-fail-percent",
+            min=0,
+            max=100,
+            help="Stop before a batch where more than this share of the batch before it failed or was unreachable.",
+        ),
+    ] = MAX_FAIL_PERCENT,
+    retries: Annotated[
+        int,
+        typer.Option(
+            "--retries",
+            min=0,
+            max=10,
+            help="Try the nodes that came back UNREACHABLE again this many times, each time limited to them.",
+        ),
+    ] = UNREACHABLE_RETRIES,
+    retry_wait: Annotated[
+        float,
+        typer.Option("--retry-wait", min=0, help="Seconds to wait before each retry."),
+    ] = RETRY_WAIT_S,
 ) -> None:
     """Run the roles (nvidia_driver, nccl_rdma, nvme_raid, dcgm, smoke_train) on the
-    blueprint's nodes with a live progress display and a per-host summary. On failure it exits
-    non-zero, naming the host, role and task; a rerun continues from where the hosts are.
+    blueprint's nodes with a live progress display and a per-host summary. A cluster wider than
+    the run's forks goes through the GPU roles in batches; nodes that came back unreachable are
+    tried again. One node's failure stops no other: at the end every node left unconfigured is
+    named with why, and the run exits non-zero; a rerun continues from where the hosts are.
     A blueprint with an unwaived preflight error is refused."""
-    from rackform.push.runner import ROLES, run, summary_lines
+    from rackform.push.runner import ROLES, report_lines, run, summary_lines
 
     plan = for_action(file, env, "nothing was configured").plan
     need("ansible_runner", "configure")
@@ -101,9 +136,9 @@ def configure(
         )
     if (rollback or abandon) and not rolling:
         problems.append("--rollback and --abandon go with --rolling")
-    if rolling and (limit or role or check):
+    if rolling and (limit or role or check or batch):
         problems.append(
-            "--rolling takes its batches from the rollout: no --limit, --role or --check"
+            "--rolling takes its batches from the rollout: no --limit, --role, --check or --batch"
         )
     if rollback and abandon:
         problems.append("--rollback or --abandon, not both")
@@ -146,19 +181,18 @@ def configure(
         report_dir=report_dir,
         out=out,
         keep_artifacts=artifacts,
+        batch=batch,
+        max_fail_percent=max_fail_percent,
+        retries=retries,
+        retry_wait_s=retry_wait,
     )
     out("")
     for line in summary_lines(result):
         out(line)
     out(f"took {result.seconds:.0f} s")
     if result.rc != 0:
-        for f in result.failures:
-            print(f"rackform configure: {f}", file=sys.stderr)
-        if not result.failures:
-            print(
-                f"rackform configure: ansible-playbook exited {result.rc} ({result.status})",
-                file=sys.stderr,
-            )
+        for line in report_lines(result):
+            print(f"rackform configure: {line}", file=sys.stderr)
         if result.artifacts:
             print(f"rackform configure: event log kept in {result.artifacts}", file=sys.stderr)
         raise typer.Exit(result.rc or 1)

@@ -51,8 +51,33 @@ def test_an_unreachable_host_fails_the_run_naming_the_host(write, tmp_path):
         """
     )
     proc = rackform("configure", bp, "--role", "nccl_rdma", "--report-dir", tmp_path / "r",
-                    "--artifacts", tmp_path / "events")  # fmt: skip
+                    "--artifacts", tmp_path / "events", "--retries", "1",
+                    "--retry-wait", "0.5")  # fmt: skip
     assert proc.returncode == 4  # ansible-playbook's status for unreachable hosts, passed through
-    assert "rackform configure: lab1: Gathering Facts:" in proc.stderr
+    assert (
+        "1 node(s) unreachable (lab1): trying them again in 0.5 s, limited to them (retry 1 of 1)"
+        in proc.stdout
+    )
+    assert "retry 1 of 1: none came back; still unreachable: lab1" in proc.stdout
+    errors = proc.stderr.splitlines()
+    assert "rackform configure: 1 node(s) unreachable after 1 retry:" in errors
+    assert any(
+        line.startswith("rackform configure: lab1: UNREACHABLE at Learn the host's OS and network:")
+        for line in errors
+    ), proc.stderr
     assert "lab1" in proc.stdout and "UNREACHABLE" in proc.stdout
     assert f"event log kept in {tmp_path / 'events'}" in proc.stderr
+
+
+def test_the_scale_options_are_checked_before_anything_runs(write):
+    bp = write(BARE_METAL)
+    for args, wanted in (
+        (["--max-fail-percent", "101"], "--max-fail-percent"),
+        (["--batch", "0"], "--batch"),
+        (["--retries", "-1"], "--retries"),
+        (["--rolling", "--batch", "4"], "no --limit, --role, --check or --batch"),
+    ):
+        proc = rackform("configure", bp, *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert wanted in proc.stderr and "Traceback" not in proc.stderr
+        assert "configure bm-cluster" not in proc.stdout  # nothing ran

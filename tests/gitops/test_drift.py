@@ -184,3 +184,28 @@ def test_role_limits_the_check_mode_run_to_those_roles(monkeypatch):
     hostdrift.check(plan)
     every = [r for r in runner.ROLES if r != "smoke_train"]
     assert asked == [(["nvme_raid"], True, True), (every, True, True)]
+
+
+def test_a_hosts_result_is_read_as_its_own_tasks_where_nodes_go_at_their_own_pace():
+    """Under `strategy: free` (site.yml's batches) node1 may report on one task after node2
+    started the next: the display names the task again, so the collector still reads each
+    change and failure as the task's that made it."""
+    collector = Collector()
+    progress = _Progress(collector)
+    conf, env = "Write /etc/nccl.conf", "Write /etc/nccl.env"
+    for e in [
+        {"event": "playbook_on_play_start", "event_data": {"play": "Converge the GPU nodes"}},
+        event("playbook_on_task_start", role="nccl_rdma", task=conf),
+        event("playbook_on_task_start", role="nccl_rdma", task=env),
+        event("runner_on_ok", "node1", "nccl_rdma", conf, {"changed": True}),
+        event("runner_on_ok", "node2", "nccl_rdma", env, {"changed": True}),
+        event("runner_on_failed", "node3", "nccl_rdma", conf, {"msg": "disk full"}),
+    ]:
+        progress(e)
+    got = [(i.host, i.task, i.kind) for i in collector.items]
+    assert got == [
+        ("node1", conf, "repairable"),
+        ("node2", env, "repairable"),
+        ("node3", conf, "needs a person"),
+    ]
+    assert progress.changed == {"node1": [f"nccl_rdma : {conf}"], "node2": [f"nccl_rdma : {env}"]}

@@ -229,7 +229,8 @@ def test_fewer_forks_than_nodes_still_reach_every_node_and_one_failure_stops_no_
     )  # fmt: skip
     assert lines[0] == (
         "configuring 12 nodes 5 at a time "
-        "(half of the controller's 400 MiB available, at 40 MiB a fork)"
+        "(half of the controller's 400 MiB available, at 40 MiB a fork), the GPU roles in "
+        "batches of 4, stopping where more than 25% of a batch fails"
     )
     (command,) = (tmp_path / "ev").rglob("command")
     argv = json.loads(command.read_text())["command"]

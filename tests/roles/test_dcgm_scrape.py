@@ -291,3 +291,63 @@ def test_a_partial_run_leaves_the_clusters_scrape_config_as_it_is(tmp_path):
                               dcgm_prometheus_file=str(out))  # fmt: skip
     assert out.read_text() == whole
     assert result.hosts["n1"].changed == 0
+
+
+# The role's preflight on one host, as the GPU roles' play runs it: here, with no GPU and
+# dcgm_require_gpu false, it decides to skip the host (and says so in a fact).
+PREFLIGHT = """
+- name: The dcgm role's preflight, where it decides to skip a host
+  hosts: gpu_nodes
+  gather_facts: true
+  gather_subset: [min, network]
+  tasks:
+    - name: The role's preflight
+      ansible.builtin.include_role:
+        name: rackform.gpu.dcgm
+        tasks_from: preflight.yml
+      when: inventory_hostname == 'cpu-node'
+"""
+
+
+def test_the_scrape_config_written_in_a_later_pass_knows_which_hosts_the_role_skipped(tmp_path):
+    # The runner's last pass (its cluster-wide plays, after a retry brought a node back) is a
+    # new ansible-playbook run: it knows which hosts the dcgm role skipped, and their addresses,
+    # only from the run's fact cache, where the first pass left them. Here the first pass is
+    # the role's preflight (cpu-node: skipped, no GPU), the second the site playbook's own
+    # cluster-wide pass, with nothing else.
+    play = tmp_path / "preflight.yml"
+    play.write_text(textwrap.dedent(PREFLIGHT))
+    hosts = {
+        name: {**LOCAL, "dcgm_scrape_address": "127.0.0.1", "dcgm_exporter_port": port,
+               "dcgm_node_exporter_port": port + 1}
+        for name, port in (("cpu-node", 9400), ("node-a", 9410))
+    }  # fmt: skip
+    inv = {"all": {"vars": {"rackform_cluster": "llm-train-a"},
+                   "children": {"gpu_nodes": {"children": {"ng": {"hosts": hosts}}}}}}  # fmt: skip
+    out = tmp_path / "reports" / "prometheus-dcgm.yml"
+    extra = {"host_bootstrap_packages": [], "dcgm_require_gpu": False,
+             "dcgm_prometheus_file": str(out)}  # fmt: skip
+
+    def site_cluster_pass(cache: Path) -> dict:
+        lines: list[str] = []
+        done = ansible_run.run_playbook(
+            inv, extravars={**extra, "rackform_facts_from_this_run": True},
+            tags=[ansible_run.CLUSTER_TAG], skip_tags=["slurm", "smoke_train"],
+            fact_cache=cache, out=lines.append,
+        )  # fmt: skip
+        assert done.rc == 0, "\n".join(lines)
+        assert "== Write the cluster's Prometheus scrape config" in lines
+        jobs = {j["job_name"]: j for j in yaml.safe_load(out.read_text())}
+        return {job: [c["labels"]["node"] for c in jobs[job]["static_configs"]] for job in jobs}
+
+    cache = tmp_path / "facts"
+    lines: list[str] = []
+    first = ansible_run.run_playbook(
+        inv, playbook=play, extravars=extra, fact_cache=cache, out=lines.append
+    )
+    assert first.rc == 0, "\n".join(lines)
+    assert "    cpu-node: " not in "\n".join(lines)  # the skip is said by the role's main, not here
+    assert site_cluster_pass(cache) == {"dcgm": ["node-a"], "node": ["cpu-node", "node-a"]}
+    # Without that pass's facts (a fresh cache) the skip is not known: cpu-node would be listed
+    # as a dcgm-exporter target it does not run.
+    assert site_cluster_pass(tmp_path / "fresh")["dcgm"] == ["cpu-node", "node-a"]

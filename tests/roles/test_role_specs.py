@@ -19,7 +19,7 @@ from rackform.blueprint.loader import load_effective
 from rackform.blueprint.schema.sections import FABRICS
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
-from rackform.push.runner import ROLES
+from rackform.push.runner import BATCH_CHECK, CLUSTER_ROLES, CLUSTER_TAG, MAX_FAIL_PERCENT, ROLES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
@@ -151,30 +151,101 @@ def test_site_playbook_runs_every_role_once_tagged_with_its_name():
     wait, *plays = load(SITE)
     # First every host answers SSH (a node just launched boots first), whatever roles are asked:
     # the nodes and Slurm's controller instance (AWS), the groups rackform.plan.inventory makes.
-    task, *grouping = wait["tasks"]
+    task, facts, *grouping = wait["tasks"]
     assert task["ansible.builtin.wait_for_connection"] and task["tags"] == ["always"]
     assert wait["hosts"] == "gpu_nodes:slurm_controller" and wait["gather_facts"] is False
-    # ...and is put in the groups of the plays it is for, whatever roles are asked.
+    # ...has its facts read, once for the whole run (every later play reads them)...
+    assert facts["ansible.builtin.setup"]["gather_subset"] == ["min", "network"]
+    assert facts["tags"] == ["always"]
+    # ...and is put in the groups of the plays it is for, whatever roles are asked (every host
+    # that got this far: the batches are made of them).
     groups = {t["ansible.builtin.group_by"]["key"] for t in grouping}
-    assert groups == {"rackform_slurm", "rackform_smoke_train"}
+    assert groups == {"rackform_answered", "rackform_slurm", "rackform_smoke_train"}
     assert all(t["tags"] == ["always"] for t in grouping)
-    roles = [r for p in plays for r in p["roles"]]
+    roles = [r for p in plays for r in p.get("roles", [])]
     assert [r["role"] for r in roles] == [f"rackform.gpu.{r}" for r in ROLES]
     assert all(r["tags"] == [r["role"].removeprefix("rackform.gpu.")] for r in roles)
     # The GPU roles run on the nodes (the group every node is in); slurm and the smoke job on
     # the hosts grouped for them (which hosts: tests/roles/test_slurm_config.py runs it).
-    hosts = {r["role"].removeprefix("rackform.gpu."): p["hosts"] for p in plays for r in p["roles"]}
+    hosts = {
+        r["role"].removeprefix("rackform.gpu."): p["hosts"]
+        for p in plays
+        for r in p.get("roles", [])
+    }
     assert hosts == {
         r: {
             "slurm": "gpu_nodes:slurm_controller:&rackform_slurm",
             "smoke_train": "gpu_nodes:&rackform_smoke_train",
-        }.get(r, "gpu_nodes")
+            "shared_storage": "gpu_nodes",
+        }.get(r, "gpu_nodes:&rackform_answered")
         for r in ROLES
     }
-    # The first play over the nodes gathers the facts the later ones read; the slurm play
-    # gathers only a host no earlier play saw (the controller).
-    assert plays[0]["gather_facts"] is True and plays[0]["hosts"] == "gpu_nodes"
-    assert all(p["gather_facts"] is False and p["force_handlers"] is True for p in plays[1:])
+    # Facts are read once, in the first play: no later play gathers them again.
+    assert all(p["gather_facts"] is False for p in plays)
+    assert all(p["force_handlers"] is True for p in plays if p.get("roles"))
+
+
+def _plays() -> dict[str, dict]:
+    return {p["name"]: p for p in load(SITE)}
+
+
+def test_site_playbook_batches_only_the_play_that_reads_no_other_host():
+    plays = _plays()
+    batched = [n for n, p in plays.items() if "serial" in p]
+    assert batched == ["Converge the GPU nodes"]
+    gpu = plays["Converge the GPU nodes"]
+    assert gpu["serial"] == "{{ rackform_batch | default(0) | int }}"
+    assert [r["role"] for r in gpu["roles"]] == [
+        f"rackform.gpu.{r}" for r in ("nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm")
+    ]
+    # ...whose one cross-host file, the scrape config, is left to a play after the batches.
+    assert gpu["roles"][-1]["vars"] == {"dcgm_prometheus_deferred": True}
+    scrape = plays["Write the cluster's Prometheus scrape config"]
+    (write,) = scrape["tasks"]
+    assert write["ansible.builtin.import_role"] == {
+        "name": "rackform.gpu.dcgm",
+        "tasks_from": "scrape.yml",
+    }
+    assert write["tags"] == ["dcgm"]
+    # Each node at its own pace only where nothing reads another host: the first play and the
+    # batches. Every other play (run_once, slurm.conf, the NFS server before its clients, the
+    # smoke job's rendezvous) runs every host through each task before the next.
+    free = sorted(n for n, p in plays.items() if p.get("strategy") == "free")
+    assert free == ["Converge the GPU nodes", "Wait for every node to answer"]
+    assert all(p.get("strategy", "linear") in ("free", "linear") for p in plays.values())
+    # Ansible ignores max_fail_percentage under `strategy: free`: the play checks each batch
+    # itself, and nothing makes one node's failure every node's.
+    for p in plays.values():
+        assert "max_fail_percentage" not in p and "any_errors_fatal" not in p, p["name"]
+        for t in tasks(p.get("pre_tasks", []) + p.get("tasks", [])):
+            assert "any_errors_fatal" not in t, t["name"]
+    for role in ALL_ROLES:
+        for path in task_files(role):
+            for t in tasks(load(path)):
+                assert "any_errors_fatal" not in t, f"{role}/{path.name}: {t.get('name')}"
+    check = gpu["pre_tasks"][0]
+    assert check["name"] == BATCH_CHECK and check["tags"] == ["always"]
+    # The playbook's own default is the runner's.
+    assert f"rackform_max_fail_percent | default({MAX_FAIL_PERCENT})" in str(check)
+
+
+def test_the_cluster_wide_plays_are_tagged_for_the_runners_last_pass():
+    # After a retry brought the missing nodes back, the runner runs the plays tagged
+    # CLUSTER_TAG over every node: exactly the ones whose roles write what spans every node.
+    plays = _plays()
+    tagged = [n for n, p in plays.items() if CLUSTER_TAG in p.get("tags", [])]
+    assert tagged == [
+        "Write the cluster's Prometheus scrape config",
+        "Run Slurm on the nodes and its controller",
+        "Validate the GPU nodes with the smoke job",
+    ]
+    roles = set()
+    for name in tagged:
+        p = plays[name]
+        roles |= {r["tags"][0] for r in p.get("roles", [])} | {
+            t["tags"][0] for t in p.get("tasks", [])
+        }
+    assert sorted(roles) == sorted(CLUSTER_ROLES)
 
 
 def test_site_playbook_passes_ansibles_syntax_check(tmp_path):

@@ -10,9 +10,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from blueprint_helpers import BARE_METAL, SLURM_MIXED
@@ -30,10 +32,13 @@ HW = {"CPUs": "224", "Boards": "1", "SocketsPerBoard": "2", "CoresPerSocket": "5
       "ThreadsPerCore": "2", "RealMemory": "2063000"}  # fmt: skip
 
 
-def templar(blueprint: Path, host: str | None = None, env: str | None = None) -> Templar:
+def templar(
+    blueprint: Path, host: str | None = None, env: str | None = None, lost: Sequence[str] = ()
+) -> Templar:
     """Ansible's templar with the role's variables on `host` (default the controller), and each
     host's facts as tasks/facts.yml sets them: a node's address, host name and `slurmd -C`
-    hardware; a controller that is no node (AWS) its address and host name only."""
+    hardware; a controller that is no node (AWS) its address and host name only. `lost`: hosts
+    that failed or were unreachable earlier in the run (out of the play, nothing reported)."""
     variables = compile_effective(load_effective(blueprint, env)).group_vars
     loader = DataLoader()
     v = {
@@ -52,11 +57,15 @@ def templar(blueprint: Path, host: str | None = None, env: str | None = None) ->
             "_slurm_node": {"address": "10.9.9.9", "hostname": "ip-10-9-9-9", "hardware": {}}
         }
     play = names + controller
+    for name in lost:
+        hostvars[name] = {}
     v |= {
         "hostvars": hostvars,
         "inventory_hostname": host or v["slurm_controller"],
         "ansible_managed": "Ansible managed",
+        "ansible_check_mode": False,
         "ansible_play_hosts_all": play,
+        "ansible_play_hosts": [h for h in play if h not in lost],
         "groups": {"all": play, "gpu_nodes": names, "slurm_controller": controller},
         # What tasks/accounting.yml reads from the controller's password file (slurp: base64).
         "_slurm_db_password": {"content": base64.b64encode(DB_PASSWORD.encode()).decode()},
@@ -286,6 +295,74 @@ def test_a_controller_that_is_no_node_gets_slurmctld_only(write):
     assert role_var(ctl, "_slurm_known") is True
 
 
+def _tasks(name: str) -> list[dict]:
+    return yaml.safe_load((ROLE / "tasks" / name).read_text(encoding="utf-8"))
+
+
+def _runs(t: Templar, task: dict) -> bool:
+    """Whether a task's `when` holds on the templar's host."""
+    when = task.get("when", [])
+    return all(role_var(t, f"({c})") for c in (when if isinstance(when, list) else [when]))
+
+
+# What needs the whole cluster's reports: slurm.conf and the accounting that registers the
+# cluster, the daemons, and the wait for every node to take jobs.
+CLUSTER_WIDE = {
+    "main.yml": [
+        "Write Slurm's configuration",
+        "Run MariaDB and slurmdbd and register the cluster (slurm_accounting), before slurmctld",
+    ],
+    "services.yml": [
+        "Run slurmctld on the controller",
+        "Run slurmd on every node",
+        "Wait until every node is registered and takes jobs",
+    ],
+}
+
+
+@pytest.mark.parametrize("host", ["hgx-01", "hgx-02"])
+def test_a_node_lost_earlier_leaves_slurm_as_it_is_and_names_it(host):
+    # hgx-03 failed (or was unreachable) in an earlier play of the run: the others still get
+    # what is their own, and nothing cluster-wide is written or started from part of the
+    # cluster; the role says which node it lacks, and no task fails for it.
+    bp = ROOT / "blueprints" / "baremetal-slurm.yaml"
+    whole, lost = templar(bp, host), templar(bp, host, lost=["hgx-03"])
+    assert role_var(lost, "_slurm_lost") == ["hgx-03"]
+    assert role_var(lost, "_slurm_known") is False and role_var(lost, "_slurm_partial") is False
+    assert role_var(whole, "_slurm_lost") == [] and role_var(whole, "_slurm_known") is True
+    for name, wanted in CLUSTER_WIDE.items():
+        found = {t["name"]: t for t in _tasks(name) if t["name"] in wanted}
+        assert sorted(found) == sorted(wanted)
+        on = host == "hgx-01"  # the controller: its own daemon and accounting
+        for task in found.values():
+            if "slurmctld" in task["name"] or "slurmdbd" in task["name"]:
+                assert _runs(whole, task) is on, task["name"]
+            else:
+                assert _runs(whole, task) is True, task["name"]
+            assert _runs(lost, task) is False, task["name"]
+    say = next(t for t in _tasks("main.yml") if t["name"].startswith("Say why Slurm"))
+    assert _runs(lost, say) and not _runs(whole, say)
+    msg = lost.template(trust_as_template(say["ansible.builtin.debug"]["msg"]))
+    assert msg.startswith("hgx-03 failed or was unreachable earlier in this run, so it reports"), (
+        msg
+    )
+    assert "left as they are until a run reaches it" in msg
+    # The munge key still goes to every node from the controller, which is there.
+    munge = next(t for t in _tasks("main.yml") if t["name"].startswith("Give every node"))
+    assert _runs(lost, munge) is True
+
+
+def test_a_controller_lost_earlier_hands_out_no_munge_key():
+    bp = ROOT / "blueprints" / "baremetal-slurm.yaml"
+    t = templar(bp, "hgx-02", lost=["hgx-01"])
+    munge = next(x for x in _tasks("main.yml") if x["name"].startswith("Give every node"))
+    assert _runs(t, munge) is False
+    say = next(x for x in _tasks("main.yml") if x["name"].startswith("Say why Slurm"))
+    assert t.template(trust_as_template(say["ansible.builtin.debug"]["msg"])).startswith(
+        "hgx-01 failed or was unreachable earlier"
+    )
+
+
 def test_on_bare_metal_the_controller_is_still_a_node(write):
     t = templar(ROOT / "blueprints" / "baremetal-slurm.yaml")
     assert role_var(t, "slurm_controller_is_node") is True
@@ -306,17 +383,18 @@ def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_p
     # The inventory rackform builds for an AWS cluster with Slurm: nodes in gpu_nodes, the
     # stack's controller instance in slurm_controller. Ansible's own --list-hosts says which
     # hosts each play of the site playbook runs on (nothing is run or contacted). The playbook's
-    # first play groups every host for Slurm and the smoke job (a training cluster with a
-    # scheduler; which hosts it groups when: test_the_site_playbook_runs_slurm_and_the_smoke_
-    # job_only_where_they_belong); --list-hosts runs no task, so the groups are given here as
-    # that play leaves them, with the controller in both: the plays' own patterns keep it out
-    # of everything but Slurm's.
+    # first play groups every host that answered, and every host for Slurm and the smoke job (a
+    # training cluster with a scheduler; which hosts it groups when: test_the_site_playbook_
+    # runs_slurm_and_the_smoke_job_only_where_they_belong); --list-hosts runs no task, so the
+    # groups are given here as that play leaves them, with the controller in all three: the
+    # plays' own patterns keep it out of everything but Slurm's.
     every = {n: {} for n in [*AWS_NODES, CTL]}
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"all": {"children": {
         "gpu_nodes": {"children": {"ng_gpu_a": {"hosts": {n: {} for n in AWS_NODES}}}},
         "slurm_controller": {"hosts": {CTL: {}}},
-        "rackform_slurm": {"hosts": every}, "rackform_smoke_train": {"hosts": every}}}}))  # fmt: skip
+        "rackform_slurm": {"hosts": every}, "rackform_smoke_train": {"hosts": every},
+        "rackform_answered": {"hosts": every}}}}))  # fmt: skip
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT)}
     done = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
@@ -335,6 +413,8 @@ def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_p
     assert plays == {
         "Wait for every node to answer": {CTL, *AWS_NODES},
         "Converge the GPU nodes": set(AWS_NODES),
+        "Write the cluster's Prometheus scrape config": set(AWS_NODES),
+        "Mount the shared tier on the nodes": set(AWS_NODES),
         "Run Slurm on the nodes and its controller": {CTL, *AWS_NODES},
         "Validate the GPU nodes with the smoke job": set(AWS_NODES),
     }
@@ -388,7 +468,7 @@ def test_the_site_playbook_runs_slurm_and_the_smoke_job_only_where_they_belong(t
     # Grouping the hosts changes nothing on them: no change for a second converge or for
     # `rackform drift` (check mode) to count.
     grouped = [b for b in scheduled.stdout.split("\nTASK [")[1:] if b.startswith("Group ")]
-    assert len(grouped) == 2 and all("\nok: [localhost]" in b for b in grouped), grouped
+    assert len(grouped) == 3 and all("\nok: [localhost]" in b for b in grouped), grouped
 
 
 def _with_storage(tmp_path: Path, extra: str) -> Path:

@@ -200,3 +200,30 @@ def test_the_rendered_command_line_parses_with_the_launchers_own_parser(slurm, n
             f"--nnodes={len(nodes)} --rdzv-backend=c10d"
         )
     assert "--expect-mount" in a.host_args and a.job_args[0] == "--"
+
+
+def test_a_node_lost_earlier_runs_no_job_and_is_named():
+    # hgx-03 failed or was unreachable earlier in the run: one job spans every node, so none
+    # runs (the role says why instead of failing every other node), and the rendezvous check,
+    # which reads the first node's facts, is not asked of a run that runs no job.
+    v = {**example_vars(), "smoke_train_cluster_hosts": HOSTS}
+    alive = [h for h in HOSTS if h != "hgx-03"]
+    assert render("_smoke_train_partial", v) is False
+    lost = {"ansible_play_hosts": alive}
+    assert role_vars.render("smoke_train", "_smoke_train_partial", v, HOSTS, **lost) is True
+    why = role_vars.render("smoke_train", "_smoke_train_why_partial", v, HOSTS, **lost)
+    assert why == "hgx-03 failed or was unreachable earlier in this run"
+    two = role_vars.render("smoke_train", "_smoke_train_why_partial", v, HOSTS,
+                           ansible_play_hosts=["hgx-01", "hgx-04"])  # fmt: skip
+    assert two == "hgx-02, hgx-03 failed or were unreachable earlier in this run"
+    # A node that never got to this play (its group was not made): the run covers fewer.
+    fewer = role_vars.render(
+        "smoke_train", "_smoke_train_why_partial", v, alive, **{"ansible_play_hosts": alive}
+    )
+    assert fewer == (
+        "this run covers 3 of the cluster's 4 nodes "
+        "(the others failed or were unreachable before this play)"
+    )
+    limited = role_vars.render("smoke_train", "_smoke_train_why_partial", v, alive,
+                               ansible_play_hosts=alive, ansible_limit="hgx-0[1:2],hgx-04")  # fmt: skip
+    assert limited == "this run covers 3 of the cluster's 4 nodes (--limit)"
