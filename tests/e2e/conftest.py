@@ -137,7 +137,9 @@ BAKE_BLUEPRINT = {
     "node_groups": [
         {
             "name": "vms",
-            "hosts": [{"name": f"node{i}", "address": "127.0.0.1", "port": 22} for i in (1, 2)],
+            "hosts": [
+                {"name": f"node{i}", "address": "127.0.0.1", "port": 2200 + i} for i in (1, 2)
+            ],
         }
     ],
     "network": {"fabric": "ethernet", "interfaces": [lifecycle.PRIV_INTERFACE]},
