@@ -237,8 +237,9 @@ def _write(
         )
         if proc.returncode != 0:
             raise BuildError(f"qemu-img convert to {fmt} failed: {proc.stderr.strip()}")
-    shutil.copyfile(base.kernel, d / "vmlinuz")
-    shutil.copyfile(base.initrd, d / "initrd.img")
+    made = BaseImage.in_dir(d)  # the file names a testbed boots from, as `testbed up --image`
+    shutil.copyfile(base.kernel, made.kernel)
+    shutil.copyfile(base.initrd, made.initrd)
     manifest = {
         "record": record,
         "artifact": sha256,

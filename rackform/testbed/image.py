@@ -147,6 +147,10 @@ class BaseImage:
         """The image whose files a build left in `d` (a cached image's directory)."""
         return cls(d / "rootfs.raw", d / "vmlinuz", d / "initrd.img", built_s)
 
+    def missing(self) -> list[str]:
+        """The names of the files a VM boots from that are not there."""
+        return [p.name for p in (self.rootfs, self.kernel, self.initrd) if not p.is_file()]
+
 
 class ImageError(RuntimeError):
     """The base image could not be built (missing tool, debootstrap failure, not root)."""

@@ -228,7 +228,7 @@ def up(
 def _given(d: Path) -> BaseImage:
     """The image directory `--image` names, with the files a VM boots from."""
     img = BaseImage.in_dir(Path(d).resolve())
-    missing = [p.name for p in (img.rootfs, img.kernel, img.initrd) if not p.is_file()]
+    missing = img.missing()
     if missing:
         raise TestbedError(
             f"--image {d}: no {', '.join(missing)} there (a directory `rackform image build` "

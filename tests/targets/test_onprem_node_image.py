@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from planhelp import BARE_METAL, COLOCATION, variant
+from planhelp import BARE_METAL, COLOCATION
 
 from rackform.blueprint.loader import load_effective
 from rackform.boot.groups import bake_spec
@@ -53,10 +53,8 @@ def test_a_gpu_less_builder_leaves_the_gpu_roles_to_each_node(tmp_path):
     # AWS's builder has a GPU: every baked tag.
     assert bake_spec(_plan_of(tmp_path, BAKED))["image"]["tags"] == list(BAKED_TAGS)
     # A cluster without GPUs (the testbed's): those roles install nothing anywhere, so every tag.
-    gpu_less = variant(BAKED, **{"node_groups.0.gpu": None, "node_groups.0.gpus_per_node": 0})
-    gpu_less["node_groups"][0] = {
-        k: v for k, v in gpu_less["node_groups"][0].items() if k not in ("gpu", "gpus_per_node")
-    }
+    group = {k: v for k, v in BAKED["node_groups"][0].items() if k not in ("gpu", "gpus_per_node")}
+    gpu_less = {**BAKED, "node_groups": [group]}
     spec = bake_spec(_plan_of(tmp_path, gpu_less), gpu_builder=False)
     assert spec["image"]["tags"] == list(BAKED_TAGS)
 
@@ -100,11 +98,11 @@ def test_the_command_refuses_in_one_line(tmp_path):
     assert r.returncode == 2 and "is not KEY=VALUE" in r.stderr, r.stderr
 
 
-def _base(tmp_path) -> BaseImage:
-    d = tmp_path / "base"
+def _base(tmp_path, name: str = "base", content: bytes = b"x") -> BaseImage:
+    d = tmp_path / name
     d.mkdir()
-    for name in ("rootfs.raw", "vmlinuz", "initrd.img"):
-        (d / name).write_bytes(b"x")
+    for file in ("rootfs.raw", "vmlinuz", "initrd.img"):
+        (d / file).write_bytes(content)
     return BaseImage.in_dir(d)
 
 
@@ -150,7 +148,7 @@ def test_the_same_artifact_on_the_same_base_is_not_built_again(tmp_path, monkeyp
     got = builder.build(tmp_path / "a.tar.gz", "abc", out, base=base, log=lambda line: None)
     assert got.built_s is None and got.record["tags"] == ["nccl_rdma"]
     # Another artifact, another base, or a format the output lacks: built.
-    for kw in ({"sha256": "abd"}, {"formats": ("qcow2",), "base": _other_base(tmp_path)}):
+    for kw in ({"sha256": "abd"}, {"formats": ("qcow2",), "base": _base(tmp_path, "base2", b"yy")}):
         with pytest.raises(builder.BuildError, match="building"):
             builder.build(
                 tmp_path / "a.tar.gz",
@@ -161,11 +159,3 @@ def test_the_same_artifact_on_the_same_base_is_not_built_again(tmp_path, monkeyp
                 log=lambda line: None,
             )
     assert json.loads((out / "image.json").read_text()) == manifest
-
-
-def _other_base(tmp_path) -> BaseImage:
-    d = tmp_path / "base2"
-    d.mkdir()
-    for name in ("rootfs.raw", "vmlinuz", "initrd.img"):
-        (d / name).write_bytes(b"yy")
-    return BaseImage.in_dir(d)

@@ -59,7 +59,7 @@ def _base(given: Path | None, log: Callable[[str], None]) -> BaseImage:
     if given is None:
         return ensure_image(log)
     base = BaseImage.in_dir(given.resolve())
-    missing = [p.name for p in (base.rootfs, base.kernel, base.initrd) if not p.is_file()]
+    missing = base.missing()
     if missing:
         raise ImageNotBuilt(
             f"--base {given}: no {', '.join(missing)} there (an image directory: the root "
