@@ -78,6 +78,24 @@ def build(
             "ansible-core (repeatable; e.g. --pip-arg=--index-url=https://mirror/simple).",
         ),
     ] = None,
+    cpus: Annotated[
+        int | None,
+        typer.Option(
+            "--cpus",
+            min=1,
+            max=16,
+            help="Bare metal, colocation: the builder VM's vCPUs (default 1). The roles' "
+            "Ansible runs inside it, its controller beside each task's module.",
+        ),
+    ] = None,
+    memory_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--memory-mb",
+            min=512,
+            help="Bare metal, colocation: the builder VM's memory (default 2048).",
+        ),
+    ] = None,
 ) -> None:
     """Build the node image the blueprint bakes (image.bake), without replacing any node. AWS:
     the stack's update targeted at the image's resources, the nodes launch from it after the
@@ -94,14 +112,17 @@ def build(
                 apt_source=apt_source,
                 extra_vars=extras,
                 pip_args=tuple(pip_args or ()),
+                cpus=cpus or 1,
+                memory_mb=memory_mb or 2048,
             )
             image = rt.build_image_here(plan, request, _log)
             _done(image)
             return
-        if extras or out or formats or base or apt_source or pip_args:
+        if extras or out or formats or base or apt_source or pip_args or cpus or memory_mb:
             raise ImageNotBuilt(
                 f"{plan.target_type} builds its node image in its stack: --out, --format, "
-                "--base, --apt-source, --pip-arg and -x are for a disk image built here"
+                "--base, --apt-source, --pip-arg, --cpus, --memory-mb and -x are for a disk "
+                "image built here"
             )
         targets = rt.node_image_targets(plan)
     except ImageNotBuilt as exc:

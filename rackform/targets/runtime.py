@@ -37,6 +37,8 @@ class DiskImageRequest:
     apt_source: str | None = None
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
     pip_args: tuple[str, ...] = ()
+    cpus: int = 1  # the builder VM's
+    memory_mb: int = 2048
 
 
 @dataclass(frozen=True)

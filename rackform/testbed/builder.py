@@ -177,7 +177,8 @@ def _bake(
         )
         for attempt in (1, 2):
             log(f"image: converging the baked roles on the builder (run {attempt})")
-            _guest(ssh, f"python3 {ON_GUEST} converge {url} {sha256}", "the converge")
+            with _timed(log, f"converge (run {attempt})"):
+                _guest(ssh, f"python3 {ON_GUEST} converge {url} {sha256}", "the converge")
             asked = ssh.run(f"test -e {REBOOT_REQUEST}", check=False).returncode == 0
             if not asked:
                 break
@@ -185,19 +186,29 @@ def _bake(
                 raise BuildError("the roles asked for a reboot again after the build's reboot")
             log("image: the roles asked for a reboot; rebooting the builder")
             ssh.run(f"rm -f {REBOOT_REQUEST}")
-            lifecycle.reboot_and_wait(bed, ["node1"])
+            with _timed(log, "reboot"):
+                lifecycle.reboot_and_wait(bed, ["node1"])
         _guest(ssh, f"python3 {ON_GUEST} record {url} {sha256}", "recording the image")
         record = json.loads(ssh.run("cat /etc/rackform/image.json").stdout)
     if apt_source:
         ssh.run(_RESTORE_SOURCES)
-    # One command: with the host keys gone, sshd takes no new connection.
-    ssh.run(f"{_FORGET}; systemd-run --on-active=1 --timer-property=AccuracySec=100ms poweroff")
-    d = Path(bed.nodes[0].dir)
-    deadline = time.monotonic() + 300
-    while vm.running_pid(d) is not None and time.monotonic() < deadline:
-        time.sleep(1)
-    vm.stop(d, grace_s=60.0)  # flushes where the guest did not power off in time
+    with _timed(log, "forgetting the builder's identity and powering it off"):
+        # One command: with the host keys gone, sshd takes no new connection.
+        ssh.run(f"{_FORGET}; systemd-run --on-active=1 --timer-property=AccuracySec=100ms poweroff")
+        d = Path(bed.nodes[0].dir)
+        deadline = time.monotonic() + 300
+        while vm.running_pid(d) is not None and time.monotonic() < deadline:
+            time.sleep(1)
+        vm.stop(d, grace_s=60.0)  # flushes where the guest did not power off in time
     return record
+
+
+@contextmanager
+def _timed(log: Callable[[str], None], what: str) -> Iterator[None]:
+    """Logs how long `what` took once it ends (the build's steps, for anyone sizing one)."""
+    start = time.monotonic()
+    yield
+    log(f"image: {what}: {time.monotonic() - start:.0f} s")
 
 
 def _guest(ssh, command: str, what: str) -> None:
@@ -229,12 +240,13 @@ def _write(
     root = d.parent / "bed" / "node1" / "root.qcow2"
     for fmt in formats:
         log(f"image: writing rootfs.{fmt}")
-        proc = subprocess.run(
-            ["qemu-img", "convert", "-O", fmt, str(root), str(d / f"rootfs.{fmt}")],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
+        with _timed(log, f"rootfs.{fmt} written"):
+            proc = subprocess.run(
+                ["qemu-img", "convert", "-O", fmt, str(root), str(d / f"rootfs.{fmt}")],
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )
         if proc.returncode != 0:
             raise BuildError(f"qemu-img convert to {fmt} failed: {proc.stderr.strip()}")
     made = BaseImage.in_dir(d)  # the file names a testbed boots from, as `testbed up --image`
@@ -245,8 +257,9 @@ def _write(
         "artifact": sha256,
         "base": base_id,
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "files": {p.name: _sha256(p) for p in sorted(d.iterdir())},
     }
+    with _timed(log, "checksums"):
+        manifest["files"] = {p.name: _sha256(p) for p in sorted(d.iterdir())}
     (d / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     (d / "done").write_text("")
     return manifest

@@ -235,6 +235,8 @@ def test_image_build_refuses_in_one_line_what_it_cannot_build(fake):
     r = fake("image", "build", "blueprints/aws-training.yaml", "--env", "dev", "--out", "x")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "builds its node image in its stack" in r.stderr
+    r = fake("image", "build", "blueprints/aws-training.yaml", "--env", "dev", "--cpus", "2")
+    assert r.returncode == 2 and "--cpus" in r.stderr, r.stderr
     assert not [c for c in fake.calls() if "up" in c["argv"]]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -175,6 +176,8 @@ def node_image(wheel_server, apt_server, tmp_path_factory, phases):
             build = subprocess.Popen(
                 [sys.executable, "-m", "rackform", "image", "build", bp, "--out", out,
                  "--format", "raw", "--apt-source", sources_line(apt_server).strip(), *pip,
+                 # The builder runs Ansible's controller beside each task's module.
+                 "--cpus", "2",
                  *smoke_vars(wheel_server)],
                 stdout=written, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its VM's QEMU with it, if stopped early
@@ -186,7 +189,13 @@ def node_image(wheel_server, apt_server, tmp_path_factory, phases):
             if not phases.notes or "node image" not in phases.notes[0]:
                 took = round(time.monotonic() - start)
                 phases.notes.insert(0, f"node image: baked in the background ({took} s wall):")
-                phases.notes[1:1] = [f"  {line}" for line in log.read_text().splitlines()[-6:]]
+                lines = log.read_text().splitlines()
+                steps = [
+                    x
+                    for x in lines[:-6]
+                    if re.fullmatch(r"image: .*: \d+ s|.* answers SSH after .*", x)
+                ]
+                phases.notes[1:1] = [f"  {line}" for line in steps + lines[-6:]]
             return out
 
         try:

@@ -81,8 +81,10 @@ def _serve(directory: Path):
 def fresh_vm(tmp_path_factory, phases, node_image):
     d = tmp_path_factory.mktemp("fresh-vm")
     image = node_image()
+    # Two vCPUs: a node that configures itself at boot runs Ansible's controller beside each
+    # task's module, on its own CPUs (the testbed's nodes have one: their controller is here).
     with booted_testbed(
-        d, 1, phases("bootstrap: a fresh VM booted (the node image)"), image=image
+        d, 1, phases("bootstrap: a fresh VM booted (the node image)"), image=image, cpus=2
     ) as bed:
         yield bed
 

@@ -46,15 +46,16 @@ def sh(bed: lifecycle.Testbed, node: str, command: str, check: bool = True) -> s
 
 @contextmanager
 def booted_testbed(
-    d: Path, nodes: int, timed, image: Path | None = None
+    d: Path, nodes: int, timed, image: Path | None = None, cpus: int = 1
 ) -> Iterator[lifecycle.Testbed]:
     """`rackform testbed up` in `d`, as a user runs it, inside `timed` (a phase of the e2e
     timer); down again afterwards, with no QEMU left. `image`: every VM from this image
-    directory (the node image `rackform image build` baked) rather than the base image."""
+    directory (the node image `rackform image build` baked) rather than the base image.
+    `cpus`: each VM's vCPUs."""
     image_arg = ["--image", image] if image is not None else []
     try:
         with timed:
-            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, *image_arg)
+            proc = cli("testbed", "up", "--nodes", nodes, "--dir", d, "--cpus", cpus, *image_arg)
         assert proc.returncode == 0, shown(proc)
         yield lifecycle.Testbed.load(d)
     finally:

@@ -106,6 +106,27 @@ def _base(tmp_path, name: str = "base", content: bytes = b"x") -> BaseImage:
     return BaseImage.in_dir(d)
 
 
+def test_the_builder_vm_is_sized_as_asked(tmp_path, monkeypatch):
+    # The VM itself is the e2e's (it bakes with two vCPUs); here, what reaches the builder.
+    from planhelp import write_blueprint
+
+    seen = {}
+
+    def bake(artifact, sha256, work, base, apt_source, memory_mb, cpus, log):
+        seen.update(memory_mb=memory_mb, cpus=cpus)
+        raise builder.BuildError("stop here")
+
+    monkeypatch.setattr(builder, "_bake", bake)
+    base = _base(tmp_path)
+    plan = _plan_of(tmp_path, BAKED)
+    request = DiskImageRequest(out=tmp_path / "o", base=base.rootfs.parent, cpus=2, memory_mb=3072)
+    with pytest.raises(ImageNotBuilt, match="stop here"):
+        build_disk_image(plan, request, log=lambda line: None)
+    assert seen == {"memory_mb": 3072, "cpus": 2}
+    r = _rackform("image", "build", write_blueprint(tmp_path, BAKED), "--cpus", "0")
+    assert r.returncode == 2 and "--cpus" in r.stderr, r.stderr
+
+
 def test_a_failed_build_leaves_the_previous_image(tmp_path, monkeypatch):
     # The VM's part of a build is the e2e's; here it fails at once (as a converge that exits
     # non-zero does), to show what `build` does with the output around it.

@@ -49,6 +49,8 @@ def build_disk_image(
             base=base,
             formats=formats,
             apt_source=request.apt_source,
+            memory_mb=request.memory_mb,
+            cpus=request.cpus,
             log=log,
         )
     except (builder.BuildError, ImageError) as exc:
