@@ -46,11 +46,17 @@ def sdk_pickler_kept() -> Iterator[None]:
 
 def by_group(groups: list[tuple[str, list[str]]], flat: list) -> dict[str, list[list]]:
     """{group: [[host name, address, port], ...]} from each group's host names, in order, and
-    every host's address and port in one list, in the same order."""
+    every host's address and port in one list, in the same order. A port comes back from the
+    engine as a double (Host declares no output types to the SDK): an int again here."""
+    pairs = list(zip(flat[::2], flat[1::2], strict=True))
+    if len(pairs) != sum(len(names) for _, names in groups):
+        raise ValueError(f"{len(pairs)} hosts' outputs for {groups}")
     out: dict[str, list[list]] = {}
-    pairs = iter(zip(flat[::2], flat[1::2], strict=True))
     for group, names in groups:
-        out[group] = [[name, *next(pairs)] for name in names]
+        mine, pairs = pairs[: len(names)], pairs[len(names) :]
+        out[group] = [
+            [n, address, int(port)] for n, (address, port) in zip(names, mine, strict=True)
+        ]
     return out
 
 
