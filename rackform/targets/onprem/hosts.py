@@ -163,18 +163,19 @@ class HostProvider(ResourceProvider):
 
 
 class Host(pulumi.dynamic.Resource, module="rackform", name="Host"):
-    """A registered host; `facts` and `reachable` are outputs.
+    """A registered host: its inputs, and `facts` and `reachable`, which the provider adds, in
+    its state.
 
-    Its outputs are declared for type checkers only: the SDK reads a resource class's
-    annotations with typing.get_type_hints for every resource it registers (a quarter of a
-    millisecond each, 1 s of a 4,096-host plan), and only to turn a number a declared int
-    back from the wire's double: `port`'s reader does that (onprem/cluster.py, by_group)."""
+    The program reads two of its outputs, `address` and `port`. They are declared for type
+    checkers only: the SDK reads a resource class's annotations with typing.get_type_hints for
+    every resource it registers (0.3 s of CPU in a 4,096-host plan), and only to turn a number
+    a declared int back from the wire's double, which `port`'s reader does itself
+    (onprem/cluster.py, by_group). An input without a value is not given at all: the wire
+    leaves it out either way, and each one given is an output the SDK makes and resolves."""
 
     if TYPE_CHECKING:
         address: pulumi.Output[str]
         port: pulumi.Output[int]
-        facts: pulumi.Output[dict]
-        reachable: pulumi.Output[bool]
 
     def __init__(
         self,
@@ -186,5 +187,5 @@ class Host(pulumi.dynamic.Resource, module="rackform", name="Host"):
         unknown = sorted(set(props) - set(INPUTS))
         if unknown:
             raise ValueError(f"unknown host inputs: {', '.join(unknown)}")
-        args = {**{k: props.get(k) for k in INPUTS}, "facts": None, "reachable": None}
+        args = {k: props[k] for k in INPUTS if props.get(k) is not None}
         super().__init__(provider or HostProvider(), name, args, opts)
