@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import pulumi
 
 from rackform.plan.model import Plan
+from rackform.stack.outputs import gathered
 from rackform.targets.onprem.hosts import Host, HostProvider
 
 # What pulumi.dynamic's serialize_provider replaces on the pure-Python pickler and never puts back.
@@ -104,7 +105,7 @@ class OnPremCluster(pulumi.ComponentResource):
         # over every host's two scalars (an Output.all per host, then per group, would copy
         # each host's list twice more: rackform/stack/outputs.py).
         groups = [(g.name, [h.name for h in g.hosts]) for g in plan.node_groups]
-        self.nodes = pulumi.Output.all(
-            *[out for host in self.node_resources for out in (host.address, host.port)]
+        self.nodes = gathered(
+            [out for host in self.node_resources for out in (host.address, host.port)]
         ).apply(lambda flat: by_group(groups, flat))
         self.register_outputs({"nodes": self.nodes})
