@@ -8,13 +8,13 @@ gets its findings and cost, and the program is not run. `plan_resources(plan)` i
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from typing import Annotated, Any
 
 import typer
 
+from rackform.cli import jsontext
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, File, fail, need, prepared
 from rackform.cli.plan_render import render_text
@@ -98,7 +98,7 @@ def plan(
     doc = {**plan_document(p.plan, resources), "blocked": p.blocked}
     if as_json:
         doc.update(p.report.as_dict())
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(jsontext.dumps(doc))  # json.dumps(doc, indent=2), at twice its speed
     else:
         width = shutil.get_terminal_size((100, 24)).columns  # 100 when not a terminal
         if not p.blocked:

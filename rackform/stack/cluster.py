@@ -87,7 +87,7 @@ class Cluster(pulumi.ComponentResource):
         )
         # Configuration installs; it never sees how the cluster is checked (smoke steps,
         # thresholds, the digest), so editing those reruns nothing on live nodes.
-        installs = pulumi.Output.from_input(variables).apply(configure_vars)
+        installs = applied(configure_vars, variables)  # (no output of each list and dict in it)
         roles = roles_hash(collection())
         # Slurm's controller where the stack creates one (AWS): a host of the inventory's
         # slurm_controller group, never of gpu_nodes.

@@ -12,7 +12,7 @@ import pulumi
 import pytest
 
 from rackform.stack.offline import KNOWN_AFTER_UP, record_program
-from rackform.stack.outputs import applied
+from rackform.stack.outputs import PIECE, applied, gathered
 
 THING = "test:index:Thing"
 NESTED = [1, {"k": [2, 3]}, ["x"]]
@@ -130,3 +130,31 @@ def test_any_number_of_outputs(count):
     recs, _ = run(program)
     assert recs["sum"].inputs == {"value": sum(range(count))}
     assert recs["sum"].dependencies == sorted(f"t{i}" for i in range(count))
+
+
+@pytest.mark.parametrize("count", [0, 1, PIECE, PIECE + 1, 2 * PIECE + 3])
+def test_gathered_gives_output_all_s_list_and_dependencies(count):
+    def program(seen):
+        things = [pulumi.CustomResource(THING, f"t{i}", {"v": i}) for i in range(count)]
+        outs = [out for t in things for out in (t.v, t.urn)]
+        sink("via-all", pulumi.Output.all(*outs))
+        sink("via-gathered", gathered(outs))
+
+    recs, _ = run(program)
+    assert recs["via-gathered"].inputs == recs["via-all"].inputs
+    assert len(recs["via-gathered"].inputs.get("value") or []) == 2 * count
+    assert recs["via-gathered"].dependencies == recs["via-all"].dependencies
+    assert len(recs["via-gathered"].dependencies) == count
+
+
+def test_gathered_is_unknown_where_one_piece_is():
+    def program(seen):
+        things = [pulumi.CustomResource(THING, f"t{i}", {"v": i}) for i in range(2 * PIECE)]
+        outs = [t.v for t in things]
+        outs[PIECE + 5] = unknown(things[PIECE + 5])
+        sink("via-gathered", gathered(outs).apply(lambda got: seen.update(ran=True) or got))
+
+    recs, seen = run(program)
+    assert recs["via-gathered"].inputs == {"value": KNOWN_AFTER_UP}
+    assert len(recs["via-gathered"].dependencies) == 2 * PIECE
+    assert "ran" not in seen

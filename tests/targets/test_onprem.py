@@ -8,6 +8,7 @@ import json
 import pytest
 from planhelp import BARE_METAL, COLOCATION, of_type, one, plan
 
+from rackform.stack.stages import content_hash
 from rackform.targets.onprem.cluster import by_group
 
 
@@ -64,7 +65,8 @@ def test_every_host_keeps_its_own_address_and_port_in_the_configured_inventory(t
             ],
         }
     )
-    inv = one(plan(tmp_path, doc), "rackform:Configure").inputs["inventory"]
+    configure = one(plan(tmp_path, doc), "rackform:Configure").inputs
+    inv = configure["inventory"]
     groups = inv["all"]["children"]["gpu_nodes"]["children"]
     got = {
         h: (v["ansible_host"], v["ansible_port"])
@@ -79,15 +81,24 @@ def test_every_host_keeps_its_own_address_and_port_in_the_configured_inventory(t
         "c-2": ("10.0.1.2", 2222),
     }
     assert set(groups["ng_cpu_pool"]["hosts"]) == {"c-1", "c-2"}
+    # Ints, as the blueprint has them: the wire carries doubles, and a port of 22.0 in the
+    # inventory the hash is taken over (the record shows 22 either way) would change the hash.
+    assert configure["content_hash"] == content_hash(
+        configure["roles_hash"], configure["group_vars"], inv
+    )
 
 
 def test_by_group_lines_names_up_with_the_flat_outputs():
-    flat = ["a1", 22, "a2", 23, "b1", 24]
+    flat = ["a1", 22.0, "a2", 23.0, "b1", 24]  # ports as the wire carries them: doubles
     groups = [("g-a", ["x", "y"]), ("empty", []), ("g-b", ["z"])]
-    assert by_group(groups, flat) == {
+    got = by_group(groups, flat)
+    assert got == {
         "g-a": [["x", "a1", 22], ["y", "a2", 23]],
         "empty": [],
         "g-b": [["z", "b1", 24]],
     }
+    assert {type(n[2]) for ns in got.values() for n in ns} == {int}
     with pytest.raises(ValueError):
         by_group([("g", ["x", "y"])], ["a1", 22, "a2"])  # an address without its port
+    with pytest.raises(ValueError):
+        by_group([("g", ["x", "y"])], ["a1", 22])  # a host without outputs

@@ -11,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from rackform.plan.model import NodeGroupPlan, Plan
+from rackform.stack.outputs import gathered
 from rackform.targets.aws.bootstrap import HOOK, HOOK_TIMEOUT_S
 from rackform.targets.aws.names import asg_name, node_names
 from rackform.targets.aws.tags import LAUNCH_TAGGED, asg_tags, aws_tags
@@ -211,9 +212,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         self.resources = list(instances)
         # Gathered once over every instance's two scalars (an Output.all per instance inside
         # another would copy each pair again: rackform/stack/outputs.py).
-        self.nodes = pulumi.Output.all(
-            *[out for x in instances for out in (x.private_ip, x.id)]
-        ).apply(
+        self.nodes = gathered([out for x in instances for out in (x.private_ip, x.id)]).apply(
             lambda flat: [
                 [n, ip, SSH_PORT, iid]
                 for n, ip, iid in zip(names, flat[::2], flat[1::2], strict=True)

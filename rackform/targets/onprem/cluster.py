@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import pulumi
 
 from rackform.plan.model import Plan
+from rackform.stack.outputs import gathered
 from rackform.targets.onprem.hosts import Host, HostProvider
 
 # What pulumi.dynamic's serialize_provider replaces on the pure-Python pickler and never puts back.
@@ -46,11 +47,17 @@ def sdk_pickler_kept() -> Iterator[None]:
 
 def by_group(groups: list[tuple[str, list[str]]], flat: list) -> dict[str, list[list]]:
     """{group: [[host name, address, port], ...]} from each group's host names, in order, and
-    every host's address and port in one list, in the same order."""
+    every host's address and port in one list, in the same order. A port comes back from the
+    engine as a double (Host declares no output types to the SDK): an int again here."""
+    pairs = list(zip(flat[::2], flat[1::2], strict=True))
+    if len(pairs) != sum(len(names) for _, names in groups):
+        raise ValueError(f"{len(pairs)} hosts' outputs for {groups}")
     out: dict[str, list[list]] = {}
-    pairs = iter(zip(flat[::2], flat[1::2], strict=True))
     for group, names in groups:
-        out[group] = [[name, *next(pairs)] for name in names]
+        mine, pairs = pairs[: len(names)], pairs[len(names) :]
+        out[group] = [
+            [n, address, int(port)] for n, (address, port) in zip(names, mine, strict=True)
+        ]
     return out
 
 
@@ -98,7 +105,7 @@ class OnPremCluster(pulumi.ComponentResource):
         # over every host's two scalars (an Output.all per host, then per group, would copy
         # each host's list twice more: rackform/stack/outputs.py).
         groups = [(g.name, [h.name for h in g.hosts]) for g in plan.node_groups]
-        self.nodes = pulumi.Output.all(
-            *[out for host in self.node_resources for out in (host.address, host.port)]
+        self.nodes = gathered(
+            [out for host in self.node_resources for out in (host.address, host.port)]
         ).apply(lambda flat: by_group(groups, flat))
         self.register_outputs({"nodes": self.nodes})
