@@ -112,8 +112,8 @@ def build(
                 apt_source=apt_source,
                 extra_vars=extras,
                 pip_args=tuple(pip_args or ()),
-                cpus=cpus or 1,
-                memory_mb=memory_mb or 2048,
+                # Those given; the others are the request's (the builder's) defaults.
+                **{k: v for k, v in (("cpus", cpus), ("memory_mb", memory_mb)) if v is not None},
             )
             image = rt.build_image_here(plan, request, _log)
             _done(image)

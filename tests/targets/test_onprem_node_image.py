@@ -118,13 +118,38 @@ def test_the_builder_vm_is_sized_as_asked(tmp_path, monkeypatch):
 
     monkeypatch.setattr(builder, "_bake", bake)
     base = _base(tmp_path)
-    plan = _plan_of(tmp_path, BAKED)
+    bp = write_blueprint(tmp_path, BAKED)
+    plan = compile_effective(load_effective(bp, None))
     request = DiskImageRequest(out=tmp_path / "o", base=base.rootfs.parent, cpus=2, memory_mb=3072)
     with pytest.raises(ImageNotBuilt, match="stop here"):
         build_disk_image(plan, request, log=lambda line: None)
     assert seen == {"memory_mb": 3072, "cpus": 2}
-    r = _rackform("image", "build", write_blueprint(tmp_path, BAKED), "--cpus", "0")
+    r = _rackform("image", "build", bp, "--cpus", "0")
     assert r.returncode == 2 and "--cpus" in r.stderr, r.stderr
+    # From the command line: what is given reaches the builder, the rest is the default.
+    from typer.testing import CliRunner
+
+    from rackform.cli.main import app
+
+    for args, want in (
+        ((), {"memory_mb": 2048, "cpus": 1}),
+        (("--cpus", "2"), {"memory_mb": 2048, "cpus": 2}),
+    ):
+        seen.clear()
+        got = CliRunner().invoke(
+            app,
+            [
+                "image",
+                "build",
+                str(bp),
+                "--base",
+                str(base.rootfs.parent),
+                "--out",
+                str(tmp_path / "o"),
+                *args,
+            ],
+        )
+        assert got.exit_code == 2 and seen == want, (got.output, seen)
 
 
 def test_a_failed_build_leaves_the_previous_image(tmp_path, monkeypatch):

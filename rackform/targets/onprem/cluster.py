@@ -53,8 +53,10 @@ def by_group(groups: list[tuple[str, list[str]]], flat: list) -> dict[str, list[
     if len(pairs) != sum(len(names) for _, names in groups):
         raise ValueError(f"{len(pairs)} hosts' outputs for {groups}")
     out: dict[str, list[list]] = {}
+    at = 0
     for group, names in groups:
-        mine, pairs = pairs[: len(names)], pairs[len(names) :]
+        mine = pairs[at : at + len(names)]
+        at += len(names)
         out[group] = [
             [n, address, int(port)] for n, (address, port) in zip(names, mine, strict=True)
         ]
