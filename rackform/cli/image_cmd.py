@@ -22,6 +22,7 @@ from rackform.cli.common import Env, File, extra_vars_of, for_action, need, user
 from rackform.cli.stack_cmd import operate
 from rackform.targets.runtime import DiskImageRequest, ImageNotBuilt
 from rackform.targets.runtimes import runtime
+from rackform.testbed.vm import CPUS, MEMORY_MB
 
 image_app = typer.Typer(help="The cluster's baked node image.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
@@ -84,7 +85,7 @@ def build(
             "--cpus",
             min=1,
             max=16,
-            help="Bare metal, colocation: the builder VM's vCPUs (default 1). The roles' "
+            help=f"Bare metal, colocation: the builder VM's vCPUs (default {CPUS}). The roles' "
             "Ansible runs inside it, its controller beside each task's module.",
         ),
     ] = None,
@@ -93,7 +94,7 @@ def build(
         typer.Option(
             "--memory-mb",
             min=512,
-            help="Bare metal, colocation: the builder VM's memory (default 2048).",
+            help=f"Bare metal, colocation: the builder VM's memory (default {MEMORY_MB}).",
         ),
     ] = None,
 ) -> None:
@@ -112,8 +113,8 @@ def build(
                 apt_source=apt_source,
                 extra_vars=extras,
                 pip_args=tuple(pip_args or ()),
-                # Those given; the others are the request's (the builder's) defaults.
-                **{k: v for k, v in (("cpus", cpus), ("memory_mb", memory_mb)) if v is not None},
+                cpus=cpus,
+                memory_mb=memory_mb,
             )
             image = rt.build_image_here(plan, request, _log)
             _done(image)

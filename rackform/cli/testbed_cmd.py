@@ -10,6 +10,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import prepared
+from rackform.testbed.vm import CPUS, MEMORY_MB
 
 testbed_app = typer.Typer(
     help="Local Debian VMs under QEMU with emulated NVMe drives, for trying the roles for real.",
@@ -30,8 +31,10 @@ def _log(line: str) -> None:
 def up(
     nodes: Annotated[int, typer.Option("--nodes", "-n", help="How many VMs.", min=1, max=16)] = 2,
     dir: DirOption = Path(".testbed"),
-    memory_mb: Annotated[int, typer.Option("--memory-mb", help="Memory per VM.", min=512)] = 2048,
-    cpus: Annotated[int, typer.Option("--cpus", help="vCPUs per VM.", min=1, max=16)] = 1,
+    memory_mb: Annotated[
+        int, typer.Option("--memory-mb", help="Memory per VM.", min=512)
+    ] = MEMORY_MB,
+    cpus: Annotated[int, typer.Option("--cpus", help="vCPUs per VM.", min=1, max=16)] = CPUS,
     image: Annotated[
         Path | None,
         typer.Option(

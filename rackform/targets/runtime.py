@@ -37,8 +37,8 @@ class DiskImageRequest:
     apt_source: str | None = None
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
     pip_args: tuple[str, ...] = ()
-    cpus: int = 1  # the builder VM's
-    memory_mb: int = 2048
+    cpus: int | None = None  # the builder VM's size; None: the builder's own default
+    memory_mb: int | None = None
 
 
 @dataclass(frozen=True)

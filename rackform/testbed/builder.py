@@ -110,8 +110,8 @@ def build(
     base: BaseImage,
     formats: tuple[str, ...] = FORMATS,
     apt_source: str | None = None,
-    memory_mb: int = 2048,
-    cpus: int = 1,
+    memory_mb: int = vm.MEMORY_MB,
+    cpus: int = vm.CPUS,
     log: Callable[[str], None] = print,
 ) -> DiskImage:
     """Bake `artifact` (its sha256 given) into an image in `out`, from `base`."""

@@ -63,8 +63,8 @@ class Testbed:
     timings: dict[str, float]
     # What a restart needs: the image's directory (kernel, initrd, root), the VMs' size.
     image: str = ""
-    memory_mb: int = 2048
-    cpus: int = 1
+    memory_mb: int = vm.MEMORY_MB
+    cpus: int = vm.CPUS
 
     def ssh(self, name: str) -> Ssh:
         node = next(n for n in self.nodes if n.name == name)
@@ -115,8 +115,8 @@ def up(
     state_dir: Path,
     nodes: int,
     *,
-    memory_mb: int = 2048,
-    cpus: int = 1,
+    memory_mb: int = vm.MEMORY_MB,
+    cpus: int = vm.CPUS,
     image: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> Testbed:

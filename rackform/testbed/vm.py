@@ -18,6 +18,9 @@ from pathlib import Path
 from rackform.testbed.image import BaseImage
 
 NVME_DRIVES = 4
+# A VM's size where none is given: the testbed's nodes, the image builder's VM.
+MEMORY_MB = 2048
+CPUS = 1
 NVME_SIZE = 1 << 30  # sparse: costs nothing until the guest writes
 # Every drive of a VM, by the name of its file (`<drive>.qcow2`, the layer the VM writes).
 # Every drive is qcow2, so that a frozen state can be kept as a read-only layer under a new
@@ -37,8 +40,8 @@ class VmSpec:
     ssh_port: int
     mcast: str  # "GROUP:PORT" of the private network
     priv_address: str  # "10.77.0.11/24"
-    memory_mb: int = 2048
-    cpus: int = 1
+    memory_mb: int = MEMORY_MB
+    cpus: int = CPUS
 
     @property
     def priv_mac(self) -> str:

@@ -49,9 +49,13 @@ def build_disk_image(
             base=base,
             formats=formats,
             apt_source=request.apt_source,
-            memory_mb=request.memory_mb,
-            cpus=request.cpus,
             log=log,
+            # Those given; the others are the builder's defaults.
+            **{
+                k: v
+                for k, v in (("cpus", request.cpus), ("memory_mb", request.memory_mb))
+                if v is not None
+            },
         )
     except (builder.BuildError, ImageError) as exc:
         raise ImageNotBuilt(str(exc)) from None
