@@ -65,6 +65,16 @@ def _sel(key: Key, **extra: str) -> str:
     return L.selector(**match, **extra)
 
 
+def _current(series: str) -> str:
+    """`series` (a selector) as of each target's last scrape: now where that scrape succeeded,
+    and where it failed (`up` 0, and Prometheus marks every series of the target stale at once:
+    an exporter timing out on a node with I/O trouble, a dropped connection) the values the
+    target last gave within STALE_S. A failed scrape is a gap, never a fault cleared; a series
+    a target that answers no longer gives (a check passing again, a mount gone) is gone. Matched
+    on the target's `job` and `instance`, which Prometheus puts on every series it scrapes."""
+    return f"({series} or (last_over_time({series}[{STALE_S}s]) and on (job, instance) (up == 0)))"
+
+
 def _node(s: Sample | dict[str, str]) -> str:
     labels = s.labels if isinstance(s, Sample) else s
     return labels.get(L.NODE, "")
@@ -182,20 +192,22 @@ def _by_gpu(samples: Iterable[Sample]) -> list[Sample]:
 def _storage(prom, sel, policy, at, mount, add) -> None:
     # md arrays short of their members: required minus active (node_exporter's mdadm collector).
     inner = sel[1:-1]
+    active = MD_DISKS + "{" + inner + ',state="active"}'
     short = (
-        f"max by ({L.NODE}, device) ({MD_REQUIRED}{sel})"
-        f' - max by ({L.NODE}, device) ({MD_DISKS}{{{inner},state="active"}}) > 0'
+        f"max by ({L.NODE}, device) ({_current(MD_REQUIRED + sel)})"
+        f" - max by ({L.NODE}, device) ({_current(active)}) > 0"
     )
     for s in prom.query(short, at):
         dev = s.labels.get("device", "?")
         detail = f"md array {dev} is {s.value:g} member(s) short of its required drives"
         add(_node(s), Evidence("storage", detail, policy.actions.storage, MD_DISKS, s.value, at))
     if mount:
-        ro = f"max by ({L.NODE}) ({FS_READONLY}{{{inner},mountpoint={L.quote(mount)}}}) == 1"
+        at_mount = f"{{{inner},mountpoint={L.quote(mount)}}}"
+        ro = f"max by ({L.NODE}) ({_current(FS_READONLY + at_mount)}) == 1"
         for s in prom.query(ro, at):
             detail = f"the checkpoint filesystem {mount} is read-only"
             add(_node(s), Evidence("storage", detail, policy.actions.storage, FS_READONLY, 1, at))
-        bad = f"max by ({L.NODE}) ({FS_DEVICE_ERROR}{{{inner},mountpoint={L.quote(mount)}}}) == 1"
+        bad = f"max by ({L.NODE}) ({_current(FS_DEVICE_ERROR + at_mount)}) == 1"
         for s in prom.query(bad, at):
             detail = (
                 f"the checkpoint filesystem {mount} cannot be read (node_exporter's statfs fails)"
@@ -207,7 +219,8 @@ def _storage(prom, sel, policy, at, mount, add) -> None:
 
 
 def _fabric(prom, sel, w, policy, at, add) -> None:
-    for s in prom.query(f"max by ({L.NODE}, device, port) ({IB_STATE}{sel}) != {IB_ACTIVE}", at):
+    state = f"max by ({L.NODE}, device, port) ({_current(IB_STATE + sel)}) != {IB_ACTIVE}"
+    for s in prom.query(state, at):
         port = f"{s.labels.get('device', '?')} port {s.labels.get('port', '?')}"
         detail = f"InfiniBand {port} is not ACTIVE (state {s.value:g})"
         add(_node(s), Evidence("fabric", detail, policy.actions.fabric, IB_STATE, s.value, at))
@@ -221,9 +234,9 @@ def _fabric(prom, sel, w, policy, at, add) -> None:
 
 
 def _checks(prom, sel, policy, at, add) -> None:
-    """Each check Slurm's health check fails on the node now (an instant read: a check that
-    passes again drops out of the file, and its series goes stale)."""
-    for s in prom.query(f"max by ({L.NODE}, check) ({CHECK_FAILED}{sel}) == 1", at):
+    """Each check Slurm's health check fails on the node now (as of its last scrape: a check
+    that passes again drops out of the file, and its series goes stale)."""
+    for s in prom.query(f"max by ({L.NODE}, check) ({_current(CHECK_FAILED + sel)}) == 1", at):
         check = s.labels.get("check", "?")
         fault = "storage" if check in STORAGE_CHECKS else "validation"
         action = getattr(policy.actions, fault)
