@@ -330,6 +330,10 @@ def test_a_node_lost_earlier_leaves_slurm_as_it_is_and_names_it(host):
     assert role_var(lost, "_slurm_lost") == ["hgx-03"]
     assert role_var(lost, "_slurm_known") is False and role_var(lost, "_slurm_partial") is False
     assert role_var(whole, "_slurm_lost") == [] and role_var(whole, "_slurm_known") is True
+    # Two lost: in the play's order (a set's order changes from run to run).
+    assert role_var(templar(bp, host, lost=["hgx-04", "hgx-03"]), "_slurm_lost") == [
+        "hgx-03", "hgx-04",
+    ]  # fmt: skip
     for name, wanted in CLUSTER_WIDE.items():
         found = {t["name"]: t for t in _tasks(name) if t["name"] in wanted}
         assert sorted(found) == sorted(wanted)

@@ -216,6 +216,20 @@ def test_a_node_lost_earlier_runs_no_job_and_is_named():
     two = role_vars.render("smoke_train", "_smoke_train_why_partial", v, HOSTS,
                            ansible_play_hosts=["hgx-01", "hgx-04"])  # fmt: skip
     assert two == "hgx-02, hgx-03 failed or were unreachable earlier in this run"
+    # Named in the play's order, whatever it is (not a set's order, which changes from run to
+    # run, nor sorted): twenty renders over the play reversed.
+    back = HOSTS[::-1]
+    named = {
+        role_vars.render(
+            "smoke_train",
+            "_smoke_train_why_partial",
+            v,
+            back,
+            ansible_play_hosts=["hgx-04", "hgx-01"],
+        )
+        for _ in range(20)
+    }
+    assert named == {"hgx-03, hgx-02 failed or were unreachable earlier in this run"}, named
     # A node that never got to this play (its group was not made): the run covers fewer.
     fewer = role_vars.render(
         "smoke_train", "_smoke_train_why_partial", v, alive, **{"ansible_play_hosts": alive}
