@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import functools
-import http.server
 import os
 import signal
 import socket
@@ -48,6 +46,7 @@ import yaml
 
 from rackform.testbed import lifecycle
 from rackform.testbed.apt import ensure_repo, sources_line
+from rackform.testbed.builder import serving
 
 ROOT = Path(__file__).resolve().parents[1]
 GUEST = "10.0.2.2"  # the host's loopback, from a guest on QEMU's user network
@@ -147,24 +146,6 @@ def measured(mode: str, nodes: int, argv: list[str], log: Path, adopted: bool) -
                 cpu += left.ru_utime + left.ru_stime
         libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
     return Cost(mode, nodes, wall, cpu, peak[0] / 1024, proc.returncode)
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def served(directory: Path) -> Iterator[int]:
-    handler = functools.partial(_Quiet, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def rackform(*args) -> list[str]:
@@ -278,7 +259,7 @@ def main() -> int:
         parser.error("--modes: push, pull; --sizes: positive numbers")
     image = args.image.resolve()
     costs = []
-    with served(ensure_repo(log=lambda line: None)) as apt_port:
+    with serving(ensure_repo(log=lambda line: None)) as apt_port:
         for n in sizes:
             for mode in modes:
                 work = (args.out / f"{mode}-{n}").resolve()

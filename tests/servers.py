@@ -18,6 +18,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -226,6 +227,26 @@ def scraping(scrape_configs: str, data: Path, interval_s: int = 2) -> Iterator[s
     ]
     with _process(argv, data / "prometheus.log", f"{url}/-/ready"):
         yield url
+
+
+def query(url: str, expr: str) -> list[dict]:
+    """An instant PromQL query against the Prometheus at `url`: its result vector."""
+    q = urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=5) as r:
+        return json.load(r)["data"]["result"]
+
+
+def wait_for(
+    url: str, expr: str, count: int, what: str, timeout: float = 90, poll_s: float = 1.0
+) -> None:
+    """Until `expr` gives `count` series at the Prometheus at `url`; a test failure naming
+    `what` after `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if len(query(url, expr)) == count:
+            return
+        time.sleep(poll_s)
+    pytest.fail(f"Prometheus: not within {timeout:.0f} s: {what} ({expr})")
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ def _bake(
         work / "bed", 1, memory_mb=memory_mb, cpus=cpus, image=base.rootfs.parent, log=log
     )
     ssh = bed.ssh("node1")
-    with _serving(artifact) as port:
+    with serving(artifact.parent) as port:
         url = f"http://{GUEST_HOST}:{port}/{artifact.name}"
         if apt_source:
             ssh.run(_SAVE_SOURCES.format(line=_quoted(apt_source)))
@@ -284,15 +284,16 @@ def _replace(new: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-class _OneFile(http.server.SimpleHTTPRequestHandler):
+class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
 
 @contextmanager
-def _serving(artifact: Path) -> Iterator[int]:
-    """The artifact's directory on 127.0.0.1 (a free port), for the builder to fetch from."""
-    handler = functools.partial(_OneFile, directory=str(artifact.parent))
+def serving(directory: Path) -> Iterator[int]:
+    """`directory` on 127.0.0.1 (a free port) for the length of the block: the artifact's, for
+    the builder VM to fetch from (and a benchmark's package repository)."""
+    handler = functools.partial(_Quiet, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -32,15 +32,13 @@ import json
 import subprocess
 import threading
 import time
-import urllib.parse
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
 from loopback import free_port
-from servers import scraping
+from servers import scraping, wait_for
 from slurm_helpers import SLURM_VARS, job_record, slurm_blueprint, smoke_vars, until
 from test_rolling_vms import COUNT, HOLD, JOB, _extras, nothing_lost
 from vms import MOUNT, cli, sh, shown
@@ -123,21 +121,6 @@ def scrape_config(plan, ports: dict[str, int]) -> str:
             for node, port in ports.items()
         ],
     }], sort_keys=False)  # fmt: skip
-
-
-def query(url: str, expr: str) -> list[dict]:
-    q = urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=5) as r:
-        return json.load(r)["data"]["result"]
-
-
-def wait_for(url: str, expr: str, count: int, what: str, timeout: float = 90) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if len(query(url, expr)) == count:
-            return
-        time.sleep(1)
-    pytest.fail(f"Prometheus: not within {timeout:.0f} s: {what} ({expr})")
 
 
 def heal(bp: Path, url: str, *more) -> tuple[subprocess.CompletedProcess, dict]:

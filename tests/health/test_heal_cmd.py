@@ -285,12 +285,13 @@ def test_an_aws_cluster_s_nodes_are_the_ones_its_telemetry_names(tmp_path):
     assert (nodes[node(19)]["verdict"], nodes[node(19)]["acts"]) == ("unknown", False)
 
 
-def test_a_cluster_without_gpus_is_judged_on_node_exporter(tmp_path):
-    """CPU nodes (the testbed's VMs' kind) are seen by node_exporter and judged on its series;
-    a GPU node with node_exporter alone is still unknown: its GPUs are what it is for."""
-    name = "cpu-farm"
+def cpu_blueprint(
+    tmp_path, name: str, hosts: dict[str, str], actions: str, budget: int, mount: str
+):
+    """A bare-metal cluster of CPU nodes (`hosts`: name -> address) with its checkpoint
+    filesystem at `mount`, heal's `actions` (YAML flow mapping) and out-of-service `budget`."""
     bp = tmp_path / f"{name}.yaml"
-    hosts = "\n".join(f"      - {{name: {name}-{i}, address: 10.7.0.{i}}}" for i in range(1, 6))
+    listed = "\n".join(f"      - {{name: {h}, address: {a}}}" for h, a in hosts.items())
     bp.write_text(
         textwrap.dedent(f"""\
         name: {name}
@@ -301,15 +302,24 @@ def test_a_cluster_without_gpus_is_judged_on_node_exporter(tmp_path):
           - name: cpu-pool
             hosts:
         """)
-        + hosts
-        + textwrap.dedent("""
-        network: {fabric: ethernet}
-        storage: {checkpoint: {mount: /mnt/ckpt-a}}
+        + listed
+        + textwrap.dedent(f"""
+        network: {{fabric: ethernet}}
+        storage: {{checkpoint: {{mount: {mount}}}}}
         lifecycle:
-          health: {actions: {storage: reboot}}
-          max_out_of_service: 1
+          health: {{actions: {actions}}}
+          max_out_of_service: {budget}
         """)
     )
+    return bp
+
+
+def test_a_cluster_without_gpus_is_judged_on_node_exporter(tmp_path):
+    """CPU nodes (the testbed's VMs' kind) are seen by node_exporter and judged on its series;
+    a GPU node with node_exporter alone is still unknown: its GPUs are what it is for."""
+    name = "cpu-farm"
+    hosts = {f"{name}-{i}": f"10.7.0.{i}" for i in range(1, 6)}
+    bp = cpu_blueprint(tmp_path, name, hosts, "{storage: reboot}", 1, "/mnt/ckpt-a")
     boot = [
         # cpu-farm-4's exporter stopped 20 minutes ago: unknown.
         Series("node_boot_time_seconds", ids(name, f"{name}-{i}"), 1.7e9,

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import http.server
 import json
-import textwrap
-import time
-import urllib.parse
-import urllib.request
 
 import pytest
 import yaml
 from blueprint_helpers import rackform
 from loopback import http_server
-from servers import scraping
+from servers import query, scraping, wait_for
+from test_heal_cmd import cpu_blueprint
 
 pytestmark = pytest.mark.slow
 
@@ -71,30 +68,10 @@ class Exporter:
 
 
 def blueprint(tmp_path, hosts: list[str]):
-    path = tmp_path / f"{NAME}.yaml"
-    listed = "\n".join(
-        f"      - {{name: {h}, address: 10.7.1.{i}}}" for i, h in enumerate(hosts, 1)
+    addresses = {h: f"10.7.1.{i}" for i, h in enumerate(hosts, 1)}
+    return cpu_blueprint(
+        tmp_path, NAME, addresses, "{storage: reboot, validation: drain}", 3, MOUNT
     )
-    path.write_text(
-        textwrap.dedent(f"""\
-        name: {NAME}
-        purpose: training
-        owner: ops@example.com
-        target: {{type: bare_metal}}
-        node_groups:
-          - name: cpu-pool
-            hosts:
-        """)
-        + listed
-        + textwrap.dedent(f"""
-        network: {{fabric: ethernet}}
-        storage: {{checkpoint: {{mount: {MOUNT}}}}}
-        lifecycle:
-          health: {{actions: {{storage: reboot, validation: drain}}}}
-          max_out_of_service: 3
-        """)
-    )
-    return path
 
 
 def scrape_configs(ports: dict[str, int]) -> str:
@@ -108,21 +85,6 @@ def scrape_configs(ports: dict[str, int]) -> str:
         }],
         sort_keys=False,
     )  # fmt: skip
-
-
-def query(url: str, expr: str) -> list[dict]:
-    q = urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=5) as r:
-        return json.load(r)["data"]["result"]
-
-
-def until(url: str, expr: str, count: int, timeout: float = 60) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if len(query(url, expr)) == count:
-            return
-        time.sleep(0.5)
-    pytest.fail(f"Prometheus: not within {timeout:.0f} s: {expr}")
 
 
 def verdicts(url: str, bp) -> dict[str, tuple[str, str, list[str]]]:
@@ -154,7 +116,7 @@ def test_a_node_whose_scrape_fails_is_judged_on_what_it_last_said(tmp_path):
     ):
         ports = dict(zip(exporters, (p1, p2, p3, p4), strict=True))
         with scraping(scrape_configs(ports), tmp_path / "prom", interval_s=1) as url:
-            until(url, f'up{{cluster="{NAME}"}} == 1', 4)
+            wait_for(url, f'up{{cluster="{NAME}"}} == 1', 4, "every exporter scraped", 60, 0.5)
             before = verdicts(url, bp)
             assert before == {
                 "gap-ro": ("failed", "reboot", [f"the checkpoint filesystem {MOUNT} is read-only"]),
@@ -165,8 +127,9 @@ def test_a_node_whose_scrape_fails_is_judged_on_what_it_last_said(tmp_path):
 
             exporters["gap-ro"].answers = exporters["gap-ok"].answers = False
             exporters["fixed"].failed_checks = ()
-            until(url, f'up{{cluster="{NAME}"}} == 0', 2)
-            until(url, f'rackform_node_check_failed{{cluster="{NAME}"}}', 0)
+            wait_for(url, f'up{{cluster="{NAME}"}} == 0', 2, "two scrapes failing", 60, 0.5)
+            checks = f'rackform_node_check_failed{{cluster="{NAME}"}}'
+            wait_for(url, checks, 0, "the check passing again", 60, 0.5)
             # What an instant query sees now: nothing of the two silent targets.
             assert query(url, 'node_filesystem_readonly{node="gap-ro"}') == []
             after = verdicts(url, bp)
