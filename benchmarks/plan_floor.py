@@ -13,11 +13,12 @@ from), `recorder_import` (rackform's recorder module: rackform's, not the floor'
 (the registrations under the mocks), `recorder_own` (the part of `register` that is the
 recorder's own code, rackform's), and `differs` (resources registered otherwise than the plan
 did: none, or the floor is no floor). What `rackform plan` spends above these is rackform's
-(benchmarks/plan_bench.py subtracts). Custom resources are registered as generic
-`CustomResource`s, dynamic ones through `pulumi.dynamic.Resource` with a provider of the same
-kind (so the SDK pickles a provider per resource as it does for rackform's), components as
-`ComponentResource`s: the SDK's work per resource, without a provider SDK's own argument
-classes, so a lower bound.
+(benchmarks/plan_bench.py subtracts). Custom resources are registered with the class the
+program registers them with (the provider SDK's own; a training node's instance as
+NodeInstance, the provider's resource with the one output read; generic where neither), dynamic
+ones through `pulumi.dynamic.Resource` with a provider of the same kind (so the SDK pickles a
+provider per resource as it does for rackform's), components as `ComponentResource`s: the SDK's
+work per resource, and nothing of rackform's programs above it.
 """
 
 from __future__ import annotations
@@ -170,10 +171,19 @@ _CLASSES: dict[str, tuple[type, dict[str, str]] | None] = {}
 
 
 def custom(token: str, name: str, inputs: dict[str, Any], opts):
-    """A custom resource of the provider SDK's own class where there is one (its output
-    properties, its argument types: what the real program's resource costs), else generic."""
+    """A custom resource of the class the program registers it with: a training node's
+    instance as rackform's NodeInstance (the provider's resource with the one output read; its
+    whole registration is the SDK's), anything else of the provider SDK's own class where there
+    is one (its output properties, its argument types: what the real program's resource costs),
+    else generic."""
     import pulumi
 
+    from rackform.targets.aws import node_instance
+
+    if token == node_instance.TYPE and set(inputs) == {"launchTemplate", "tags"}:
+        return node_instance.NodeInstance(
+            name, launch_template=inputs["launchTemplate"], tags=inputs["tags"], opts=opts
+        )
     if token not in _CLASSES:
         _CLASSES[token] = provider_class(token)
     found = _CLASSES[token]

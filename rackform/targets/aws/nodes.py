@@ -14,6 +14,7 @@ from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.stack.outputs import gathered
 from rackform.targets.aws.bootstrap import HOOK, HOOK_TIMEOUT_S
 from rackform.targets.aws.names import asg_name, node_names
+from rackform.targets.aws.node_instance import NodeInstance
 from rackform.targets.aws.tags import LAUNCH_TAGGED, asg_tags, aws_tags
 
 SSH_PORT = 22
@@ -200,7 +201,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         # inventory's host names through the `nodes` output.
         names = node_names(plan.stack, group.name, group.count)
         instances = [
-            aws.ec2.Instance(
+            NodeInstance(
                 n,
                 launch_template=template,
                 # The cluster's tags, owner and idle policy included: updated in place.
