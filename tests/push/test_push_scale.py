@@ -17,7 +17,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 
+from rackform import paths
 from rackform.push import runner as ansible_run
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
@@ -76,6 +80,32 @@ def test_a_batch_where_too_many_nodes_failed_stops_the_run_before_the_next():
         "plays after the batches)",
         "2 node(s) not reached, the run having stopped: node-4, node-5",
     ]
+
+
+def test_the_batch_check_names_the_lost_nodes_in_the_plays_order():
+    # The check's own expressions (collection/playbooks/site.yml), rendered as Ansible renders
+    # them: the nodes of the batch before that were lost are named in the play's order, never a
+    # set's (which changes from run to run with the hash seed: twelve names in a set's order
+    # are in this one by chance once in 479 million), nor sorted.
+    play = next(
+        p
+        for p in yaml.safe_load(paths.site().read_text(encoding="utf-8"))
+        if p["name"] == "Converge the GPU nodes"
+    )
+    check = next(t for t in play["pre_tasks"] if t["name"].startswith("Go on only where"))
+    hosts = [f"gpu-{n}" for n in (7, 3, 11, 0, 9, 5, 1, 10, 2, 8, 6, 4)]
+    batch = [f"next-{n}" for n in range(12)]
+    env = {
+        **{k: trust_as_template(v) for k, v in check["vars"].items()},
+        "rackform_batch": 12,
+        "ansible_play_hosts_all": hosts + batch,
+        "ansible_play_hosts": batch,  # every node of the first batch lost
+        "inventory_hostname": batch[0],
+    }
+    lost = Templar(loader=DataLoader(), variables=env).template(
+        trust_as_template("{{ _rackform_lost | join(', ') }}")
+    )
+    assert lost == ", ".join(hosts)
 
 
 @pytest.mark.parametrize(
