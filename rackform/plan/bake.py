@@ -5,9 +5,11 @@ images (AWS: rackform/targets/aws/node_image.py) runs the roles by these tags; a
 compares the record with its blueprint (rackform/boot/image_check.py).
 
 Never baked: what differs from node to node or needs the cluster around it: the checkpoint array
-from the node's own drives (nvme_raid), the shared tier's mounts (shared_storage), and Slurm
-(its role first checks that the host is a node of the cluster's slurm.conf and gives it the
-controller's munge key, so its packages cannot be installed apart from that yet)."""
+from the node's own drives (nvme_raid), the shared tier's mounts (shared_storage), and Slurm's
+configuration (its role checks that the host is a node of the cluster's slurm.conf, writes it
+and gives the node the controller's munge key). Slurm's node packages are baked
+(`slurm_packages`, a task of the site playbook's GPU play that installs what the slurm role
+installs on a node, where the blueprint has a scheduler), with no munge key left in the image."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 # The site playbook's role tags (collection/playbooks/site.yml) a bake runs, in its order.
-BAKED_TAGS = ("nvidia_driver", "nccl_rdma", "dcgm", "smoke_train")
+BAKED_TAGS = ("nvidia_driver", "nccl_rdma", "dcgm", "slurm_packages", "smoke_train")
 NEVER_BAKED = ("nvme_raid", "shared_storage", "slurm")
 
 # What needs the cluster's GPUs on the builder: the driver's role installs a driver only where it
@@ -28,7 +30,8 @@ NEEDS_GPU = ("nvidia_driver", "dcgm")
 # The builder is no node of the cluster: it has a GPU for the driver to find, but no fabric
 # device (an EFA interface exists only on the cluster's instance types), so the nccl_rdma role
 # installs the fabric's libraries without checking for the device; the nodes' own run checks it.
-BUILD_VARS: Mapping[str, Any] = {"nccl_rdma_require_devices": False}
+# `rackform_image_bake` runs what only a bake runs (Slurm's node packages, without a munge key).
+BUILD_VARS: Mapping[str, Any] = {"nccl_rdma_require_devices": False, "rackform_image_bake": True}
 
 # What the image holds, by the role variable that names its version (what image.json and the
 # image's tags record).

@@ -145,6 +145,12 @@ BAKE_BLUEPRINT = {
     ],
     "network": {"fabric": "ethernet", "interfaces": [lifecycle.PRIV_INTERFACE]},
     "storage": {"checkpoint": {"raid_level": 0, "mount": "/mnt/checkpoints"}},
+    # The scenarios' cluster runs Slurm: the image holds its node packages (slurm_packages).
+    "scheduler": {
+        "type": "slurm",
+        "controller": "node1",
+        "partitions": [{"name": "main", "node_groups": ["vms"], "default": True}],
+    },
     "image": {"bake": True},
 }
 

@@ -174,7 +174,10 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, apt_server,
         assert status["artifact"] == artifact.sha256
         # The image held the baked roles: the node ran none of them, and said so.
         assert "does not match the blueprint" not in log, log
-        assert "the node image holds nvidia_driver, nccl_rdma, dcgm, smoke_train" in log, log
+        assert (
+            "the node image holds nvidia_driver, nccl_rdma, dcgm, slurm_packages, smoke_train"
+            in log
+        ), log
 
     # Only the stack's host key is trusted: with an empty known_hosts the node is refused.
     empty = files / "empty_known_hosts"

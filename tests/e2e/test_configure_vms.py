@@ -179,6 +179,14 @@ def test_check_mode_on_a_fresh_node_and_safe_mode_on_a_drive_with_data(run, phas
     # same time, 2. safe mode (node2): a drive holding a filesystem is refused, by name, and
     # nothing on it is lost. One run per VM, since each VM has one emulated CPU.
     bed, bp, key, converge = run.bed, run.bp, run.key, run.converge
+    # The node image holds Slurm's node packages (slurm_packages) and no munge key of its own:
+    # every node would share it, and anyone with the image would have it.
+    baked = sh(bed, "node2", "dpkg-query -W -f '${Package}=${Status}\\n' munge slurm-client"
+               " slurmd slurmctld 2>&1; ls /etc/munge/munge.key 2>&1 || true")  # fmt: skip
+    for package in ("munge", "slurm-client", "slurmd"):
+        assert f"{package}=install ok installed" in baked, baked
+    assert "slurmctld=install ok installed" not in baked, baked  # the controller's, never a node's
+    assert "No such file" in baked, baked
     dev = f"/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_{DIRTY_SERIAL}"
     sh(bed, "node2", f"mkfs.ext4 -q -L keepme {dev} && mkdir -p /mnt/keep && mount {dev} /mnt/keep"
        " && head -c 4M /dev/urandom > /mnt/keep/data && sha256sum /mnt/keep/data > /root/keep.sum"

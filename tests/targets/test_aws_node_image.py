@@ -160,8 +160,10 @@ def test_the_builder_has_a_gpu_the_ssm_and_image_builder_policies_and_the_stacks
 
 
 def _site_tags() -> set[str]:
+    """The tags of the site playbook's roles and tasks."""
     plays = yaml.safe_load(site().read_text())
-    return {t for p in plays for r in p.get("roles", []) for t in r.get("tags", [])}
+    parts = ("roles", "pre_tasks", "tasks")
+    return {t for p in plays for k in parts for r in p.get(k) or [] for t in r.get("tags", [])}
 
 
 def test_the_build_runs_only_the_node_independent_roles(tmp_path):

@@ -20,7 +20,8 @@ class ImageSpec(Strict):
         bool,
         Field(
             description="Bake a node image: the driver and Fabric Manager, NCCL and the fabric "
-            "libraries, DCGM and its exporter and the smoke job's torch are installed once, into "
+            "libraries, DCGM and its exporter, Slurm's node packages (with a scheduler; no munge "
+            "key) and the smoke job's torch are installed once, into "
             "a machine image the nodes launch from (AWS: EC2 Image Builder resources in the "
             "stack, built during `up` or by `rackform image build`); each node then does only "
             "its own part (drives, names, keys, mounts). The image records the roles' hash, and "
