@@ -233,7 +233,7 @@ def image_env(root: Path, spec: dict) -> dict:
     if result.warning:
         log(result.warning)
     elif result.skip:
-        log(f"the node image holds {', '.join(result.skip)}: those roles are not run again")
+        log(f"the node image holds {', '.join(result.skip)}: those tags are not run again")
     return ansible_env(result)
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# The site playbook's role tags (collection/playbooks/site.yml) a bake runs, in its order.
+# The site playbook's tags (collection/playbooks/site.yml: roles, and slurm_packages a task) a
+# bake runs, in its order.
 BAKED_TAGS = ("nvidia_driver", "nccl_rdma", "dcgm", "slurm_packages", "smoke_train")
 NEVER_BAKED = ("nvme_raid", "shared_storage", "slurm")
 
