@@ -92,8 +92,11 @@ def testbed(tmp_path_factory, phases, node_image):
     d = tmp_path_factory.mktemp("testbed")
     with phases("testbed: waiting for the node image (baked in the background)"):
         image = node_image()
+    # Two vCPUs each: the scenarios' Ansible runs and smoke jobs keep a VM's emulated CPUs
+    # busy, and the host's two cores have room for both VMs' second while the rest of the
+    # suite, beside them, runs at a lower priority (scripts/test.sh).
     with booted_testbed(
-        d, 2, phases("testbed up: both VMs from the node image"), image=image
+        d, 2, phases("testbed up: both VMs from the node image"), image=image, cpus=2
     ) as bed:
         phases.notes.append(
             f"accelerator {bed.accel} ({bed.accel_why}); boot {bed.timings['boot_s']} s"

@@ -177,7 +177,7 @@ def run(testbed, apt_repo, wheel_server, phases, tmp_path_factory):
 def test_check_mode_on_a_fresh_node_and_safe_mode_on_a_drive_with_data(run, phases):
     # 1. Check mode on a fresh VM (node1) reports what it would do and changes nothing; at the
     # same time, 2. safe mode (node2): a drive holding a filesystem is refused, by name, and
-    # nothing on it is lost. One run per VM, since each VM has one emulated CPU.
+    # nothing on it is lost. One run per VM, each on its own VM's emulated CPUs.
     bed, bp, key, converge = run.bed, run.bp, run.key, run.converge
     # The node image holds Slurm's node packages (slurm_packages) and no munge key of its own:
     # every node would share it, and anyone with the image would have it.
@@ -331,7 +331,7 @@ def test_check_mode_shows_a_changed_setting_and_gpu_roles_refuse_a_host_without_
     # 6. Check mode on a converged host with a changed setting: reported, not applied; and
     # 7. declared GPU nodes without GPUs fail in preflight, saying why (environment `gpu`).
     # Neither changes a host, so the three runs go at once: the check on node1, the two GPU roles
-    # on node2 (each VM has one emulated CPU; this keeps the two equally busy).
+    # on node2 (this keeps the two VMs equally busy).
     converged(run)
     bed, bp, key, converge = run.bed, run.bp, run.key, run.converge
     conf = sh(bed, "node1", "sha256sum /etc/nccl.conf")
