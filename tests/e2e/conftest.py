@@ -29,6 +29,7 @@ import yaml
 from loopback import http_server
 from slurm_helpers import (
     MOUNT_TMPFS,
+    SCHEDULER,
     SLURM_VARS,
     check_formed,
     formed,
@@ -149,11 +150,7 @@ BAKE_BLUEPRINT = {
     "network": {"fabric": "ethernet", "interfaces": [lifecycle.PRIV_INTERFACE]},
     "storage": {"checkpoint": {"raid_level": 0, "mount": "/mnt/checkpoints"}},
     # The scenarios' cluster runs Slurm: the image holds its node packages (slurm_packages).
-    "scheduler": {
-        "type": "slurm",
-        "controller": "node1",
-        "partitions": [{"name": "main", "node_groups": ["vms"], "default": True}],
-    },
+    "scheduler": SCHEDULER,
     "image": {"bake": True},
 }
 
