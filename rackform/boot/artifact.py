@@ -158,6 +158,21 @@ def _tar(members: list[tuple[str, bytes]], files: list[tuple[str, Path]]) -> byt
     return out.getvalue()
 
 
+# The fetch's redirects: followed on the same origin only (the token, where there is one, is
+# never sent to another host, and never from https to http). urllib's own handler would copy it
+# to any host; the rule of rackform/http_opener.py, in the few lines user data can hold.
+SAME_ORIGIN = [
+    "class Same(urllib.request.HTTPRedirectHandler):",
+    "    def redirect_request(self, req, fp, code, msg, hdrs, new):",
+    "        new = urllib.parse.urljoin(req.full_url, new)",
+    "        if urllib.parse.urlsplit(new)[:2] != urllib.parse.urlsplit(req.full_url)[:2]:",
+    "            raise SystemExit(f'{url}: refused a redirect ({code}) to {new.split(\"?\")[0]}:'",
+    "                             ' nothing is fetched from another host')",
+    "        return super().redirect_request(req, fp, code, msg, hdrs, new)",
+    "opener = urllib.request.build_opener(Same)",
+]
+
+
 def user_data(
     *,
     ssh_user: str = "",
@@ -204,7 +219,7 @@ def user_data(
         ]
     if host_private_key or authorized_key:
         lines += ["systemctl restart ssh 2>/dev/null || systemctl restart sshd"]
-    fetch = ["        data = urllib.request.urlopen(url, timeout=60).read()"]
+    fetch = ["        data = opener.open(url, timeout=60).read()"]
     if report is not None:
         settings = report_settings(report)
         lines += [
@@ -217,7 +232,7 @@ def user_data(
             f"        token = json.load(open({str(report_file)!r}))['token']",
             "        auth = {'Authorization': 'Bearer ' + token}",
             "        req = urllib.request.Request(url, headers=auth)",
-            "        data = urllib.request.urlopen(req, timeout=60).read()",
+            "        data = opener.open(req, timeout=60).read()",
         ]
     if artifact_url:
         root = f"{unpack_root}/{artifact_sha256}"
@@ -226,9 +241,10 @@ def user_data(
             f"dir={root}",
             'mkdir -p "$dir"',
             "python3 - <<'FETCH'",
-            "import hashlib, io, tarfile, time, urllib.request"
+            "import hashlib, io, tarfile, time, urllib.parse, urllib.request"
             + (", json" if report is not None else ""),
             f"url, want = {artifact_url!r}, {artifact_sha256!r}",
+            *SAME_ORIGIN,
             "for attempt in range(30):",
             "    try:",
             *fetch,

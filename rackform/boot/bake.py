@@ -24,6 +24,7 @@ import os
 import sys
 import tarfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -34,13 +35,30 @@ REBOOT_REQUEST = Path("/var/lib/rackform/image-reboot-requested")
 NODE_SCRIPT = "node_bootstrap"  # the node script's module, at the artifact's top level
 
 
+class SameOrigin(urllib.request.HTTPRedirectHandler):
+    """Redirects followed on the artifact's own origin (scheme, host, port) only, never from
+    https to http: as the node's own fetch (rackform/boot/artifact.py's user data)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = urllib.parse.urljoin(req.full_url, newurl)
+        if urllib.parse.urlsplit(new)[:2] != urllib.parse.urlsplit(req.full_url)[:2]:
+            fp.close()
+            old, where = req.full_url.split("?")[0], new.split("?")[0]
+            raise SystemExit(
+                f"{old}: refused a redirect ({code}) to {where}: nothing is fetched from"
+                " another host"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 def fetch(url: str, want: str, into: Path) -> Path:
     root = into / want
     if (root / "bootstrap.json").is_file():
         return root  # unpacked by the first converge
+    opener = urllib.request.build_opener(SameOrigin)
     for _ in range(30):
         try:
-            data = urllib.request.urlopen(url, timeout=60).read()
+            data = opener.open(url, timeout=60).read()
             break
         except OSError as exc:
             print(f"fetching {url}: {exc}; retrying", flush=True)

@@ -237,6 +237,41 @@ def image_env(root: Path, spec: dict) -> dict:
     return ansible_env(result)
 
 
+class RedirectRefused(urllib.error.URLError):
+    """A redirect this script does not follow; `reason` is the line to log."""
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, followed only on the same origin (scheme, host, port): every request
+    this script makes carries a token (the report's bearer, IMDS's), which urllib's own handler
+    would send to any host a redirect names, https to http included. The rule of
+    rackform/http_opener.py, in the few lines a node needs (nothing of rackform is here)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = urllib.parse.urljoin(req.full_url, newurl)
+        if _origin(new) != _origin(req.full_url):
+            fp.close()
+            shown = " to ".join(u.split("?")[0] for u in (req.full_url, new))
+            raise RedirectRefused(
+                f"refused a redirect ({code}) from {shown}: credentials are not sent to another host"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def urlopen(req: urllib.request.Request, timeout: float):
+    return urllib.request.build_opener(SameOriginRedirects).open(req, timeout=timeout)
+
+
 def imds(path: str) -> str:
     """IMDSv2 (the launch template requires tokens)."""
     token_req = urllib.request.Request(
@@ -244,11 +279,11 @@ def imds(path: str) -> str:
         method="PUT",
         headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"},
     )
-    token = urllib.request.urlopen(token_req, timeout=5).read().decode()
+    token = urlopen(token_req, timeout=5).read().decode()
     req = urllib.request.Request(
         f"{IMDS}/meta-data/{path}", headers={"X-aws-ec2-metadata-token": token}
     )
-    return urllib.request.urlopen(req, timeout=5).read().decode()
+    return urlopen(req, timeout=5).read().decode()
 
 
 # The AWS calls a joining node makes, through boto3 in the virtualenv with the instance
@@ -321,7 +356,7 @@ def send_report(
     for attempt in range(1, tries + 1):
         try:
             req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-            with urllib.request.urlopen(req, timeout=30) as answer:
+            with urlopen(req, timeout=30) as answer:
                 answer.read()
             log(f"reported {report['outcome']} to {to['url']} as {to['node']}")
             return True
@@ -330,6 +365,9 @@ def send_report(
             if exc.code != 408 and exc.code < 500:
                 log(f"the controller refused the report ({why}); not sending it again")
                 return False
+        except RedirectRefused as exc:
+            log(f"reporting to {to['url']}: {exc.reason}; not sending it again")
+            return False
         except (OSError, ValueError) as exc:  # ValueError: a URL urllib cannot use
             why = str(exc)
         if attempt == tries:

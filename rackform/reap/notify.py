@@ -2,16 +2,25 @@
 alert posted to Alertmanager's API (`POST /api/v2/alerts`), or the decision as JSON to a
 webhook. After an action that takes a cluster's exporters down (power-off, stop, destroy,
 scale-to-zero), a silence (`POST /api/v2/silences`) keeps the exporter-down and GPUs-missing
-alerts for that cluster from paging anyone."""
+alerts for that cluster from paging anyone.
+
+An Alertmanager or webhook behind basic auth takes it in the URL (`https://user:pass@am:9093`,
+as amtool does): sent as the Authorization header, never shown (a message, the audit log and
+the decision name Alertmanager by its URL without it, a webhook by its origin only, for a
+webhook's path is often its secret), and never sent to another host (a redirect elsewhere is
+refused: rackform/http_opener.py)."""
 
 from __future__ import annotations
 
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
 
+from rackform import http_opener
+from rackform.printable import printable
 from rackform.reap import labels as L
 from rackform.reap.target import Outcome
 from rackform.reap.verdict import Decision
@@ -68,12 +77,12 @@ class Notifier:
         now = time.time() if now is None else now
         if self.alertmanager:
             url, body = f"{self.alertmanager}/api/v2/alerts", [alert(d, now, warning)]
-        elif self.webhook:
+            return _post(url, body)
+        if self.webhook:
             kind = "warning" if warning else "decision"
-            url, body = self.webhook, {"rackform": "reap", "kind": kind, "decision": d.as_dict()}
-        else:
-            return Outcome("notify", False, "no --alertmanager or --webhook to notify")
-        return _post(url, body)
+            body = {"rackform": "reap", "kind": kind, "decision": d.as_dict()}
+            return _post(self.webhook, body, subject=_webhook(self.webhook))
+        return Outcome("notify", False, "no --alertmanager or --webhook to notify")
 
     def silence(self, d: Decision, now: float, seconds: float) -> Outcome:
         """Silence the alerts a powered-off cluster raises (exporters down, GPUs missing)."""
@@ -97,17 +106,28 @@ class Notifier:
         return _post(f"{self.alertmanager}/api/v2/silences", body)
 
 
-def _post(url: str, body: object) -> Outcome:
+def _webhook(url: str) -> str:
+    """A webhook as an outcome names it: its origin (its path may be its secret)."""
+    parts = urllib.parse.urlsplit(http_opener.shown(url))
+    return f"webhook at {parts.scheme}://{parts.netloc}"
+
+
+def _post(url: str, body: object, subject: str | None = None) -> Outcome:
+    url, auth = http_opener.split_userinfo(url)
+    subject = subject or http_opener.shown(url)
     req = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **auth},
         method="POST",
     )
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return Outcome(url, True, f"HTTP {r.status}")
+        with http_opener.urlopen(req, timeout=10) as r:
+            return Outcome(subject, True, f"HTTP {r.status}")
     except urllib.error.HTTPError as exc:
-        return Outcome(url, False, f"HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}")
+        answer = printable(exc.read()[:200].decode(errors="replace"))
+        return Outcome(subject, False, f"HTTP {exc.code}: {answer}")
+    except http_opener.RedirectRefused as exc:
+        return Outcome(subject, False, str(exc.reason))
     except (urllib.error.URLError, OSError) as exc:
-        return Outcome(url, False, f"unreachable: {getattr(exc, 'reason', exc)}")
+        return Outcome(subject, False, f"unreachable: {getattr(exc, 'reason', exc)}")

@@ -5,12 +5,13 @@ something that is not Prometheus's JSON).
 Prometheus behind auth (a reverse proxy, or Prometheus's own web config): a bearer token from
 $RACKFORM_PROMETHEUS_TOKEN, or basic auth from $RACKFORM_PROMETHEUS_USER and
 $RACKFORM_PROMETHEUS_PASSWORD; an https URL is verified against the system's CAs or the file in
-$RACKFORM_PROMETHEUS_CA (or --prometheus-ca). Credentials go into the Authorization header
-only, never into a message."""
+$RACKFORM_PROMETHEUS_CA (or --prometheus-ca); a user:password in the URL is basic auth too
+(where the variables give none). Credentials go into the Authorization header only, never into
+a message, and never to another host: a redirect elsewhere is refused
+(rackform/http_opener.py)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import ssl
@@ -19,7 +20,9 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
+from rackform import http_opener
 from rackform.noanswer import no_answer
+from rackform.printable import printable
 
 
 class TelemetryError(Exception):
@@ -44,9 +47,7 @@ def _auth_header(environ: dict[str, str]) -> dict[str, str]:
         return {"Authorization": f"Bearer {token}"}
     user = environ.get(USER_ENV)
     if user:
-        password = environ.get(PASSWORD_ENV, "")
-        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
-        return {"Authorization": f"Basic {basic}"}
+        return http_opener.basic_auth(user, environ.get(PASSWORD_ENV, ""))
     return {}
 
 
@@ -58,15 +59,16 @@ class Prometheus:
         ca_file: str | None = None,
         environ: dict[str, str] | None = None,
     ):
+        url, in_url = http_opener.split_userinfo(url)
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise TelemetryError(f"--prometheus {url!r} is not an http(s) URL")
+            raise TelemetryError(f"--prometheus {http_opener.shown(url)!r} is not an http(s) URL")
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         environ = dict(os.environ) if environ is None else environ
         self._headers = {
             "Content-Type": "application/x-www-form-urlencoded",
-            **_auth_header(environ),
+            **(_auth_header(environ) or in_url),
         }
         ca_file = ca_file or environ.get(CA_ENV) or None
         self._ssl = None
@@ -89,7 +91,7 @@ class Prometheus:
         body = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"}).encode()
         req = urllib.request.Request(f"{self.url}/api/v1/query", data=body, headers=self._headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._ssl) as r:
+            with http_opener.urlopen(req, timeout=self.timeout_s, context=self._ssl) as r:
                 return r.read()
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
@@ -115,16 +117,18 @@ class Prometheus:
 def _error_of(raw: bytes) -> str:
     try:
         doc = json.loads(raw)
-        return str(doc.get("error") or doc)[:200]
+        return printable(str(doc.get("error") or doc)[:200])
     except ValueError:
-        return raw[:200].decode(errors="replace").strip() or "(empty)"
+        return printable(raw[:200].decode(errors="replace").strip()) or "(empty)"
 
 
 def _result(raw: bytes, url: str, kind: str, read):
     try:
         doc = json.loads(raw)
         if doc.get("status") != "success":
-            raise TelemetryError(f"Prometheus at {url} answered an error: {doc.get('error')}")
+            raise TelemetryError(
+                f"Prometheus at {url} answered an error: {printable(str(doc.get('error')))}"
+            )
         data = doc["data"]
         if data["resultType"] != kind:
             raise TelemetryError(

@@ -1,11 +1,12 @@
 """Powering a host off through its BMC's Redfish API (DMTF Redfish: ComputerSystem.Reset).
 
 Credentials come from the environment variables or the file the blueprint names; they go into
-the Authorization header and nowhere else: no message, log line or audit entry carries them."""
+the Authorization header and nowhere else: no message, log line or audit entry carries them,
+and no request to another host (a redirect elsewhere is refused: rackform/http_opener.py; a
+system path the BMC names is used only as a path on the BMC itself)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import ssl
@@ -14,6 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from rackform import http_opener
 from rackform.noanswer import no_answer
 from rackform.reap.target import ActionError
 from rackform.targets.onprem.host_spec import Bmc
@@ -49,8 +51,7 @@ class Redfish:
         self.bmc = bmc
         self.root = bmc.address.rstrip("/")
         user, password = credentials(bmc, base)
-        token = base64.b64encode(f"{user}:{password}".encode()).decode()
-        self._headers = {"Authorization": f"Basic {token}", "Accept": "application/json"}
+        self._headers = {**http_opener.basic_auth(user, password), "Accept": "application/json"}
         self._ssl = None
         if self.root.startswith("https://") and not bmc.verify_tls:
             self._ssl = ssl.create_default_context()
@@ -65,7 +66,7 @@ class Redfish:
             headers["Content-Type"] = "application/json"
         req = urllib.request.Request(self.root + path, data=data, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(req, timeout=self.bmc.timeout_s, context=self._ssl) as r:
+            with http_opener.urlopen(req, timeout=self.bmc.timeout_s, context=self._ssl) as r:
                 raw = r.read()
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
@@ -89,7 +90,11 @@ class Redfish:
         members = self._call("GET", "/redfish/v1/Systems").get("Members", [])
         if len(members) != 1:
             raise BmcError(f"BMC {self.root} has {len(members)} systems; name one with bmc.system")
-        return members[0]["@odata.id"].removeprefix(self.root)
+        path = str(members[0].get("@odata.id", "")).removeprefix(self.root)
+        # A path on this BMC, never one that would make `root + path` another host or port.
+        if not path.startswith("/"):
+            raise BmcError(f"BMC {self.root} named its system {path[:80]!r}, not a path on it")
+        return path
 
     def power_state(self, system: str) -> str:
         return str(self._call("GET", system).get("PowerState", "Unknown"))
