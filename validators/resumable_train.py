@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from validators import checkpoint, report, slurm_env
+from validators import checkpoint, nofollow, report, slurm_env
 from validators.args import add_mfu, add_training, on_gpu, resolve_training
 from validators.model import GPT, params_for_flops
 from validators.resume import EXIT_STOPPED, Signals, Store, common_step
@@ -380,10 +380,7 @@ def run(signals: Signals, argv: list[str] | None = None) -> int:
         job.train()
         doc = job.report()
         if job.leader:
-            tmp = f"{args.report}.tmp{os.getpid()}"
-            with open(tmp, "w") as fh:
-                fh.write(report.dumps(doc))
-            os.replace(tmp, args.report)
+            nofollow.write_whole(args.report, report.dumps(doc))
     finally:
         dist.destroy_process_group()
     if rank == 0:

@@ -10,6 +10,12 @@
   every other node of the run wrote (a node that mounted nothing writes to its own disk and
   sees nobody; a token left by an earlier run is refused by its run id and time).
 
+Anyone who can write to the tier can make `<mount>/.rackform/...` before a node does, and the
+checks run as root: every directory is opened without following a link, the node's own one is
+refused unless it is its own and no one else can write into it, and every file is created new
+in it and renamed into place (validators/nofollow.py). A refused directory fails the check with
+the reason, never with a figure measured on something else.
+
 Standard library only.
 """
 
@@ -22,10 +28,12 @@ import socket
 import time
 from collections.abc import Sequence
 
+from validators import nofollow
 from validators.report import PASS, Check, compare, failed, not_run
 
 BLOCK = 8 << 20
 PROBE_DIR = ".rackform"
+PROBE = "read-probe"
 TOKEN = "token"
 # The smallest read worth timing: below it, open and metadata round trips are the figure.
 MIN_READ_MB = 16
@@ -47,23 +55,22 @@ def _files(directory: str, limit: int) -> list[str]:
     return out
 
 
-def shared_dir(mount: str, *parts: str) -> str:
-    """`<mount>/.rackform/<parts...>`, each level made writable by every node (sticky, 1777):
-    on a tier that maps every node's root to nobody (NFS's root_squash), a directory one node
-    made with the usual 0755 would refuse the next node's files."""
-    path = mount
-    for part in (PROBE_DIR, *parts):
-        path = os.path.join(path, part)
-        # Looked up first: an NFS server answers mkdir in a directory the node may not write
-        # to (the export's root, under root_squash) with EACCES even where the entry exists.
-        if os.path.isdir(path):
-            continue
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            continue
-        os.chmod(path, 0o1777)  # mkdir's mode passes through the umask; chmod does not
-    return path
+@contextlib.contextmanager
+def shared_dir(mount: str, *parts: str):
+    """`<mount>/.rackform/<parts...>`, open (an fd) for the block: each level made writable by
+    every node where missing (sticky, 1777: on a tier that maps every node's root to nobody,
+    NFS's root_squash, a directory one node made with the usual 0755 would refuse the next
+    node's files), none of them a link. The mount itself is the blueprint's and is followed."""
+    fds = [os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        path = mount
+        for part in (PROBE_DIR, *parts):
+            path = os.path.join(path, part)
+            fds.append(nofollow.shared_dir(part, fds[-1], shown=path))
+        yield fds[-1], path
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _drop(fd: int) -> None:
@@ -71,33 +78,50 @@ def _drop(fd: int) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def own_dir(base: str, node: str) -> str:
-    """This node's own directory under `base` (a `shared_dir`): its files go there, never
-    straight into a sticky directory another node made. As root under root_squash a node is
-    nobody on the tier, and the file it makes there comes back owned by nobody, neither the
-    directory's owner nor root: Linux's fs.protected_regular (2 on Debian) then refuses root's
-    open of it, O_EXCL or not (seen on the testbed's NFS). In its own directory it is the owner."""
-    path = os.path.join(base, node or socket.gethostname())
-    with contextlib.suppress(FileExistsError):
-        if not os.path.isdir(path):
-            os.mkdir(path)
-    return path
+@contextlib.contextmanager
+def own_dir(base: tuple[int, str], node: str):
+    """This node's own directory under `base` (a `shared_dir`), open for the block: its files
+    go there, never straight into a sticky directory another node made (as root under
+    root_squash a node is nobody on the tier, and Linux's fs.protected_regular refuses root's
+    open of a file nobody made in a sticky directory someone else owns). Refused (nofollow.Unsafe)
+    where it is a link or not the node's own (validators/nofollow.py)."""
+    fd, path = base
+    name = node or socket.gethostname()
+    mine = nofollow.own_dir(name, fd, shown=os.path.join(path, name))
+    try:
+        yield mine, os.path.join(path, name)
+    finally:
+        os.close(mine)
 
 
-def _probe(mount: str, node: str, size: int) -> str:
-    """The probe file (written once, full size, flushed to the tier)."""
-    path = os.path.join(own_dir(shared_dir(mount), node), "read-probe")
-    if os.path.exists(path) and os.path.getsize(path) == size:
-        return path
-    block = os.urandom(1 << 20) * (BLOCK >> 20)
-    with open(path + ".tmp", "wb") as f:
-        left = size
-        while left > 0:
-            left -= f.write(block[: min(left, BLOCK)])
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(path + ".tmp", path)
-    return path
+def _probe(mount: str, node: str, size: int) -> int:
+    """An fd, open for reading at its start, of the probe file: written once, full size,
+    flushed to the tier, and read again on later runs only where it is still this node's own
+    regular file of that size."""
+    with shared_dir(mount) as base, own_dir(base, node) as (d, path):
+        owner = os.fstat(d).st_uid
+        try:
+            fd = nofollow.open_file(PROBE, d, owner, shown=os.path.join(path, PROBE))
+            if os.fstat(fd).st_size == size:
+                return fd
+            os.close(fd)
+        except (FileNotFoundError, nofollow.Unsafe):
+            pass  # written anew: the rename below replaces whatever is at the name
+        fd, tmp = nofollow.create(f".{PROBE}.", d, 0o644)
+        try:
+            block = os.urandom(1 << 20) * (BLOCK >> 20)
+            left = size
+            while left > 0:
+                left -= os.write(fd, block[: min(left, BLOCK)])
+            os.fsync(fd)
+            os.replace(tmp, PROBE, src_dir_fd=d, dst_dir_fd=d)
+            os.lseek(fd, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=d)
+            raise
+        return fd
 
 
 def read_check(
@@ -132,6 +156,8 @@ def read_check(
             if got >= limit or time.monotonic() - start >= timeout_s:
                 break
         seconds = time.monotonic() - start
+    except nofollow.Unsafe as e:
+        return failed(name, e.strerror, expected=minimum, unit=unit, op=">=", node=node)
     except OSError as e:
         return failed(
             name, f"reading {mount}: {e}", expected=minimum, unit=unit, op=">=", node=node
@@ -161,13 +187,15 @@ def visible_check(
     d = os.path.join(mount, PROBE_DIR, "validate", run)  # what shared_dir makes (or finds)
     start = time.time()
     token = {"node": node, "run": run, "host": socket.gethostname(), "time": start}
+    others = [p for p in peers if p != node]
     try:
-        mine = own_dir(shared_dir(mount, "validate", run), node)
-        with open(os.path.join(mine, ".token.tmp"), "w", encoding="utf-8") as f:
-            json.dump(token, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(os.path.join(mine, ".token.tmp"), os.path.join(mine, TOKEN))
+        with shared_dir(mount, "validate", run) as base:
+            owner = _write_token(base, node, token)
+            seen = _wait_for(base[0], others, run, start, owner, wait_s, poll_s)
+    except nofollow.Unsafe as e:
+        return failed(
+            name, e.strerror, measured="unwritable", expected="shared", op="==", node=node
+        )
     except OSError as e:
         return failed(
             name,
@@ -177,19 +205,6 @@ def visible_check(
             op="==",
             node=node,
         )
-    others = [p for p in peers if p != node]
-    seen: set[str] = set()
-    while True:
-        # Listing the directory revalidates it (NFS's close-to-open): a peer's new file is seen
-        # at once instead of after the client's cached "no such file" expires (up to acdirmax).
-        with contextlib.suppress(OSError):
-            os.listdir(d)
-        for peer in others:
-            if peer not in seen and _fresh(os.path.join(d, peer, TOKEN), peer, run, start):
-                seen.add(peer)
-        if len(seen) == len(others) or time.time() - start >= wait_s:
-            break
-        time.sleep(poll_s)
     missing = [p for p in others if p not in seen]
     measured = f"{len(seen) + 1}/{len(others) + 1} nodes"
     if missing:
@@ -207,17 +222,70 @@ def visible_check(
     )
 
 
+def _write_token(base: tuple[int, str], node: str, token: dict) -> int:
+    """This node's token, written new in its own directory and renamed into place; the uid the
+    tier gave it (what every node of the run writes as: a peer's token must be owned by it)."""
+    with own_dir(base, node) as (d, _path):
+        fd, tmp = nofollow.create(".token.", d, 0o644)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(token, f)
+                f.flush()
+                os.fsync(f.fileno())
+                owner = os.fstat(f.fileno()).st_uid
+            os.replace(tmp, TOKEN, src_dir_fd=d, dst_dir_fd=d)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=d)
+            raise
+    return owner
+
+
+def _wait_for(
+    run_fd: int,
+    others: list[str],
+    run: str,
+    start: float,
+    owner: int,
+    wait_s: float,
+    poll_s: float,
+) -> set[str]:
+    """The peers whose fresh token this node reads under the run's directory within `wait_s`."""
+    seen: set[str] = set()
+    while True:
+        # Listing the directory revalidates it (NFS's close-to-open): a peer's new file is seen
+        # at once instead of after the client's cached "no such file" expires (up to acdirmax).
+        with contextlib.suppress(OSError):
+            os.listdir(run_fd)
+        for peer in others:
+            if peer not in seen and _fresh(run_fd, peer, run, start, owner):
+                seen.add(peer)
+        if len(seen) == len(others) or time.time() - start >= wait_s:
+            return seen
+        time.sleep(poll_s)
+
+
 # A token counts if it names its node and this run and was written around this check (a run
-# repeated later with the same id must not pass on what an earlier one left).
+# repeated later with the same id must not pass on what an earlier one left), and if it is a
+# regular file (no link) owned by the uid this node's own token got: a peer's token is written
+# as this one is (every node root, or every node nobody under root_squash), and one a user of
+# the tier wrote for it does not count.
 FRESH_S = 600
 
 
-def _fresh(path: str, peer: str, run: str, start: float) -> bool:
+def _fresh(run_fd: int, peer: str, run: str, start: float, owner: int) -> bool:
     try:
-        with open(path, encoding="utf-8") as f:
+        d = os.open(peer, nofollow.DIR, dir_fd=run_fd)
+    except OSError:
+        return False
+    try:
+        fd = nofollow.open_file(TOKEN, d, owner)
+        with open(fd, encoding="utf-8") as f:
             t = json.load(f)
     except (OSError, ValueError):
         return False
+    finally:
+        os.close(d)
     if not isinstance(t, dict) or t.get("node") != peer or t.get("run") != run:
         return False
     at = t.get("time")

@@ -39,7 +39,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from validators import collectives, node_perf, report
+from validators import collectives, node_perf, nofollow, report
 from validators.args import parse
 from validators.ckpt_checks import checkpoint_checks
 from validators.comm_checks import allreduce_check, nccl_checks
@@ -120,10 +120,8 @@ class Job:
             metrics=self.metrics,
         )
         if self.writer and self.path:
-            tmp = f"{self.path}.tmp{os.getpid()}"
-            with open(tmp, "w") as fh:
-                fh.write(report.dumps(doc))
-            os.replace(tmp, self.path)
+            # Whole, and through no link a user placed beside it (the report may go to /tmp).
+            nofollow.write_whole(self.path, report.dumps(doc))
         return doc
 
 

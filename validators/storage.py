@@ -26,6 +26,7 @@ import mmap
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -361,10 +362,25 @@ def _python(directory: str, total_bytes: int, block: int = 8 << 20) -> Ceiling:
 def measure(
     directory: str, total_mb: int, jobs: int = 4, timeout_s: float = 300.0, use_fio: bool = True
 ) -> Ceiling:
-    """Write `total_mb` MiB sequentially to a probe file under `directory`."""
+    """Write `total_mb` MiB sequentially to probe files under `directory`: in a directory of
+    their own made there for the run (tempfile.mkdtemp: a new name, 0700), removed after. The
+    checkpoint mount may be writable by every user (1777, as the DLAMI's is), and the probe runs
+    as root: fio's files in the mount itself would be opened through any link a user placed
+    at their names."""
     if not os.path.isdir(directory):
         return Ceiling(None, "none", f"{directory} does not exist or is not a directory")
     total = total_mb << 20
-    if use_fio and shutil.which("fio"):
-        return _fio(directory, total, jobs, timeout_s)
-    return _python(directory, total)
+    fio = use_fio and shutil.which("fio")
+    try:
+        own = tempfile.mkdtemp(prefix=".rackform-ceiling-", dir=directory)
+    except OSError as exc:
+        method = "fio" if fio else "python"
+        return Ceiling(
+            None, method, f"write to {directory} failed: [Errno {exc.errno}] {exc.strerror}"
+        )
+    try:
+        if fio:
+            return _fio(own, total, jobs, timeout_s)
+        return _python(own, total)
+    finally:
+        shutil.rmtree(own, ignore_errors=True)

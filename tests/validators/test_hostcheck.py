@@ -220,11 +220,11 @@ def test_a_filesystem_that_makes_the_file_then_refuses_o_direct(tmp_path, monkey
     # so that open is played here.
     real_open = os.open
 
-    def old_tmpfs(path, flags, *args):
+    def old_tmpfs(path, flags, *args, **kw):
         if flags & os.O_DIRECT:
-            os.close(real_open(path, flags & ~os.O_DIRECT, *args))
+            os.close(real_open(path, flags & ~os.O_DIRECT, *args, **kw))
             raise OSError(errno.EINVAL, "Invalid argument")
-        return real_open(path, flags, *args)
+        return real_open(path, flags, *args, **kw)
 
     monkeypatch.setattr(storage.os, "open", old_tmpfs)
     c = storage.measure(str(tmp_path), 4, use_fio=False)
@@ -244,6 +244,27 @@ def test_fio_write(tmp_path):
     c = storage.measure(str(tmp_path), 16, jobs=2)
     assert c.error is None and c.gbps > 0 and c.method.startswith("fio, 2 jobs")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(
+    shutil.which("fio") is None, reason="fio not installed (scripts/setup.sh --test)"
+)
+def test_the_probe_writes_through_no_link_placed_in_the_mount(tmp_path):
+    # A checkpoint mount every user may write to (1777, as the DLAMI's): links planted at the
+    # names fio's files take (its job name, from the pid) must not send root's writes through
+    # to a file of root's (one at least as large as a job's share, which fio writes in place).
+    shadow = tmp_path / "disk.img"
+    shadow.write_bytes(b"\x5a" * (8 << 20))
+    mount = tmp_path / "ck"
+    mount.mkdir()
+    os.chmod(mount, 0o1777)
+    links = [mount / f".rackform-ceiling-{os.getpid()}.{job}.0" for job in range(2)]
+    for link in links:
+        link.symlink_to(shadow)
+    c = storage.measure(str(mount), 16, jobs=2)
+    assert c.error is None and c.gbps > 0, c
+    assert shadow.read_bytes() == b"\x5a" * (8 << 20)
+    assert sorted(mount.iterdir()) == links  # the probe's own directory is gone
 
 
 def test_storage_check_thresholds(tmp_path):
