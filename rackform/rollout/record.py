@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackform.printable import printable
 from rackform.reap.audit import AuditLog
 
 DEFAULT_DIR = Path("~/.rackform/rollout")
@@ -173,7 +174,7 @@ class Store:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 f.seek(0)
-                holder = f.read().strip() or "another run"
+                holder = printable(f.read(512).strip(), 200) or "another run"
                 raise Held(
                     f"{self.stack}: a rolling change or heal is in progress ({holder})"
                 ) from None

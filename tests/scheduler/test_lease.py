@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -23,18 +24,30 @@ from rackform.scheduler.remote import Local, RemoteError, Ssh
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch) -> Path:
+    """The controller user's home, where the lock lives (~/.rackform-locks): the test's own."""
+    path = tmp_path / "home"
+    path.mkdir(mode=0o700)
+    monkeypatch.setenv("HOME", str(path))
+    return path
+
+
 @pytest.fixture
 def stack():
-    return f"gpu-train-{uuid.uuid4().hex[:8]}-prod"  # a name of its own: /run/lock is shared
+    return f"gpu-train-{uuid.uuid4().hex[:8]}-prod"
 
 
-def holder(stack: str, lease_s: int = 2, beat_s: float = 0.5) -> subprocess.Popen:
+def holder(
+    stack: str, lease_s: int = 2, beat_s: float = 0.5, purpose: str = "heal"
+) -> subprocess.Popen:
     """Another process (another run, as on another host) holding the lock until killed."""
     code = (
         "import sys, time\n"
         "from rackform.scheduler.lease import controller_lock\n"
         "from rackform.scheduler.remote import Local\n"
-        f"with controller_lock(Local(), {stack!r}, 'heal', lease_s={lease_s}, beat_s={beat_s}):\n"
+        f"with controller_lock(Local(), {stack!r}, {purpose!r}, lease_s={lease_s},"
+        f" beat_s={beat_s}):\n"
         "    print('holding', flush=True)\n"
         "    time.sleep(600)\n"
     )
@@ -97,9 +110,9 @@ def test_a_frozen_holder_loses_the_lock_when_its_lease_runs_out(stack):
 def test_a_controller_without_flock_is_an_error_never_a_lock(stack, tmp_path):
     bin_ = tmp_path / "bin"
     bin_.mkdir()
-    for tool in ("bash", "cat", "rm"):
+    for tool in ("bash", "cat", "rm", "id", "stat", "mkdir", "head"):
         os.symlink(subprocess.check_output(["which", tool], text=True).strip(), bin_ / tool)
-    no_flock = Local({"PATH": str(bin_)})
+    no_flock = Local({"PATH": str(bin_), "HOME": os.environ["HOME"]})
     with (
         pytest.raises(RemoteError, match="flock failed \\(exit 127\\)"),
         controller_lock(no_flock, stack, "heal"),
@@ -132,3 +145,63 @@ def test_an_unreachable_controller_is_an_error_never_a_lock(stack, ssh_on_path, 
         controller_lock(Ssh("ops", "10.60.0.11"), stack, "heal"),
     ):
         pytest.fail("a lock that was never taken")
+
+
+def test_the_holders_words_are_shown_escaped(stack):
+    # Whatever the holder's line holds (an escape code that clears the operator's screen, a
+    # newline that would fake a second message), it is shown as one escaped line.
+    p = holder(stack, lease_s=60, purpose="heal\x1b[2J\x1b[H\nall clear: nothing holds it\t\x07")
+    try:
+        with pytest.raises(Held) as held, controller_lock(Local(), stack, "rollout"):
+            pytest.fail("taken twice")
+    finally:
+        p.kill()
+    said = str(held.value)
+    assert "heal\\x1b[2J\\x1b[H\\nall clear: nothing holds it\\t\\x07: pid" in said, said
+    assert said.isprintable()
+
+
+def test_the_lock_is_kept_in_a_directory_only_its_user_writes(stack, home):
+    with controller_lock(Local(), stack, "heal"):
+        locks = home / ".rackform-locks"
+        assert stat.S_IMODE(locks.stat().st_mode) == 0o700
+        assert (locks / f"{stack}.lock").exists()
+        assert (locks / f"{stack}.lock.who").read_text().startswith("heal: pid")
+    assert not (locks / f"{stack}.lock.who").exists()
+
+
+@pytest.mark.parametrize("where", ["locks", "home"])
+def test_a_lock_directory_others_can_write_is_refused(stack, home, where):
+    locks = home / ".rackform-locks"
+    locks.mkdir(mode=0o700)
+    os.chmod(locks if where == "locks" else home, 0o1777)
+    with (
+        pytest.raises(RemoteError, match="is writable by others \\(drwxrwxrwt\\): refusing"),
+        controller_lock(Local(), stack, "heal"),
+    ):
+        pytest.fail("a lock others could hold or forge")
+    assert list(locks.iterdir()) == []
+
+
+def test_a_link_in_place_of_the_lock_directory_is_refused(stack, home, tmp_path):
+    elsewhere = tmp_path / "run-lock"
+    elsewhere.mkdir(mode=0o1777)
+    (home / ".rackform-locks").symlink_to(elsewhere)
+    with (
+        pytest.raises(RemoteError, match="is a symbolic link: refusing"),
+        controller_lock(Local(), stack, "heal"),
+    ):
+        pytest.fail("a lock in a directory others write")
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory away")
+def test_a_lock_directory_another_user_owns_is_refused(stack, home):
+    locks = home / ".rackform-locks"
+    locks.mkdir(mode=0o700)
+    os.chown(locks, 4242, 4242)
+    with (
+        pytest.raises(RemoteError, match="is owned by uid 4242, not by uid 0 or root"),
+        controller_lock(Local(), stack, "heal"),
+    ):
+        pytest.fail("a lock another user could hold")
