@@ -61,7 +61,8 @@ def shared_dir(mount: str, *parts: str):
     every node where missing (sticky, 1777: on a tier that maps every node's root to nobody,
     NFS's root_squash, a directory one node made with the usual 0755 would refuse the next
     node's files), none of them a link. The mount itself is the blueprint's and is followed."""
-    fds = [os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    # O_PATH: the mount is only walked through (an export's root may grant search, not read).
+    fds = [os.open(mount, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)]
     try:
         path = mount
         for part in (PROBE_DIR, *parts):
