@@ -53,8 +53,8 @@ def signed_post(node: str, path: str, body: bytes, *, token: str | None = None, 
     token = token if token is not None else node_token(KEY, node)
     lines = [f"POST {path} HTTP/1.1", "Host: x"]
     lines.append(f"Authorization: {nb.authorization(node, token, 'POST', path, body)}")
-    head = {"Content-Length": str(len(body)), **head}
-    lines += [f"{k.replace('_', '-')}: {v}" for k, v in head.items() if v is not None]
+    head = {"Content-Length": str(len(body)), **{k.replace("_", "-"): v for k, v in head.items()}}
+    lines += [f"{k}: {v}" for k, v in head.items() if v is not None]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 

@@ -32,7 +32,7 @@ from rackform.boot.artifact import Artifact, user_data
 from rackform.boot.credentials import new_key, node_token
 from rackform.boot.groups import group_artifact
 from rackform.boot.reports import Judged, path_of, wait
-from rackform.boot.serve import BootServer, Tls, open_files, running
+from rackform.boot.serve import MAX_CONNECTIONS, BootServer, Tls, open_files, running
 from rackform.plan.inventory import host_vars
 from rackform.plan.model import NodeGroupPlan, Plan, stack_name
 
@@ -182,7 +182,7 @@ def serve(
     `listening(url, user_data_paths)` is called once the server listens and the user data is
     written."""
     check_bind(bind, url, tls)
-    open_files(len(round_.nodes) + 64)
+    open_files(len(round_.nodes) + 64, MAX_CONNECTIONS + 64)
     context, ca = (tls.context(), tls.ca_text()) if tls else (None, "")
     server = BootServer(
         [a.path for a in round_.artifacts.values()],

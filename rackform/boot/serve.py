@@ -560,20 +560,25 @@ def connection_cap(reserve: int = FD_RESERVE) -> int:
     return max(1, soft - used - reserve)
 
 
-def open_files(need: int) -> int:
-    """Raise this process's open-files limit (RLIMIT_NOFILE) to at least `need`, up to the hard
-    limit; returns the new soft limit. A hard limit below `need` is refused (raising it needs
-    root: `ulimit -Hn`, or LimitNOFILE= in a systemd unit)."""
+def open_files(need: int, want: int = 0) -> int:
+    """Raise this process's open-files limit (RLIMIT_NOFILE) to at least `need`, and to `want`
+    where the hard limit allows (room for connections beyond the nodes': a flood is then met
+    with more of them before idle ones are closed); returns the new soft limit. A hard limit
+    below `need` is refused (raising it needs root: `ulimit -Hn`, or LimitNOFILE= in a systemd
+    unit)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft >= need or soft == resource.RLIM_INFINITY:
+    if soft == resource.RLIM_INFINITY:
         return soft
     if hard != resource.RLIM_INFINITY and hard < need:
         raise OSError(
             f"{need} open files are needed and the hard limit is {hard}: raise it"
             " (ulimit -Hn as root, or LimitNOFILE= in the service's unit)"
         )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-    return need
+    wanted = max(need, want if hard == resource.RLIM_INFINITY else min(want, hard))
+    if soft >= wanted:
+        return soft
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return wanted
 
 
 @contextlib.contextmanager
@@ -631,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         ap.error("--tls-cert and --tls-key go together")
     nodes = args.nodes.read_text(encoding="utf-8").split()
-    open_files(len(nodes) + 64)
+    open_files(len(nodes) + 64, MAX_CONNECTIONS + 64)
     key = key_from_text(args.key_file.read_text(encoding="utf-8"))
     tls = Tls(args.tls_cert, args.tls_key).context() if args.tls_cert else None
     server = BootServer(args.artifact, nodes, args.reports, key, tls=tls)
