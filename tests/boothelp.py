@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
+import shlex
 import socket
 import ssl
 import urllib.error
@@ -56,6 +58,12 @@ def signed_post(node: str, path: str, body: bytes, *, token: str | None = None, 
     head = {"Content-Length": str(len(body)), **{k.replace("_", "-"): v for k, v in head.items()}}
     lines += [f"{k}: {v}" for k, v in head.items() if v is not None]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def settings_in(user_data: str) -> dict:
+    """The report settings a node's user data writes (its `printf ... > report.json` line)."""
+    (line,) = [ln for ln in user_data.splitlines() if ln.startswith("printf") and "report" in ln]
+    return json.loads(shlex.split(line)[2])
 
 
 def self_signed(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path]:

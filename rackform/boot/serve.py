@@ -472,13 +472,16 @@ class BootServer:
         writer.write(_head(200, size, "application/gzip"))
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(SEND_TIMEOUT_S):
-            try:
-                await loop.sendfile(writer.transport, served.file, 0, size, fallback=False)
-            except (asyncio.SendfileNotAvailableError, NotImplementedError):
-                view = memoryview(served.data)
-                for i in range(0, len(view), CHUNK):
-                    writer.write(view[i : i + CHUNK])
-                    await writer.drain()
+            if self.tls is None:  # TLS encrypts in this process: no sendfile(2) for it
+                try:
+                    await loop.sendfile(writer.transport, served.file, 0, size, fallback=False)
+                    return
+                except (asyncio.SendfileNotAvailableError, NotImplementedError):
+                    pass
+            view = memoryview(served.data)
+            for i in range(0, len(view), CHUNK):
+                writer.write(view[i : i + CHUNK])
+                await writer.drain()
 
     async def _respond(self, writer: asyncio.StreamWriter, status: int, body: bytes) -> None:
         self.statuses[status] += 1

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import stat
 import threading
 
 import pytest
-from boothelp import KEY, call, raw, signed_post
+from boothelp import KEY, call, raw, settings_in, signed_post
 from planhelp import BARE_METAL, write_blueprint
 
 from rackform.blueprint.loader import load_effective
@@ -47,12 +46,6 @@ def body(node: str, sha: str, outcome: str = "configured") -> bytes:
     return json.dumps(
         {"node": node, "artifact": sha, "outcome": outcome, "error": "", "checks": PASSING}
     ).encode()
-
-
-def settings_in(user_data: str) -> dict:
-    """The report settings a node's user data writes (its `printf ... > report.json` line)."""
-    (line,) = [ln for ln in user_data.splitlines() if ln.startswith("printf") and "report" in ln]
-    return json.loads(shlex.split(line)[2])
 
 
 def _round(tmp_path, out="round"):
