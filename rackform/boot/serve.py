@@ -5,12 +5,13 @@ and reading one report.
     GET  /artifact/<sha256>   an artifact, only by the digest the nodes' user data pins (each
                               node group has its own; any other digest: 404)
     POST /report/<node>       the node's report (rackform/boot/reports.py says what one is),
-                              written to `<reports>/<node>.json` whole (a new file renamed over
-                              nothing: see "once a round" below)
+                              written to `<reports>/<node>.json` whole (a new file, renamed
+                              into place), once a round (below)
 
 Every request is signed by the node that makes it, with its own token of the round
 (rackform/boot/credentials.py: `Authorization: Rackform-Node <node>:<signature>`; none or a
-malformed one: 401; a node of another round, another node's signature, an altered request: 403).
+malformed one: 401; a node not of the round, a token of another round or of another node, an
+altered request: 403).
 A report is taken only from the node it is for (node A's credential posting for B: 403) and
 once a round: a second report for the same node that is the same report (a retry whose answer
 was lost, or a replay) is answered 200 and changes nothing; a different one is refused (409),
@@ -22,13 +23,10 @@ given (404; a name that is no node name, such as `../x`, never reaches the file 
 
 Holding up the server: one request per connection (`Connection: close`); a request must arrive
 within `HEAD_TIMEOUT_S` (its head) and `READ_TIMEOUT_S` (whole), and its head is at most
-`HEADER_LIMIT` bytes (431). The server accepts connections itself, one at a time, and never more
-at once than `max_connections`, which stays under the process's open-files limit (so accept(2)
-never fails for want of a descriptor); at that cap it closes the connection that has waited
-longest without a complete request (or is lingering after a refusal), once it has been so for
-`IDLE_EVICT_S`, and takes the next. Idle sockets (a flood, or broken clients) so delay a node by
-about `IDLE_EVICT_S`, not by their read timeout. What goes wrong is said in one line on stderr,
-never a traceback.
+`HEADER_LIMIT` bytes (431). Connections are accepted under a cap below the open-files limit, and
+at the cap the longest idle one (no complete request yet, or lingering after a refusal) is
+closed to make room (accept.py). What goes wrong is said in one line on stderr, never a
+traceback.
 
 Transport: plain HTTP, or TLS where the site gives a certificate (`Tls`): the signatures make a
 report the node's own and unaltered on either; only TLS keeps the artifact and the reports from
@@ -42,9 +40,9 @@ per connection (http.server's ThreadingHTTPServer) would hold 4,096 threads and 
 one open file, no copy through Python and no per-connection buffer of it. Against writing it in
 `CHUNK` pieces from memory, each drained before the next (what a transport without sendfile
 gets, as a TLS one), sendfile measured 1.1 CPU-ms and 8 KiB of server memory per node at 4,096
-nodes on 2 cores, the pieces 2.0 CPU-ms and 36 KiB. The listen backlog is `BACKLOG`: the default
-of 100 would drop the SYNs of a burst and have the nodes retry a second later (Linux caps it at
-net.core.somaxconn, 4,096 on current kernels).
+nodes on 2 cores, the pieces 2.0 CPU-ms and 36 KiB. The listen backlog is accept.py's
+`BACKLOG`: the default of 100 would drop the SYNs of a burst and have the nodes retry a second
+later (Linux caps it at net.core.somaxconn, 4,096 on current kernels).
 
     python -m rackform.boot.serve --artifact A.tar.gz [--artifact B.tar.gz ...] \\
         --nodes NODES.txt --reports DIR --key-file KEY \\
@@ -61,10 +59,8 @@ import contextlib
 import hashlib
 import os
 import re
-import resource
 import secrets
 import signal
-import socket
 import ssl
 import sys
 import threading
@@ -74,11 +70,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from rackform.boot.accept import MAX_CONNECTIONS, Acceptor, Conn, Listening, open_files
 from rackform.boot.credentials import Verifier, claim, key_from_text
 from rackform.boot.node import AUTH_SCHEME
 from rackform.boot.reports import MAX_REPORT_BYTES, ReportError, parse, path_of, valid_node
 
-BACKLOG = 4096
 HEADER_LIMIT = 16 * 1024  # request line and headers together
 HEAD_TIMEOUT_S = 10.0  # to send the request's head (and, with TLS, to shake hands)
 READ_TIMEOUT_S = 30.0  # to read a request, head and body
@@ -86,15 +82,6 @@ SEND_TIMEOUT_S = 600.0  # to send the artifact (4,096 nodes sharing a 10 Gbit/s 
 CHUNK = 256 * 1024
 # What a refused client may still send, read and dropped before the socket is closed.
 LINGER_BYTES, LINGER_S = 1024 * 1024, 2.0
-# Connections at once: at most this, and fewer where the open-files limit says so (less the
-# descriptors already open and FD_RESERVE for the report files written and the loop's own).
-MAX_CONNECTIONS = 8192
-FD_RESERVE = 16
-# At the cap, a connection that has sent no complete request for this long is closed to make
-# room for a new one (a node sends its request at once: milliseconds).
-IDLE_EVICT_S = 1.0
-ACCEPT_BATCH = 64  # connections taken per wake-up, so the loop serves the others too
-ACCEPT_RETRY_S = 0.5  # after accept(2) failed (the system, not this process, out of something)
 NOTES_PER_KIND = 5  # lines said on stderr per kind of trouble; the rest only counted
 CONTENT_LENGTH = re.compile(r"[0-9]{1,10}")  # ASCII digits only ("²".isdigit() is True)
 REASONS = {
@@ -120,24 +107,6 @@ class Served:
 
     data: bytes
     file: BinaryIO
-
-
-class _Conn:
-    """One accepted connection: its socket, the task serving it, and once made its transport
-    (which then owns the socket)."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.task: asyncio.Task | None = None
-        self.transport: asyncio.BaseTransport | None = None
-        self.handed = False  # to asyncio, which closes it from then on
-
-    def close(self) -> None:
-        """Now, whatever it is doing."""
-        if self.transport is not None:
-            self.transport.abort()
-        elif self.task is not None:
-            self.task.cancel()
 
 
 @dataclass(frozen=True)
@@ -186,7 +155,14 @@ class BootServer:
         self.verifier = Verifier(key, self.nodes)
         self.reports = reports
         self.tls = tls
-        self.max_connections = max_connections
+        self.acceptor = Acceptor(
+            self._connection,
+            self.note,
+            tls=tls,
+            limit=HEADER_LIMIT,
+            handshake_timeout_s=HEAD_TIMEOUT_S,
+            max_connections=max_connections,
+        )
         self.served: dict[str, Served] = {}  # by sha256, in the order given
         try:
             for path in [artifacts] if isinstance(artifacts, Path) else artifacts:
@@ -203,15 +179,6 @@ class BootServer:
             raise ValueError("the boot server needs an artifact")
         self.statuses: Counter[int] = Counter()  # responses sent, by status
         self.notes: Counter[str] = Counter()  # trouble, by kind (said NOTES_PER_KIND times)
-        self.evicted = 0  # idle connections closed to make room
-        # Every open connection; and those idle (no request yet, or lingering), since when.
-        self._conns: set[_Conn] = set()
-        self._idle: dict[_Conn, float] = {}
-        self._listening: list[socket.socket] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._reading = False  # the listening sockets are watched
-        self._room_timer: asyncio.TimerHandle | None = None
-        self._drained: asyncio.Event | None = None
 
     @property
     def sha256(self) -> str:
@@ -219,8 +186,9 @@ class BootServer:
         return next(iter(self.served))
 
     @property
-    def scheme(self) -> str:
-        return "https" if self.tls else "http"
+    def evicted(self) -> int:
+        """Idle connections closed to make room."""
+        return self.acceptor.evicted
 
     def close(self) -> None:
         for served in self.served.values():
@@ -237,130 +205,13 @@ class BootServer:
         exc = context.get("exception")
         self.note(context.get("message", "event loop"), f"{exc!r}" if exc else "")
 
-    # Accepting: one connection at a time, under the cap.
-
     async def start(self, host: str, port: int = 0) -> Listening:
         """Listening on `host`:`port` (0: a free port; every address `host` resolves to)."""
         self.reports.mkdir(parents=True, exist_ok=True)
-        loop = self._loop = asyncio.get_running_loop()
-        self._drained = asyncio.Event()
-        infos = await loop.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-        try:
-            for family, kind, proto, _, address in dict.fromkeys(infos):
-                sock = socket.socket(family, kind, proto)
-                self._listening.append(sock)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6:
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                if port == 0 and len(self._listening) > 1:  # every address on the same port
-                    address = (address[0], self._listening[0].getsockname()[1], *address[2:])
-                sock.bind(address)
-                sock.listen(BACKLOG)
-                sock.setblocking(False)
-        except BaseException:
-            self._stop_listening()
-            raise
-        self.max_connections = min(self.max_connections, connection_cap())
-        self._resume()
-        return Listening(self)
-
-    def _accept(self, sock: socket.socket) -> None:
-        for _ in range(ACCEPT_BATCH):
-            if len(self._conns) >= self.max_connections:
-                self._pause()
-                self._make_room()
-                return
-            try:
-                conn, _ = sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # ENFILE, ENOBUFS, ENOMEM: wait, then try again
-                self.note("accepting a connection failed", exc.strerror or str(exc))
-                self._pause()
-                self._loop.call_later(ACCEPT_RETRY_S, self._resume)
-                return
-            conn.setblocking(False)
-            c = _Conn(conn)
-            self._conns.add(c)
-            self._idle[c] = self._loop.time()
-            c.task = self._loop.create_task(self._serve_socket(c))
-            c.task.add_done_callback(lambda _, c=c: self._ended(c))
-
-    def _pause(self) -> None:
-        if self._reading:
-            self._reading = False
-            for sock in self._listening:
-                self._loop.remove_reader(sock.fileno())
-
-    def _resume(self) -> None:
-        if not self._reading and self._listening:
-            self._reading = True
-            for sock in self._listening:
-                self._loop.add_reader(sock.fileno(), self._accept, sock)
-
-    def _make_room(self) -> None:
-        """At the cap: close the connection idle longest, once it has been for IDLE_EVICT_S (none
-        yet: look again when the oldest will have been)."""
-        self._room_timer = None
-        if self._reading or len(self._conns) < self.max_connections or not self._idle:
-            return
-        c, since = next(iter(self._idle.items()))  # the oldest: dicts keep their order
-        wait = since + IDLE_EVICT_S - self._loop.time()
-        if wait > 0:
-            self._room_timer = self._loop.call_later(wait, self._make_room)
-            return
-        del self._idle[c]
-        self.evicted += 1
-        c.close()
-
-    def _ended(self, c: _Conn) -> None:
-        """`c`'s task is done (even one cancelled before it ran)."""
-        if not c.handed:
-            c.sock.close()
-        self._conns.discard(c)
-        self._idle.pop(c, None)
-        if not self._reading and len(self._conns) < self.max_connections and self._listening:
-            if self._room_timer is not None:
-                self._room_timer.cancel()
-                self._room_timer = None
-            self._resume()
-        if not self._conns and not self._listening:
-            self._drained.set()
-
-    def _stop_listening(self) -> None:
-        self._pause()
-        for sock in self._listening:
-            sock.close()
-        self._listening = []
-
-    # One connection.
-
-    async def _serve_socket(self, c: _Conn) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            reader = asyncio.StreamReader(limit=HEADER_LIMIT)
-            protocol = asyncio.StreamReaderProtocol(reader)
-            c.handed = True
-            transport, _ = await loop.connect_accepted_socket(
-                lambda: protocol,
-                c.sock,
-                ssl=self.tls,
-                ssl_handshake_timeout=HEAD_TIMEOUT_S if self.tls else None,
-            )
-            c.transport = transport
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-            await self._connection(reader, writer, c)
-        except asyncio.CancelledError:
-            pass  # closed to make room, or the server is stopping
-        except (OSError, TimeoutError):
-            pass  # a handshake that failed or took too long, a client that went away
-        except Exception as exc:  # a bug of this server: a line, never a traceback
-            self.note("a connection failed", f"{type(exc).__name__}: {exc}")
+        return await self.acceptor.start(host, port)
 
     async def _connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, c: _Conn
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, c: Conn
     ) -> None:
         try:
             try:
@@ -373,13 +224,13 @@ class BootServer:
             except Exception as exc:  # a bug of this server: a line, never a traceback
                 self.note("answering a request failed", f"{type(exc).__name__}: {exc}")
                 status, body = 500, b"the boot server failed on this request\n"
-            self._idle.pop(c, None)  # answering: work, not idleness
+            self.acceptor.busy(c)  # answering: work, not idleness
             if status == 0:
                 await self._send_artifact(writer, self.served[body.decode()])
             else:
                 await self._respond(writer, status, body)
                 if status >= 400:
-                    self._idle[c] = self._loop.time()  # the rest may be closed for room
+                    self.acceptor.idle(c)  # the rest may be closed for room
                     await _linger(reader, writer)
         except (OSError, asyncio.IncompleteReadError, TimeoutError):
             pass  # the client went away, or stopped reading the artifact
@@ -490,32 +341,6 @@ class BootServer:
         await writer.drain()
 
 
-class Listening:
-    """A started server's listening sockets; `close` then `wait_closed` stops it, closing the
-    connections it still holds."""
-
-    def __init__(self, server: BootServer):
-        self.server = server
-        self.sockets = list(server._listening)
-
-    def url(self) -> str:
-        host, port = self.sockets[0].getsockname()[:2]
-        host = f"[{host}]" if ":" in host else host
-        return f"{self.server.scheme}://{host}:{port}"
-
-    def close(self) -> None:
-        self.server._stop_listening()
-        for c in list(self.server._conns):
-            c.close()
-        if not self.server._conns:
-            self.server._drained.set()
-
-    async def wait_closed(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(5):
-                await self.server._drained.wait()
-
-
 def _content_length(headers: dict[str, list[str]]) -> tuple[int, bytes]:
     """(length, b"") of a report's body, or (status, why) to refuse it."""
     if "transfer-encoding" in headers:
@@ -548,40 +373,6 @@ def _head(status: int, length: int, kind: str, extra: str = "") -> bytes:
         f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {kind}\r\n"
         f"Content-Length: {length}\r\nConnection: close\r\n{extra}\r\n"
     ).encode()
-
-
-def connection_cap(reserve: int = FD_RESERVE) -> int:
-    """Connections this process can hold at once: its open-files limit less what it has open
-    and `reserve` (MAX_CONNECTIONS where it has no limit)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return MAX_CONNECTIONS
-    try:
-        used = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        used = 64
-    return max(1, soft - used - reserve)
-
-
-def open_files(need: int, want: int = 0) -> int:
-    """Raise this process's open-files limit (RLIMIT_NOFILE) to at least `need`, and to `want`
-    where the hard limit allows (room for connections beyond the nodes': a flood is then met
-    with more of them before idle ones are closed); returns the new soft limit. A hard limit
-    below `need` is refused (raising it needs root: `ulimit -Hn`, or LimitNOFILE= in a systemd
-    unit)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return soft
-    if hard != resource.RLIM_INFINITY and hard < need:
-        raise OSError(
-            f"{need} open files are needed and the hard limit is {hard}: raise it"
-            " (ulimit -Hn as root, or LimitNOFILE= in the service's unit)"
-        )
-    wanted = max(need, want if hard == resource.RLIM_INFINITY else min(want, hard))
-    if soft >= wanted:
-        return soft
-    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-    return wanted
 
 
 @contextlib.contextmanager
