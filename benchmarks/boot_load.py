@@ -103,7 +103,8 @@ async def node(host, port, key, sha, name, deadline) -> tuple[str, float]:
                 {"node": name, "artifact": sha, "outcome": "configured", "checks": CHECKS}
             ).encode()
             path = f"/report/{name}"
-            head = f"Host: {host}\r\nAuthorization: {authorization(name, token, 'POST', path, body)}\r\n"
+            signed = authorization(name, token, "POST", path, body)
+            head = f"Host: {host}\r\nAuthorization: {signed}\r\n"
             r, w = await asyncio.open_connection(host, port)
             w.write(
                 f"POST {path} HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n"

@@ -86,7 +86,8 @@ def test_no_credential_is_401_and_a_wrong_one_403_and_nothing_is_written(boot):
     # The token itself as a bearer token (what the old protocol sent) is no credential.
     bearer = {"Authorization": f"Bearer {node_token(KEY, n)}"}
     assert call(url, f"/report/{n}", data=body, headers=bearer)[0] == 401
-    for malformed in (f"Rackform-Node {n}", f"Rackform-Node {n}:xyz", "Rackform-Node :" + "0" * 64):
+    bad = (f"Rackform-Node {n}", f"Rackform-Node {n}:xyz", "Rackform-Node :" + "0" * 64)
+    for malformed in bad:
         headers = {"Authorization": malformed}
         assert call(url, f"/report/{n}", data=body, headers=headers)[0] == 401
     assert written(reports) == []
