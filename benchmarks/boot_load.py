@@ -27,7 +27,6 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
-import secrets
 import select
 import statistics
 import subprocess
@@ -39,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rackform.boot.credentials import new_key, node_token  # noqa: E402
+from rackform.boot.node import authorization  # noqa: E402
 from rackform.boot.reports import PASSED, judge  # noqa: E402
 from rackform.boot.serve import open_files  # noqa: E402
 
@@ -79,15 +80,16 @@ def memory_kib(pid: int, key: str) -> int:
     raise KeyError(key)
 
 
-async def node(host, port, token, sha, name, deadline) -> tuple[str, float]:
+async def node(host, port, key, sha, name, deadline) -> tuple[str, float]:
     """One node: GET the artifact (streamed through sha256, never held whole), check it, POST
-    its report. ("ok" or why not, seconds taken)."""
+    its report, each request signed with its own token. ("ok" or why not, seconds taken)."""
     t = time.perf_counter()
-    head = f"Host: {host}\r\nAuthorization: Bearer {token}\r\n"
+    token, path = node_token(key, name), f"/artifact/{sha}"
+    head = f"Host: {host}\r\nAuthorization: {authorization(name, token, 'GET', path)}\r\n"
     try:
         async with asyncio.timeout(deadline):
             r, w = await asyncio.open_connection(host, port)
-            w.write(f"GET /artifact/{sha} HTTP/1.1\r\n{head}\r\n".encode())
+            w.write(f"GET {path} HTTP/1.1\r\n{head}\r\n".encode())
             status = await r.readuntil(b"\r\n\r\n")
             digest = hashlib.sha256()
             while chunk := await r.read(256 * 1024):
@@ -100,9 +102,12 @@ async def node(host, port, token, sha, name, deadline) -> tuple[str, float]:
             body = json.dumps(
                 {"node": name, "artifact": sha, "outcome": "configured", "checks": CHECKS}
             ).encode()
+            path = f"/report/{name}"
+            signed = authorization(name, token, "POST", path, body)
+            head = f"Host: {host}\r\nAuthorization: {signed}\r\n"
             r, w = await asyncio.open_connection(host, port)
             w.write(
-                f"POST /report/{name} HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n"
+                f"POST {path} HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n"
                 .encode() + body
             )  # fmt: skip
             answer = await r.read()
@@ -120,14 +125,12 @@ def _first_line(response: bytes) -> str:
     return response.partition(b"\r\n")[0].decode("latin-1")
 
 
-def worker(url, token, sha, names, deadline, ready, go, out) -> None:
+def worker(url, key, sha, names, deadline, ready, go, out) -> None:
     """A process of nodes: ready, wait for the common start, run them all at once."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
 
     async def run():
-        return await asyncio.gather(
-            *(node(host, int(port), token, sha, n, deadline) for n in names)
-        )
+        return await asyncio.gather(*(node(host, int(port), key, sha, n, deadline) for n in names))
 
     ready.set()
     if not go.wait(deadline):
@@ -156,13 +159,13 @@ def main() -> int:
         size = path.stat().st_size
         names = [f"gpu-node-{i:05d}.rack-{i // 32}" for i in range(args.nodes)]
         (tmp / "nodes.txt").write_text("\n".join(names) + "\n")
-        token = secrets.token_urlsafe(32)
-        (tmp / "token").write_text(token)
+        key = new_key()
+        (tmp / "key").write_text(key.hex())
         print(f"{args.nodes} nodes over {args.procs} client processes; artifact: {what},"
               f" {size:,} bytes; open-files limit {limit}; {os.cpu_count()} CPUs")  # fmt: skip
         argv = [sys.executable, "-m", "rackform.boot.serve", "--artifact", str(path)]
         argv += ["--nodes", str(tmp / "nodes.txt"), "--reports", str(tmp / "reports")]
-        argv += ["--token-file", str(tmp / "token"), "--bind", "127.0.0.1"]
+        argv += ["--key-file", str(tmp / "key"), "--bind", "127.0.0.1"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         server = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True)
         procs: list[mp.Process] = []
@@ -178,7 +181,7 @@ def main() -> int:
                 ready = ctx.Event()
                 share = names[i :: args.procs]
                 p = ctx.Process(
-                    target=worker, args=(url, token, sha, share, args.timeout, ready, go, out)
+                    target=worker, args=(url, key, sha, share, args.timeout, ready, go, out)
                 )
                 p.start()
                 procs.append(p)

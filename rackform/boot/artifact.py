@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rackform.boot.node import REPORT_TO
+from rackform.boot.node import AUTH_SCHEME, REPORT_TO
 from rackform.boot.reports import valid_node
 from rackform.paths import collection
 
@@ -186,10 +186,12 @@ def user_data(
     unpack_root: str = UNPACK_ROOT,
 ) -> str:
     """The node's user data: the keys (where given: the stack's host key, the controller's key
-    for `ssh_user`), where to report (where given: `report`, {"url", "token"} and the node's
-    name, "node", written to `report_file`, 0600), then (where given) the artifact fetched,
-    checked and run. The artifact is fetched with the report's token: the controller's boot
-    server asks for it on every request (rackform/boot/serve.py)."""
+    for `ssh_user`), where to report (where given: `report`, {"url", "token", "node"}: the
+    node's name and its own token, and for an https server the CA bundle to verify it against,
+    "ca", written to `report_file`, 0600), then (where given) the artifact fetched, checked and
+    run. The fetch is signed with the node's token (node.py's `signature`, which this inlines:
+    nothing of rackform is on the node yet): the controller's boot server asks for a signature on
+    every request (rackform/boot/serve.py)."""
     q = shlex.quote
     lines = [
         "#!/bin/sh",
@@ -223,16 +225,21 @@ def user_data(
     if report is not None:
         settings = report_settings(report)
         lines += [
-            "# Where the node reports its outcome, and the token that lets it fetch and report.",
+            "# Where the node reports its outcome, and its own token to sign its requests with.",
             f"mkdir -p {q(str(report_file.parent))}",
             f"printf '%s\\n' {q(json.dumps(settings, sort_keys=True))} > {q(str(report_file))}",
             f"chmod 600 {q(str(report_file))}",
         ]
         fetch = [
-            f"        token = json.load(open({str(report_file)!r}))['token']",
-            "        auth = {'Authorization': 'Bearer ' + token}",
+            f"        to = json.load(open({str(report_file)!r}))",
+            "        path = urllib.parse.urlsplit(url).path",
+            "        signed = 'GET\\n' + path + '\\n' + hashlib.sha256(b'').hexdigest()",
+            "        sig = hmac.new(to['token'].encode(), signed.encode(), 'sha256').hexdigest()",
+            f"        auth = {{'Authorization': '{AUTH_SCHEME} ' + to['node'] + ':' + sig}}",
+            "        tls = ssl.create_default_context(cadata=to['ca']) if to.get('ca') else None",
             "        req = urllib.request.Request(url, headers=auth)",
-            "        data = opener.open(req, timeout=60).read()",
+            "        https = [urllib.request.HTTPSHandler(context=tls)] if tls else []",
+            "        data = urllib.request.build_opener(Same, *https).open(req, timeout=60).read()",
         ]
     if artifact_url:
         root = f"{unpack_root}/{artifact_sha256}"
@@ -242,7 +249,7 @@ def user_data(
             'mkdir -p "$dir"',
             "python3 - <<'FETCH'",
             "import hashlib, io, tarfile, time, urllib.parse, urllib.request"
-            + (", json" if report is not None else ""),
+            + (", hmac, json, ssl" if report is not None else ""),
             f"url, want = {artifact_url!r}, {artifact_sha256!r}",
             *SAME_ORIGIN,
             "for attempt in range(30):",
@@ -270,20 +277,26 @@ def user_data(
 
 
 def report_settings(report: Mapping[str, Any]) -> dict[str, Any]:
-    """What the report file holds ({"url", "token"}, and where given "node" and "vars", the
-    node's own inventory variables), checked: a URL the node can post to, a token, a node name
-    the boot server takes."""
+    """What the report file holds ({"url", "token", "node"}, and where given "vars", the node's
+    own inventory variables, and "ca", the CA bundle an https server is verified against),
+    checked: a URL the node can post to, a token, the node name the token is for (a token is
+    one node's: rackform/boot/credentials.py), a PEM bundle."""
     url, token, node = report.get("url", ""), report.get("token", ""), report.get("node", "")
-    own = dict(report.get("vars") or {})
+    own, ca = dict(report.get("vars") or {}), report.get("ca") or ""
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"the report URL {url!r} is no http(s) URL")
     if not token or any(c.isspace() for c in token):
         raise ValueError("the report token is empty or has white space in it")
-    if node and not valid_node(node):
-        raise ValueError(f"{node!r} is not a node name")
+    if not valid_node(node):
+        raise ValueError(f"{node!r} is not a node name (a token is one node's: name it)")
+    if ca and "-----BEGIN CERTIFICATE-----" not in ca:
+        raise ValueError("the CA bundle for the report URL is no PEM certificate")
+    if ca and not url.startswith("https://"):
+        raise ValueError(f"a CA bundle is given, but the report URL {url!r} is not https")
     return {
         "url": url.rstrip("/"),
         "token": token,
-        **({"node": node} if node else {}),
+        "node": node,
         **({"vars": own} if own else {}),
+        **({"ca": ca} if ca else {}),
     }

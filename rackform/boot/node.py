@@ -14,7 +14,10 @@ as on bare metal: rackform/boot/controller.py), the outcome goes to the controll
 server at the end, in its report format (rackform/boot/reports.py), configured or failed with
 the error and the checks, tried again with a growing wait while the server cannot be reached; a
 report that cannot be sent is logged and changes nothing of the outcome. Without the file (an
-autoscaling group's nodes on AWS) nothing is posted.
+autoscaling group's nodes on AWS) nothing is posted. The file holds the node's own token (its
+credential for the round, rackform/boot/credentials.py): each request is signed with it
+(`signature`, over the method, the path and the body), the token itself never sent; where the
+server is https, the file may hold the CA bundle ("ca") the node verifies it against.
 
 Long runs: while the roles run it sends `RecordLifecycleActionHeartbeat` every `heartbeat_s`
 (the stack sets a fraction of the hook's timeout, rackform/targets/aws/bootstrap.py), so a
@@ -33,9 +36,12 @@ a reboot; a node that asks for more than `MAX_REBOOTS` reboots is abandoned.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import sysconfig
@@ -57,8 +63,12 @@ REBOOT_REQUEST = Path("/var/lib/rackform/reboot-requested")
 UNIT = Path("/etc/systemd/system/rackform-bootstrap.service")
 LOG = Path("/var/log/rackform-bootstrap.log")
 # Where to report the outcome, written by the user data where the node has a controller to
-# report to: {"url", "token"} and the node's name, "node" (without it: the host name).
+# report to: {"url", "token"} and the node's name, "node" (without it: the host name), and where
+# the server is https with a certificate of the site's own CA, that CA bundle ("ca", PEM).
 REPORT_TO = Path("/etc/rackform/report.json")
+# How a request to the boot server says whose it is: `Authorization: Rackform-Node
+# <node>:<signature>` (rackform/boot/serve.py checks it).
+AUTH_SCHEME = "Rackform-Node"
 IMDS = "http://169.254.169.254/latest"
 # The site playbook of the rackform.gpu collection, by its name in the collection (Ansible finds
 # it through ANSIBLE_COLLECTIONS_PATH, the artifact's collections/).
@@ -268,8 +278,11 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def urlopen(req: urllib.request.Request, timeout: float):
-    return urllib.request.build_opener(SameOriginRedirects).open(req, timeout=timeout)
+def urlopen(req: urllib.request.Request, timeout: float, context: ssl.SSLContext | None = None):
+    """`req` opened with redirects followed on the same origin only; over TLS with `context`
+    where given (the site's CA)."""
+    https = [urllib.request.HTTPSHandler(context=context)] if context is not None else []
+    return urllib.request.build_opener(SameOriginRedirects, *https).open(req, timeout=timeout)
 
 
 def imds(path: str) -> str:
@@ -317,9 +330,29 @@ def aws_caller(aws: dict, sha: str, instance_id: Callable[[], str] = lambda: imd
     return call
 
 
+def signature(token: str, method: str, target: str, body: bytes = b"") -> str:
+    """The node's signature of one request to the boot server: HMAC-SHA256, keyed with its
+    token, of the method, the request target (the URL's path) and the body's sha256. Whoever
+    sees the request (plain HTTP) learns neither the token nor how to sign another body."""
+    message = f"{method}\n{target}\n{hashlib.sha256(body).hexdigest()}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
+
+
+def authorization(node: str, token: str, method: str, target: str, body: bytes = b"") -> str:
+    """The Authorization header of a request `node` makes with its `token`."""
+    return f"{AUTH_SCHEME} {node}:{signature(token, method, target, body)}"
+
+
+def tls_context(ca: str) -> ssl.SSLContext | None:
+    """What an https request verifies the server against: the CA bundle `ca` (PEM) where the
+    controller gave one, else the system's (None: urllib's default)."""
+    return ssl.create_default_context(cadata=ca) if ca else None
+
+
 def report_to(path: Path = REPORT_TO) -> dict | None:
     """Where this node reports, as the user data wrote it ({"url", "token", "node", "vars": its
-    own inventory variables}; the node defaults to the host name), or None where it was told of no controller (no file, as on an
+    own inventory variables, "ca": the CA bundle for an https server, or ""}; the node defaults
+    to the host name), or None where it was told of no controller (no file, as on an
     autoscaling group's nodes on AWS) or the file is unreadable (logged)."""
     try:
         to = json.loads(path.read_text(encoding="utf-8"))
@@ -328,6 +361,7 @@ def report_to(path: Path = REPORT_TO) -> dict | None:
             "token": str(to["token"]),
             "node": to.get("node"),
             "vars": dict(to.get("vars") or {}),
+            "ca": str(to.get("ca") or ""),
         }
     except FileNotFoundError:
         return None
@@ -345,18 +379,24 @@ def send_report(
     backoff_s: tuple[float, float] = REPORT_BACKOFF_S,
     sleep: Callable[[float], None] = time.sleep,
 ) -> bool:
-    """POST `report` to the controller's boot server (rackform/boot/serve.py), as `to` says;
-    True once it took it. A connection that fails, or an answer of 408 or 5xx, is tried again
-    after a wait; a refusal (4xx: a wrong token, a node the controller does not know, a report
-    it does not take) is not. Never raises: the node's outcome does not depend on its report."""
+    """POST `report` to the controller's boot server (rackform/boot/serve.py), as `to` says,
+    signed with the node's token; True once it took it. A connection that fails, or an answer
+    of 408 or 5xx, is tried again after a wait; a refusal (4xx: a wrong credential, a node the
+    controller does not know, a report it does not take) is not. Never raises: the node's
+    outcome does not depend on its report."""
     body = json.dumps({**report, "node": to["node"]}).encode()
     url = f"{to['url']}/report/{urllib.parse.quote(to['node'], safe='')}"
-    headers = {"Authorization": f"Bearer {to['token']}", "Content-Type": "application/json"}
+    target = urllib.parse.urlsplit(url).path
+    headers = {
+        "Authorization": authorization(to["node"], to["token"], "POST", target, body),
+        "Content-Type": "application/json",
+    }
     wait, longest = backoff_s
     for attempt in range(1, tries + 1):
         try:
             req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-            with urlopen(req, timeout=30) as answer:
+            context = tls_context(to.get("ca") or "")
+            with urlopen(req, timeout=30, context=context) as answer:
                 answer.read()
             log(f"reported {report['outcome']} to {to['url']} as {to['node']}")
             return True

@@ -101,6 +101,8 @@ def parse(raw: bytes, node: str) -> Report:
         doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(f"report is not JSON: {exc}") from None
+    except RecursionError:  # `[[[[...` nested deeper than the parser recurses
+        raise ReportError("report is nested too deep") from None
     if not isinstance(doc, dict):
         raise ReportError("report is not a JSON object")
     if doc.get("node") != node:

@@ -1,7 +1,8 @@
 """`rackform boot serve FILE [--env ENV] --bind ADDR [--port N] [--url URL] [--deadline MIN]
-[--group G] [--out DIR]`: configure at boot the nodes a blueprint lists (bare metal,
-colocation). Builds each node group's artifact, writes each listed node's user data for the
-site's provisioning to hand to it, serves the artifacts and takes the nodes' reports until every
+[--group G] [--out DIR] [--tls-cert CERT --tls-key KEY [--tls-ca CA]]`: configure at boot the
+nodes a blueprint lists (bare metal, colocation). Builds each node group's artifact, writes each
+listed node's user data (its own token) for the site's provisioning to hand to it, serves the
+artifacts and takes the nodes' reports (over TLS where the site gives a certificate) until every
 listed node has reported or the deadline passes, then names each node: passed, failed (what
 failed), stale (a warning) or missing (what to do). The work is rackform/boot/controller.py's."""
 
@@ -20,6 +21,7 @@ from rackform.boot.controller import (
     listed_groups,
     prepare,
     serve,
+    tls_of,
 )
 from rackform.boot.reports import PASSED
 from rackform.cli.app import app
@@ -58,20 +60,40 @@ def serve_cmd(
         Path | None,
         typer.Option("--out", help="The round's directory (default: rackform-boot/<stack> here)."),
     ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert",
+            help="Serve https with this certificate chain (PEM), the site's for the server's "
+            "name or address; the nodes' URL is then https://.",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option("--tls-key", help="The certificate's private key (PEM).")
+    ] = None,
+    tls_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-ca",
+            help="The CA bundle (PEM) the nodes verify the certificate against, put in their "
+            "user data (default: their own trust store).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the listed nodes their configuration at boot and wait for their reports: exit 0
     only when every node passed."""
     plan = for_action(file, env, "nothing was served").plan
     need("ansible_collections", "boot serve")
     try:
-        check_bind(bind, url)
+        tls = tls_of(tls_cert, tls_key, tls_ca)
+        check_bind(bind, url, tls)
         round_ = prepare(plan, out or default_out(plan), listed_groups(plan, group))
 
         def listening(bound: str, written: list[Path]) -> None:
             for line in announced(round_, bound, written, deadline * 60):
                 print(line, flush=True)
 
-        judged = serve(round_, bind, port, deadline * 60, url=url, listening=listening)
+        judged = serve(round_, bind, port, deadline * 60, url=url, tls=tls, listening=listening)
     except (BootError, OSError) as exc:
         raise user_error(str(exc)) from None
     for r in judged.nodes:

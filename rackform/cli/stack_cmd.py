@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rackform.boot.controller import BootError
+from rackform.boot.controller import BootError, tls_of
 from rackform.boot.reports import PASSED, Judged, recorded_value
 from rackform.boot.waiting import boot_groups, check_before_up, wait_for_boot
 from rackform.cli.app import app
@@ -198,6 +199,25 @@ def up(
             "with a wildcard --boot-bind).",
         ),
     ] = None,
+    boot_tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--boot-tls-cert",
+            help="The boot server serves https with this certificate chain (PEM).",
+        ),
+    ] = None,
+    boot_tls_key: Annotated[
+        Path | None,
+        typer.Option("--boot-tls-key", help="The boot server certificate's private key (PEM)."),
+    ] = None,
+    boot_tls_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--boot-tls-ca",
+            help="The CA bundle (PEM) the nodes verify the boot server against (default: "
+            "their own trust store).",
+        ),
+    ] = None,
 ) -> None:
     """Provision, configure and validate the cluster (pulumi up on the stack <name>-<env>).
     Validation runs on create and when the configuration or the nodes change (or with
@@ -215,8 +235,17 @@ def up(
         if boot_deadline is None
         else boot_deadline
     )
+    try:
+        tls = tls_of(boot_tls_cert, boot_tls_key, boot_tls_ca)
+    except BootError as exc:
+        raise user_error(str(exc)) from None
     how = BootWait(
-        minutes * 60, boot_bind, boot_port, boot_url, say=lambda line: print(line, flush=True)
+        minutes * 60,
+        boot_bind,
+        boot_port,
+        boot_url,
+        say=lambda line: print(line, flush=True),
+        tls=tls,
     )
     if boot_groups(plan) and how.deadline_s > 0:
         need("ansible_collections", "up")  # the nodes' artifacts are built from the collection

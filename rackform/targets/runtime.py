@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every com
     import pulumi
 
     from rackform.boot.reports import Judged
+    from rackform.boot.serve import Tls
 
 
 class ImageNotBuilt(Exception):
@@ -59,8 +60,9 @@ class ReplaceRules:
 class BootWait:
     """How `rackform up` waits for the nodes configured at boot: `deadline_s` in all, judging
     every `poll_s`; where the controller serves them (listed nodes: the boot server listens on
-    `bind`:`port`, the nodes reach it at `url`, default the bound address, and the round's
-    directory is `out`); `say` prints a line."""
+    `bind`:`port`, the nodes reach it at `url`, default the bound address, the round's
+    directory is `out`, and `tls` is the site's certificate, None for plain HTTP); `say` prints
+    a line."""
 
     deadline_s: float
     bind: str | None = None
@@ -69,6 +71,7 @@ class BootWait:
     out: Path | None = None
     poll_s: float = 5.0
     say: Callable[[str], object] = print
+    tls: Tls | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import sys
 import tarfile
 
 import pytest
+from boothelp import KEY, self_signed
 from gpu_collection import module
 from planhelp import (
     AWS_INFERENCE,
@@ -34,8 +35,9 @@ from rackform.boot.artifact import (
     manifest,
     user_data,
 )
+from rackform.boot.credentials import node_token
 from rackform.boot.node import VALIDATORS, inventory
-from rackform.boot.serve import BootServer, running
+from rackform.boot.serve import BootServer, Tls, running
 from rackform.engine import compile_effective
 from rackform.plan.inventory import configure_vars
 from rackform.plan.model import thaw
@@ -281,10 +283,8 @@ def test_a_baked_blueprints_node_checks_its_image_before_the_roles_and_others_sh
     assert roles in log.read_text()
 
 
-def test_user_data_writes_where_to_report_0600_and_fetches_with_the_token(tmp_path):
-    # The real user data, run with sh (no keys given: nothing needs root), writes the report
-    # file and fetches a stand-in artifact from the real boot server with the token; the
-    # stand-in's node script records that it ran, and where.
+def _stand_in(tmp_path):
+    """An artifact whose node script records that it ran."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w:gz") as tar:
         script = b"import sys, pathlib\npathlib.Path(sys.argv[1], 'ran').write_text('yes')\n"
@@ -293,35 +293,52 @@ def test_user_data_writes_where_to_report_0600_and_fetches_with_the_token(tmp_pa
         tar.addfile(info, io.BytesIO(script))
     path = tmp_path / "artifact.tar.gz"
     path.write_bytes(raw.getvalue())
-    token, report_file = "tok-" + "y" * 20, tmp_path / "etc" / "rackform" / "report.json"
-    server = BootServer(path, ["gpu-node-07.rack-3"], tmp_path / "reports", token)
+    return path
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_user_data_writes_where_to_report_0600_and_fetches_signed(tmp_path, tls):
+    # The real user data, run with sh (no keys given: nothing needs root), writes the report
+    # file and fetches a stand-in artifact from the real boot server, signed with the node's
+    # own token (the inlined signing agrees with the server's), over https verified against
+    # the CA bundle the user data carries; the stand-in records that it ran, and where.
+    path, node = _stand_in(tmp_path), "gpu-node-07.rack-3"
+    token, report_file = node_token(KEY, node), tmp_path / "etc" / "rackform" / "report.json"
+    site = Tls(*self_signed(tmp_path / "tls")) if tls else None
+    ca = site.cert.read_text() if site else ""
+    server = BootServer(
+        path, [node], tmp_path / "reports", KEY, tls=site.context() if site else None
+    )
     with running(server, "127.0.0.1") as url:
+        assert url.startswith("https://" if tls else "http://")
+        settings = {"url": url + "/", "token": token, "node": node, **({"ca": ca} if ca else {})}
         text = user_data(
             artifact_url=f"{url}/artifact/{server.sha256}",
             artifact_sha256=server.sha256,
-            report={"url": url + "/", "token": token, "node": "gpu-node-07.rack-3"},
+            report=settings,
             report_file=report_file,
             unpack_root=str(tmp_path / "opt"),
         )
         assert "ssh" not in text  # no keys given: the site's provisioning has its own
+        assert KEY.hex() not in text and "Bearer" not in text
         (tmp_path / "user-data").write_text(text)
         subprocess.run(["sh", str(tmp_path / "user-data")], check=True, timeout=120)
     assert stat.S_IMODE(os.stat(report_file).st_mode) == 0o600
-    assert json.loads(report_file.read_text()) == {
-        "url": url,
-        "token": token,
-        "node": "gpu-node-07.rack-3",
-    }
+    assert json.loads(report_file.read_text()) == {**settings, "url": url}
     assert (tmp_path / "opt" / server.sha256 / "ran").read_text() == "yes"
-    assert server.statuses == {200: 1}  # one fetch, with the token
+    assert server.statuses == {200: 1}  # one fetch, signed
 
 
 def test_report_settings_are_checked(tmp_path):
+    ca = "-----BEGIN CERTIFICATE-----\nMII...\n-----END CERTIFICATE-----\n"
     for bad in (
-        {"url": "ftp://c", "token": "t"},
-        {"url": "http://c", "token": ""},
-        {"url": "http://c", "token": "a b"},
+        {"url": "ftp://c", "token": "t", "node": "n"},
+        {"url": "http://c", "token": "", "node": "n"},
+        {"url": "http://c", "token": "a b", "node": "n"},
         {"url": "http://c", "token": "t", "node": "../x"},
+        {"url": "http://c", "token": "t"},  # a token is one node's: the node is named
+        {"url": "https://c", "token": "t", "node": "n", "ca": "not a certificate"},
+        {"url": "http://c", "token": "t", "node": "n", "ca": ca},  # a CA for plain HTTP
     ):
         with pytest.raises(ValueError):
             user_data(report=bad)

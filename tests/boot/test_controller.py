@@ -77,24 +77,27 @@ def test_each_group_gets_its_artifact_and_each_node_its_user_data_0600(tmp_path)
         "l40s-01.r2": l40s.sha256,
         "l40s-02.r2": l40s.sha256,
     }
-    assert (tmp_path / "out" / "token").read_text().strip() == round_.token
-    assert _mode(tmp_path / "out" / "token") == 0o600
+    assert (tmp_path / "out" / "key").read_text().strip() == round_.key.hex()
+    assert _mode(tmp_path / "out" / "key") == 0o600
     written = write_user_data(round_, "http://10.0.0.254:8080")
     assert [p.name for p in written] == list(round_.nodes)
     text = written[2].read_text()
     assert _mode(written[2]) == 0o600
     assert f"http://10.0.0.254:8080/artifact/{l40s.sha256}" in text
-    assert '"node": "l40s-02.r2"' in text and round_.token in text
+    assert '"node": "l40s-02.r2"' in text and round_.token("l40s-02.r2") in text
+    assert round_.token("l40s-01.r2") not in text and round_.key.hex() not in text
 
 
-def test_the_token_never_goes_into_the_artifact(tmp_path):
+def test_no_key_or_token_goes_into_the_artifact(tmp_path):
     plan = _plan(tmp_path, BARE_METAL)
     first = prepare(plan, tmp_path / "a", listed_groups(plan))
     second = prepare(plan, tmp_path / "b", listed_groups(plan))
-    assert first.token != second.token
+    assert first.key != second.key and first.token("n1") != second.token("n1")
     assert first.artifacts["hgx"].sha256 == second.artifacts["hgx"].sha256
     unpacked = gzip.decompress(first.artifacts["hgx"].path.read_bytes())
-    assert first.token.encode() not in unpacked and second.token.encode() not in unpacked
+    for round_ in (first, second):
+        assert round_.key.hex().encode() not in unpacked
+        assert round_.token("n1").encode() not in unpacked
 
 
 def test_only_listed_nodes_are_served(tmp_path):
@@ -118,7 +121,7 @@ def test_the_round_names_each_node_passed_failed_or_missing(tmp_path):
         # What two of the three nodes do at the end of their bootstrap, as their user data
         # told them (the third never boots).
         def post(node, checks, outcome):
-            to = {"url": url, "token": round_.token, "node": node}
+            to = {"url": url, "token": round_.token(node), "node": node}
             report = {
                 "artifact": round_.pinned[node],
                 "outcome": outcome,
@@ -146,8 +149,9 @@ def test_a_new_round_removes_the_last_rounds_reports(tmp_path):
     round_.reports.mkdir()
     old = round_.reports / "n1.json"
     old.write_text("{}")
+    (tmp_path / "out" / "token").write_text("an older rackform's one token for all\n")
     prepare(plan, tmp_path / "out", listed_groups(plan))
-    assert not old.exists()
+    assert not old.exists() and not (tmp_path / "out" / "token").exists()
 
 
 def test_a_nodes_own_drives_and_rack_reach_it_through_its_user_data(tmp_path):

@@ -12,16 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
+from boothelp import KEY
 from loopback import free_port
 
 from rackform.boot import node as nb
+from rackform.boot.credentials import node_token
 from rackform.boot.node import Bootstrap, Paths, report_to, send_report
 from rackform.boot.reports import FAILED, MISSING, PASSED, wait
 from rackform.boot.serve import BootServer, running
 
 SHA = "ab" * 32
 NODES = ["gpu-node-07.rack-3", "gpu-node-08.rack-3", "n_1"]
-TOKEN = "t-" + "x" * 30
 PASSING = [{"name": "gpu_count", "status": "pass", "measured": 8, "expected": 8}]
 FAST = (0.05, 0.2)  # the waits between tries, short for the test
 
@@ -51,7 +52,8 @@ def node(tmp_path: Path, name: str | None, url: str, sha: str, *, checks=PASSING
         unit=disk / "rackform-bootstrap.service",
         report_to=disk / "report.json",
     )
-    to = {"url": url, "token": TOKEN, **({"node": name} if name else {})}
+    to = {"url": url, "token": node_token(KEY, name or socket.gethostname())}
+    to |= {"node": name} if name else {}
     paths.report_to.write_text(json.dumps(to))
     return Bootstrap(
         root,
@@ -68,7 +70,7 @@ def node(tmp_path: Path, name: str | None, url: str, sha: str, *, checks=PASSING
 def boot(tmp_path):
     """The boot server for NODES, and its artifact's digest."""
     path = artifact(tmp_path)
-    server = BootServer(path, NODES, tmp_path / "reports", TOKEN)
+    server = BootServer(path, NODES, tmp_path / "reports", KEY)
     with running(server, "127.0.0.1") as url:
         yield url, server.sha256, tmp_path / "reports"
 
@@ -137,7 +139,7 @@ def test_the_node_tries_again_until_the_server_is_up(tmp_path):
     while "trying again" not in (nb.LOG.read_text() if nb.LOG.exists() else ""):
         assert time.monotonic() < deadline, "the node did not try"
         time.sleep(0.02)
-    server = BootServer(path, NODES, tmp_path / "reports", TOKEN)
+    server = BootServer(path, NODES, tmp_path / "reports", KEY)
     with running(server, "127.0.0.1", port):
         runner.join(timeout=30)
     assert codes == [0]
@@ -160,10 +162,10 @@ def test_a_refused_report_is_not_sent_again(tmp_path, boot):
     url, sha, reports = boot
     bootstrap = node(tmp_path, NODES[0], url, sha)
     to = json.loads(bootstrap.paths.report_to.read_text())
-    bootstrap.paths.report_to.write_text(json.dumps({**to, "token": "another"}))
+    bootstrap.paths.report_to.write_text(json.dumps({**to, "token": node_token(KEY, NODES[1])}))
     assert bootstrap.run() == 0
     log = nb.LOG.read_text()
-    assert "the controller refused the report (403 wrong token)" in log
+    assert "the controller refused the report (403 wrong signature" in log
     assert "trying again" not in log and not (reports / f"{NODES[0]}.json").exists()
 
 
@@ -172,7 +174,8 @@ def test_a_later_run_finds_the_end_and_reports_again(tmp_path, boot):
     url, sha, reports = boot
     lost = node(tmp_path, NODES[0], f"http://127.0.0.1:{free_port()}", sha)
     assert lost.run() == 0
-    lost.paths.report_to.write_text(json.dumps({"url": url, "token": TOKEN, "node": NODES[0]}))
+    to = {"url": url, "token": node_token(KEY, NODES[0]), "node": NODES[0]}
+    lost.paths.report_to.write_text(json.dumps(to))
     lost.roles = lambda: pytest.fail("ran the roles again")
     assert lost.run() == 0
     assert wait(NODES[:1], reports, sha, 0).validated
@@ -187,12 +190,13 @@ def test_without_a_report_file_nothing_is_posted(tmp_path):
 
 def test_the_name_falls_back_to_the_host_name(tmp_path):
     path = tmp_path / "report.json"
-    path.write_text(json.dumps({"url": "http://c:8080/", "token": TOKEN}))
+    path.write_text(json.dumps({"url": "http://c:8080/", "token": "t" * 64}))
     assert report_to(path) == {
         "url": "http://c:8080",
-        "token": TOKEN,
+        "token": "t" * 64,
         "node": socket.gethostname(),
         "vars": {},
+        "ca": "",
     }
     assert report_to(tmp_path / "none.json") is None
     path.write_text("{not json")
@@ -201,7 +205,7 @@ def test_the_name_falls_back_to_the_host_name(tmp_path):
 
 def test_send_report_waits_longer_each_time_up_to_the_longest(tmp_path):
     waits: list[float] = []
-    to = {"url": f"http://127.0.0.1:{free_port()}", "token": TOKEN, "node": "n1"}
+    to = {"url": f"http://127.0.0.1:{free_port()}", "token": "t" * 64, "node": "n1"}
     report = {"artifact": SHA, "outcome": "configured", "error": "", "checks": PASSING}
     assert not send_report(to, report, tries=6, backoff_s=(5, 30), sleep=waits.append)
     assert waits == [5, 10, 20, 30, 30]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from blueprint_helpers import ROOT, rackform
+from boothelp import self_signed, settings_in
 from planhelp import AWS_TRAINING, BARE_METAL, write_blueprint
 
 from rackform.boot import node as nb
@@ -31,14 +32,17 @@ def _until_listening(proc) -> tuple[str, list[str]]:
         lines.append(line.rstrip("\n"))
         if line.startswith("waiting up to "):
             break
-    (url,) = [ln.split()[-1] for ln in lines if ln.startswith("listening on http://127.0.0.1:")]
+    (url,) = [ln.split()[-1] for ln in lines if ln.startswith("listening on http")]
+    assert url.startswith(("http://127.0.0.1:", "https://127.0.0.1:"))
     return url, lines
 
 
 def _report(tmp_path, url, node, sha, monkeypatch) -> bool:
+    """Node `node` reports, with what its user data holds (its own token, and the CA bundle
+    where the server is https)."""
     monkeypatch.setattr(nb, "LOG", tmp_path / f"{node}.log")
-    token = (tmp_path / "out" / "token").read_text().strip()
-    to = {"url": url, "token": token, "node": node}
+    to = settings_in((tmp_path / "out" / "user-data" / node).read_text())
+    assert to["url"] == url
     report = {"artifact": sha, "outcome": "configured", "error": "", "checks": PASSING}
     return nb.send_report(to, report, tries=1)
 
@@ -73,6 +77,35 @@ def test_every_node_reporting_a_pass_is_validated_before_the_deadline(tmp_path, 
     assert proc.returncode == 0, out + err
     assert out.splitlines()[:2] == ["n1: passed", "n2: passed"]
     assert out.splitlines()[2].startswith("every node passed (2) in ")
+
+
+def test_over_tls_with_the_sites_certificate_every_node_reports(tmp_path, monkeypatch):
+    cert, key = self_signed(tmp_path / "tls")
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-ca", str(cert)]
+    with _serve(tmp_path, "--deadline", "10", *tls) as proc:
+        url, lines = _until_listening(proc)
+        assert url.startswith("https://127.0.0.1:")
+        for node in ("n1", "n2"):
+            assert _report(tmp_path, url, node, _sha(lines), monkeypatch)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert out.splitlines()[2].startswith("every node passed (2) in ")
+    assert (tmp_path / "out" / "key").exists()
+    assert (tmp_path / "out" / "key").read_text().strip() not in out + err
+
+
+def test_tls_options_that_do_not_go_together_are_refused_in_one_line(tmp_path):
+    bp = write_blueprint(tmp_path, BARE_METAL)
+    cert, _ = self_signed(tmp_path / "tls")
+    r = rackform("boot", "serve", bp, "--bind", "127.0.0.1", "--tls-cert", cert)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "needs its certificate and its key, both" in r.stderr
+    r = rackform(
+        "boot", "serve", bp, "--bind", "0.0.0.0", "--url", "http://10.0.0.9:80",
+        "--tls-cert", cert, "--tls-key", cert, "--out", tmp_path / "out",
+    )  # fmt: skip
+    assert r.returncode == 2 and "https://" in r.stderr, r.stdout + r.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_blueprint_whose_nodes_the_stack_creates_is_refused_in_one_line(tmp_path):

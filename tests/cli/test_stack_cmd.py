@@ -334,3 +334,13 @@ def test_up_of_a_cluster_configured_at_boot_without_the_pulumi_cli_fails_before_
     (line,) = r.stderr.strip().splitlines()
     assert "pulumi CLI is not on PATH" in line
     assert "waiting" not in r.stdout and fake.calls() == []
+
+
+def test_up_refuses_boot_tls_options_that_do_not_go_together_before_pulumi(fake, tmp_path):
+    cert = tmp_path / "cert.pem"
+    cert.write_text("-----BEGIN CERTIFICATE-----\n")
+    r = fake("up", "blueprints/aws-training.yaml", "--env", "dev", "--boot-tls-cert", cert)
+    assert r.returncode == 2, r.stdout + r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "needs its certificate and its key, both" in line
+    assert fake.calls() == []

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import secrets
 import shlex
 import time
 from datetime import datetime
@@ -41,6 +40,7 @@ from loopback import http_server
 from vms import booted_testbed, bootstrap_wheelhouse
 
 from rackform.boot.artifact import build_artifact, manifest, user_data
+from rackform.boot.credentials import new_key, node_token
 from rackform.boot.groups import expected_image
 from rackform.boot.reports import wait
 from rackform.boot.serve import BootServer, running
@@ -108,7 +108,7 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, apt_server,
     with phases("bootstrap: wheelhouse (ansible-core; downloaded on first use)"):
         wheels = bootstrap_wheelhouse()
     keys = NodeKeysProvider().create({"cluster": plan.stack}).outs
-    reports, token = tmp_path / "reports", secrets.token_urlsafe(24)
+    reports, key = tmp_path / "reports", new_key()
     with _serve(wheels) as wheel_port:
         site = f"http://{GUEST}:{wheel_port}/"
         # The site's own package mirrors (an air-gapped site's): the only sources the node has.
@@ -124,7 +124,7 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, apt_server,
         spec["image"] = expected_image(variables)
         artifact = build_artifact(spec, tmp_path / "artifacts")
         # The controller's boot server: the node fetches its artifact there and reports there.
-        server = BootServer(artifact.path, [node.name], reports, token)
+        server = BootServer(artifact.path, [node.name], reports, key)
         with running(server, "127.0.0.1") as url:
             guest_url = url.replace("127.0.0.1", GUEST)
             text = user_data(
@@ -134,7 +134,7 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, apt_server,
                 host_public_key=keys["host_public_key"],
                 artifact_url=f"{guest_url}/artifact/{artifact.sha256}",
                 artifact_sha256=artifact.sha256,
-                report={"url": guest_url, "token": token, "node": node.name},
+                report={"url": guest_url, "token": node_token(key, node.name), "node": node.name},
             )
             apt = sources_line(apt_server).strip()
             harness.run(f"rm -f /etc/apt/sources.list.d/*; echo '{apt}' > /etc/apt/sources.list")

@@ -291,6 +291,19 @@ def test_instance_profile_has_ssm(tmp_path):
     assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
 
 
+@pytest.mark.parametrize("doc", [AWS_TRAINING, AWS_INFERENCE], ids=["training", "inference"])
+def test_the_nodes_metadata_answers_the_instance_itself_only(tmp_path, doc):
+    # The user data carries the cluster's host key (docs/operations/security.md, "Boot
+    # reports"): IMDSv2 only, one hop, so a container on a bridge network on a node (a second
+    # hop) reads neither it nor the instance role's credentials.
+    for lt in of_type(plan(tmp_path, doc), "launchTemplate:LaunchTemplate"):
+        assert lt.inputs["metadataOptions"] == {
+            "httpEndpoint": "enabled",
+            "httpTokens": "required",
+            "httpPutResponseHopLimit": 1,
+        }
+
+
 def test_instance_store_is_not_mapped(tmp_path):
     lt = one(plan(tmp_path, AWS_TRAINING), "launchTemplate:LaunchTemplate")
     devices = [m["deviceName"] for m in lt.inputs["blockDeviceMappings"]]

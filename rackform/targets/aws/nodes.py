@@ -166,8 +166,14 @@ class AwsNodeGroup(pulumi.ComponentResource):
             placement={"group_name": placement_group} if placement_group else None,
             metadata_options={
                 "http_endpoint": "enabled",
-                "http_tokens": "required",
-                "http_put_response_hop_limit": 2,
+                "http_tokens": "required",  # IMDSv2 only
+                # One hop: the instance itself. The user data read there carries the cluster's
+                # host key (docs/operations/security.md, "Boot reports"); a container on a bridge
+                # network is a second hop and gets no IMDSv2 token, so it reads neither that nor
+                # the instance role's credentials. Nothing rackform runs on a node needs more:
+                # the bootstrap, the SSM agent and the Slurm spot agent are host processes, and
+                # dcgm-exporter's container has the host's network.
+                "http_put_response_hop_limit": 1,
             },
             block_device_mappings=[ROOT_VOLUME],
             user_data=pulumi.Output.from_input(user_data).apply(

@@ -55,12 +55,13 @@ class OnPremRuntime(TargetRuntime):
                 "their reports; say where it listens with --boot-bind ADDR (and --boot-url where "
                 "the nodes reach it through another address), or --boot-deadline 0 to not wait"
             )
-        check_bind(how.bind, how.url)
+        check_bind(how.bind, how.url, how.tls)
 
     def await_boot(self, plan, groups, how):
         """A boot server round for the listed hosts of `groups` (rackform/boot/controller.py):
-        a new token, each node's user data for the site's provisioning to hand it, the
-        artifacts served and the reports taken until every node reported or the deadline."""
+        a new key, each node's user data (its own token) for the site's provisioning to hand
+        it, the artifacts served and the reports taken until every node reported or the
+        deadline."""
         from rackform.boot.controller import announced, default_out, listed_groups, prepare, serve
 
         listed = [g for g in listed_groups(plan) if g.name in {x.name for x in groups}]
@@ -76,6 +77,7 @@ class OnPremRuntime(TargetRuntime):
             how.port,
             how.deadline_s,
             url=how.url,
+            tls=how.tls,
             listening=listening,
             poll_s=how.poll_s,
         )
