@@ -33,8 +33,14 @@ def group_name(node_group: str) -> str:
 
 
 def access_vars(plan: Basis) -> dict[str, Any]:
-    """How Ansible reaches every node, before the target adds its own (e.g. an SSH tunnel)."""
-    return {"ansible_user": plan.ssh_user, "ansible_python_interpreter": "/usr/bin/python3"}
+    """How Ansible reaches every node, before the target adds its own (e.g. an SSH tunnel).
+    Every role acts as root: a login user other than root becomes root (sudo) on every target."""
+    become = {"ansible_become": True} if plan.ssh_user != "root" else {}
+    return {
+        "ansible_user": plan.ssh_user,
+        "ansible_python_interpreter": "/usr/bin/python3",
+        **become,
+    }
 
 
 # The inventory group of Slurm's controller where it is no node (AWS: an instance the stack

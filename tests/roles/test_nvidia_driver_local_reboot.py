@@ -76,9 +76,10 @@ def _local_branch_runs(**variables) -> bool:
     return _templar(**variables).template(expr) is True
 
 
-def _handler_reboots(**variables) -> bool:
-    handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
-    (task,) = [t for t in handlers if "ansible.builtin.reboot" in t]
+def _ansible_reboots(**variables) -> bool:
+    """Whether install.yml's reboot (Ansible's, over SSH) runs, by its own `when`."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    (task,) = [t for t in tasks if "ansible.builtin.reboot" in t]
     expr = trust_as_template("{{ " + task["when"].strip() + " }}")
     return _templar(**variables).template(expr) is True
 
@@ -86,9 +87,9 @@ def _handler_reboots(**variables) -> bool:
 def test_the_reboot_is_asked_for_locally_and_done_by_ansible_otherwise():
     needed = {"_nvidia_driver_reboot_needed": True, "ansible_check_mode": False}
     local = {"ansible_connection": "local"}
-    assert _local_branch_runs(**needed, **local) and not _handler_reboots(**needed, **local)
+    assert _local_branch_runs(**needed, **local) and not _ansible_reboots(**needed, **local)
     for remote in ({"ansible_connection": "ssh"}, {}):  # unset: Ansible's default, ssh
-        assert _handler_reboots(**needed, **remote) and not _local_branch_runs(**needed, **remote)
+        assert _ansible_reboots(**needed, **remote) and not _local_branch_runs(**needed, **remote)
     # Nothing to reboot for, reboots turned off, or check mode: neither.
     for extra in (
         {"_nvidia_driver_reboot_needed": False},
@@ -96,4 +97,4 @@ def test_the_reboot_is_asked_for_locally_and_done_by_ansible_otherwise():
         {"ansible_check_mode": True},
     ):
         assert not _local_branch_runs(**{**needed, **local, **extra})
-        assert not _handler_reboots(**{**needed, **extra})
+        assert not _ansible_reboots(**{**needed, **extra})

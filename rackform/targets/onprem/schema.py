@@ -15,9 +15,16 @@ from rackform.targets.schema import Cluster, TargetSchema
 
 
 class OnPremTarget(Strict):
-    ssh_user: Annotated[str, Field(description="User Ansible and the host checks log in as.")] = (
-        "root"
-    )
+    ssh_user: Annotated[
+        str,
+        Field(
+            description=(
+                "User Ansible and the host checks log in as; a user other than root becomes "
+                "root through sudo for the roles (ansible_become), so it needs sudo without a "
+                "password."
+            )
+        ),
+    ] = "root"
     ssh_port: Annotated[int, Field(description="SSH port of every host.", ge=1, le=65535)] = 22
     private_cidr: Annotated[
         Cidr | None, Field(description="Network the nodes use to reach each other (NCCL traffic).")
