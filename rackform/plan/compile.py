@@ -58,6 +58,8 @@ REVALIDATE = "rackform:revalidate"
 # Another: `rackform up`'s wait for the nodes configured at boot, as the check the Validate stage
 # adds to its report (rackform/boot/reports.py `recorded_value`; "" or absent: none).
 BOOT_VERDICT = "rackform:boot"
+# Another, of a data tier's stack only: "true" lifts its protection, for `rackform destroy --data`.
+RELEASE = "rackform:release"
 
 
 def compile_plan(

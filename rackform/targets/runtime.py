@@ -146,6 +146,14 @@ class TargetRuntime:
         instance id]; not a node, so not in `nodes`)."""
         raise NotImplementedError
 
+    def data_tier(
+        self, plan: Plan, opts: pulumi.ResourceOptions, setting: Callable[[str], str | None]
+    ) -> pulumi.ComponentResource:
+        """The component of the data tier's own stack (`plan.data_stack`: a file system the
+        stack creates and keeps, with what it needs kept with it), with `outputs` (name ->
+        output) to export. Only a target whose shared tier the stack creates has one."""
+        raise NotImplementedError(f"{self.label} has no data tier of its own")
+
     def reach(self, plan: Plan, name: str, identity=None, known_hosts=None) -> Runner:
         """A host of the cluster by name (a node, or Slurm's controller) for commands after
         `up` (reap, heal, rolling changes, jobs, status): a listed host, over SSH as the plan's
