@@ -320,15 +320,18 @@ def record_stacks(
     return [*out, (plan.stack, cluster)]
 
 
-def record_data(plan: Plan, *, exiting: bool = False) -> tuple[list[Record], dict[str, Any]]:
-    """The data tier's stack (`plan.data_stack`): its records and the outputs it exports."""
+def record_data(
+    plan: Plan, *, exiting: bool = False, config: dict[str, str] | None = None
+) -> tuple[list[Record], dict[str, Any]]:
+    """The data tier's stack (`plan.data_stack`): its records and the outputs it exports.
+    `config`: stack config beyond the plan's (what `rackform up` adds, e.g. rackform:adopt)."""
 
     def run() -> None:
         from rackform.stack import program
 
         program.build_data(plan)
 
-    config = thaw(plan.data_stack_config)
+    config = {**thaw(plan.data_stack_config), **(config or {})}
     return contextvars.copy_context().run(_record, run, plan.data_stack, config, exiting, {}, True)
 
 
