@@ -154,6 +154,18 @@ class TargetRuntime:
         output) to export. Only a target whose shared tier the stack creates has one."""
         raise NotImplementedError(f"{self.label} has no data tier of its own")
 
+    def data_pieces(self, plan: Plan) -> tuple[Any, ...]:
+        """What the data tier's stack holds, each with `type`, `name` and `urn(stack)` (its
+        URN in a stack as it was before the data tier had its own): what `rackform data move`
+        moves and `rackform up` looks for (none without a data tier)."""
+        return ()
+
+    def find_kept(self, plan: Plan, pieces: tuple[Any, ...]) -> dict[str, dict[str, str]]:
+        """The `pieces` still in the cloud, found by their tags: {logical name: {"id": ...}}
+        for the data tier's stack to import. Raises an exception with a one-line message where
+        it cannot look."""
+        return {}
+
     def reach(self, plan: Plan, name: str, identity=None, known_hosts=None) -> Runner:
         """A host of the cluster by name (a node, or Slurm's controller) for commands after
         `up` (reap, heal, rolling changes, jobs, status): a listed host, over SSH as the plan's

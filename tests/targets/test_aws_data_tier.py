@@ -13,11 +13,10 @@ from planhelp import AWS_INFERENCE, AWS_TRAINING, write_blueprint
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
-from rackform.plan.compile import RELEASE
+from rackform.plan.compile import ADOPT, RELEASE
 from rackform.stack.errors import ProgramError
 from rackform.stack.offline import record_data, record_stacks
 from rackform.targets.aws.data_layout import former_urns, moved_urn, pieces
-from rackform.targets.aws.data_tier import ADOPT
 
 FSX = {"storage": {"shared": {"fsx": {"import_path": "s3://ml-data/tok/"}}}}
 EFS = {"storage": {"shared": {"holds": ["home"], "efs": {}}}}

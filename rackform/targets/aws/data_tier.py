@@ -22,14 +22,13 @@ from collections.abc import Callable, Mapping
 
 import pulumi
 
+from rackform.plan.compile import ADOPT
 from rackform.plan.model import Plan
 from rackform.stack.errors import ProgramError
 from rackform.targets.aws.data_layout import moved_urn, pieces
 from rackform.targets.aws.network import NETWORK_OUTPUTS, NodesNetwork, Placement, nodes_network
 from rackform.targets.aws.shared import AwsSharedStorage, mount_vars
 
-# Stack config of the data tier's stack, set by `rackform up` and `rackform destroy --data`.
-ADOPT = "rackform:adopt"  # JSON {logical name: {"id": ..., "name": ...}}: pieces found in AWS
 SHARED_OUTPUTS = ("file_system_id", "dns_name", "mount_name")
 OUTPUTS = (*NETWORK_OUTPUTS, *SHARED_OUTPUTS)
 
