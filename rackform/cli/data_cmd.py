@@ -24,11 +24,14 @@ def move(
         typer.Option("--apply", help="Move them (default: a dry run that only lists them)."),
     ] = False,
 ) -> None:
-    """Move a kept file system, and the VPC, subnet and security groups it sits in, from the
-    cluster's stack <name>-<env> (where rackform created them before the data tier had a stack
-    of its own) to <name>-<env>-data, with `pulumi state move`: the state changes, the cloud
-    does not, and the data stack's program takes each by its alias, so nothing is replaced.
-    `rackform up`, `preview` and `destroy` refuse a cluster's stack that still holds them."""
+    """Move a kept file system and the network it sits in from the cluster's stack to the data
+    tier's own stack, state only; a dry run unless --apply.
+
+    rackform created them in the cluster's stack <name>-<env> before the data tier had a stack
+    of its own; `pulumi state move` moves them to <name>-<env>-data: the state changes, the
+    cloud does not, and the data stack's program takes each by its alias, so nothing is
+    replaced. `rackform up`, `preview` and `destroy` refuse a cluster's stack that still holds
+    them."""
     plan = prepared(file, env).plan
     need("pulumi", "data move")
     from rackform.stack.data_stack import DataStackError
