@@ -79,9 +79,11 @@ def adoption(plan: Plan, root: Path | None, say: Say) -> dict[str, str]:
     wanted = tuple(p for p in pieces(plan) if not held_in(p, plan.data_stack, held))
     found: dict[str, dict[str, str]] = {}
     if wanted:
+        from rackform.targets.runtime import LookupFailed
+
         try:
             found = _runtime(plan).find_kept(plan, wanted)
-        except Exception as exc:  # the runtime's own one-line failure (no credentials, two matches)
+        except LookupFailed as exc:  # no credentials, no answer, or two with one piece's tags
             raise DataStackError(f"{exc}; nothing was created") from None
     for name, got in sorted(found.items()):
         say(

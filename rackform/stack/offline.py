@@ -373,7 +373,8 @@ def _record(
     asyncio.set_event_loop(loop)
     SETTINGS.outputs = set()
     set_all_config(config)
-    mocks = RecordingMocks(references)
+    mocks = RecordingMocks()  # (what tests put in its place takes no arguments)
+    mocks.references = references
     monitor = RecordingMonitor(mocks)
     # The SDK allocates some hundred futures and closures per resource, all short-lived and
     # freed by reference counting; the cyclic collector only rescans them, over and over (half

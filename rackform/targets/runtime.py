@@ -23,6 +23,11 @@ if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every com
     from rackform.boot.reports import Judged
 
 
+class LookupFailed(Exception):
+    """The cloud could not be searched for what a data tier's stack lacks, or its answer is
+    ambiguous (one line)."""
+
+
 class ImageNotBuilt(Exception):
     """Why `rackform image build` builds nothing for this blueprint (one line)."""
 
@@ -162,8 +167,8 @@ class TargetRuntime:
 
     def find_kept(self, plan: Plan, pieces: tuple[Any, ...]) -> dict[str, dict[str, str]]:
         """The `pieces` still in the cloud, found by their tags: {logical name: {"id": ...}}
-        for the data tier's stack to import. Raises an exception with a one-line message where
-        it cannot look."""
+        for the data tier's stack to import. LookupFailed where it cannot look, or where two
+        resources carry one piece's tags."""
         return {}
 
     def reach(self, plan: Plan, name: str, identity=None, known_hosts=None) -> Runner:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rackform.plan.model import Plan
+from rackform.targets import runtime
 from rackform.targets.aws.api import aws_errors, boto3_client, one_line, tags_of
 from rackform.targets.aws.data_layout import Piece
 
@@ -30,7 +31,7 @@ FSX_GONE = ("DELETING", "FAILED")
 EFS_GONE = ("deleting", "deleted", "error")
 
 
-class LookupFailed(Exception):
+class LookupFailed(runtime.LookupFailed):
     """The pieces could not be looked for, or the answer is ambiguous (one line)."""
 
 

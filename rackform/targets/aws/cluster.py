@@ -1,4 +1,6 @@
-"""A cluster on AWS: network (with the controller's Instance Connect Endpoint), the stack's key
+"""A cluster on AWS: network (with the controller's Instance Connect Endpoint; where the
+blueprint keeps a file system, its VPC, subnet and security groups are read from the data tier's
+own stack, rackform/targets/aws/data_tier.py), the stack's key
 material, node identity (IAM role and instance profile), the machine image (pinned, and baked
 into a node image where the blueprint says so), a cluster placement group for training, the
 bootstrap artifacts of groups that configure themselves, one
