@@ -85,11 +85,11 @@ def _err(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def data_first(plan: Plan, operation: str) -> None:
+def data_first(plan: Plan, operation: str, refresh: bool = False) -> None:
     """`preview` or `up` of the data tier's own stack (`plan.data_stack`), before the cluster's,
     which reads it: refused while the cluster's stack still holds the tier's pieces (`rackform
     data move`), with what its state lacks and the cloud still has imported (found by their
-    tags); exits with Pulumi's status where it fails."""
+    tags); `refresh` as `up --refresh`. Exits with Pulumi's status where it fails."""
     need("pulumi", operation)
     from rackform.stack.data_stack import DataStackError, adoption, check_moved, run_data
     from rackform.stack.workspace import WorkspaceError
@@ -100,7 +100,7 @@ def data_first(plan: Plan, operation: str) -> None:
         _say(
             f"rackform: {operation} of stack {plan.data_stack} (the data tier, which destroy keeps)"
         )
-        code = run_data(plan, plan.project, operation, config, _say, _err)
+        code = run_data(plan, plan.project, operation, config, _say, _err, refresh)
     except (DataStackError, WorkspaceError) as exc:
         raise user_error(str(exc)) from None
     if code:
@@ -275,7 +275,7 @@ def up(
         raise user_error(str(exc)) from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if plan.data_stack:
-        data_first(plan, "up")
+        data_first(plan, "up", refresh)
     operate(plan, "up", {REVALIDATE: stamp} if revalidate else None, refresh)
     after_up(plan, how)
 

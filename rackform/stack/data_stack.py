@@ -107,11 +107,14 @@ def run_data(
     config: dict[str, str],
     on_output: Say,
     on_error: Say,
+    refresh: bool = False,
 ) -> int:
-    """Pulumi's `operation` on the data stack with `config` added; Pulumi's exit status."""
+    """Pulumi's `operation` on the data stack with `config` added; Pulumi's exit status.
+    `refresh`: read its resources' live state first (`up --refresh`)."""
     from rackform.stack.workspace import open_data_stack, run
 
-    return run(open_data_stack(plan, root, extra=config), operation, on_output, on_error)
+    stack = open_data_stack(plan, root, extra=config)
+    return run(stack, operation, on_output, on_error, refresh=refresh)
 
 
 def destroy_data(plan: Plan, root: Path | None, on_output: Say, on_error: Say) -> int:

@@ -106,6 +106,15 @@ def test_up_brings_the_data_stack_up_first_with_its_own_config(world):
     assert f"up of stack {DATA} (the data tier, which destroy keeps)" in r.stdout
 
 
+def test_up_refresh_reads_both_stacks_live_state(world):
+    fake_pulumi.set_resources(world.tmp, DATA, _data_held(world))
+    r = world("up", world.bp, "--boot-deadline", "0", "--refresh", aws_down=True)
+    assert r.returncode == 0, r.stderr
+    ups = [c for c in _calls(world) if c and c[0] == "up"]
+    assert [c[c.index("--stack") + 1] for c in ups] == [DATA, STACK]
+    assert all("--refresh" in c for c in ups)
+
+
 def test_destroy_destroys_the_cluster_only_and_the_next_up_finds_the_file_system_again(world):
     fake_pulumi.set_resources(world.tmp, DATA, _data_held(world))
     fake_pulumi.set_resources(
