@@ -25,15 +25,16 @@ EXITS: dict[str, dict[int | str, str]] = {
         2: "nothing written: a file exists, DIR is a file or not writable, an unknown --target / --purpose",
     },
     "preview": {
-        "*": "Pulumi's exit status",
-        1: INTERNAL + "; or the deploy extra is not installed",
-        2: INVALID + "; or the Pulumi CLI is missing",
-    },
-    "up": {
-        "*": "Pulumi's exit status (of the stack's update, or of the update that records the wait for the nodes configured at boot)",
+        "*": "Pulumi's exit status (of the data tier's stack's preview, then the cluster's)",
         1: INTERNAL + "; or the deploy extra is not installed",
         2: INVALID
-        + "; or the Pulumi CLI is missing, promotion's gate refuses, or listed nodes configured at boot without --boot-bind (checked first) or with one it cannot listen on",
+        + "; or the Pulumi CLI is missing, or the cluster's stack still holds its data tier (`rackform data move`)",
+    },
+    "up": {
+        "*": "Pulumi's exit status (of the data tier's stack's update, the stack's, or the update that records the wait for the nodes configured at boot)",
+        1: INTERNAL + "; or the deploy extra is not installed",
+        2: INVALID
+        + "; or the Pulumi CLI is missing, promotion's gate refuses, listed nodes configured at boot without --boot-bind (checked first) or with one it cannot listen on, the cluster's stack still holds its data tier (`rackform data move`), or what the data tier's stack lacks could not be looked for in the cloud (or two resources carry its tags)",
         3: "not validated: some node configured at boot failed, ran another artifact or did not configure by --boot-deadline (each named, with what to do); the stack's validation records it",
     },
     "image build": {
@@ -50,9 +51,16 @@ EXITS: dict[str, dict[int | str, str]] = {
         3: "not validated: some node failed, ran another artifact or did not report by the deadline (each named, with what to do)",
     },
     "destroy": {
-        "*": "Pulumi's exit status",
+        "*": "Pulumi's exit status (of the cluster's stack's destroy; with --data, then of the data tier's stack's update and destroy)",
         1: INTERNAL + "; or the deploy extra is not installed, or not confirmed (without --yes)",
-        2: "invalid input, or the Pulumi CLI is missing (a preflight error does not refuse destroy)",
+        2: "invalid input, or the Pulumi CLI is missing (a preflight error does not refuse destroy), --data without a data tier of its own, or the cluster's stack still holds its data tier (`rackform data move`)",
+    },
+    "data move": {
+        0: "listed (a dry run), or moved",
+        "*": "`pulumi state move`'s exit status",
+        1: INTERNAL + "; or the deploy extra is not installed",
+        2: INVALID
+        + "; or the Pulumi CLI is missing, no data tier of its own, no stack or nothing to move, or the data tier's stack already holds a piece",
     },
     "configure": {
         0: "every host configured (--rolling: the rollout done, rolled back or abandoned)",

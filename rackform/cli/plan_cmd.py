@@ -1,8 +1,9 @@
 """`rackform plan FILE [--env ENV] [--json]`: the Pulumi program run offline under Pulumi's mock
-runtime; prints the resource tree and the count per type. No credentials, no network, no CLI.
+runtime; prints the resource tree and the count per type (a data tier's own stack first, where
+the blueprint keeps its file system in one). No credentials, no network, no CLI.
 
 The engine compiles and checks the blueprint first: a blueprint with an unwaived preflight error
-gets its findings and cost, and the program is not run. `plan_resources(plan)` is the data;
+gets its findings and cost, and the program is not run. `stack_resources(plan)` is the data;
 `render_text` and `plan_document` only present it.
 """
 
@@ -24,25 +25,31 @@ from rackform.plan.model import Plan
 from rackform.targets.runtimes import runtime
 
 
-def plan_resources(plan: Plan) -> list[dict[str, Any]]:
-    """Every resource `pulumi up` would register, in tree order:
+def _resource(r) -> dict[str, Any]:
+    return {
+        "type": r.type,
+        "name": r.name,
+        "parent": r.parent,
+        "custom": r.custom,
+        "protect": r.protect,
+        "depends_on": r.dependencies,
+        "inputs": r.inputs,
+        "options": r.options,
+    }
+
+
+def stack_resources(plan: Plan) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(stack, its resources) for each stack `pulumi up` would update, in the order `rackform
+    up` brings them up: the data tier's own stack first where the plan has one
+    (`plan.data_stack`), then the cluster's. Each resource, in tree order:
     `{"type", "name", "parent", "custom", "protect", "depends_on", "inputs", "options"}`
     (parent: the parent's name, None at the top; inputs as the engine sees them, unknowns as
     "(known after up)"; options: ignore_changes, replace_on_changes, delete_before_replace)."""
-    from rackform.stack.offline import record  # imports Pulumi only for plan
+    from rackform.stack.offline import record_stacks  # imports Pulumi only for plan
 
     return [
-        {
-            "type": r.type,
-            "name": r.name,
-            "parent": r.parent,
-            "custom": r.custom,
-            "protect": r.protect,
-            "depends_on": r.dependencies,
-            "inputs": r.inputs,
-            "options": r.options,
-        }
-        for r in record(plan, exiting=True)
+        (stack, [_resource(r) for r in records])
+        for stack, records in record_stacks(plan, exiting=True)
     ]
 
 
@@ -50,8 +57,12 @@ def counts(resources: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(Counter(r["type"] for r in resources).items()))
 
 
-def plan_document(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+def plan_document(
+    plan: Plan, resources: list[dict[str, Any]], data: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The plan of the cluster's stack (`resources`) and, where the plan has one, of its data
+    tier's own stack (`data`: its resources), under `"data"`."""
+    doc = {
         "blueprint": plan.source,
         "environment": plan.environment,
         "stack": plan.stack,
@@ -62,6 +73,14 @@ def plan_document(plan: Plan, resources: list[dict[str, Any]]) -> dict[str, Any]
         "rollout": runtime(plan.target.type).replacement(plan, resources),
         "configuration": configuration_document(plan),
     }
+    if plan.data_stack is not None:
+        doc["data"] = {
+            "stack": plan.data_stack,
+            "kept": True,  # `rackform destroy` and reap's never destroy it; every resource protected
+            "resources": data or [],
+            "counts": counts(data or []),
+        }
+    return doc
 
 
 def configuration_document(plan: Plan) -> dict[str, Any]:
@@ -85,17 +104,18 @@ def plan(
     Exits 2 when the blueprint is invalid or a preflight error is not waived (then the program
     is not run: only the findings and the cost are shown)."""
     p = prepared(file, env)
-    resources: list[dict[str, Any]] = []
+    stacks: list[tuple[str, list[dict[str, Any]]]] = [(p.plan.stack, [])]
     if not p.blocked:
         need("pulumi", "plan")
         from rackform.stack.errors import ProgramError
 
         try:
-            resources = plan_resources(p.plan)
+            stacks = stack_resources(p.plan)
         except ProgramError as exc:
             # Stack config the program refuses (e.g. an aws:region against the blueprint's).
             raise fail([p.plan.effective.problem(exc.path, exc.message, exc.fix)]) from None
-    doc = {**plan_document(p.plan, resources), "blocked": p.blocked}
+    data = stacks[0][1] if len(stacks) > 1 else None
+    doc = {**plan_document(p.plan, stacks[-1][1], data), "blocked": p.blocked}
     if as_json:
         doc.update(p.report.as_dict())
         typer.echo(jsontext.dumps(doc))  # json.dumps(doc, indent=2), at twice its speed

@@ -136,12 +136,6 @@ def render_text(doc: dict[str, Any], width: int | None = None) -> str:
     when the output is not a terminal) unless one input alone is longer."""
     width = width or shutil.get_terminal_size((100, 24)).columns
     resources = doc["resources"]
-    depth: dict[str | None, int] = {None: -1}
-    rows = []
-    for r in resources:
-        d = depth.get(r["parent"], -1) + 1
-        depth[r["name"]] = d
-        rows.append((d, r, summary(r)))
     lines = [
         f"Plan for {doc['blueprint']} (environment {doc['environment']}, stack {doc['stack']})",
         f"digest {doc['digest']}",
@@ -150,8 +144,18 @@ def render_text(doc: dict[str, Any], width: int | None = None) -> str:
         else "protected: no",
         "",
     ]
-    for d, typ, name, text in _fold(rows):
-        lines += _wrapped(f"{'  ' * d}{typ}  {name}", text, 2 * d, width)
+    data = doc.get("data")
+    if data:
+        head = (
+            f"Data tier: stack {data['stack']}, brought up first; every resource protected, and "
+            "`rackform destroy` (and reap's) leave it: only `rackform destroy --data` deletes "
+            "it, the file system's data with it"
+        )
+        lines += [*textwrap.wrap(head, width, subsequent_indent="  "), ""]
+        lines += _tree(data["resources"], width)
+        lines += ["", *_counts(data["resources"], data["counts"], "Data tier's resources by type:")]
+        lines += ["", f"Cluster: stack {doc['stack']}, reading the data tier's ids", ""]
+    lines += _tree(resources, width)
     rollout = doc.get("rollout")
     if rollout:
         lines += ["", f"Rollout: {rollout['strategy']} ({rollout['why']}): {rollout['downtime']}"]
@@ -165,8 +169,25 @@ def render_text(doc: dict[str, Any], width: int | None = None) -> str:
         for c in conf["groups"]:
             text = f"  {c['group']}: {configuring_line(c)}"
             lines += textwrap.wrap(text, width, subsequent_indent="      ")
-    lines += ["", "Resources by type:"]
-    counts = doc["counts"]
+    lines += ["", *_counts(resources, doc["counts"], "Resources by type:")]
+    return "\n".join(lines) + "\n"
+
+
+def _tree(resources: list[dict[str, Any]], width: int) -> list[str]:
+    depth: dict[str | None, int] = {None: -1}
+    rows = []
+    for r in resources:
+        d = depth.get(r["parent"], -1) + 1
+        depth[r["name"]] = d
+        rows.append((d, r, summary(r)))
+    lines: list[str] = []
+    for d, typ, name, text in _fold(rows):
+        lines += _wrapped(f"{'  ' * d}{typ}  {name}", text, 2 * d, width)
+    return lines
+
+
+def _counts(resources: list[dict[str, Any]], counts: dict[str, int], head: str) -> list[str]:
+    lines = [head]
     width = len(str(len(resources)))
     lines += [f"  {n:>{width}}  {t}" for t, n in counts.items()]
     components = sum(1 for r in resources if not r["custom"])
@@ -174,7 +195,7 @@ def render_text(doc: dict[str, Any], width: int | None = None) -> str:
         f"  {len(resources):>{width}}  in all ({len(resources) - components} resources, "
         f"{components} components)"
     )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def configuring_line(c: dict) -> str:

@@ -5,6 +5,10 @@ API, on the stack `<name>-<env>`. Pulumi's exit status is rackform's.
 refuses it too, so a bare `pulumi up` stops the same way). `destroy` does not: tearing a
 cluster down can only remove what the findings warn about.
 
+A blueprint that keeps its file system in a stack of its own (`Plan.data_stack`, `<stack>-data`)
+has that stack previewed and brought up first; `destroy` leaves it (`--data` destroys it too),
+and all three refuse a cluster's stack that still holds it (`rackform data move`).
+
 After the stack's update, `up` waits for the nodes configured at boot (rackform/boot/waiting.py),
 names each that did not pass, records the wait in the stack's validation (a targeted update of
 the Validate stage, only when its outcome changed) and exits 3 unless every one passed."""
@@ -72,6 +76,37 @@ def run_stack(
         refresh=refresh,
         targets=targets,
     )
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def data_first(plan: Plan, operation: str, refresh: bool = False) -> None:
+    """`preview` or `up` of the data tier's own stack (`plan.data_stack`), before the cluster's,
+    which reads it: refused while the cluster's stack still holds the tier's pieces (`rackform
+    data move`), with what its state lacks and the cloud still has imported (found by their
+    tags); `refresh` as `up --refresh`. Exits with Pulumi's status where it fails."""
+    need("pulumi", operation)
+    from rackform.stack.data_stack import DataStackError, adoption, check_moved, run_data
+    from rackform.stack.workspace import WorkspaceError
+
+    try:
+        check_moved(plan, plan.project, f"`rackform {operation}`")
+        config = adoption(plan, plan.project, _say)
+        _say(
+            f"rackform: {operation} of stack {plan.data_stack} (the data tier, which destroy keeps)"
+        )
+        code = run_data(plan, plan.project, operation, config, _say, _err, refresh)
+    except (DataStackError, WorkspaceError) as exc:
+        raise user_error(str(exc)) from None
+    if code:
+        raise typer.Exit(code)
+    _say(f"rackform: {operation} of stack {plan.stack} (the cluster)")
 
 
 def record_boot(plan: Plan, judged: Judged) -> int:
@@ -147,8 +182,21 @@ def after_up(plan: Plan, how: BootWait) -> None:
 
 @app.command()
 def preview(file: File, env: Env = None) -> None:
-    """Show what `up` would change (pulumi preview on the stack <name>-<env>)."""
-    operate(for_action(file, env, "nothing was previewed").plan, "preview")
+    """Show what `up` would change (pulumi preview on the stack <name>-<env>, after the data
+    tier's own stack <name>-<env>-data where the blueprint keeps its file system in one)."""
+    plan = for_action(file, env, "nothing was previewed").plan
+    if plan.data_stack:
+        from rackform.stack.data_stack import has_outputs
+
+        data_first(plan, "preview")
+        if not has_outputs(plan, plan.project):
+            _say(
+                f"rackform: no preview of stack {plan.stack} yet: it reads {plan.data_stack}'s "
+                "outputs, which its first `rackform up` makes (`rackform plan` shows both "
+                "stacks offline)"
+            )
+            return
+    operate(plan, "preview")
 
 
 @app.command()
@@ -255,6 +303,8 @@ def up(
     except (UpRefused, BootError) as exc:
         raise user_error(str(exc)) from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if plan.data_stack:
+        data_first(plan, "up", refresh)
     operate(plan, "up", {REVALIDATE: stamp} if revalidate else None, refresh)
     after_up(plan, how)
 
@@ -264,9 +314,20 @@ def destroy(
     file: File,
     env: Env = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    data: Annotated[
+        bool,
+        typer.Option(
+            "--data",
+            help="Also destroy the data tier's own stack <name>-<env>-data after the cluster's: "
+            "the file system and every file on it, and the network it sits in.",
+        ),
+    ] = False,
 ) -> None:
     """Delete every resource of the stack <name>-<env>. Asks first unless --yes; refuses a
-    cluster with lifecycle.protect: true. Hosts that already existed are released, never wiped."""
+    cluster with lifecycle.protect: true. Hosts that already existed are released, never wiped.
+    A file system the blueprint keeps (storage.shared fsx or efs, retain: true) lives in the
+    stack <name>-<env>-data with the network it sits in, which destroy leaves (the next `up`
+    uses it again) unless --data."""
     plan = prepared(file, env).plan
     if plan.lifecycle.protect:
         raise user_error(
@@ -274,8 +335,28 @@ def destroy(
             "(lifecycle.protect: true); set it to false in the blueprint, run `rackform up`, "
             "then destroy"
         )
+    if data and not plan.data_stack:
+        raise user_error(
+            f"{file}: cluster {plan.name} keeps no file system in a stack of its own "
+            "(storage.shared fsx or efs, created and retained): nothing was destroyed"
+        )
+    if plan.data_stack:
+        need("pulumi", "destroy")
+        from rackform.stack.data_stack import DataStackError, check_moved
+        from rackform.stack.workspace import WorkspaceError
+
+        try:
+            check_moved(plan, plan.project, "`rackform destroy`")
+        except (DataStackError, WorkspaceError) as exc:
+            raise user_error(str(exc)) from None
     if not yes:
         question = f"Destroy every resource of stack {plan.stack}?"
+        if data:
+            question = (
+                f"Destroy every resource of stack {plan.stack} and of its data tier's stack "
+                f"{plan.data_stack}: {plan.shared.describe()} and every file on it, and the "
+                "VPC, subnet and security groups it sits in?"
+            )
         try:
             confirmed = typer.confirm(question, default=False)
         except typer.Abort:
@@ -284,3 +365,20 @@ def destroy(
             print("rackform: not destroyed (confirm, or pass --yes)", file=sys.stderr)
             raise typer.Exit(1)
     operate(plan, "destroy")
+    if not plan.data_stack:
+        return
+    if not data:
+        _say(
+            f"rackform: kept stack {plan.data_stack}: {plan.shared.describe()} and the network "
+            "it sits in; `rackform up` uses them again, `rackform destroy --data` deletes them"
+        )
+        return
+    from rackform.stack.data_stack import destroy_data
+
+    try:
+        code = destroy_data(plan, plan.project, _say, _err)
+    except WorkspaceError as exc:
+        raise user_error(str(exc)) from None
+    if code:
+        raise typer.Exit(code)
+    _say(f"rackform: destroyed stack {plan.data_stack}: the file system and its data are gone")

@@ -94,15 +94,18 @@ class BlueprintDiff:
 
 def side_of(p: Prepared, shown: str, rules: dict[str, str]) -> Side:
     """`shown`: how findings name the file (PATH@REV, not the temporary copy)."""
-    from rackform.stack.offline import record  # Pulumi only when something is planned
+    from rackform.stack.offline import record_stacks  # Pulumi only when something is planned
     from rackform.stack.replacement import flatten
 
     plan = p.plan
     resources = {}
     if not p.blocked:
+        # Every stack's (the data tier's own, where it has one, then the cluster's): a URN
+        # names its stack, so they never collide.
         resources = {
             r.urn: {"type": r.type, "custom": r.custom, "inputs": r.inputs, "options": r.options}
-            for r in record(plan)
+            for _, records in record_stacks(plan)
+            for r in records
         }
     findings = {}
     for lf in p.report.findings:

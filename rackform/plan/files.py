@@ -1,5 +1,6 @@
 """What `rackform compile` writes, as file contents: the effective blueprint, the Pulumi stack
-config and the Ansible inventory with group_vars, all read off the compiled plan. Pure and
+config (and the data tier's stack's, where it has one) and the Ansible inventory with group_vars,
+all read off the compiled plan. Pure and
 deterministic: the same plan gives byte-identical files."""
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ def files_for(plan: Plan) -> dict[str, str]:
         "source": plan.stack_config["rackform:blueprint"],
         "blueprint": plan.effective.blueprint.model_dump(mode="json", exclude={"environments"}),
     }
-    return {
+    files = {
         "blueprint.effective.json": json.dumps(body, indent=2, sort_keys=False) + "\n",
         f"Pulumi.{plan.stack}.yaml": head + _yaml({"config": thaw(plan.stack_config)}),
         "inventory/hosts.yml": head + _yaml(thaw(plan.inventory)),
         "inventory/group_vars/all.yml": head + _yaml(thaw(plan.group_vars)),
     }
+    if plan.data_stack:  # the data tier's own stack (a kept file system), brought up first
+        files[f"Pulumi.{plan.data_stack}.yaml"] = head + _yaml({"config": plan.data_stack_config})
+    return files

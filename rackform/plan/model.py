@@ -54,6 +54,11 @@ def thaw(value: Any) -> Any:
     return value
 
 
+# The data tier's stack is the cluster's name with this suffix; its config names the tier.
+DATA_STACK_SUFFIX = "-data"
+TIER_KEY = "rackform:tier"
+
+
 def stack_name(effective: Effective) -> str:
     """The Pulumi stack of a blueprint's environment: `<name>-<environment>`."""
     return f"{effective.blueprint.name}-{effective.environment}"
@@ -211,6 +216,23 @@ class Basis:
         if self.shared is not None and "checkpoints" in self.shared.holds:
             return f"{self.shared.mount}/checkpoints"
         return None
+
+    @property
+    def data_stack(self) -> str | None:
+        """The stack that holds the data tier apart from the cluster's, `<stack>-data`: where the
+        stack creates the shared file system and keeps it on destroy (storage.shared `fsx` or
+        `efs` with no `file_system_id` and `retain: true`), with the network it lives in.
+        `rackform destroy` (and reap's) destroy the cluster's stack only. None: no such tier (no
+        shared tier, a server of a site's, one named by id, or one that goes with the cluster)."""
+        tier = self.shared and (self.shared.fsx or self.shared.efs)
+        if not tier or tier.file_system_id or not tier.retain:
+            return None
+        return f"{self.stack}{DATA_STACK_SUFFIX}"
+
+    @property
+    def data_stack_config(self) -> dict[str, str]:
+        """The data stack's config: the cluster's, and the tier it builds (`rackform:tier`)."""
+        return {**self.stack_config, TIER_KEY: "data"}
 
     @property
     def tier_endpoint(self) -> str | None:

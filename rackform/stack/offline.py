@@ -27,8 +27,8 @@ from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.rpc import UNKNOWN
-from pulumi.runtime.settings import SETTINGS
-from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.settings import SETTINGS, set_root_resource
+from pulumi.runtime.stack import run_in_stack, run_pulumi_func
 
 from rackform.plan.model import Plan, thaw
 from rackform.targets.runtime import OfflineAnswers
@@ -57,6 +57,8 @@ class Record:
     replace_on_changes: list[str] = field(default_factory=list)
     dependency_urns: frozenset[str] = frozenset()
     inputs: dict[str, Any] = field(default_factory=dict)
+    import_id: str = ""  # the cloud id of an existing resource to import (Pulumi's `import`)
+    aliases: tuple[str, ...] = ()  # URNs it was known by (Pulumi's `aliases`, as full URNs)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -110,16 +112,34 @@ def answers() -> OfflineAnswers:
     return OfflineAnswers.merged(r.offline_answers() for r in RUNTIMES.values())
 
 
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+ORGANIZATION = "organization"  # what a self-managed backend calls every stack's organization
+
+
 class RecordingMocks(Mocks):
     """Answers for the engine: every output is the input echoed back, plus placeholders and
-    the targets' own answers."""
+    the targets' own answers. `references`: what each stack another stack reads through a
+    StackReference exports (stack name -> outputs), as its own program registered them."""
 
-    def __init__(self) -> None:
+    def __init__(self, references: dict[str, dict[str, Any]] | None = None) -> None:
         self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.references = references or {}
         a = answers()
         self.computed, self.unknown, self.calls = a.computed, a.unknown, a.calls
 
+    def _reference(self, args: MockResourceArgs) -> tuple[str | None, dict]:
+        stack = str(args.resource_id).rsplit("/", 1)[-1]
+        if stack not in self.references:
+            raise RuntimeError(f"the offline plan has no outputs of stack {stack} to read")
+        return args.resource_id, {
+            "name": args.resource_id,
+            "outputs": self.references[stack],
+            "secretOutputNames": [],
+        }
+
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
+        if args.typ == STACK_REFERENCE:
+            return self._reference(args)
         inputs = {k: v for k, v in args.inputs.items() if k != PROVIDER_KEY}
         self.inputs[(args.typ, args.name)] = inputs
         # A component has no state; a read (`Resource.get`, by id) is a custom resource that
@@ -179,6 +199,8 @@ class RecordingMonitor(MockMonitor):
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     retain_on_delete=bool(request.retainOnDelete),
                     replace_on_changes=sorted(request.replaceOnChanges),
+                    import_id=request.importId,
+                    aliases=tuple(a.urn for a in request.aliases if a.urn),
                 )
             )
         return response
@@ -266,9 +288,18 @@ def _restore_class(cls: type, saved: dict[str, Any]) -> None:
 
 
 def record(plan: Plan, *, exiting: bool = False, **providers) -> list[Record]:
-    """Every resource the program would register for this plan, in tree order, with the stack
-    config `rackform up` would set. `exiting`: the caller is a command whose process ends soon
-    (see `_record`)."""
+    """Every resource the program would register for this plan's stack, in tree order, with the
+    stack config `rackform up` would set. `exiting`: the caller is a command whose process ends
+    soon (see `_record`). Where the plan has a data tier of its own, the cluster's stack reads
+    it through a StackReference: answered with what the data tier's program exports."""
+    return record_stacks(plan, exiting=exiting, **providers)[-1][1]
+
+
+def record_stacks(
+    plan: Plan, *, exiting: bool = False, **providers
+) -> list[tuple[str, list[Record]]]:
+    """(stack, its records) for every stack of the plan, in the order `rackform up` brings them
+    up: the data tier's stack (`plan.data_stack`) where there is one, then the cluster's."""
 
     def run() -> None:
         # The program's modules are imported only once the mocks are in place (the order
@@ -277,7 +308,31 @@ def record(plan: Plan, *, exiting: bool = False, **providers) -> list[Record]:
 
         program.build(plan, **providers)
 
-    return record_program(run, plan.stack, thaw(plan.stack_config), exiting=exiting)
+    out: list[tuple[str, list[Record]]] = []
+    references: dict[str, dict[str, Any]] = {}
+    if plan.data_stack is not None:
+        data, outputs = record_data(plan, exiting=exiting)
+        out.append((plan.data_stack, data))
+        references[plan.data_stack] = outputs
+    cluster = contextvars.copy_context().run(
+        _record, run, plan.stack, thaw(plan.stack_config), exiting, references
+    )[0]
+    return [*out, (plan.stack, cluster)]
+
+
+def record_data(
+    plan: Plan, *, exiting: bool = False, config: dict[str, str] | None = None
+) -> tuple[list[Record], dict[str, Any]]:
+    """The data tier's stack (`plan.data_stack`): its records and the outputs it exports.
+    `config`: stack config beyond the plan's (what `rackform up` adds, e.g. rackform:adopt)."""
+
+    def run() -> None:
+        from rackform.stack import program
+
+        program.build_data(plan)
+
+    config = {**thaw(plan.data_stack_config), **(config or {})}
+    return contextvars.copy_context().run(_record, run, plan.data_stack, config, exiting, {}, True)
 
 
 def record_program(
@@ -286,11 +341,14 @@ def record_program(
     config: dict[str, str] | None = None,
     *,
     exiting: bool = False,
+    references: dict[str, dict[str, Any]] | None = None,
 ) -> list[Record]:
     """Run a Pulumi program function under the recording mocks. Each call gets a fresh context
     (Pulumi keeps its settings, config and root resource in context variables) and event loop,
-    so it can be called again in the same process."""
-    return contextvars.copy_context().run(_record, run, stack, config or {}, exiting)
+    so it can be called again in the same process. `references`: see RecordingMocks."""
+    return contextvars.copy_context().run(
+        _record, run, stack, config or {}, exiting, references or {}
+    )[0]
 
 
 STACK_TRACE = "_get_stack_trace"
@@ -302,13 +360,21 @@ def _no_stack_trace() -> source_pb2.StackTrace:
 
 
 def _record(
-    run: Callable[[], None], stack: str, config: dict[str, str], exiting: bool
-) -> list[Record]:
+    run: Callable[[], None],
+    stack: str,
+    config: dict[str, str],
+    exiting: bool,
+    references: dict[str, dict[str, Any]],
+    exports: bool = False,
+) -> tuple[list[Record], dict[str, Any]]:
+    """`exports`: run the program inside a root stack of its own, as `pulumi up` does, so its
+    exports register as the stack's outputs (returned with the records)."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     SETTINGS.outputs = set()
     set_all_config(config)
-    mocks = RecordingMocks()
+    mocks = RecordingMocks()  # (what tests put in its place takes no arguments)
+    mocks.references = references
     monitor = RecordingMonitor(mocks)
     # The SDK allocates some hundred futures and closures per resource, all short-lived and
     # freed by reference counting; the cyclic collector only rescans them, over and over (half
@@ -320,13 +386,24 @@ def _record(
     # more, the recorder runs as the SDK is (tests/stack/test_offline_speed.py says when).
     traced = getattr(sdk_resource, STACK_TRACE, None)
     try:
-        set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
+        set_mocks(
+            mocks,
+            project=PROJECT,
+            stack=stack,
+            preview=True,
+            monitor=monitor,
+            organization=ORGANIZATION,
+        )
         # Each registration walks and converts the whole Python stack into source positions
         # for the engine's diagnostics (a sixth of a 4,096-node plan); the mocks never read
         # them, so the recorder registers none.
         if traced is not None:
             setattr(sdk_resource, STACK_TRACE, _no_stack_trace)
-        loop.run_until_complete(run_pulumi_func(run))
+        if exports:
+            set_root_resource(None)  # set_mocks made an empty root stack; the program gets one
+            loop.run_until_complete(run_in_stack(run))
+        else:
+            loop.run_until_complete(run_pulumi_func(run))
     finally:
         if traced is not None:
             setattr(sdk_resource, STACK_TRACE, traced)
@@ -342,4 +419,4 @@ def _record(
         _restore_class(pickle._Pickler, pickler)
     for r in monitor.records:
         r.inputs = {k: plain(v) for k, v in sorted(mocks.inputs.get((r.type, r.name), {}).items())}
-    return tree_order(monitor.records)
+    return tree_order(monitor.records), monitor.stack_outputs

@@ -1,7 +1,8 @@
 """The Pulumi program. `stacks/__main__.py` calls `main`: the stack config names the blueprint
 and environment, the engine compiles and checks it (an unwaived preflight error stops the
-program before any resource is registered), and `build` creates every resource. `rackform plan`
-calls the same `build` under Pulumi's mock runtime, so the offline plan and a real `pulumi up`
+program before any resource is registered), and `build` creates every resource; a stack whose
+config says `rackform:tier: data` is the blueprint's data tier (`build_data`). `rackform plan`
+calls the same functions under Pulumi's mock runtime, so the offline plan and a real `pulumi up`
 cannot disagree about what would be created."""
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from rackform.boot.reports import BOOT_CHECK
 from rackform.engine import Blocked, for_action
 from rackform.evidence.verdict import verdict
 from rackform.paths import config_path
-from rackform.plan.compile import BOOT_VERDICT, REVALIDATE
-from rackform.plan.model import Plan
+from rackform.plan.compile import BOOT_VERDICT, RELEASE, REVALIDATE
+from rackform.plan.model import TIER_KEY, Plan
 from rackform.stack.cluster import Cluster
 from rackform.stack.errors import ProgramError
 from rackform.stack.gate import UpRefused, before_up
@@ -70,6 +71,23 @@ def build(plan: Plan, **providers) -> Cluster:
     return cluster
 
 
+def build_data(plan: Plan) -> pulumi.ComponentResource:
+    """Create the data tier's own stack (`plan.data_stack`): the file system the stack keeps and
+    what it needs kept with it, every resource protected (children inherit it) unless
+    `rackform destroy --data` lifted it (`rackform:release`), and its ids exported for the
+    cluster's stack to read. Nothing in it depends on the cluster's stack."""
+    rt = runtime(plan.target_type)
+    rt.check_stack_config(plan, stack_setting)
+    released = stack_setting(RELEASE) == "true"
+    tier = rt.data_tier(plan, pulumi.ResourceOptions(protect=not released), stack_setting)
+    pulumi.export("cluster", plan.name)
+    pulumi.export("environment", plan.environment)
+    pulumi.export("digest", plan.digest)
+    for key, value in tier.outputs.items():
+        pulumi.export(key, value)
+    return tier
+
+
 def fail_unless_passed(
     plan: Plan, passed: bool | None, failure: str | None, report: dict | None = None
 ) -> None:
@@ -94,7 +112,18 @@ def main(project: Path) -> None:
     try:
         prepared = for_action(blueprint, config.get("environment"), project=project)
         before_up(prepared.plan, project)  # a bare `pulumi up` is gated as `rackform up` is
-        build(prepared.plan)
+        if config.get("tier") == "data":
+            if prepared.plan.data_stack is None:
+                raise ProgramError(
+                    f"stack config {TIER_KEY} is data, but the blueprint keeps no file system in "
+                    "a stack of its own",
+                    ("storage", "shared"),
+                    "remove the key, or give storage.shared an fsx or efs the stack creates "
+                    "and keeps",
+                )
+            build_data(prepared.plan)
+        else:
+            build(prepared.plan)
     except BlueprintError as exc:
         raise pulumi.RunError("\n".join(map(str, exc.problems))) from None
     except Blocked as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -78,11 +79,51 @@ def open_stack(plan: Plan, root: Path | None, extra: Mapping[str, str] | None = 
     """Select (or create) the stack `<name>-<env>` of the project at `root`, and set its config
     to the plan's (the same file `rackform compile` writes) and `extra` (e.g. a validation
     request)."""
+    return _open(plan, root, plan.stack, {**plan.stack_config, **(extra or {})})
+
+
+def open_data_stack(
+    plan: Plan, root: Path | None, extra: Mapping[str, str] | None = None
+) -> auto.Stack:
+    """The same for the data tier's own stack (`plan.data_stack`), with its config."""
+    return _open(plan, root, plan.data_stack, {**plan.data_stack_config, **(extra or {})})
+
+
+def _open(plan: Plan, root: Path | None, name: str, config: Mapping[str, str]) -> auto.Stack:
     opts = _workspace(plan, root)
-    stack = auto.create_or_select_stack(stack_name=plan.stack, work_dir=str(root), opts=opts)
-    config = {**plan.stack_config, **(extra or {})}
+    stack = auto.create_or_select_stack(stack_name=name, work_dir=str(root), opts=opts)
     stack.set_all_config({k: auto.ConfigValue(value=v) for k, v in config.items()})
     return stack
+
+
+def held_urns(plan: Plan, root: Path | None, name: str) -> set[str] | None:
+    """The URNs the state of the stack `name` holds (`pulumi stack export`); None where there
+    is no such stack. Nothing is created or changed."""
+    opts = _workspace(plan, root)
+    try:
+        stack = auto.select_stack(stack_name=name, work_dir=str(root), opts=opts)
+        deployment = stack.export_stack().deployment or {}
+    except auto.StackNotFoundError:
+        return None
+    except auto.CommandError as exc:
+        raise WorkspaceError(f"stack {name}: state not read ({_first_line(exc)})") from None
+    return {r["urn"] for r in deployment.get("resources") or [] if r.get("urn")}
+
+
+def pulumi_command(plan: Plan, root: Path | None, args: list[str]) -> tuple[int, str]:
+    """`pulumi ARGS` in the project at `root` on the configured backend, for what the
+    Automation API does not offer (`pulumi state move`); its exit status and output."""
+    opts = _workspace(plan, root)
+    env = {**os.environ, **(opts.env_vars or {})}
+    done = subprocess.run(
+        ["pulumi", "--non-interactive", *args],
+        cwd=str(root),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode, (done.stdout + done.stderr).strip()
 
 
 def stack_outputs(plan: Plan, root: Path | None) -> dict[str, Any]:

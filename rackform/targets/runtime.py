@@ -24,6 +24,11 @@ if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every com
     from rackform.boot.serve import Tls
 
 
+class LookupFailed(Exception):
+    """The cloud could not be searched for what a data tier's stack lacks, or its answer is
+    ambiguous (one line)."""
+
+
 class ImageNotBuilt(Exception):
     """Why `rackform image build` builds nothing for this blueprint (one line)."""
 
@@ -148,6 +153,26 @@ class TargetRuntime:
         the stack creates Slurm's controller (AWS), `slurm_controller` ([name, address, port,
         instance id]; not a node, so not in `nodes`)."""
         raise NotImplementedError
+
+    def data_tier(
+        self, plan: Plan, opts: pulumi.ResourceOptions, setting: Callable[[str], str | None]
+    ) -> pulumi.ComponentResource:
+        """The component of the data tier's own stack (`plan.data_stack`: a file system the
+        stack creates and keeps, with what it needs kept with it), with `outputs` (name ->
+        output) to export. Only a target whose shared tier the stack creates has one."""
+        raise NotImplementedError(f"{self.label} has no data tier of its own")
+
+    def data_pieces(self, plan: Plan) -> tuple[Any, ...]:
+        """What the data tier's stack holds, each with `type`, `name` and `urn(stack)` (its
+        URN in a stack as it was before the data tier had its own): what `rackform data move`
+        moves and `rackform up` looks for (none without a data tier)."""
+        return ()
+
+    def find_kept(self, plan: Plan, pieces: tuple[Any, ...]) -> dict[str, dict[str, str]]:
+        """The `pieces` still in the cloud, found by their tags: {logical name: {"id": ...}}
+        for the data tier's stack to import. LookupFailed where it cannot look, or where two
+        resources carry one piece's tags."""
+        return {}
 
     def reach(self, plan: Plan, name: str, identity=None, known_hosts=None) -> Runner:
         """A host of the cluster by name (a node, or Slurm's controller) for commands after

@@ -4,8 +4,9 @@ The Automation API shells out to `pulumi`; this machine has no Pulumi CLI and mu
 one, so the tests put this script on PATH. It appends every invocation (argv, cwd, backend) to
 $FAKE_PULUMI_LOG as a JSON line, keeps stacks and their config in $FAKE_PULUMI_STATE, answers the
 Automation API's questions the way the real CLI does (`version`, `stack select/init`,
-`config set-all`, `config --json`, `stack output`, `stack history`, the engine event log) and exits from an
-operation with $FAKE_PULUMI_EXIT (default 0).
+`config set-all`, `config --json`, `stack output`, `stack history`, `stack export`, the engine event
+log), moves resources between stacks' states as `pulumi state move` does, and exits from an
+operation with $FAKE_PULUMI_EXIT (default 0); a destroy empties the stack's state.
 """
 
 from __future__ import annotations
@@ -67,6 +68,34 @@ if args[:2] == ["stack", "output"]:
     # What the engine recorded at the stack's last update (set by a test: set_outputs).
     print(json.dumps(state.get("outputs", {}).get(opt("--stack"), {})))
     sys.exit(0)
+if args[:2] == ["stack", "export"]:
+    # The stack's state as `pulumi stack export` prints it (its resources set by a test:
+    # set_resources; an update's program is not run here).
+    held = state.get("deployments", {}).get(opt("--stack"), [])
+    print(json.dumps({"version": 3, "deployment": {"resources": held}}))
+    sys.exit(0)
+if args[:2] == ["state", "move"]:
+    # As `pulumi state move` does to the two states: the resources named by URN (and their
+    # children) leave the source, renamed into the destination stack.
+    source, dest = opt("--source"), opt("--dest")
+    if dest not in state["stacks"]:
+        print(f"error: no stack named '{dest}' found", file=sys.stderr)
+        sys.exit(255)
+    deployments = state.setdefault("deployments", {})
+    held = deployments.get(source, [])
+    urns = [a for a in args[2:] if a.startswith("urn:")]
+    moving = [r for r in held if r["urn"] in urns or r.get("parent") in urns]
+    if not moving:
+        print("error: no resources found to move", file=sys.stderr)
+        sys.exit(255)
+    deployments[source] = [r for r in held if r not in moving]
+    prefix = f"urn:pulumi:{source}::"
+    deployments.setdefault(dest, []).extend(
+        {**r, "urn": f"urn:pulumi:{dest}::" + r["urn"].removeprefix(prefix)} for r in moving
+    )
+    save()
+    print(f"Successfully moved resources from {source} to {dest}")
+    sys.exit(0)
 if args[:2] == ["stack", "history"]:
     print(json.dumps([{
         "kind": "update", "startTime": "2026-01-01T00:00:00.000Z", "message": "",
@@ -88,6 +117,9 @@ if args and args[0] in ("preview", "up", "destroy"):
     code = int(os.environ.get("FAKE_PULUMI_EXIT", "0"))
     if code:
         print(f"error: fake {args[0]} failed", file=sys.stderr)
+    elif args[0] == "destroy" and opt("--stack") in state.get("deployments", {}):
+        state["deployments"][opt("--stack")] = []  # a destroy leaves the stack empty
+        save()
     sys.exit(code)
 print(f"fake pulumi: unexpected arguments {args}", file=sys.stderr)
 sys.exit(99)
@@ -111,6 +143,29 @@ def set_outputs(tmp: Path, stack: str, outputs: dict) -> None:
     state.setdefault("stacks", {}).setdefault(stack, {})
     state.setdefault("outputs", {})[stack] = outputs
     path.write_text(json.dumps(state))
+
+
+def set_resources(tmp: Path, stack: str, urns: list[str]) -> None:
+    """Record a stack's state as holding resources with these URNs (what `pulumi stack export`
+    then shows), as the engine would after an update."""
+    path = tmp / "pulumi-state.json"
+    state = json.loads(path.read_text()) if path.exists() else {"stacks": {}}
+    state.setdefault("stacks", {}).setdefault(stack, {})
+    state.setdefault("deployments", {})[stack] = [
+        {"urn": u, "type": u.split("::")[2].rsplit("$", 1)[-1]} for u in urns
+    ]
+    path.write_text(json.dumps(state))
+
+
+def held(tmp: Path, stack: str) -> list[str]:
+    """The URNs a stack's state holds now."""
+    state = json.loads((tmp / "pulumi-state.json").read_text())
+    return [r["urn"] for r in state.get("deployments", {}).get(stack, [])]
+
+
+def config_of(tmp: Path, stack: str) -> dict[str, str]:
+    """A stack's config as the fake holds it."""
+    return json.loads((tmp / "pulumi-state.json").read_text())["stacks"].get(stack, {})
 
 
 def environ(bin_dir: Path, tmp: Path, **extra: str) -> dict[str, str]:

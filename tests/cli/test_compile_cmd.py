@@ -63,3 +63,15 @@ def test_compile_invalid_writes_nothing(tmp_path, write):
     r = rackform("compile", bad, "-o", tmp_path / "out")
     assert r.returncode == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_compile_writes_the_data_tiers_stack_config_where_it_has_one(tmp_path):
+    doc = yaml.safe_load((ROOT / "blueprints/aws-training.yaml").read_text())
+    doc["storage"] = {**doc.get("storage", {}), "shared": {"fsx": {"storage_tib": 2.4}}}
+    bp = tmp_path / "kept.yaml"
+    bp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = rackform("compile", bp, "-e", "dev", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    cluster = yaml.safe_load((tmp_path / "out/Pulumi.llm-train-a-dev.yaml").read_text())["config"]
+    data = yaml.safe_load((tmp_path / "out/Pulumi.llm-train-a-dev-data.yaml").read_text())
+    assert data["config"] == {**cluster, "rackform:tier": "data"}

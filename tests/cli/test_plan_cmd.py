@@ -207,3 +207,37 @@ def test_plan_shows_the_node_images_builder_under_the_cluster(write):
         rackform("plan", "blueprints/aws-training.yaml", "--env", "dev", "--json").stdout
     )
     assert not [x for x in plain["resources"] if "imagebuilder" in x["type"]]
+
+
+def test_plan_shows_the_data_tiers_own_stack_first_where_the_blueprint_keeps_a_file_system(
+    write,
+):
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "blueprints" / "aws-training.yaml").read_text())
+    doc["storage"] = {**doc["storage"], "shared": {"fsx": {"storage_tib": 2.4}}}
+    path = write(yaml.safe_dump(doc, sort_keys=False))
+    r = rackform("plan", path, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    data = doc["data"]
+    assert (data["stack"], data["kept"]) == ("llm-train-a-default-data", True)
+    fs = next(x for x in data["resources"] if x["type"].endswith("LustreFileSystem"))
+    assert fs["protect"] and fs["inputs"]["subnetIds"] == "<llm-train-a-default-nodes>.id"
+    assert all(x["protect"] for x in data["resources"])
+    assert sum(data["counts"].values()) == len(data["resources"])
+    # The cluster's stack reads the network it shares with the file system, holds none of it.
+    names = {x["name"] for x in doc["resources"]}
+    assert not names & {x["name"] for x in data["resources"]}
+    assert "aws:fsx/lustreFileSystem:LustreFileSystem" not in doc["counts"]
+    out = rackform("plan", path).stdout
+    assert out.index("Data tier: stack llm-train-a-default-data") < out.index(
+        "Cluster: stack llm-train-a-default, reading the data tier's ids"
+    )
+    assert "Data tier's resources by type:" in out
+
+
+def test_a_plan_without_a_kept_file_system_has_no_data_tier():
+    r = rackform("plan", "blueprints/aws-training.yaml", "--env", "dev", "--json")
+    assert "data" not in json.loads(r.stdout)
+    assert "Data tier" not in rackform("plan", "blueprints/aws-training.yaml").stdout

@@ -155,3 +155,35 @@ def test_plans_are_deterministic_and_repeatable_in_one_process(tmp_path):
     again = _view(plan(tmp_path, AWS_TRAINING))
     assert first == again
     assert first != other
+
+
+def test_the_data_tiers_stack_config_makes_the_program_build_the_data_tier(tmp_path):
+    """`pulumi up -s <stack>-data` (what `rackform up` runs first): the same program, its config
+    naming the tier, registers what `rackform plan` shows for the data tier's stack; the
+    cluster's stack then registers what plan shows for it, reading the data tier's outputs."""
+    from rackform.stack.offline import record_data, record_stacks
+
+    doc = {**AWS_TRAINING, "storage": {"shared": {"fsx": {"import_path": "s3://ml-data/x/"}}}}
+    p = compile_effective(load_effective(write_blueprint(tmp_path, doc)))
+    config = dict(p.data_stack_config)
+    assert config["rackform:tier"] == "data"
+    data, outputs = record_data(p)
+    assert _view(_main_under_mocks(config, p.data_stack)) == _view(data)
+    cluster = record_program(
+        lambda: runpy.run_path(str(MAIN)),
+        p.stack,
+        dict(p.stack_config),
+        references={p.data_stack: outputs},
+    )
+    assert _view(cluster) == _view(record_stacks(p)[-1][1])
+
+
+def test_a_data_tier_config_on_a_blueprint_without_one_is_refused(tmp_path):
+    path = write_blueprint(tmp_path, AWS_TRAINING)
+    config = {
+        "rackform:blueprint": str(path),
+        "rackform:environment": "default",
+        "rackform:tier": "data",
+    }
+    with pytest.raises(pulumi.RunError, match="keeps no file system in a stack of its own"):
+        _main_under_mocks(config, "t-train-default-data")

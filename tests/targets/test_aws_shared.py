@@ -1,12 +1,14 @@
 """FSx for Lustre as the shared tier, under Pulumi's mocks (the AWS API is what this machine
 cannot reach): the file system in the nodes' subnet and security group with the blueprint's
 capacity and throughput, the datasets' bucket linked the way its deployment type allows, kept
-on destroy unless the blueprint says otherwise, and nothing created for an existing one."""
+on destroy unless the blueprint says otherwise (in the data tier's own stack, protected, with
+the network it sits in), and nothing created for an existing one."""
 
 from __future__ import annotations
 
 import pytest
-from planhelp import AWS_TRAINING, of_type, one, plan, variant
+from planhelp import AWS_TRAINING, of_type, one, variant
+from planhelp import plan_all as plan
 
 
 def fsx(**kw) -> dict:
@@ -31,7 +33,9 @@ def test_a_persistent_2_file_system_with_its_datasets_bucket(tmp_path):
     assert fs.inputs["subnetIds"] == f"<{subnet.name}>.id"
     assert fs.inputs["securityGroupIds"] == [f"<{sg[0].name}>.id"]
     assert "importPath" not in fs.inputs  # PERSISTENT_2 links its bucket by association
-    assert fs.retain_on_delete
+    # Kept: in the data tier's stack, protected (never retained in a stack destroy destroys).
+    assert fs.urn.startswith("urn:pulumi:t-train-default-data::") and fs.protect
+    assert not fs.retain_on_delete
     dra = one(records, "fsx/dataRepositoryAssociation:DataRepositoryAssociation")
     assert dra.inputs["dataRepositoryPath"] == "s3://ml-data/tok"
     assert dra.inputs["fileSystemPath"] == "/datasets"
@@ -44,6 +48,8 @@ def test_scratch_takes_its_bucket_as_the_import_path_and_no_per_unit_setting(tmp
     fs = one(records, "fsx/lustreFileSystem:LustreFileSystem")
     assert fs.inputs["storageCapacity"] == 1200 and "perUnitStorageThroughput" not in fs.inputs
     assert fs.inputs["importPath"] == "s3://ml-data"
+    # Not kept: it goes with the cluster's stack, deleted before the subnet it sits in.
+    assert fs.urn.startswith("urn:pulumi:t-train-default::") and not fs.protect
     assert not fs.retain_on_delete
     assert of_type(records, "DataRepositoryAssociation") == []
 
@@ -137,8 +143,8 @@ def test_efs_with_a_mount_target_in_the_nodes_subnet_mounted_as_nfs_41(tmp_path)
     records = plan(tmp_path, efs())
     fs = one(records, "efs/fileSystem:FileSystem")
     assert fs.inputs["encrypted"] is True and fs.inputs["throughputMode"] == "elastic"
-    assert fs.retain_on_delete
     mt = one(records, "efs/mountTarget:MountTarget")
+    assert fs.protect and mt.protect and "-data::" in mt.urn
     (subnet,) = [r for r in of_type(records, "ec2/subnet:Subnet") if r.name.endswith("-nodes")]
     assert mt.inputs["subnetId"] == f"<{subnet.name}>.id"
     assert mt.inputs["fileSystemId"] == f"<{fs.name}>.id"

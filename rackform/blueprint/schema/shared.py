@@ -167,7 +167,7 @@ class FsxLustre(Strict):
     retain: Annotated[
         bool,
         Field(
-            description="`rackform destroy` (and reap's destroy) leave the file system and its data: datasets outlive clusters. false: it goes with the stack.",
+            description="Keep the file system and its data when the cluster goes (datasets outlive clusters): it lives in a stack of its own, <stack>-data, with the VPC, subnet and security groups it sits in, all protected, which `rackform destroy` and reap's destroy never destroy (`rackform destroy --data` does). false: it goes with the cluster's stack.",
         ),
     ] = True
     import_path: Annotated[
@@ -226,7 +226,7 @@ class Efs(Strict):
     retain: Annotated[
         bool,
         Field(
-            description="`rackform destroy` (and reap's destroy) leave the file system and its data; false: it goes with the stack."
+            description="Keep the file system and its data when the cluster goes: it lives in a stack of its own, <stack>-data, with the network its mount target sits in, all protected, which `rackform destroy` and reap's destroy never destroy (`rackform destroy --data` does). false: it goes with the cluster's stack."
         ),
     ] = True
     read_gbps: Annotated[

@@ -1,4 +1,6 @@
-"""A cluster on AWS: network (with the controller's Instance Connect Endpoint), the stack's key
+"""A cluster on AWS: network (with the controller's Instance Connect Endpoint; where the
+blueprint keeps a file system, its VPC, subnet and security groups are read from the data tier's
+own stack, rackform/targets/aws/data_tier.py), the stack's key
 material, node identity (IAM role and instance profile), the machine image (pinned, and baked
 into a node image where the blueprint says so), a cluster placement group for training, the
 bootstrap artifacts of groups that configure themselves, one
@@ -18,6 +20,7 @@ from rackform.stack.outputs import applied
 from rackform.targets.aws.access import NodeKeys, access
 from rackform.targets.aws.bootstrap import ArtifactBucket, group_artifact, node_policy
 from rackform.targets.aws.controller import SlurmController
+from rackform.targets.aws.data_tier import HeldDataTier
 from rackform.targets.aws.image_pin import ImagePin
 from rackform.targets.aws.names import asg_name
 from rackform.targets.aws.network import AwsNetwork
@@ -63,7 +66,16 @@ class AwsCluster(pulumi.ComponentResource):
         # Joining nodes and the node image's builder fetch their artifact from S3, and jobs copy
         # checkpoints to an S3 tier.
         s3 = bool(joining) or plan.baked or on_aws(plan.object_tier)
-        self.network = AwsNetwork(f"{name}-network", plan, s3_endpoint=s3, opts=child)
+        # A kept file system lives in the data tier's own stack with the network it sits in
+        # (data_tier.py): read from there, and everything else created in its VPC.
+        held = HeldDataTier(plan, self) if plan.data_stack else None
+        self.network = AwsNetwork(
+            f"{name}-network",
+            plan,
+            s3_endpoint=s3,
+            held=held.network if held else None,
+            opts=child,
+        )
         self.keys = NodeKeys(f"{name}-keys", plan.stack, opts=child)
         self.access = access(self.keys)
 
@@ -131,8 +143,8 @@ class AwsCluster(pulumi.ComponentResource):
                 opts=child,
             ).name
 
-        self.shared = None
-        if plan.shared is not None and plan.shared.kind in ("fsx", "efs"):
+        self.shared: AwsSharedStorage | HeldDataTier | None = held
+        if held is None and plan.shared is not None and plan.shared.kind in ("fsx", "efs"):
             self.shared = AwsSharedStorage(
                 f"{name}-shared", plan, self.network.subnet, self.network.security_group, opts=child
             )

@@ -14,6 +14,8 @@ connections, so the runner opens at most 20 at a time on AWS.)"""
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
@@ -48,12 +50,154 @@ def ssh_rules(cidrs: tuple[str, ...], endpoint_sg) -> list[dict[str, object]]:
     return rules
 
 
-class AwsNetwork(pulumi.ComponentResource):
-    """VPC, subnets, NAT egress and the cluster security group."""
+class Held:
+    """A resource another stack holds, known here by its id: what the cluster's stack reads of
+    the data tier's stack (rackform/targets/aws/data_tier.py)."""
 
-    vpc: aws.ec2.Vpc
-    subnet: aws.ec2.Subnet
-    security_group: aws.ec2.SecurityGroup
+    def __init__(self, id_: pulumi.Input[str]):
+        self.id = id_
+
+
+class Placement:
+    """How a piece of the nodes' network (or the shared tier) is registered: the options and
+    arguments it gets beyond its own. The plain one, in the cluster's stack, adds nothing; the
+    data tier's stack adds an alias and, for a piece found in AWS, its import
+    (rackform/targets/aws/data_tier.py)."""
+
+    def options(self, parent, name: str, **kw) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=parent, **kw)
+
+    def args(self, name: str) -> dict[str, object]:
+        return {}
+
+
+@dataclass(frozen=True)
+class NodesNetwork:
+    """The VPC, the nodes' subnet, their security group and the one SSH comes from: what a kept
+    file system sits in, so they live in the data tier's stack where there is one
+    (rackform/targets/aws/data_layout.py says why)."""
+
+    vpc: aws.ec2.Vpc | Held
+    subnet: aws.ec2.Subnet | Held
+    endpoint_sg: aws.ec2.SecurityGroup | Held
+    security_group: aws.ec2.SecurityGroup | Held
+
+    @staticmethod
+    def held(ids: Mapping[str, pulumi.Input[str]]) -> NodesNetwork:
+        """The network another stack holds, from its outputs (`NETWORK_OUTPUTS`)."""
+        return NodesNetwork(*(Held(ids[k]) for k in NETWORK_OUTPUTS))
+
+    def outputs(self) -> dict[str, pulumi.Input[str]]:
+        return dict(
+            zip(
+                NETWORK_OUTPUTS,
+                (self.vpc.id, self.subnet.id, self.endpoint_sg.id, self.security_group.id),
+                strict=True,
+            )
+        )
+
+
+# The data tier's stack exports the network's ids under these names, in NodesNetwork's order.
+NETWORK_OUTPUTS = ("vpc_id", "subnet_id", "endpoint_security_group_id", "security_group_id")
+
+
+def nodes_network(plan: Plan, parent, place: Placement | None = None) -> NodesNetwork:
+    """Create the VPC, the nodes' subnet and the two security groups under `parent`."""
+    place = place or Placement()
+    target = plan.target
+    nodes_cidr = plan.target_plan.nodes_cidr
+    name = plan.stack  # named after the cluster, as their Name tags are
+
+    def tags(suffix: str) -> dict[str, str]:
+        return aws_tags(plan, f"{name}-{suffix}")
+
+    vpc = aws.ec2.Vpc(
+        f"{name}-vpc",
+        cidr_block=target.vpc_cidr,
+        enable_dns_support=True,
+        enable_dns_hostnames=True,
+        tags=tags("vpc"),
+        opts=place.options(parent, f"{name}-vpc"),
+    )
+    # A subnet in another zone is a new subnet with the same CIDR, which AWS refuses beside
+    # the old one ("The CIDR blocks of the subnets within a VPC cannot overlap", VPC user
+    # guide, "Subnet CIDR blocks"): the old one goes first, and Pulumi deletes what must be
+    # replaced with it (the endpoint, the NAT gateway) before it (Pulumi docs, resource
+    # option `deleteBeforeReplace`).
+    # Nodes never get public addresses: SSH comes through the Instance Connect Endpoint, or
+    # from ssh_cidrs over private networks (VPN, peering, transit gateway).
+    subnet = aws.ec2.Subnet(
+        f"{name}-nodes",
+        vpc_id=vpc.id,
+        cidr_block=nodes_cidr,
+        availability_zone=target.availability_zone,
+        map_public_ip_on_launch=False,
+        tags=tags("nodes"),
+        opts=place.options(parent, f"{name}-nodes", delete_before_replace=True),
+    )
+    # The endpoint's own group: out to the nodes' SSH only, nothing in (the endpoint is
+    # reached through the EC2 API, not through the VPC).
+    endpoint_sg = aws.ec2.SecurityGroup(
+        f"{name}-eice-sg",
+        **place.args(f"{name}-eice-sg"),
+        vpc_id=vpc.id,
+        description=f"rackform {plan.stack}: EC2 Instance Connect Endpoint, SSH to the nodes",
+        egress=[
+            {
+                "description": "SSH to the nodes",
+                **SSH,
+                "cidr_blocks": [nodes_cidr],
+            }
+        ],
+        tags=tags("eice-sg"),
+        opts=place.options(parent, f"{name}-eice-sg"),
+    )
+    # EFA needs every protocol and port open between the nodes, in and out, through a rule
+    # that names the security group itself; anything else in is SSH (see ssh_rules).
+    security_group = aws.ec2.SecurityGroup(
+        f"{name}-sg",
+        **place.args(f"{name}-sg"),
+        vpc_id=vpc.id,
+        description=f"rackform {plan.stack}: all traffic between nodes, SSH from the endpoint",
+        ingress=[
+            {
+                "description": "all traffic between the cluster's nodes (EFA, NCCL)",
+                "protocol": "-1",
+                "from_port": 0,
+                "to_port": 0,
+                "self": True,
+            },
+            *ssh_rules(target.ssh_cidrs, endpoint_sg.id),
+        ],
+        egress=[
+            {
+                "description": "all traffic between the cluster's nodes (EFA, NCCL)",
+                "protocol": "-1",
+                "from_port": 0,
+                "to_port": 0,
+                "self": True,
+            },
+            {
+                "description": "outbound through the NAT gateway (packages, SSM)",
+                "protocol": "-1",
+                "from_port": 0,
+                "to_port": 0,
+                "cidr_blocks": [ANYWHERE],
+            },
+        ],
+        tags=tags("sg"),
+        opts=place.options(parent, f"{name}-sg"),
+    )
+    return NodesNetwork(vpc, subnet, endpoint_sg, security_group)
+
+
+class AwsNetwork(pulumi.ComponentResource):
+    """The nodes' network (created here, or `held` by the data tier's stack), the public subnet,
+    NAT egress and the Instance Connect Endpoint."""
+
+    vpc: aws.ec2.Vpc | Held
+    subnet: aws.ec2.Subnet | Held
+    security_group: aws.ec2.SecurityGroup | Held
     endpoint: aws.ec2transitgateway.InstanceConnectEndpoint
     s3_endpoint: aws.ec2.VpcEndpoint | None
 
@@ -63,42 +207,22 @@ class AwsNetwork(pulumi.ComponentResource):
         plan: Plan,
         *,
         s3_endpoint: bool = False,
+        held: NodesNetwork | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("rackform:aws:Network", name, None, opts)
         target = plan.target
-        nodes_cidr, public_cidr = plan.target_plan.nodes_cidr, plan.target_plan.public_cidr
+        public_cidr = plan.target_plan.public_cidr
         child = pulumi.ResourceOptions(parent=self)
         name = plan.stack  # children are named after the cluster, as their Name tags are
 
         def tags(suffix: str) -> dict[str, str]:
             return aws_tags(plan, f"{name}-{suffix}")
 
-        self.vpc = aws.ec2.Vpc(
-            f"{name}-vpc",
-            cidr_block=target.vpc_cidr,
-            enable_dns_support=True,
-            enable_dns_hostnames=True,
-            tags=tags("vpc"),
-            opts=child,
-        )
-        # A subnet in another zone is a new subnet with the same CIDR, which AWS refuses beside
-        # the old one ("The CIDR blocks of the subnets within a VPC cannot overlap", VPC user
-        # guide, "Subnet CIDR blocks"): the old one goes first, and Pulumi deletes what must be
-        # replaced with it (the endpoint, the NAT gateway) before it (Pulumi docs, resource
-        # option `deleteBeforeReplace`).
+        base = held or nodes_network(plan, self)
+        self.vpc, self.subnet, self.security_group = base.vpc, base.subnet, base.security_group
+        # The public subnet goes first when replaced, as the nodes' does (nodes_network).
         first = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
-        # Nodes never get public addresses: SSH comes through the Instance Connect Endpoint, or
-        # from ssh_cidrs over private networks (VPN, peering, transit gateway).
-        self.subnet = aws.ec2.Subnet(
-            f"{name}-nodes",
-            vpc_id=self.vpc.id,
-            cidr_block=nodes_cidr,
-            availability_zone=target.availability_zone,
-            map_public_ip_on_launch=False,
-            tags=tags("nodes"),
-            opts=first,
-        )
         igw = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=self.vpc.id, tags=tags("igw"), opts=child
         )
@@ -139,64 +263,13 @@ class AwsNetwork(pulumi.ComponentResource):
         aws.ec2.RouteTableAssociation(
             f"{name}-nodes-rta", subnet_id=self.subnet.id, route_table_id=nodes_rt.id, opts=child
         )
-        # The endpoint's own group: out to the nodes' SSH only, nothing in (the endpoint is
-        # reached through the EC2 API, not through the VPC).
-        endpoint_sg = aws.ec2.SecurityGroup(
-            f"{name}-eice-sg",
-            vpc_id=self.vpc.id,
-            description=f"rackform {plan.stack}: EC2 Instance Connect Endpoint, SSH to the nodes",
-            egress=[
-                {
-                    "description": "SSH to the nodes",
-                    **SSH,
-                    "cidr_blocks": [nodes_cidr],
-                }
-            ],
-            tags=tags("eice-sg"),
-            opts=child,
-        )
         self.endpoint = aws.ec2transitgateway.InstanceConnectEndpoint(
             f"{name}-eice",
             subnet_id=self.subnet.id,
-            security_group_ids=[endpoint_sg.id],
+            security_group_ids=[base.endpoint_sg.id],
             # The nodes see the endpoint's address, so their group admits it by group.
             preserve_client_ip=False,
             tags=tags("eice"),
-            opts=child,
-        )
-        # EFA needs every protocol and port open between the nodes, in and out, through a rule
-        # that names the security group itself; anything else in is SSH (see ssh_rules).
-        self.security_group = aws.ec2.SecurityGroup(
-            f"{name}-sg",
-            vpc_id=self.vpc.id,
-            description=f"rackform {plan.stack}: all traffic between nodes, SSH from the endpoint",
-            ingress=[
-                {
-                    "description": "all traffic between the cluster's nodes (EFA, NCCL)",
-                    "protocol": "-1",
-                    "from_port": 0,
-                    "to_port": 0,
-                    "self": True,
-                },
-                *ssh_rules(target.ssh_cidrs, endpoint_sg.id),
-            ],
-            egress=[
-                {
-                    "description": "all traffic between the cluster's nodes (EFA, NCCL)",
-                    "protocol": "-1",
-                    "from_port": 0,
-                    "to_port": 0,
-                    "self": True,
-                },
-                {
-                    "description": "outbound through the NAT gateway (packages, SSM)",
-                    "protocol": "-1",
-                    "from_port": 0,
-                    "to_port": 0,
-                    "cidr_blocks": [ANYWHERE],
-                },
-            ],
-            tags=tags("sg"),
             opts=child,
         )
         # Nodes that configure themselves fetch their artifact from S3 through a gateway

@@ -365,12 +365,18 @@ def _in_group(group: dict) -> list[str]:
 
 
 def _destroy(plan: Plan) -> Outcome:
-    """`pulumi destroy` of the stack, through the Automation API (the real CLI on PATH)."""
+    """`pulumi destroy` of the cluster's stack, through the Automation API (the real CLI on
+    PATH). Never of the data tier's own stack (`plan.data_stack`: a kept file system and the
+    network it sits in), which no idle action deletes; and not of a stack that still holds
+    that tier from before it had a stack of its own (`rackform data move` first), which would
+    stop at the file system's subnet."""
+    from rackform.stack.data_stack import DataStackError, check_moved
     from rackform.stack.workspace import WorkspaceError, open_stack, run
 
     try:
+        check_moved(plan, plan.project, "reap")
         stack = open_stack(plan, plan.project)
-    except WorkspaceError as exc:
+    except (WorkspaceError, DataStackError) as exc:
         return Outcome(plan.stack, False, str(exc))
     lines: list[str] = []
     code = run(
@@ -378,4 +384,6 @@ def _destroy(plan: Plan) -> Outcome:
     )
     if code:
         return Outcome(plan.stack, False, f"pulumi destroy exited {code}")
+    if plan.data_stack:
+        return Outcome(plan.stack, True, f"stack destroyed; its data tier {plan.data_stack} kept")
     return Outcome(plan.stack, True, "stack destroyed")

@@ -103,6 +103,21 @@ class AwsRuntime(TargetRuntime):
 
         return AwsCluster(f"{name}-aws", plan, opts=opts)
 
+    def data_tier(self, plan, opts, setting):
+        from rackform.targets.aws.data_tier import AwsDataTier, adopted
+
+        return AwsDataTier(plan.data_stack, plan, adopt=adopted(setting), opts=opts)
+
+    def data_pieces(self, plan):
+        from rackform.targets.aws.data_layout import pieces
+
+        return pieces(plan)
+
+    def find_kept(self, plan, pieces):
+        from rackform.targets.aws.adopt import Finder
+
+        return Finder().find(plan, pieces)
+
     def replace_rules(self) -> ReplaceRules:
         """pulumi-aws's rules (`replaces.py`), and the stack's own dynamic resources', which
         their providers' `diff` decides: new keys only for another cluster, a new image pin

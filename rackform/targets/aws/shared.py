@@ -3,8 +3,14 @@ nodes' subnet and their security group, whose rule admitting all traffic between
 covers what Lustre needs: TCP 988 and 1018-1023 from the clients and among the file servers ("File system access
 control with Amazon VPC", FSx for Lustre user guide). The datasets' S3 bucket is linked as a
 data repository association on PERSISTENT_2 (the deployment type that has them), as the file
-system's import path on the others ("Linking your file system to an Amazon S3 bucket"). Kept
-on `destroy` unless the blueprint says otherwise (`retain`): datasets outlive clusters."""
+system's import path on the others ("Linking your file system to an Amazon S3 bucket").
+
+Kept on `destroy` unless the blueprint says otherwise (`retain`): datasets outlive clusters. A
+kept one is created in the data tier's own stack (rackform/targets/aws/data_tier.py), with the
+network it sits in, all of it protected, and `rackform destroy` never destroys that stack: never
+`retain_on_delete` in a stack that deletes its subnet (AWS refuses to delete a subnet or a
+security group while the file system's network interfaces remain). One that is not kept goes
+with the cluster's stack, deleted before its subnet."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import pulumi
 import pulumi_aws as aws
 
 from rackform.plan.model import Plan
+from rackform.targets.aws.network import Placement
 from rackform.targets.aws.tags import aws_tags
 
 # Lustre 2.15, the newest version FSx offers and the one current distributions' clients match
@@ -27,10 +34,19 @@ class AwsSharedStorage(pulumi.ComponentResource):
     dns_name: pulumi.Input[str]
     mount_name: pulumi.Input[str]
 
-    def __init__(self, name: str, plan: Plan, subnet, security_group, opts=None):
+    def __init__(
+        self,
+        name: str,
+        plan: Plan,
+        subnet,
+        security_group,
+        place: Placement | None = None,
+        opts=None,
+    ):
         super().__init__("rackform:aws:SharedStorage", name, None, opts)
+        place = place or Placement()
         if plan.shared.efs is not None:
-            self._efs(name, plan, subnet, security_group)
+            self._efs(name, plan, subnet, security_group, place)
             return
         fsx = plan.shared.fsx
         if fsx.file_system_id:
@@ -54,7 +70,7 @@ class AwsSharedStorage(pulumi.ComponentResource):
             file_system_type_version=LUSTRE_VERSION,
             import_path=None if persistent_2 else fsx.import_path,
             tags=aws_tags(plan, name),
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=fsx.retain),
+            opts=place.options(self, name),
         )
         if persistent_2 and fsx.import_path:
             aws.fsx.DataRepositoryAssociation(
@@ -68,7 +84,7 @@ class AwsSharedStorage(pulumi.ComponentResource):
                     "auto_export_policy": {"events": []},
                 },
                 tags=aws_tags(plan, f"{name}-datasets"),
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=fsx.retain),
+                opts=place.options(self, f"{name}-datasets"),
             )
         self._expose(fs.id, fs.dns_name, fs.mount_name)
 
@@ -79,14 +95,13 @@ class AwsSharedStorage(pulumi.ComponentResource):
             {"file_system_id": file_system_id, "dns_name": dns_name, "mount_name": mount_name}
         )
 
-    def _efs(self, name: str, plan: Plan, subnet, security_group) -> None:
+    def _efs(self, name: str, plan: Plan, subnet, security_group, place: Placement) -> None:
         """EFS: the file system, encrypted at rest, and a mount target in the nodes' subnet and
         their security group (whose all-traffic rule between members admits NFS, TCP 2049; EFS
         user guide, "Using VPC security groups"). The nodes mount `DNS:/` (the file system's
         DNS name resolves to the mount target in their Availability Zone). An existing one is
         read by id: it must have a mount target the nodes reach already."""
         efs = plan.shared.efs
-        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=efs.retain)
         if efs.file_system_id:
             fs = aws.efs.FileSystem.get(
                 f"{name}-existing", efs.file_system_id, opts=pulumi.ResourceOptions(parent=self)
@@ -97,19 +112,23 @@ class AwsSharedStorage(pulumi.ComponentResource):
                 encrypted=True,
                 throughput_mode=efs.throughput_mode,
                 tags=aws_tags(plan, name),
-                opts=keep,
+                opts=place.options(self, name),
             )
             aws.efs.MountTarget(
                 f"{name}-mount",
                 file_system_id=fs.id,
                 subnet_id=subnet.id,
                 security_groups=[security_group.id],
-                opts=keep,
+                opts=place.options(self, f"{name}-mount"),
             )
         self._expose(fs.id, fs.dns_name, "/")
 
     def role_vars(self) -> dict[str, pulumi.Input[str]]:
-        """What the shared_storage role mounts, known once the file system exists: its DNS name
-        and mount name (`mount -t lustre DNS@tcp:/MOUNTNAME`, FSx for Lustre user guide,
-        "Mounting from an Amazon EC2 instance"; EFS: `DNS:/`)."""
-        return {"shared_storage_address": self.dns_name, "shared_storage_export": self.mount_name}
+        return mount_vars(self.dns_name, self.mount_name)
+
+
+def mount_vars(dns_name, mount_name) -> dict[str, pulumi.Input[str]]:
+    """What the shared_storage role mounts, known once the file system exists: its DNS name
+    and mount name (`mount -t lustre DNS@tcp:/MOUNTNAME`, FSx for Lustre user guide,
+    "Mounting from an Amazon EC2 instance"; EFS: `DNS:/`)."""
+    return {"shared_storage_address": dns_name, "shared_storage_export": mount_name}
