@@ -10,17 +10,26 @@ page), and reading a missing key raises (`NoSuchKey`, a FileNotFoundError).
 
 The tier's directory is made if missing, but only in a directory that exists: where the shared
 mount is not mounted, its empty mount point holds nothing, and the copies must fail rather
-than fill the node's own disk."""
+than fill the node's own disk.
+
+Any user of the shared file system may place things in the tier's tree. Nothing placed there
+sends a write elsewhere or stands in for a checkpoint: each directory from the tier's own down
+is opened without following a link (validators/nofollow.py) and the work inside it is done
+relative to the open directory; files are created new under names no one can guess and renamed
+into place; a key is read only from a regular file reached without a link, and a listing names
+regular files only. A link met on the way is refused (`Unsafe`, an OSError naming the path)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import shutil
-import uuid
+import stat
+from collections.abc import Iterator
 
-from validators.storage import fsync_dir
+from validators.nofollow import create, open_dir, open_file
 
 
 class TierError(RuntimeError):
@@ -42,21 +51,27 @@ class DirStore:
     # ------------------------------------------------------------------ paths
 
     @staticmethod
-    def path(bucket: str, key: str) -> str:
+    def _parts(key: str) -> list[str]:
+        parts = key.split("/")
+        if key.startswith("/") or ".." in parts or not key or "" in parts:
+            raise TierError(f"key {key!r}: a key is a relative path inside the tier, without '..'")
+        return parts
+
+    @classmethod
+    def path(cls, bucket: str, key: str) -> str:
         """The file of `key` under the directory `bucket`; a key that would leave it (`..`, an
         absolute path) is refused."""
-        parts = key.split("/")
-        if key.startswith("/") or ".." in parts or not key:
-            raise TierError(f"key {key!r}: a key is a relative path inside the tier, without '..'")
-        return os.path.join(bucket, *parts)
+        return os.path.join(bucket, *cls._parts(key))
 
     @staticmethod
     def _root(bucket: str, make: bool) -> bool:
         """Whether the tier's directory is there; with `make`, made where its parent is (never
         its parents: see the module's docstring)."""
-        if os.path.isdir(bucket):
+        if os.path.isdir(bucket) and not os.path.islink(bucket):
             return True
-        if os.path.exists(bucket):
+        if os.path.islink(bucket):
+            raise TierError(f"{bucket} is a symbolic link: the tier's directory is used as itself")
+        if os.path.lexists(bucket):
             raise TierError(f"{bucket} is not a directory")
         parent = os.path.dirname(bucket.rstrip("/")) or "/"
         if os.path.exists(parent) and not os.path.isdir(parent):
@@ -72,23 +87,40 @@ class DirStore:
             return True
         return False
 
-    def _write(self, bucket: str, key: str, fill) -> None:
-        """Write `key` by `fill(file)`: to a temporary name in its directory, fsync'd, renamed."""
-        dest = self.path(bucket, key)
-        self._root(bucket, make=True)
-        folder = os.path.dirname(dest)
-        os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, f"{_TMP}{os.path.basename(dest)}.{uuid.uuid4().hex[:8]}")
+    @contextlib.contextmanager
+    def _dirs(self, bucket: str, names: list[str], make: bool) -> Iterator[list[int]]:
+        """The open directories from the tier's own down through `names` (each opened without
+        following a link; made where missing with `make`): FileNotFoundError where one is not
+        there. Closed afterwards."""
+        fds = [open_dir(bucket)[0]]
         try:
-            with open(tmp, "wb") as fh:
-                fill(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, dest)
-        except BaseException:
-            _unlink(tmp)
-            raise
-        fsync_dir(folder)
+            for i, name in enumerate(names):
+                shown = os.path.join(bucket, *names[: i + 1])
+                fds.append(open_dir(name, fds[-1], shown=shown, make=make)[0])
+            yield fds
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _write(self, bucket: str, key: str, fill) -> None:
+        """Write `key` by `fill(file)`: to a new file under a name no one can guess in its
+        directory, fsync'd, renamed into place (the directory fsync'd too)."""
+        parts = self._parts(key)
+        self._root(bucket, make=True)
+        with self._dirs(bucket, parts[:-1], make=True) as fds:
+            folder = fds[-1]
+            fd, tmp = create(f"{_TMP}{parts[-1]}.", folder, 0o644)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fill(fh)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=folder)
+                raise
+            os.fsync(folder)
 
     # ------------------------------------------------------------------ S3's calls
 
@@ -110,38 +142,43 @@ class DirStore:
     def delete_object(self, *, Bucket: str, Key: str) -> None:
         """Remove `Key` (a missing one is not an error, as on S3), and the directories it
         leaves empty, up to the tier's."""
-        dest = self.path(Bucket, Key)
+        parts = self._parts(Key)
         if not self._root(Bucket, make=False):
             return
         try:
-            os.unlink(dest)
+            with self._dirs(Bucket, parts[:-1], make=False) as fds:
+                os.unlink(parts[-1], dir_fd=fds[-1])
+                for name, parent in zip(reversed(parts[:-1]), reversed(fds[:-1]), strict=True):
+                    try:
+                        os.rmdir(name, dir_fd=parent)
+                    except OSError:  # not empty (or made again meanwhile): it stays
+                        return
         except FileNotFoundError:
             return
-        folder, root = os.path.dirname(dest), os.path.normpath(Bucket)
-        while os.path.normpath(folder) != root:
-            try:
-                os.rmdir(folder)
-            except OSError:  # not empty (or made again meanwhile): it stays
-                return
-            folder = os.path.dirname(folder)
 
     def list_objects_v2(
         self, *, Bucket: str, Prefix: str = "", ContinuationToken: str | None = None
     ) -> dict:
-        """Every key under `Prefix`, sorted, on one page (files being written left out)."""
+        """Every key under `Prefix`, sorted, on one page (files being written left out, and
+        anything but a regular file)."""
+        none = {"Contents": [], "IsTruncated": False, "KeyCount": 0}
         if not self._root(Bucket, make=False):
-            return {"Contents": [], "IsTruncated": False, "KeyCount": 0}
+            return none
         base = Prefix.rsplit("/", 1)[0] if "/" in Prefix else ""
-        top = self.path(Bucket, base) if base else Bucket
         keys = []
-        for folder, _dirs, names in os.walk(top, onerror=_unless_gone):
-            rel = os.path.relpath(folder, Bucket)
-            for name in names:
-                if name.startswith(_TMP):
-                    continue
-                key = name if rel == "." else f"{rel.replace(os.sep, '/')}/{name}"
-                if key.startswith(Prefix):
-                    keys.append(key)
+        try:
+            with self._dirs(Bucket, self._parts(base) if base else [], make=False) as fds:
+                walk = os.fwalk(".", dir_fd=fds[-1], onerror=_unless_gone)
+                for folder, _dirs, names, folder_fd in walk:
+                    rel = os.path.normpath(os.path.join(base, folder))
+                    for name in names:
+                        if name.startswith(_TMP) or not _regular(name, folder_fd):
+                            continue
+                        key = name if rel == "." else f"{rel.replace(os.sep, '/')}/{name}"
+                        if key.startswith(Prefix):
+                            keys.append(key)
+        except FileNotFoundError:
+            return none
         keys.sort()
         return {"Contents": [{"Key": k} for k in keys], "IsTruncated": False, "KeyCount": len(keys)}
 
@@ -149,29 +186,36 @@ class DirStore:
         return {"Body": io.BytesIO(self._read(Bucket, Key))}
 
     def download_file(self, Bucket: str, Key: str, Filename: str) -> None:
-        src = self.path(Bucket, Key)
-        try:
-            shutil.copyfile(src, Filename)
-        except FileNotFoundError:
-            if os.path.exists(src):
-                raise  # the local side's
-            raise NoSuchKey(f"no such key {Key!r} in {Bucket}") from None
+        with self._open(Bucket, Key) as src, open(Filename, "wb") as dst:
+            shutil.copyfileobj(src, dst, 8 << 20)
 
     def _read(self, bucket: str, key: str) -> bytes:
+        with self._open(bucket, key) as src:
+            return src.read()
+
+    @contextlib.contextmanager
+    def _open(self, bucket: str, key: str):
+        """`key`'s file, open for reading: a regular file reached without a link (NoSuchKey
+        where there is none)."""
+        parts = self._parts(key)
         try:
-            with open(self.path(bucket, key), "rb") as fh:
-                return fh.read()
+            with self._dirs(bucket, parts[:-1], make=False) as fds:
+                fd = open_file(parts[-1], fds[-1], shown=self.path(bucket, key))
         except FileNotFoundError:
             raise NoSuchKey(f"no such key {key!r} in {bucket}") from None
+        with os.fdopen(fd, "rb") as fh:
+            yield fh
+
+
+def _regular(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:  # pruned meanwhile
+        return False
 
 
 def _unless_gone(exc: OSError) -> None:
     """A listing's error is raised (an unreadable directory is the store refusing, as S3's
     AccessDenied), unless the directory is not there (no such prefix, or pruned meanwhile)."""
-    if not isinstance(exc, FileNotFoundError):
+    if not isinstance(exc, FileNotFoundError) and exc.errno != errno.ENOENT:
         raise exc
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)

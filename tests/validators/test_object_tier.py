@@ -349,3 +349,44 @@ def test_a_tier_path_that_is_a_file_is_the_copys_error(tmp_path):
     assert summary["copies"] == [] and summary["errors"] == [
         f"step 10: TierError: {tmp_path / 'job-42'} is not a directory"
     ]
+
+
+def test_nothing_planted_in_the_tiers_tree_sends_a_write_elsewhere_or_stands_in_for_a_key(
+    tmp_path,
+):
+    # Any user of the shared file system can place links in the tier's tree before a node
+    # (root) writes or reads there: a directory of a key's path linked out of the tier, a key
+    # linked to a file outside it, the tier's own directory a link. None is followed.
+    store, root = DirStore(), tmp_path / "tier"
+    outside = tmp_path / "etc"
+    outside.mkdir()
+    (outside / "shadow").write_text("root's own\n")
+    root.mkdir()
+    (root / "run").symlink_to(outside)
+    with pytest.raises(OSError, match="symbolic link"):
+        store.put_object(Bucket=str(root), Key="run/shadow", Body=b"written through the link")
+    assert (outside / "shadow").read_text() == "root's own\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["shadow"]  # no temporary file either
+    with pytest.raises(OSError, match="symbolic link"):
+        store.get_object(Bucket=str(root), Key="run/shadow")
+    # A key that is a link to a file outside: not listed, not read, not copied out.
+    (root / "job").mkdir()
+    (root / "job" / "step-1").symlink_to(outside / "shadow")
+    store.put_object(Bucket=str(root), Key="job/step-2", Body=b"a checkpoint")
+    keys = [o["Key"] for o in store.list_objects_v2(Bucket=str(root), Prefix="job/")["Contents"]]
+    assert keys == ["job/step-2"]
+    with pytest.raises(OSError, match="symbolic link"):
+        store.get_object(Bucket=str(root), Key="job/step-1")
+    with pytest.raises(OSError, match="symbolic link"):
+        store.download_file(str(root), "job/step-1", str(tmp_path / "copied"))
+    assert not (tmp_path / "copied").exists()
+    # Writing the key replaces the link itself, never the file it points at.
+    store.put_object(Bucket=str(root), Key="job/step-1", Body=b"new")
+    assert not (root / "job" / "step-1").is_symlink()
+    assert (outside / "shadow").read_text() == "root's own\n"
+    # The tier's own directory a link: refused, saying so.
+    linked = tmp_path / "linked-tier"
+    linked.symlink_to(outside)
+    with pytest.raises(TierError, match="symbolic link"):
+        store.put_object(Bucket=str(linked), Key="a", Body=b"x")
+    assert sorted(p.name for p in outside.iterdir()) == ["shadow"]
