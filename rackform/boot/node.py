@@ -401,7 +401,9 @@ def send_report(
             log(f"reported {report['outcome']} to {to['url']} as {to['node']}")
             return True
         except urllib.error.HTTPError as exc:
-            why = f"{exc.code} {exc.read(512).decode('utf-8', 'replace').strip()}"
+            # The controller's words, as printable text: a log line is read on a terminal.
+            said = exc.read(512).decode("utf-8", "replace").strip()
+            why = f"{exc.code} {said.encode('unicode_escape').decode('ascii')}"
             if exc.code != 408 and exc.code < 500:
                 log(f"the controller refused the report ({why}); not sending it again")
                 return False

@@ -209,3 +209,31 @@ def test_send_report_waits_longer_each_time_up_to_the_longest(tmp_path):
     report = {"artifact": SHA, "outcome": "configured", "error": "", "checks": PASSING}
     assert not send_report(to, report, tries=6, backoff_s=(5, 30), sleep=waits.append)
     assert waits == [5, 10, 20, 30, 30]
+
+
+def test_what_a_refusing_server_says_is_logged_as_printable_text(tmp_path):
+    # Whatever answers at the report's address chooses its words: escape codes and line
+    # breaks in them reach the node's log escaped, never as a terminal's commands or a
+    # forged log line.
+    import http.server
+
+    from loopback import http_server
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(400)
+            self.end_headers()
+            self.wfile.write(b"\x1b[2Jno\nreported configured to http://x as everyone")
+
+        def log_message(self, *args):
+            pass
+
+    with http_server(Refusing) as port:
+        bootstrap = node(tmp_path, NODES[0], f"http://127.0.0.1:{port}/report", SHA)
+        assert bootstrap.run() == 0
+    log = nb.LOG.read_text()
+    assert "\x1b" not in log and "as everyone" in log
+    assert "(400 \\x1b[2Jno\\nreported configured to http://x as everyone)" in log
+    forged = [line for line in log.splitlines() if "rackform-bootstrap: reported" in line]
+    assert forged == [] and all(" rackform-bootstrap: " in line for line in log.splitlines())

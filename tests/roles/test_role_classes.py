@@ -161,3 +161,18 @@ def test_tasks_on_the_controller_never_become_root_there():
     assert delegated, "the roles delegate tasks to the controller (scrape config, smoke archive)"
     wrong = [(w, t["name"]) for w, t in delegated if t.get("become") is not False]
     assert not wrong, wrong
+
+
+def test_an_apt_source_module_that_needs_a_library_installs_it_where_missing():
+    # ansible.builtin.deb822_repository needs python3-debian on the host, which minimal Debian
+    # and Ubuntu images lack: without install_python_debian the task fails there, on the first
+    # host that takes its branch (a GPU node's CUDA repository, the Lustre client's).
+    found = []
+    for role in ROLES:
+        for path in _task_files(role):
+            for task in tasks(_load(path) or []):
+                args = task.get("ansible.builtin.deb822_repository")
+                if args is not None:
+                    found.append((role, task["name"], args.get("install_python_debian")))
+    assert found, "no deb822_repository task found: the walk is broken"
+    assert [f for f in found if f[2] is not True] == []

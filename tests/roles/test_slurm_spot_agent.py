@@ -123,3 +123,44 @@ def test_without_a_token_the_metadata_service_refuses_and_the_agent_renews_it(tm
         f"GET {agent.NOTICE_PATH} 401", f"PUT {agent.TOKEN_PATH} 200",
         f"GET {agent.NOTICE_PATH} 200",
     ]  # fmt: skip
+
+
+def test_a_redirect_is_never_followed_with_the_token(tmp_path):
+    # A metadata service (or anything answering at its address) that redirects: the agent
+    # asks nothing of the place it names, so the session token goes nowhere else.
+    import http.server
+
+    elsewhere: list[str] = []
+
+    class Second(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            elsewhere.append(self.headers.get("X-aws-ec2-metadata-token", ""))
+            self.send_response(404)
+            self.end_headers()
+
+        do_PUT = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    with http_server(Second) as second:
+
+        class First(http.server.BaseHTTPRequestHandler):
+            def do_PUT(self):
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"the-session-token")
+
+            def do_GET(self):
+                self.send_response(302)
+                self.send_header("Location", f"http://127.0.0.1:{second}{self.path}")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        with http_server(First) as first:
+            imds = agent.Imds(f"http://127.0.0.1:{first}")
+            with pytest.raises(OSError, match="302"):
+                imds.notice()
+    assert elsewhere == []

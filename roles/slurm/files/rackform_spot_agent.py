@@ -41,6 +41,18 @@ NOTICE_PATH = "/latest/meta-data/spot/instance-action"
 TOKEN_TTL_S = 21600  # the longest IMDSv2 allows (six hours)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """EC2's metadata service answers where it is asked and never redirects: a redirect is an
+    error here (its status), never a second request, which would carry the session token to
+    wherever it pointed."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 class Imds:
     """IMDSv2: a session token, renewed before it lapses or when the service refuses it."""
 
@@ -52,7 +64,7 @@ class Imds:
     def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
         req = urllib.request.Request(self.base + path, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            with _OPENER.open(req, timeout=self.timeout_s) as resp:
                 return resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             return exc.code, b""
