@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Cidr, Strict, Violation, closest
+from rackform.blueprint.schema.names import LoginName
 from rackform.blueprint.schema.scheduler import controller_host_rules
 from rackform.catalog import Catalog
 from rackform.targets.onprem.host_spec import HostsFields, unique_hosts
@@ -15,9 +16,12 @@ from rackform.targets.schema import Cluster, TargetSchema
 
 
 class OnPremTarget(Strict):
-    ssh_user: Annotated[str, Field(description="User Ansible and the host checks log in as.")] = (
-        "root"
-    )
+    ssh_user: Annotated[
+        LoginName,
+        Field(
+            description="User Ansible and the host checks log in as: a POSIX user name (lowercase letters, digits, '_' and '-', a letter or '_' first, a '$' last allowed; up to 32)."
+        ),
+    ] = "root"
     ssh_port: Annotated[int, Field(description="SSH port of every host.", ge=1, le=65535)] = 22
     private_cidr: Annotated[
         Cidr | None, Field(description="Network the nodes use to reach each other (NCCL traffic).")
