@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import fake_ssh
 import pytest
 from blueprint_helpers import ROOT
 from recorded import JOBCOMP, SACCT
@@ -89,8 +90,8 @@ def test_jobs_the_local_slurm_ran_are_counted_from_the_controller_s_log(slurm, b
         assert j["gpu_hours"] == pytest.approx(j["gpus"] * j["seconds"] / 3600, abs=1e-4)
         assert j["usd"] == pytest.approx(j["gpu_hours"] * usd, abs=0.01)
     assert any("upper bound where jobs share a node" in n for n in doc["notes"])
-    argv = json.loads((tmp_path / "ssh.log").read_text().splitlines()[-1])
-    assert "root@10.77.7.1" in argv and str(slurm.jobcomp) in argv[-1]
+    call = fake_ssh.calls(tmp_path / "ssh.log")[-1]
+    assert (call.user, call.host) == ("root", "10.77.7.1") and str(slurm.jobcomp) in call.remote[-1]
 
 
 def one_line(r, code: int, expected: str):
