@@ -46,8 +46,9 @@ EXPORT = r"^[A-Za-z0-9_/][A-Za-z0-9_./-]{0,255}$"
 # Mount options, comma-separated (`nconnect=8`, `context=system_u:object_r:nfs_t:s0`): no white
 # space (fstab's field separator), nothing a shell or fstab reads.
 MOUNT_OPTIONS = r"^([A-Za-z0-9_][A-Za-z0-9_.:=/+@-]*(,[A-Za-z0-9_][A-Za-z0-9_.:=/+@-]*)*)?$"
-# An EC2 instance id, as EC2's API answers it (a ProxyCommand names it).
-INSTANCE_ID = r"^i-[0-9a-f]{8,17}$"
+# An EC2 instance id, which the tunnel (a ProxyCommand: ssh expands its `%` tokens, then a shell
+# runs it) names. EC2 gives 8 or 17 hex digits; what matters is that nothing else is in it.
+INSTANCE_ID = r"^i-[0-9a-z]{1,32}$"
 
 
 class UnsafeValue(ValueError):
