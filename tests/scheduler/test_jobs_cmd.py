@@ -5,6 +5,7 @@ one clear line for each way it can go wrong."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -133,3 +134,25 @@ def test_no_scheduler_needs_a_copied_log(tmp_path):
 )
 def test_bad_input_is_one_line(bp, args, expected):
     one_line(rackform("jobs", bp, *args), 2, expected)
+
+
+def test_an_ssh_user_that_is_an_ssh_option_never_reaches_ssh(tmp_path):
+    """Issue 57's finding as it was found: `ssh_user: "-oProxyCommand=..."` in a blueprint that
+    validated, and `rackform jobs` ran the command on this machine (the fake ssh runs a
+    ProxyCommand it is given, as ssh does). Now the loader refuses the blueprint at its line and
+    no ssh runs at all."""
+    marker = tmp_path / "pwned"
+    f = tmp_path / "slurm-a.yaml"
+    f.write_text(
+        blueprint().replace(
+            "target: {type: bare_metal,",
+            f"target: {{type: bare_metal, ssh_user: '-oProxyCommand=touch {marker} #',",
+        )
+    )
+    env = {**fake_ssh.environ(tmp_path, dict(os.environ)), "FAKE_SSH_RUN_PROXY": "1"}
+    r = rackform("jobs", f, "--json", env=env)
+    assert not marker.exists()
+    assert not (tmp_path / "ssh.log").exists(), "ssh ran"
+    assert r.returncode == 2, r.stdout + r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith(f"{f}:")]
+    assert line.startswith(f"{f}:4:38: target.ssh_user: '-oProxyCommand=touch {marker} #' is not")
