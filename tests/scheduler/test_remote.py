@@ -107,8 +107,8 @@ def test_a_user_or_host_that_looks_like_an_option_is_never_read_as_one(ssh_on_pa
     address = f"-oProxyCommand=touch {tmp / 'by-host'}"
     plan = _hostile_plan(tmp, user, address)
     done = controller(plan)(ECHO_ARGS, ["x"])
-    assert done.rc == 0, done.stderr
     assert not (tmp / "by-user").exists() and not (tmp / "by-host").exists()
+    assert (done.rc, done.stdout) == (0, "<x>\n"), done.stderr
     [call] = fake_ssh.calls(ssh_on_path)
     assert (call.user, call.host, call.config("ProxyCommand")) == (user, address, None)
     argv = json.loads(ssh_on_path.read_text())

@@ -134,7 +134,7 @@ class Instances:
         source = f"EC2 (instance {name!r})"
         try:
             address = names.node_address(inst.get("PrivateIpAddress"), source)
-            proxy = tunnel(plan.target.region, inst.get("InstanceId"))
+            proxy = tunnel(plan.target.region, names.instance_id(inst.get("InstanceId"), source))
         except names.UnsafeValue as exc:
             raise RemoteError(str(exc)) from None
         return Ssh(
