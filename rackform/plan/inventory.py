@@ -106,17 +106,18 @@ def build_inventory(
 
 
 def reported(node: Sequence[Any], source: str) -> Sequence[Any]:
-    """A node as a stack or EC2 reports it ([name, address, port] or [name, address, port,
-    instance id]), checked: a host name, an IP address, a port and an EC2 instance id, so none
-    of them reaches ssh's command line (Ansible's `ansible_host`, the tunnel's ProxyCommand) as
-    an option or as shell code. UnsafeValue names the value and `source`."""
+    """A node as a stack or its target's API reports it ([name, address, port] or [name,
+    address, port, machine id]), checked: a host name, an IP address, a port and an id of
+    letters, digits, '.', '_' and '-', so none of them reaches ssh's command line (Ansible's
+    `ansible_host`, a tunnel's ProxyCommand) as an option or as shell code. UnsafeValue names
+    the value and `source`."""
     name, address, port, *instance = node
     at = f"{source} ({name!r})"
     names.node_name(name, source)
     names.node_address(address, at)
     names.port(port, at)
     for i in instance[:1]:
-        names.instance_id(i, at)
+        names.machine_id(i, at)
     return node
 
 

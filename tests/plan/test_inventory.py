@@ -93,12 +93,12 @@ def test_each_node_s_group_is_named_as_the_blueprint_names_it(tmp_path):
          "gives address '-oProxyCommand=touch /tmp/x', which is no IP address"),
         # The instance id goes into the tunnel's ProxyCommand, which a shell runs.
         (["llm-train-a-dev-gpu-a-0", "10.0.0.11", 22, "i-0a;touch /tmp/x"], None,
-         "gives instance id 'i-0a;touch /tmp/x', which is no EC2 id"),
+         "gives machine id 'i-0a;touch /tmp/x', which is no id"),
         (["-oProxyCommand=x", "10.0.0.11", 22, "i-0a"], None,
          "names a node '-oProxyCommand=x', which is no host name"),
         (["llm-train-a-dev-gpu-a-0", "10.0.0.11", "22 -oX", "i-0a"], None,
          "gives port '22 -oX', which is no port number"),
-        (None, [CTL, "10.0.0.5", 22, "i-0ctl %h"], "gives instance id 'i-0ctl %h'"),
+        (None, [CTL, "10.0.0.5", 22, "i-0ctl %h"], "gives machine id 'i-0ctl %h'"),
     ],
 )  # fmt: skip
 def test_a_node_a_stack_reports_is_checked_before_ansible_takes_it(

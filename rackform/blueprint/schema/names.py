@@ -35,8 +35,9 @@ HCA = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(:[0-9]{1,3})?$"
 # An absolute path made of POSIX's portable file name characters (mounts, which the Slurm prolog
 # and the roles' scripts put in their command lines).
 PATH = r"^/[A-Za-z0-9._/-]*$"
-# A drive by serial, /dev/disk/by-id name or by-id path (checkpoint devices, a host's nvme).
-DRIVE = r"^(/dev/disk/by-id/)?[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$"
+# A drive by serial, /dev/disk/by-id name or a path under /dev (checkpoint devices, a host's
+# nvme): no segment starting with '.', so no `..` either.
+DRIVE = r"^(/dev/([A-Za-z0-9_:+-][A-Za-z0-9._:+-]*/)*)?[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$"
 # A rack (a Slurm switch name in topology.conf, a failure domain's name).
 RACK = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 # A Redfish resource id: one segment of a URL path.
@@ -46,6 +47,9 @@ EXPORT = r"^[A-Za-z0-9_/][A-Za-z0-9_./-]{0,255}$"
 # Mount options, comma-separated (`nconnect=8`, `context=system_u:object_r:nfs_t:s0`): no white
 # space (fstab's field separator), nothing a shell or fstab reads.
 MOUNT_OPTIONS = r"^([A-Za-z0-9_][A-Za-z0-9_.:=/+@-]*(,[A-Za-z0-9_][A-Za-z0-9_.:=/+@-]*)*)?$"
+# The id a target gives a machine it created (the 4th field of a stack's node, the inventory's
+# `rackform_instance_id`, which a target's SSH tunnel names).
+MACHINE_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 # An EC2 instance id, which the tunnel (a ProxyCommand: ssh expands its `%` tokens, then a shell
 # runs it) names. EC2 gives 8 or 17 hex digits; what matters is that nothing else is in it.
 INSTANCE_ID = r"^i-[0-9a-z]{1,32}$"
@@ -113,8 +117,8 @@ AbsolutePath = _typed(
 )
 Drive = _typed(
     DRIVE,
-    "a drive's serial, /dev/disk/by-id name or by-id path (letters, digits, '.', '_', ':', '+' "
-    "or '-', a letter or digit first)",
+    "a drive's serial, /dev/disk/by-id name or path under /dev (letters, digits, '.', '_', ':', "
+    "'+' or '-', a letter or digit first)",
 )
 RackName = _typed(
     RACK, "a rack name: a letter or digit first, then letters, digits, '.', '_' or '-'"
@@ -135,6 +139,12 @@ def node_name(value: object, source: str) -> str:
     """`value` where it names a node (NODE), else UnsafeValue saying where it came from."""
     if not _matches(NODE, value):  # type: ignore[arg-type]
         raise UnsafeValue(f"{source} names a node {value!r}, which is no host name: refused")
+    return value  # type: ignore[return-value]
+
+
+def machine_id(value: object, source: str) -> str:
+    if not _matches(MACHINE_ID, value):  # type: ignore[arg-type]
+        raise UnsafeValue(f"{source} gives machine id {value!r}, which is no id: refused")
     return value  # type: ignore[return-value]
 
 

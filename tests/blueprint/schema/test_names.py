@@ -91,6 +91,7 @@ def test_network_names_written_to_the_env_file_a_shell_sources_are_checked(write
     [
         ("{checkpoint: {mount: '/mnt/$(reboot)'}}", "storage.checkpoint.mount"),
         ("{checkpoint: {devices: ['-oX']}}", "storage.checkpoint.devices[0]"),
+        ("{checkpoint: {devices: [/dev/../etc/shadow]}}", "storage.checkpoint.devices[0]"),
         (
             "{shared: {mount: /shared, server: {type: nfs, address: '-oX', export: /x}}}",
             "storage.shared.server.address",
@@ -136,7 +137,8 @@ def test_what_users_write_still_loads(write):
             "{fabric: infiniband, interfaces: [bond0.100], hcas: ['mlx5_0:1', mlx5_1]}",
         )
         + "storage:\n"
-        "  checkpoint: {mount: /mnt/ckpt_1, devices: [/dev/disk/by-id/nvme-S64H_0T12, S64HNE0T]}\n"
+        "  checkpoint: {mount: /mnt/ckpt_1, devices: [/dev/disk/by-id/nvme-S64H_0T12, S64HNE0T,"
+        " /dev/nvme2n1]}\n"
         "  shared:\n"
         "    mount: /shared\n"
         "    server: {type: nfs, address: nfs01.dc2.example.com, export: /export/ml,\n"
