@@ -26,12 +26,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from rackform.blueprint.schema import names
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.health import xid
 from rackform.health.verdict import Evidence, NodeHealth
 from rackform.reap import labels as L
 from rackform.reap.measure import Key
-from rackform.reap.prometheus import Prometheus, Sample
+from rackform.reap.prometheus import Prometheus, Sample, TelemetryError
 
 # A GPU with no sample this recent is not reporting (four scrapes at Prometheus's default 1m).
 STALE_S = 300
@@ -91,12 +92,19 @@ def read(
 ) -> list[NodeHealth]:
     """Each node of the cluster (`groups`: node -> (its group, GPUs it has)) with its evidence,
     in the blueprint's order. Where the blueprint lists no nodes (`unlisted`: the group and GPUs
-    such a node has), the nodes are those with GPU series in the lookback window, by name."""
+    such a node has), the nodes are those with GPU series in the lookback window, by name: a
+    name heal then drains, reaches over SSH and hands Ansible, so a label that is no host name
+    is refused (TelemetryError) rather than acted on."""
     sel = _sel(key)
     w = f"{policy.lookback_minutes}m"
     if unlisted is not None:
         found = prom.query(f"count by ({L.NODE}) (count_over_time({L.GPU_UTIL}{sel}[{w}]))", at)
-        groups = {n: unlisted for n in sorted(_node(s) for s in found)}
+        source = f"Prometheus ({L.GPU_UTIL}{sel}, label {L.NODE})"
+        try:
+            groups = {names.node_name(_node(s), source): unlisted for s in found}
+        except names.UnsafeValue as exc:
+            raise TelemetryError(str(exc)) from None
+        groups = dict(sorted(groups.items()))
     nodes = {n: NodeHealth(n, g, seen=False) for n, (g, _) in groups.items()}
 
     def add(node: str, e: Evidence) -> None:

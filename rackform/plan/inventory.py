@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from rackform.blueprint.schema import names
 from rackform.blueprint.schema.sections import WorkloadSpec
 from rackform.catalog.raid import role_table
 from rackform.plan.expectations import Expectations
@@ -72,10 +73,14 @@ def build_inventory(
     `variables` for all of them. `hosts` maps node-group name -> nodes; bare-metal and
     colocation hosts come from the plan, AWS nodes only once the stack has created them (an
     empty group until then). `controller`: Slurm's controller instance the stack created
-    ([name, address, port, instance id]), the one host of `slurm_controller`."""
+    ([name, address, port, instance id]), the one host of `slurm_controller`. What a stack
+    (or EC2) reports goes to ssh through Ansible, which puts the host last on ssh's command line
+    with no `--` before it: each node is checked first (`reported`; UnsafeValue where one is
+    not what it should be)."""
     children: dict[str, Any] = {}
     for g in plan.node_groups:
-        nodes = list((hosts or {}).get(g.name, [])) or [
+        given = (hosts or {}).get(g.name, [])
+        nodes = [reported(n, f"the stack's node group {g.name}") for n in given] or [
             (h.name, h.address, h.port) for h in g.hosts
         ]
         by_name = {h.name: h for h in g.hosts}
@@ -91,7 +96,7 @@ def build_inventory(
         children[group_name(g.name)] = {"hosts": entries}
     ctl: dict[str, Any] = {}
     if controller:
-        name, address, port, *instance = controller
+        name, address, port, *instance = reported(controller, "the stack's Slurm controller")
         ctl[name] = {"ansible_host": address, "ansible_port": port}
         if instance:
             ctl[name]["rackform_instance_id"] = instance[0]
@@ -104,6 +109,22 @@ def build_inventory(
             },
         }
     }
+
+
+def reported(node: Sequence[Any], source: str) -> Sequence[Any]:
+    """A node as a stack or its target's API reports it ([name, address, port] or [name,
+    address, port, machine id]), checked: a host name, an IP address, a port and an id of
+    letters, digits, '.', '_' and '-', so none of them reaches ssh's command line (Ansible's
+    `ansible_host`, a tunnel's ProxyCommand) as an option or as shell code. UnsafeValue names
+    the value and `source`."""
+    name, address, port, *instance = node
+    at = f"{source} ({name!r})"
+    names.node_name(name, source)
+    names.node_address(address, at)
+    names.port(port, at)
+    for i in instance[:1]:
+        names.machine_id(i, at)
+    return node
 
 
 def inventory(

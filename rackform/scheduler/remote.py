@@ -4,7 +4,9 @@ the job records) is tested on the real commands and only the hop differs.
 
 A script goes to `sh -s` on stdin with its arguments after `--`: nothing of the caller's
 values is ever parsed as shell code, on either side (over SSH each argument is quoted once for
-the remote login shell, which is what makes it one word again there)."""
+the remote login shell, which is what makes it one word again there). Nor as one of ssh's
+options: every ssh command line rackform runs is `ssh_argv`'s, the user after `-l` and the host
+after `--` (a user `-oProxyCommand=...` is a login name ssh looks for, never a command it runs)."""
 
 from __future__ import annotations
 
@@ -79,6 +81,18 @@ def _popen(argv: list[str], env) -> subprocess.Popen:
         raise RemoteError(f"cannot run {argv[0]}: {exc.strerror}") from None
 
 
+def ssh_argv(
+    user: str, address: str, port: int, options: Sequence[str] = (), remote: Sequence[str] = ()
+) -> list[str]:
+    """ssh's command line to `address`:`port` as `user`, `options` (-o, -i ...) first and the
+    user and host where ssh reads no option: after `-l` and after `--` (after which ssh parses
+    nothing more, so the remote words are never options either). `remote`: the words the host's
+    login shell gets, joined with spaces: each one already quoted for that shell by the caller.
+    Whatever the blueprint's schema or a stack's outputs let through, nothing here is read as an
+    option (the schema refuses such names too: rackform/blueprint/schema/names.py)."""
+    return ["ssh", *options, "-p", str(port), "-l", user, "--", address, *remote]
+
+
 @dataclass(frozen=True)
 class Ssh:
     """A host reached as `user@address:port` with keys or an agent (BatchMode: never a password
@@ -103,18 +117,16 @@ class Ssh:
     ) -> list[str]:
         """ssh's command line running `command` then `args` on the host, each word quoted
         once for the remote login shell."""
-        return [
-            "ssh",
+        options = [
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
-            "-p", str(self.port),
             *(["-i", self.identity, "-o", "IdentitiesOnly=yes"] if self.identity else []),
             # Quoted: ssh reads this option's value as a list of files split on spaces.
             *(["-o", f'UserKnownHostsFile="{self.known_hosts}"'] if self.known_hosts else []),
             *(["-o", f"ProxyCommand={self.proxy}"] if self.proxy else []),
-            f"{self.user}@{self.address}",
-            *command[:1], *(shlex.quote(a) for a in [*command[1:], *args]),
         ]  # fmt: skip
+        remote = [*command[:1], *(shlex.quote(a) for a in [*command[1:], *args])]
+        return ssh_argv(self.user, self.address, self.port, options, remote)
 
     def hold(self, script: str, args: Sequence[str] = ()) -> subprocess.Popen:
         """`script` under bash on the host, left running with its input, output and errors

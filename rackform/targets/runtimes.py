@@ -5,6 +5,7 @@ an instance the stack created, through the stack's EC2 Instance Connect Endpoint
 
 from __future__ import annotations
 
+from rackform.blueprint.schema.names import UnsafeValue
 from rackform.plan.inventory import with_nodes
 from rackform.plan.model import Plan, thaw
 from rackform.reap.target import ActionError, Reaper
@@ -49,7 +50,10 @@ def cluster_inventory(plan: Plan) -> dict:
     except ActionError as exc:
         raise RemoteError(f"cannot read the cluster's nodes: {exc}") from None
     if live is not None:
-        return with_nodes(plan, live)
+        try:
+            return with_nodes(plan, live)
+        except UnsafeValue as exc:  # an answer that is no name, address or id: never used
+            raise RemoteError(f"cannot use the cluster's nodes: {exc}") from None
     if not plan.nodes_listed:
         raise RemoteError(f"{target.label} cannot list the nodes its stack creates")
     return thaw(plan.inventory)

@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from rackform.scheduler.remote import ssh_argv
+
 
 @dataclass(frozen=True)
 class Ssh:
@@ -19,9 +21,9 @@ class Ssh:
     host: str = "127.0.0.1"
 
     def options(self) -> list[str]:
+        """ssh's options before the user, port and host (which `ssh_argv` places)."""
         return [
             "-i", str(self.key),
-            "-p", str(self.port),
             "-o", "BatchMode=yes",
             "-o", "IdentitiesOnly=yes",
             "-o", f"UserKnownHostsFile={self.known_hosts}",
@@ -38,7 +40,7 @@ class Ssh:
         # ssh sets the stdin it is given to non-blocking; never hand it the caller's.
         stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
         proc = subprocess.run(
-            ["ssh", *self.options(), f"{self.user}@{self.host}", command],
+            ssh_argv(self.user, self.host, self.port, self.options(), (command,)),
             capture_output=True,
             text=True,
             timeout=timeout,

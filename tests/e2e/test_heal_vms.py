@@ -46,6 +46,7 @@ from vms import MOUNT, cli, sh, shown
 from rackform.engine import prepare
 from rackform.rollout.plan import basis
 from rackform.rollout.record import Store
+from rackform.scheduler.remote import ssh_argv
 
 pytestmark = pytest.mark.slow
 
@@ -85,10 +86,11 @@ def forwarded(bed, nodes: list[str], remote_port: int = 9100):
 
     def keep(node: str) -> None:
         ssh = bed.ssh(node)
-        argv = ["ssh", *ssh.options(), "-N", "-o", "ExitOnForwardFailure=yes",
-                "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=2",
-                "-L", f"127.0.0.1:{ports[node]}:127.0.0.1:{remote_port}",
-                f"{ssh.user}@{ssh.host}"]  # fmt: skip
+        argv = ssh_argv(ssh.user, ssh.host, ssh.port, [
+            *ssh.options(), "-N", "-o", "ExitOnForwardFailure=yes",
+            "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=2",
+            "-L", f"127.0.0.1:{ports[node]}:127.0.0.1:{remote_port}",
+        ])  # fmt: skip
         while not done.is_set():
             procs[node] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -121,5 +121,6 @@ def test_the_commands_remediation_reaches_the_node_it_names_over_ssh(tmp_path, m
     assert done.ok, done.why
     assert (tmp_path / "nvidia-smi.log").read_text().split() == ["--gpu-reset"]
     (argv,) = [json.loads(line) for line in (tmp_path / "ssh.log").read_text().splitlines()]
-    assert "root@10.77.7.2" in argv and argv[argv.index("-p") + 1] == "2222", argv
+    call = fake_ssh.parse(argv)
+    assert (call.user, call.host, call.port) == ("root", "10.77.7.2", "2222"), argv
     assert argv[argv.index("-i") + 1] == str(tmp_path / "id"), argv

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 
+import fake_ssh
 from blueprint_helpers import ROOT
 from moto_server import CTL, NODES, REGION, aws_env, aws_slurm
 from servers import Gpu, Series, prometheus
@@ -79,12 +80,10 @@ def test_heal_reaches_the_aws_controller_through_its_tunnel_and_destroys_nothing
     assert act["why"] == "draining: not a node of the controller's Slurm (sinfo knows none)", act
     # Nothing destroyed: the node Slurm did not drain still runs.
     assert aws.states(list(ids.values())) == dict.fromkeys(ids.values(), "running")
-    calls = [json.loads(line) for line in (tmp_path / "ssh.log").read_text().splitlines()]
-    tunnel = (
-        f"ProxyCommand=aws ec2-instance-connect open-tunnel --region {REGION} "
-        f"--instance-id {ids[CTL]}"
-    )
-    assert calls and all(tunnel in a and f"ubuntu@{ctl_ip}" in a for a in calls), calls
+    calls = fake_ssh.calls(tmp_path / "ssh.log")
+    tunnel = f"aws ec2-instance-connect open-tunnel --region {REGION} --instance-id {ids[CTL]}"
+    assert calls and all(c.config("ProxyCommand") == tunnel for c in calls), calls
+    assert all((c.user, c.host) == ("ubuntu", ctl_ip) for c in calls), calls
 
 
 def test_a_serving_groups_failed_node_is_replaced_through_its_group_and_only_it(aws, tmp_path):

@@ -5,10 +5,14 @@ runner's forks beside it)."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from planhelp import AWS_SLURM, BARE_METAL, write_blueprint
 
 from rackform.acceptance.cluster import merge_reports
 from rackform.blueprint.loader import load_effective
+from rackform.blueprint.schema.names import UnsafeValue
 from rackform.engine import compile_effective
 from rackform.plan.inventory import SLURM_CONTROLLER_GROUP, host_groups, inventory_hosts, with_nodes
 
@@ -79,3 +83,27 @@ def test_each_node_s_group_is_named_as_the_blueprint_names_it(tmp_path):
         "llm-train-a-dev-gpu-a-1": "gpu-a",
         "llm-train-a-dev-gpu-a-1-0": "gpu-a-1",
     }
+
+
+@pytest.mark.parametrize(
+    "node,controller,said",
+    [
+        # Ansible puts ansible_host last on ssh's command line with no `--` before it.
+        (["llm-train-a-dev-gpu-a-0", "-oProxyCommand=touch /tmp/x", 22, "i-0a"], None,
+         "gives address '-oProxyCommand=touch /tmp/x', which is no IP address"),
+        # The instance id goes into the tunnel's ProxyCommand, which a shell runs.
+        (["llm-train-a-dev-gpu-a-0", "10.0.0.11", 22, "i-0a;touch /tmp/x"], None,
+         "gives machine id 'i-0a;touch /tmp/x', which is no id"),
+        (["-oProxyCommand=x", "10.0.0.11", 22, "i-0a"], None,
+         "names a node '-oProxyCommand=x', which is no host name"),
+        (["llm-train-a-dev-gpu-a-0", "10.0.0.11", "22 -oX", "i-0a"], None,
+         "gives port '22 -oX', which is no port number"),
+        (None, [CTL, "10.0.0.5", 22, "i-0ctl %h"], "gives machine id 'i-0ctl %h'"),
+    ],
+)  # fmt: skip
+def test_a_node_a_stack_reports_is_checked_before_ansible_takes_it(
+    tmp_path, node, controller, said
+):
+    nodes = {"gpu-a": [node or NODES["gpu-a"][0]]}
+    with pytest.raises(UnsafeValue, match=re.escape(said)):
+        with_nodes(aws_plan(tmp_path), nodes, controller)

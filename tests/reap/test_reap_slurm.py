@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import fake_ssh
 import pytest
 from blueprint_helpers import ROOT
 from clusters import history
@@ -80,9 +81,10 @@ def test_a_running_job_keeps_a_cluster_whose_gpus_are_idle(prom, files, slurm, t
     # Three calls on the controller per run, as the plan's ssh user on its port: the stack's
     # lock there (the one heal and rolling changes take), the nodes' Slurm state (drained
     # already?) and the queue, each once.
-    calls = [json.loads(line) for line in (tmp_path / "ssh.log").read_text().splitlines()]
-    assert len(calls) == 6 and all("root@10.77.7.1" in c and "2222" in c for c in calls)
-    assert sum("flock" in " ".join(c) for c in calls) == 2
+    calls = fake_ssh.calls(tmp_path / "ssh.log")
+    assert len(calls) == 6
+    assert all((c.user, c.host, c.port) == ("root", "10.77.7.1", "2222") for c in calls)
+    assert sum("flock" in " ".join(c.remote) for c in calls) == 2
 
 
 def test_a_pending_job_alone_keeps_it_too(prom, files, slurm, tmp_path):

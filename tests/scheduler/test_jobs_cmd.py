@@ -5,9 +5,11 @@ one clear line for each way it can go wrong."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
+import fake_ssh
 import pytest
 from blueprint_helpers import ROOT
 from recorded import JOBCOMP, SACCT
@@ -89,8 +91,8 @@ def test_jobs_the_local_slurm_ran_are_counted_from_the_controller_s_log(slurm, b
         assert j["gpu_hours"] == pytest.approx(j["gpus"] * j["seconds"] / 3600, abs=1e-4)
         assert j["usd"] == pytest.approx(j["gpu_hours"] * usd, abs=0.01)
     assert any("upper bound where jobs share a node" in n for n in doc["notes"])
-    argv = json.loads((tmp_path / "ssh.log").read_text().splitlines()[-1])
-    assert "root@10.77.7.1" in argv and str(slurm.jobcomp) in argv[-1]
+    call = fake_ssh.calls(tmp_path / "ssh.log")[-1]
+    assert (call.user, call.host) == ("root", "10.77.7.1") and str(slurm.jobcomp) in call.remote[-1]
 
 
 def one_line(r, code: int, expected: str):
@@ -132,3 +134,25 @@ def test_no_scheduler_needs_a_copied_log(tmp_path):
 )
 def test_bad_input_is_one_line(bp, args, expected):
     one_line(rackform("jobs", bp, *args), 2, expected)
+
+
+def test_an_ssh_user_that_is_an_ssh_option_never_reaches_ssh(tmp_path):
+    """Issue 57's finding as it was found: `ssh_user: "-oProxyCommand=..."` in a blueprint that
+    validated, and `rackform jobs` ran the command on this machine (the fake ssh runs a
+    ProxyCommand it is given, as ssh does). Now the loader refuses the blueprint at its line and
+    no ssh runs at all."""
+    marker = tmp_path / "pwned"
+    f = tmp_path / "slurm-a.yaml"
+    f.write_text(
+        blueprint().replace(
+            "target: {type: bare_metal,",
+            f"target: {{type: bare_metal, ssh_user: '-oProxyCommand=touch {marker} #',",
+        )
+    )
+    env = {**fake_ssh.environ(tmp_path, dict(os.environ)), "FAKE_SSH_RUN_PROXY": "1"}
+    r = rackform("jobs", f, "--json", env=env)
+    assert not marker.exists()
+    assert not (tmp_path / "ssh.log").exists(), "ssh ran"
+    assert r.returncode == 2, r.stdout + r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith(f"{f}:")]
+    assert line.startswith(f"{f}:4:38: target.ssh_user: '-oProxyCommand=touch {marker} #' is not")

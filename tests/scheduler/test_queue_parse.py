@@ -60,6 +60,10 @@ def test_padding_blank_lines_and_hyphens_are_read_as_they_are():
         "12|RUNNING|alice|ml|batch\n",  # cut short
         "twelve|RUNNING|alice|ml|batch|n1|None\n",
         "12|running|alice|ml|batch|n1|None\n",
+        # A job id heal and rolling changes give back to `scontrol requeue`: never an option
+        # or shell code (it is quoted on the way too: tests/scheduler/test_remote.py).
+        "-oProxyCommand=x|RUNNING|alice|ml|batch|n1|None\n",
+        "12;reboot|RUNNING|alice|ml|batch|n1|None\n",
     ],
 )
 def test_a_line_that_is_not_a_job_makes_the_queue_unreadable_not_emptier(text):

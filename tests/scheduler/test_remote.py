@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import fake_ssh
 import pytest
+from slurm_local import blueprint
 
-from rackform.scheduler.remote import Local, RemoteError, Ssh
+from rackform.engine import prepare
+from rackform.scheduler.drain import drain
+from rackform.scheduler.remote import Local, RemoteError, Ssh, controller
+from rackform.targets.onprem.hosts import probe
 
 ECHO_ARGS = 'for a in "$@"; do printf "<%s>\\n" "$a"; done\n'
 NASTY = ["rackform reap: llm-a/prod idle", "it's", "$(touch /tmp/pwned)", "a;b", "*", ""]
@@ -28,7 +33,7 @@ def test_the_ssh_argv_never_prompts_and_quotes_each_argument_once():
     argv = Ssh("ops", "10.60.0.11", 2222).argv(["a b", "c"])
     assert argv == [
         "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-p", "2222",
-        "ops@10.60.0.11", "sh", "-s", "--", "'a b'", "c",
+        "-l", "ops", "--", "10.60.0.11", "sh", "-s", "--", "'a b'", "c",
     ]  # fmt: skip
 
 
@@ -46,8 +51,8 @@ def test_arguments_arrive_as_the_words_they_were(ssh_on_path):
     assert done.rc == 0, done.stderr
     assert done.stdout.splitlines() == [f"<{a}>" for a in NASTY]
     assert not os.path.exists("/tmp/pwned")
-    [argv] = [json.loads(line) for line in ssh_on_path.read_text().splitlines()]
-    assert "root@10.77.7.1" in argv and argv[argv.index("-p") + 1] == "22"
+    [call] = fake_ssh.calls(ssh_on_path)
+    assert (call.user, call.host, call.port) == ("root", "10.77.7.1", "22")
 
 
 def test_an_unreachable_host_is_a_remote_error_with_ssh_s_reason(ssh_on_path, monkeypatch):
@@ -78,3 +83,67 @@ def test_local_runs_with_its_own_environment():
         'echo "$SLURM_CONF $1"', ["two words"]
     )
     assert done.stdout == "/x/slurm.conf two words\n"
+
+
+def _hostile_plan(tmp_path, user: str, address: str):
+    """A compiled plan of a valid blueprint, edited past the schema: its ssh user, and the
+    address of its Slurm controller (the first host), what a blueprint could not give."""
+    f = tmp_path / "slurm-a.yaml"
+    f.write_text(blueprint())
+    plan = prepare(f).plan
+    g = plan.node_groups[0]
+    ctl = replace(g.hosts[0], address=address)
+    return replace(plan, ssh_user=user, node_groups=(replace(g, hosts=(ctl, *g.hosts[1:])),))
+
+
+def test_a_user_or_host_that_looks_like_an_option_is_never_read_as_one(ssh_on_path, monkeypatch):
+    """The runner `rackform jobs`, reap's drain, heal and rolling changes use, fed values the
+    schema refuses (a plan edited after compile): the user goes after -l, the host after --, so
+    ssh (the fake reads its command line as OpenSSH does, and runs a ProxyCommand it is given)
+    runs no ProxyCommand and nothing named in them."""
+    monkeypatch.setenv("FAKE_SSH_RUN_PROXY", "1")
+    tmp = ssh_on_path.parent
+    user = f"-oProxyCommand=touch {tmp / 'by-user'} #"
+    address = f"-oProxyCommand=touch {tmp / 'by-host'}"
+    plan = _hostile_plan(tmp, user, address)
+    done = controller(plan)(ECHO_ARGS, ["x"])
+    assert not (tmp / "by-user").exists() and not (tmp / "by-host").exists()
+    assert (done.rc, done.stdout) == (0, "<x>\n"), done.stderr
+    [call] = fake_ssh.calls(ssh_on_path)
+    assert (call.user, call.host, call.config("ProxyCommand")) == (user, address, None)
+    argv = json.loads(ssh_on_path.read_text())
+    assert argv[argv.index("-l") + 1] == user and argv[argv.index("--") + 1] == address
+
+
+def test_the_host_probe_puts_user_and_host_where_ssh_reads_no_option(ssh_on_path, monkeypatch):
+    """`up`'s host probe (the bare-metal Host resource), with inputs the schema refuses."""
+    monkeypatch.setenv("FAKE_SSH_RUN_PROXY", "1")
+    marker = ssh_on_path.parent / "pwned"
+    probe(f"-oProxyCommand=touch {marker} #", f"-oProxyCommand=touch {marker}", 22)
+    assert not marker.exists()
+    [call] = fake_ssh.calls(ssh_on_path)
+    assert call.config("ProxyCommand") is None and call.remote == ["sh", "-s"]
+
+
+def test_slurm_names_given_back_to_the_controller_arrive_inert(ssh_on_path, monkeypatch):
+    """Node names that reach the controller's scripts (the drain's; on AWS heal takes them from
+    Prometheus's labels, which signals.read checks too) and the reason (evidence read from
+    Prometheus) are arguments, never code or options, on either side of ssh. (A job id Slurm
+    gives back to requeue is checked by the queue's parser: tests/scheduler/test_queue_parse.py.)"""
+    monkeypatch.setenv("FAKE_SSH_RUN_PROXY", "1")
+    tmp = ssh_on_path.parent
+    marker, log = tmp / "pwned", tmp / "scontrol.log"
+    # Slurm's tools on the "controller" (this machine, through the fake ssh): every node idle,
+    # and scontrol recording the words it was given, one a line.
+    (tmp / "bin" / "sinfo").write_text("#!/bin/sh\necho idle\n")
+    (tmp / "bin" / "scontrol").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" >> {log}\n")
+    for tool in ("sinfo", "scontrol"):
+        (tmp / "bin" / tool).chmod(0o755)
+    hostile = [f"-oProxyCommand=touch {marker}", f"node1;touch {marker}", f"$(touch {marker})"]
+    reason = f"rackform heal: `touch {marker}`"
+    out = drain(Ssh("root", "10.77.7.1", 22), hostile, reason)
+    assert [o.subject for o in out] == hostile and not any(o.ok for o in out)
+    assert not marker.exists()
+    words = [f"{w}\n" for n in hostile for w in ("update", f"nodename={n}", "state=drain",
+                                                   f"reason={reason}")]  # fmt: skip
+    assert log.read_text() == "".join(words)

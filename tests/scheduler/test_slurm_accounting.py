@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import fake_ssh
 import pytest
 from blueprint_helpers import ROOT
 from slurm_accounting_local import accounts_script
@@ -249,8 +250,9 @@ def test_rackform_jobs_reads_sacct_on_a_cluster_with_accounting(
         ("llm-pretrain", 4, "tres"),
     ]
     assert not any("upper bound" in n for n in doc["notes"])
-    argv = json.loads((tmp_path / "ssh.log").read_text().splitlines()[-1])
-    assert "root@10.77.7.1" in argv and EPOCH in argv[-1]  # no --since: every job sacct has
+    call = fake_ssh.calls(tmp_path / "ssh.log")[-1]
+    assert (call.user, call.host) == ("root", "10.77.7.1")
+    assert EPOCH in call.remote[-1]  # no --since: every job sacct has
 
 
 def test_a_requeued_job_is_charged_for_both_its_runs(accounting_slurm, made, bp, tmp_path):

@@ -10,15 +10,18 @@ id of another cluster."""
 
 from __future__ import annotations
 
+import os
 import re
 
+import fake_ssh
 import pytest
 from moto_server import CTL, NODES, REGION, STACK, Aws, aws_slurm
 
+from rackform.blueprint.schema.names import UnsafeValue
 from rackform.engine import prepare
 from rackform.reap.target import ActionError
 from rackform.scheduler.remote import RemoteError
-from rackform.targets.aws.instances import Instances
+from rackform.targets.aws.instances import Instances, tunnel
 from rackform.targets.runtimes import controller
 
 NODE0, NODE1 = NODES
@@ -171,3 +174,57 @@ def test_commands_reach_the_aws_controller_through_the_target(aws, plan, monkeyp
     run = controller(plan)
     assert run.where == f"ubuntu@{address(aws, ctl)}:22"
     assert run.proxy.endswith(f"--instance-id {ctl}")
+
+
+class _Ec2Answers:
+    """An EC2 whose describe_instances answers `instance` (what moto never would: an id or an
+    address that is not one), for whatever it is asked."""
+
+    def __init__(self, instance: dict):
+        self.instance = instance
+
+    def __call__(self, service: str, region: str):
+        return self
+
+    def get_paginator(self, op: str):
+        return self
+
+    def paginate(self, **kw):
+        return [{"Reservations": [{"Instances": [self.instance]}]}]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"InstanceId": "i-0abc$(touch {marker})", "PrivateIpAddress": "10.0.0.9"},
+        {"InstanceId": "i-0abc", "PrivateIpAddress": "-oProxyCommand=touch {marker}"},
+    ],
+)
+def test_an_ec2_answer_that_is_no_id_or_address_never_reaches_ssh(
+    plan, tmp_path, monkeypatch, answer
+):
+    """EC2's answer goes into ssh's command line (the address) and the tunnel's ProxyCommand,
+    which ssh runs through a shell (the id): refused where it is read, so ssh (the fake, which
+    runs a ProxyCommand it is given) never runs."""
+    marker = tmp_path / "pwned"
+    env = {**fake_ssh.environ(tmp_path, dict(os.environ)), "FAKE_SSH_RUN_PROXY": "1"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    inst = {k: v.format(marker=marker) for k, v in answer.items()}
+    inst["Tags"] = [{"Key": "Name", "Value": NODE0}]
+    try:
+        Instances(_Ec2Answers(inst)).reach(plan, NODE0)("true")
+        refused = ""
+    except RemoteError as exc:
+        refused = str(exc)
+    assert not marker.exists() and not (tmp_path / "ssh.log").exists()
+    assert re.search(r"EC2 \(instance '.*'\) gives .* which is no (EC2 id|IP address)", refused)
+
+
+def test_the_tunnel_names_an_instance_id_and_nothing_else():
+    assert tunnel(REGION, "i-0123456789abcdef0") == (
+        f"aws ec2-instance-connect open-tunnel --region {REGION} --instance-id i-0123456789abcdef0"
+    )
+    for bad in ("i-0 %h", "i-0'x", "--instance-id=x"):
+        with pytest.raises(UnsafeValue, match="EC2 gives instance id"):
+            tunnel(REGION, bad)

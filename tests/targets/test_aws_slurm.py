@@ -105,7 +105,8 @@ def test_without_a_scheduler_there_is_no_controller_instance(tmp_path):
 
 class AddressedMocks(offline.RecordingMocks):
     """The engine's answer after `up`, which the offline mocks leave unknown: each instance's
-    private address (a mock for the AWS API this machine cannot reach)."""
+    private address, and an id as EC2 gives one (a mock for the AWS API this machine cannot
+    reach; the inventory refuses an id that is none, as it goes into the tunnel's command)."""
 
     addresses: ClassVar[dict[str, str]] = {}
 
@@ -119,7 +120,12 @@ class AddressedMocks(offline.RecordingMocks):
             state["privateIp"] = self.addresses.setdefault(
                 args.name, f"10.0.0.{len(self.addresses) + 10}"
             )
+            rid = instance_id(args.name)
         return rid, state
+
+
+def instance_id(name: str) -> str:
+    return f"i-{int(AddressedMocks.addresses[name].rsplit('.', 1)[1]):017x}"
 
 
 def test_configure_gets_the_controller_in_its_own_group_never_in_gpu_nodes(tmp_path, monkeypatch):
@@ -133,7 +139,7 @@ def test_configure_gets_the_controller_in_its_own_group_never_in_gpu_nodes(tmp_p
     assert ctl[CONTROLLER] == {
         "ansible_host": AddressedMocks.addresses[CONTROLLER],
         "ansible_port": 22,
-        "rackform_instance_id": f"<{CONTROLLER}>.id",  # what the SSH tunnel names
+        "rackform_instance_id": instance_id(CONTROLLER),  # what the SSH tunnel names
     }
     gpu = children["gpu_nodes"]["children"]
     assert set(gpu) == {"ng_gpu_a", "ng_gpu_a_1"}

@@ -102,8 +102,7 @@ def test_probe_goes_through_ssh_in_batch_mode(ssh_on_path):
     assert facts["hostname"] == socket.gethostname()
     (argv,) = [json.loads(line) for line in ssh_on_path.read_text().splitlines()]
     assert "BatchMode=yes" in argv
-    assert argv[argv.index("-p") + 1] == "2222"
-    assert argv[-3:] == ["ubuntu@10.0.0.1", "sh", "-s"]
+    assert argv[-8:] == ["-p", "2222", "-l", "ubuntu", "--", "10.0.0.1", "sh", "-s"]
 
 
 def test_unreachable_host_names_the_reason(ssh_on_path, monkeypatch):

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Strict, Violation, closest
+from rackform.blueprint.schema.names import NEW_USER
 
 # Every association's parent account; an account of that name would be Slurm's own.
 ROOT_ACCOUNT = "root"
@@ -24,7 +25,7 @@ NORMAL_QOS = "normal"
 # that sacctmgr's `name=a,b` lists or its `where` clauses would split on.
 SLURM_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 # POSIX user names as Debian's adduser takes them by default, lowercase as sacctmgr keeps them.
-USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+USER_NAME = re.compile(NEW_USER)
 
 
 class Qos(Strict):
@@ -156,10 +157,10 @@ def fairness_rules(bp: Any) -> list[Violation]:
 
 
 def _name(value: str, what: str, path: tuple, pattern: re.Pattern = SLURM_NAME) -> list[Violation]:
-    if pattern.match(value):
+    if pattern.fullmatch(value):
         return []
     lower = value.lower()
-    if lower != value and pattern.match(lower):
+    if lower != value and pattern.fullmatch(lower):
         return [
             Violation(
                 path,

@@ -42,7 +42,7 @@ class ObjectStorage(Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not _URL.match(v):
+        if not _URL.fullmatch(v):
             raise ValueError(
                 f"{v!r} is not s3://BUCKET/PREFIX with a bucket name S3 accepts (3-63 lowercase"
                 " letters, digits, dots and hyphens) and a prefix of letters, digits, . _ / -"

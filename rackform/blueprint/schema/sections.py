@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check
 from rackform.blueprint.schema.health import HealthPolicy
+from rackform.blueprint.schema.names import AbsolutePath, Drive, Hca, Interface
 from rackform.blueprint.schema.object_tier import ObjectStorage
 from rackform.blueprint.schema.rollout import (
     BUDGET_DESCRIPTION,
@@ -65,11 +66,11 @@ class NetworkSpec(Strict):
         Field(description="Inter-node fabric for NCCL traffic."),
     ]
     interfaces: Annotated[
-        tuple[str, ...],
+        tuple[Interface, ...],
         Field(description="NCCL socket interfaces (NCCL_SOCKET_IFNAME); empty = auto."),
     ] = ()
     hcas: Annotated[
-        tuple[str, ...], Field(description="InfiniBand / RoCE HCAs (NCCL_IB_HCA), e.g. mlx5_0.")
+        tuple[Hca, ...], Field(description="InfiniBand / RoCE HCAs (NCCL_IB_HCA), e.g. mlx5_0.")
     ] = ()
     gbps_per_node: Annotated[
         float | None, Field(description="Fabric bandwidth per node in Gb/s, when known.", gt=0)
@@ -78,14 +79,14 @@ class NetworkSpec(Strict):
 
 class CheckpointStorage(Strict):
     raid_level: Annotated[RaidLevelChoice, Field(description="md RAID level.")] = 0
-    mount: Annotated[
-        str, Field(description="Absolute mount path for checkpoints.", pattern=r"^/\S*$")
-    ] = "/mnt/checkpoints"
+    mount: Annotated[AbsolutePath, Field(description="Absolute mount path for checkpoints.")] = (
+        "/mnt/checkpoints"
+    )
     filesystem: Annotated[Literal["xfs", "ext4"], Field(description="Filesystem on the array.")] = (
         "xfs"
     )
     devices: Annotated[
-        tuple[str, ...],
+        tuple[Drive, ...],
         Field(
             description="Drives by serial or /dev/disk/by-id name; empty uses every instance-store / unused NVMe drive."
         ),

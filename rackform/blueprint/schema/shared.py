@@ -12,13 +12,19 @@ throughput (https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSy
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check, repeated
+from rackform.blueprint.schema.names import (
+    NEW_USER,
+    AbsolutePath,
+    Address,
+    Export,
+    MountOptions,
+    NodeName,
+)
 from rackform.blueprint.schema.object_tier import S3_BUCKET
 
 Holds = Literal["datasets", "checkpoints", "home"]
@@ -37,7 +43,6 @@ FileSystemId = Annotated[
         pattern=r"^fs-[0-9a-f]{8,17}$",
     ),
 ]
-_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 
 
 class SharedServer(Strict):
@@ -45,27 +50,28 @@ class SharedServer(Strict):
 
     type: Annotated[Literal["nfs", "lustre"], Field(description="The file system's protocol.")]
     address: Annotated[
-        str | None,
+        Address | None,
         Field(
             description="The server's IP address or host name (for Lustre: the MGS). With `host`, leave it out: the nodes reach that host at its address on the fabric's first interface."
         ),
     ] = None
     host: Annotated[
-        str | None,
+        NodeName | None,
         Field(
             description="NFS only, for small sites: a host of this blueprint that serves the export itself (rackform installs the NFS server there, exports the path to the cluster's network, and the host uses the path directly)."
         ),
     ] = None
     export: Annotated[
-        str,
+        Export,
         Field(
             description="What to mount: the NFS export's path (e.g. /export/data), or the Lustre file system name (e.g. lustre).",
-            pattern=r"^\S+$",
         ),
     ]
     options: Annotated[
-        str,
-        Field(description="Mount options beyond rackform's (e.g. nconnect=8 for NFS)."),
+        MountOptions,
+        Field(
+            description="Mount options beyond rackform's, comma-separated (e.g. nconnect=8 for NFS)."
+        ),
     ] = ""
     nfs_version: Annotated[
         Literal["4.2", "4.1", "4.0", "3"],
@@ -87,18 +93,6 @@ class SharedServer(Strict):
             gt=0,
         ),
     ] = None
-
-    @field_validator("address")
-    @classmethod
-    def _address(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        try:
-            return str(ipaddress.ip_address(v))
-        except ValueError:
-            if not _HOST.match(v):
-                raise ValueError(f"{v!r} is neither an IP address nor a host name") from None
-            return v
 
     @model_validator(mode="after")
     def _where(self) -> SharedServer:
@@ -127,7 +121,7 @@ class SharedUser(Strict):
 
     name: Annotated[
         str,
-        Field(description="Login name.", pattern=r"^[a-z_][a-z0-9_-]{0,31}$"),
+        Field(description="Login name.", pattern=NEW_USER),
     ]
     uid: Annotated[
         int, Field(description="User id, the same on every node (1000-59999).", ge=1000, le=59999)
@@ -141,7 +135,7 @@ class SharedUser(Strict):
 
 
 class SharedGroup(Strict):
-    name: Annotated[str, Field(description="Group name.", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+    name: Annotated[str, Field(description="Group name.", pattern=NEW_USER)]
     gid: Annotated[
         int, Field(description="Group id, the same on every node (1000-59999).", ge=1000, le=59999)
     ]
@@ -243,9 +237,7 @@ class Efs(Strict):
 
 
 class SharedStorage(Strict):
-    mount: Annotated[str, Field(description="Where every node mounts it.", pattern=r"^/\S*$")] = (
-        "/shared"
-    )
+    mount: Annotated[AbsolutePath, Field(description="Where every node mounts it.")] = "/shared"
     holds: Annotated[
         tuple[Holds, ...],
         Field(

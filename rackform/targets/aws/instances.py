@@ -16,10 +16,12 @@ itself (the AWS CLI's `open-tunnel`) is not yet run against AWS."""
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from typing import Any
 
+from rackform.blueprint.schema import names
 from rackform.plan.model import Plan
 from rackform.reap.target import ActionError
 from rackform.scheduler.remote import RemoteError, Ssh
@@ -35,8 +37,12 @@ def tunnel(region: str, instance_id: str) -> str:
     """ssh's ProxyCommand through the stack's endpoint: the AWS CLI v2 opens a WebSocket to the
     EC2 Instance Connect Endpoint and relays the connection over its stdin and stdout (EC2 user
     guide, "Connect to an instance using EC2 Instance Connect Endpoint": `aws
-    ec2-instance-connect open-tunnel --instance-id ID`, used as ProxyCommand)."""
-    return f"aws ec2-instance-connect open-tunnel --region {region} --instance-id {instance_id}"
+    ec2-instance-connect open-tunnel --instance-id ID`, used as ProxyCommand). ssh runs it
+    through a shell, and the id is EC2's answer: an id that is none is refused (UnsafeValue)
+    rather than quoted, as ssh would expand a `%` in it before any shell saw it."""
+    instance_id = names.instance_id(instance_id, "EC2")
+    words = ["aws", "ec2-instance-connect", "open-tunnel", "--region", region]
+    return shlex.join([*words, "--instance-id", instance_id])
 
 
 class Instances:
@@ -125,13 +131,19 @@ class Instances:
             raise RemoteError(f"cannot look {name} up in EC2: {one_line(exc)}") from None
         controller = name.endswith(f"-{CONTROLLER_SUFFIX}")
         user = CONTROLLER_IMAGE.ssh_user if controller else plan.ssh_user
+        source = f"EC2 (instance {name!r})"
+        try:
+            address = names.node_address(inst.get("PrivateIpAddress"), source)
+            proxy = tunnel(plan.target.region, names.instance_id(inst.get("InstanceId"), source))
+        except names.UnsafeValue as exc:
+            raise RemoteError(str(exc)) from None
         return Ssh(
             user,
-            inst["PrivateIpAddress"],
+            address,
             SSH_PORT,
             None if identity is None else str(identity),
             None if known_hosts is None else str(known_hosts),
-            tunnel(plan.target.region, inst["InstanceId"]),
+            proxy,
         )
 
     def replace(self, plan: Plan, name: str) -> str:

@@ -9,13 +9,14 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check, closest, repeated
+from rackform.blueprint.schema.names import RackName
 from rackform.catalog import Catalog
 from rackform.targets.onprem.schema import OnPremSchema, OnPremTarget, OwnedHardware
 from rackform.targets.schema import Cluster
 
 
 class Rack(Strict):
-    name: Annotated[str, Field(description="Rack name as the site knows it.", min_length=1)]
+    name: Annotated[RackName, Field(description="Rack name as the site knows it.")]
     power_kw: Annotated[float, Field(description="Power budget of the rack in kW.", gt=0, le=200)]
 
 

@@ -4,43 +4,38 @@ and the schema both read it."""
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check
+from rackform.blueprint.schema.names import Drive, IpAddress, NodeName, RackName, ResourceId
 
 
 class Host(Strict):
     name: Annotated[
-        str,
+        NodeName,
         Field(
-            description="Host name (unique in the cluster).",
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$",
+            description="Host name (unique in the cluster): the inventory's and Slurm's name for it."
         ),
     ]
-    address: Annotated[str, Field(description="IP address Ansible reaches the host at.")]
+    address: Annotated[
+        IpAddress, Field(description="IP address (v4 or v6) Ansible and ssh reach the host at.")
+    ]
     port: Annotated[
         int | None, Field(description="SSH port, when not the target's.", ge=1, le=65535)
     ] = None
-    rack: Annotated[str | None, Field(description="Rack the host sits in (colocation).")] = None
+    rack: Annotated[RackName | None, Field(description="Rack the host sits in (colocation).")] = (
+        None
+    )
     nvme: Annotated[
-        tuple[str, ...],
+        tuple[Drive, ...],
         Field(description="Checkpoint drives by serial or /dev/disk/by-id name; empty finds them."),
     ] = ()
     bmc: Annotated[
         Bmc | None,
         Field(description="The host's BMC (Redfish), for `rackform reap`'s power-off."),
     ] = None
-
-    @field_validator("address")
-    @classmethod
-    def _ip(cls, v: str) -> str:
-        try:
-            return str(ipaddress.ip_address(v))
-        except ValueError as exc:
-            raise ValueError(f"{v!r} is not an IP address") from exc
 
 
 class Bmc(Strict):
@@ -55,7 +50,7 @@ class Bmc(Strict):
         ),
     ]
     system: Annotated[
-        str | None,
+        ResourceId | None,
         Field(
             description="Redfish ComputerSystem id under /redfish/v1/Systems/; default: the BMC's only system."
         ),

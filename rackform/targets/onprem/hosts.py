@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from rackform.scheduler.remote import ssh_argv
+
 SSH_TIMEOUT_S = 10
 PROBE_TIMEOUT_S = 60
 
@@ -87,15 +89,12 @@ def probe(user: str, address: str, port: int) -> dict[str, Any]:
     ssh = shutil.which("ssh")
     if ssh is None:
         raise HostUnreachable("no `ssh` client on PATH; install openssh-client")
-    cmd = [
-        ssh,
+    options = [
         "-o", "BatchMode=yes",
         "-o", f"ConnectTimeout={SSH_TIMEOUT_S}",
         "-o", "StrictHostKeyChecking=accept-new",
-        "-p", str(port),
-        f"{user}@{address}",
-        "sh", "-s",
     ]  # fmt: skip
+    cmd = [ssh, *ssh_argv(user, address, port, options, ("sh", "-s"))[1:]]
     try:
         done = subprocess.run(
             cmd, input=PROBE, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Cidr, Strict, Violation, closest
+from rackform.blueprint.schema.names import LoginName
 from rackform.blueprint.schema.scheduler import controller_host_rules
 from rackform.catalog import Catalog
 from rackform.targets.onprem.host_spec import HostsFields, unique_hosts
@@ -16,12 +17,13 @@ from rackform.targets.schema import Cluster, TargetSchema
 
 class OnPremTarget(Strict):
     ssh_user: Annotated[
-        str,
+        LoginName,
         Field(
             description=(
-                "User Ansible and the host checks log in as; a user other than root becomes "
-                "root through sudo for the roles (ansible_become), so it needs sudo without a "
-                "password."
+                "User Ansible and the host checks log in as: a POSIX user name (lowercase "
+                "letters, digits, '_' and '-', a letter or '_' first, a '$' last allowed; up to "
+                "32). A user other than root becomes root through sudo for the roles "
+                "(ansible_become), so it needs sudo without a password."
             )
         ),
     ] = "root"
