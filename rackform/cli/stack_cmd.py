@@ -38,6 +38,7 @@ from rackform.cli.common import (
 from rackform.plan.compile import BOOT_VERDICT, REVALIDATE
 from rackform.plan.model import Plan
 from rackform.targets.runtime import BootWait
+from rackform.targets.runtimes import runtime
 
 
 def operate(
@@ -95,9 +96,10 @@ def data_first(plan: Plan, operation: str, refresh: bool = False) -> None:
     from rackform.stack.data_stack import DataStackError, adoption, check_moved, run_data
     from rackform.stack.workspace import WorkspaceError
 
+    tier = runtime(plan.target_type)
     try:
-        check_moved(plan, plan.project, f"`rackform {operation}`")
-        config = adoption(plan, plan.project, _say)
+        check_moved(plan, tier.data_pieces(plan), plan.project, f"`rackform {operation}`")
+        config = adoption(plan, tier, plan.project, _say)
         _say(
             f"rackform: {operation} of stack {plan.data_stack} (the data tier, which destroy keeps)"
         )
@@ -346,7 +348,8 @@ def destroy(
         from rackform.stack.workspace import WorkspaceError
 
         try:
-            check_moved(plan, plan.project, "`rackform destroy`")
+            pieces = runtime(plan.target_type).data_pieces(plan)
+            check_moved(plan, pieces, plan.project, "`rackform destroy`")
         except (DataStackError, WorkspaceError) as exc:
             raise user_error(str(exc)) from None
     if not yes:

@@ -13,7 +13,7 @@ adopts the kept file system instead of creating a second one."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +27,6 @@ class DataStackError(Exception):
     """A command may not go ahead on the data tier (one line, with the fix)."""
 
 
-def _runtime(plan: Plan):
-    from rackform.targets.runtimes import runtime
-
-    return runtime(plan.target_type)
-
-
-def pieces(plan: Plan) -> tuple[Any, ...]:
-    return _runtime(plan).data_pieces(plan) if plan.data_stack else ()
-
-
 def held_in(piece: Any, stack: str, urns: set[str] | None) -> bool:
     """Whether a stack's state holds the piece, under whatever parents (its type and name)."""
     return any(
@@ -45,13 +35,13 @@ def held_in(piece: Any, stack: str, urns: set[str] | None) -> bool:
     )
 
 
-def left_behind(plan: Plan, cluster_urns: set[str] | None) -> list[Any]:
-    """The pieces the cluster's stack still holds where it held them before the data tier had a
-    stack of its own."""
-    return [p for p in pieces(plan) if p.urn(plan.stack) in (cluster_urns or set())]
+def left_behind(plan: Plan, pieces: Sequence[Any], cluster_urns: set[str] | None) -> list[Any]:
+    """Of the data tier's `pieces` (its target's `data_pieces`), those the cluster's stack still
+    holds where it held them before the data tier had a stack of its own."""
+    return [p for p in pieces if p.urn(plan.stack) in (cluster_urns or set())]
 
 
-def check_moved(plan: Plan, root: Path | None, doing: str) -> None:
+def check_moved(plan: Plan, pieces: Sequence[Any], root: Path | None, doing: str) -> None:
     """Refuse `doing` on a cluster whose stack still holds its data tier's pieces: a destroy
     would stop at their subnet (or delete the file system, were it not kept), an `up` would
     make a second file system in the data stack."""
@@ -59,7 +49,7 @@ def check_moved(plan: Plan, root: Path | None, doing: str) -> None:
 
     if not plan.data_stack:
         return
-    behind = left_behind(plan, held_urns(plan, root, plan.stack))
+    behind = left_behind(plan, pieces, held_urns(plan, root, plan.stack))
     if behind:
         names = ", ".join(p.name for p in behind)
         raise DataStackError(
@@ -70,19 +60,21 @@ def check_moved(plan: Plan, root: Path | None, doing: str) -> None:
         )
 
 
-def adoption(plan: Plan, root: Path | None, say: Say) -> dict[str, str]:
+def adoption(plan: Plan, tier: Any, root: Path | None, say: Say) -> dict[str, str]:
     """The data stack's config for its next `up` or `preview`: the pieces its state lacks that
-    the cloud still has (found by their tags) to import, and its protection kept."""
+    the cloud still has (found by their tags) to import, and its protection kept. `tier`: the
+    target's runtime (`data_pieces`, `find_kept`)."""
     from rackform.stack.workspace import held_urns
 
     held = held_urns(plan, root, plan.data_stack)
-    wanted = tuple(p for p in pieces(plan) if not held_in(p, plan.data_stack, held))
+    pieces = tier.data_pieces(plan) if plan.data_stack else ()
+    wanted = tuple(p for p in pieces if not held_in(p, plan.data_stack, held))
     found: dict[str, dict[str, str]] = {}
     if wanted:
         from rackform.targets.runtime import LookupFailed
 
         try:
-            found = _runtime(plan).find_kept(plan, wanted)
+            found = tier.find_kept(plan, wanted)
         except LookupFailed as exc:  # no credentials, no answer, or two with one piece's tags
             raise DataStackError(f"{exc}; nothing was created") from None
     for name, got in sorted(found.items()):
@@ -127,7 +119,7 @@ def destroy_data(plan: Plan, root: Path | None, on_output: Say, on_error: Say) -
     return run_data(plan, root, "destroy", {RELEASE: "true"}, on_output, on_error)
 
 
-def move(plan: Plan, root: Path | None, apply: bool, say: Say) -> int:
+def move(plan: Plan, pieces: Sequence[Any], root: Path | None, apply: bool, say: Say) -> int:
     """`rackform data move`: the pieces the cluster's stack holds at their former URNs, moved
     to the data stack with `pulumi state move` (its state only: the cloud is not touched, and
     the data stack's program takes each moved piece by its alias). Dry run unless `apply`."""
@@ -142,8 +134,8 @@ def move(plan: Plan, root: Path | None, apply: bool, say: Say) -> int:
     if cluster is None:
         raise DataStackError(f"stack {plan.stack} does not exist: nothing to move")
     data = held_urns(plan, root, plan.data_stack)
-    there = [p for p in pieces(plan) if held_in(p, plan.data_stack, data)]
-    moving = left_behind(plan, cluster)
+    there = [p for p in pieces if held_in(p, plan.data_stack, data)]
+    moving = left_behind(plan, pieces, cluster)
     if not moving:
         raise DataStackError(
             f"stack {plan.stack} holds none of its data tier's pieces where it held them: "
@@ -156,7 +148,7 @@ def move(plan: Plan, root: Path | None, apply: bool, say: Say) -> int:
             f"{plan.stack}'s would give it two; nothing was moved"
         )
     urns = [p.urn(plan.stack) for p in moving]
-    absent = [p.name for p in pieces(plan) if p not in moving]
+    absent = [p.name for p in pieces if p not in moving]
     verb = "Moving" if apply else "Would move (dry run: nothing changed; --apply moves)"
     say(f"rackform: {verb} from stack {plan.stack} to {plan.data_stack}, state only:")
     for urn in urns:

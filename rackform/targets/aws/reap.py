@@ -372,9 +372,10 @@ def _destroy(plan: Plan) -> Outcome:
     stop at the file system's subnet."""
     from rackform.stack.data_stack import DataStackError, check_moved
     from rackform.stack.workspace import WorkspaceError, open_stack, run
+    from rackform.targets.aws.data_layout import pieces
 
     try:
-        check_moved(plan, plan.project, "reap")
+        check_moved(plan, pieces(plan), plan.project, "reap")
         stack = open_stack(plan, plan.project)
     except (WorkspaceError, DataStackError) as exc:
         return Outcome(plan.stack, False, str(exc))
