@@ -240,7 +240,12 @@ def strategy(venv_root: Path = VENV) -> tuple[dict, list[str]]:
     found = sorted(venv_root.glob("lib/python3*/site-packages/ansible_mitogen/plugins/strategy"))
     if not found:
         return {}, []
-    env = {"ANSIBLE_STRATEGY_PLUGINS": str(found[-1]), "ANSIBLE_STRATEGY": "mitogen_linear"}
+    env = {
+        "ANSIBLE_STRATEGY_PLUGINS": str(found[-1]),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
+        # Its timeout covers its interpreter's start too (the controller's reason: push/strategy.py).
+        "ANSIBLE_TIMEOUT": "30",
+    }
     return env, ["-e", "rackform_free_strategy=mitogen_free"]
 
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 OFF = "RACKFORM_MITOGEN"
+CONNECT_TIMEOUT_S = 30
 
 
 def plugins() -> Path | None:
@@ -55,5 +56,10 @@ def settings(tunnelled: bool) -> tuple[dict[str, str], dict[str, str]]:
     env = {
         "ANSIBLE_STRATEGY_PLUGINS": str(plugins()),
         "ANSIBLE_STRATEGY": "mitogen_linear",
+        # Mitogen's connection timeout (Ansible's `timeout`, 10 s by default) covers the SSH
+        # handshake and the start of its interpreter on the host, which a busy or emulated host
+        # takes longer than 10 s over (seen: a testbed VM under a loaded machine, unreachable
+        # three times running); Ansible's own covers the handshake alone. The user's wins.
+        "ANSIBLE_TIMEOUT": os.environ.get("ANSIBLE_TIMEOUT", str(CONNECT_TIMEOUT_S)),
     }
     return env, {"rackform_free_strategy": "mitogen_free"}

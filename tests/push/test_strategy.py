@@ -14,7 +14,8 @@ from rackform.push import runner, strategy
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 
 
-def test_mitogen_is_chosen_where_nothing_speaks_against_it():
+def test_mitogen_is_chosen_where_nothing_speaks_against_it(monkeypatch):
+    monkeypatch.delenv("ANSIBLE_TIMEOUT", raising=False)
     assert strategy.plugins() is not None  # the deploy extra installs it
     assert strategy.chosen(tunnelled=False, environ={}) is None
     env, extra = strategy.settings(tunnelled=False)
@@ -22,6 +23,14 @@ def test_mitogen_is_chosen_where_nothing_speaks_against_it():
     assert (strategy.plugins() / "mitogen_linear.py").is_file()
     assert env["ANSIBLE_STRATEGY_PLUGINS"] == str(strategy.plugins())
     assert extra == {"rackform_free_strategy": "mitogen_free"}
+    # Its connection timeout covers the interpreter's start on the host too: longer, unless the
+    # user set one.
+    assert env["ANSIBLE_TIMEOUT"] == "30"
+
+
+def test_the_users_connection_timeout_wins(monkeypatch):
+    monkeypatch.setenv("ANSIBLE_TIMEOUT", "90")
+    assert strategy.settings(tunnelled=False)[0]["ANSIBLE_TIMEOUT"] == "90"
 
 
 @pytest.mark.parametrize("off", ["0", "no", "False", " off "])
