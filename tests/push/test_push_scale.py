@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from loopback import free_port
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from loopback import free_port
 
 from rackform import paths
 from rackform.push import runner as ansible_run

@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-
 from rackform.push import runner, strategy
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
