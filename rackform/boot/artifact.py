@@ -79,13 +79,21 @@ def _files(root: Path, prefix: str) -> list[tuple[str, Path]]:
 # pinned `ansible` package (pyproject.toml: ansible==12.3.0, whose collections the artifact
 # ships) requires: ansible-core~=2.19.5 (a test checks it).
 NODE_ANSIBLE_CORE = "2.19.14"
+# Mitogen for Ansible, which the node's own run of the roles goes under (node.py `strategy`), as
+# the controller's does: the `deploy` extra's pin (a test holds them equal).
+NODE_MITOGEN = "0.3.54"
 
 
 def node_requirements(aws: bool) -> list[str]:
-    """What the node's virtualenv installs: rackform's pinned ansible-core, and on AWS boto3 for
-    the calls a joining node makes there (tag itself, heartbeat and complete its lifecycle hook).
-    A node elsewhere makes none of them, and boto3 with botocore is most of what it would install."""
-    return [f"ansible-core=={NODE_ANSIBLE_CORE}", *(["boto3>=1.34,<2"] if aws else [])]
+    """What the node's virtualenv installs: rackform's pinned ansible-core and Mitogen, and on
+    AWS boto3 for the calls a joining node makes there (tag itself, heartbeat and complete its
+    lifecycle hook). A node elsewhere makes none of them, and boto3 with botocore is most of what
+    it would install."""
+    return [
+        f"ansible-core=={NODE_ANSIBLE_CORE}",
+        f"mitogen=={NODE_MITOGEN}",
+        *(["boto3>=1.34,<2"] if aws else []),
+    ]
 
 
 def manifest(

@@ -226,8 +226,27 @@ def configure(
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_INTERNAL_POLL_INTERVAL": "0.05",
     }
-    playbook = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inv), SITE]
-    run(playbook, env={**env, **(extra_env or {})}, cwd=str(root))
+    strategy_env, strategy_args = strategy()
+    playbook = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inv), *strategy_args, SITE]
+    run(playbook, env={**env, **strategy_env, **(extra_env or {})}, cwd=str(root))
+
+
+def strategy(venv_root: Path = VENV) -> tuple[dict, list[str]]:
+    """The environment and arguments that run the roles under Mitogen's strategies, where the
+    virtualenv holds Mitogen (`node_requirements` installs it): the node's one Python interpreter
+    runs every task's module, rather than a new one a task that imports Ansible's module code
+    again (most of a task's time on a small or emulated CPU). Nothing where it does not: Ansible's
+    own strategies, the same plays."""
+    found = sorted(venv_root.glob("lib/python3*/site-packages/ansible_mitogen/plugins/strategy"))
+    if not found:
+        return {}, []
+    env = {
+        "ANSIBLE_STRATEGY_PLUGINS": str(found[-1]),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
+        # Its timeout covers its interpreter's start too (the controller's reason: push/strategy.py).
+        "ANSIBLE_TIMEOUT": "30",
+    }
+    return env, ["-e", "rackform_free_strategy=mitogen_free"]
 
 
 def image_env(root: Path, spec: dict) -> dict:

@@ -34,6 +34,7 @@ from typing import Any
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import collections_root, site
 from rackform.plan.configuring import fork_width, tunnelled
+from rackform.push import strategy
 
 ROLES = (
     "nvidia_driver",
@@ -379,13 +380,14 @@ def run_playbook(
             )
         )
     extra = {"rackform_batch": size, "rackform_max_fail_percent": max_fail_percent}
+    strategy_env, strategy_vars = strategy.settings(tunnelled(inv))
     start = time.monotonic()
     runner = ansible_runner.run(
         private_data_dir=str(work),
         playbook=str(playbook or site()),
         inventory=inv,
         # What the run is told wins over the caller's extra variables of the same name.
-        extravars={**dict(extravars or {}), **extra},
+        extravars={**dict(extravars or {}), **extra, **strategy_vars},
         limit=limit,
         tags=",".join(tags) or None,
         skip_tags=",".join(skip_tags) or None,
@@ -409,6 +411,7 @@ def run_playbook(
             # default is a day): a cache that expires mid-run leaves a late batch, or a later
             # pass, without the facts of the hosts outside it.
             "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "0",
+            **strategy_env,
         },
         # ...and kept in the one directory every pass of the run reads (ansible-runner's own
         # is one per ansible-playbook run; an absolute path is taken as it is).

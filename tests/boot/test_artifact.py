@@ -12,6 +12,8 @@ import stat
 import subprocess
 import sys
 import tarfile
+import tomllib
+from pathlib import Path
 
 import pytest
 from boothelp import KEY, self_signed
@@ -30,6 +32,7 @@ from planhelp import (
 from rackform.blueprint.loader import load_effective
 from rackform.boot.artifact import (
     NODE_ANSIBLE_CORE,
+    NODE_MITOGEN,
     USER_DATA_LIMIT,
     build_artifact,
     manifest,
@@ -79,7 +82,10 @@ def test_the_artifact_is_deterministic_and_holds_roles_collections_and_its_varia
         shipped = json.loads(tar.extractfile("bootstrap.json").read())
     assert shipped["vars"]["smoke_train_run"] is False
     assert "rackform_digest" not in shipped["vars"]
-    assert shipped["pip"]["requirements"] == [f"ansible-core=={NODE_ANSIBLE_CORE}"]
+    assert shipped["pip"]["requirements"] == [
+        f"ansible-core=={NODE_ANSIBLE_CORE}",
+        f"mitogen=={NODE_MITOGEN}",
+    ]
     # Another variable, another artifact.
     other = manifest({**spec["vars"], "nvme_raid_level": 10}, "ng_hgx", p.ssh_user)
     assert build_artifact(other, tmp_path / "a").sha256 != one.sha256
@@ -173,12 +179,18 @@ def test_the_node_ansible_core_is_rackforms_pin_within_the_pinned_ansible_packag
 
     from rackform.boot.artifact import NODE_ANSIBLE_CORE, node_requirements
 
-    assert node_requirements(aws=False) == [f"ansible-core=={NODE_ANSIBLE_CORE}"]
-    assert node_requirements(aws=True)[0] == f"ansible-core=={NODE_ANSIBLE_CORE}"
+    pins = [f"ansible-core=={NODE_ANSIBLE_CORE}", f"mitogen=={NODE_MITOGEN}"]
+    assert node_requirements(aws=False) == pins
+    assert node_requirements(aws=True)[:2] == pins
     wanted = next(
         Requirement(r) for r in metadata.requires("ansible") if r.startswith("ansible-core")
     )
     assert NODE_ANSIBLE_CORE in wanted.specifier
+    # The node's Mitogen is the controller's: the deploy extra's pin.
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    deploy = map(Requirement, project["project"]["optional-dependencies"]["deploy"])
+    (mitogen,) = [r for r in deploy if r.name == "mitogen"]
+    assert str(mitogen.specifier) == f"=={NODE_MITOGEN}"
 
 
 def test_a_joining_node_may_heartbeat_and_complete_only_its_groups_hook(tmp_path):
@@ -205,7 +217,7 @@ def test_the_artifact_tells_the_node_its_heartbeat_and_gpus_and_ships_its_checks
         shipped = json.loads(tar.extractfile("bootstrap.json").read())
     assert shipped["aws"]["heartbeat_s"] == HEARTBEAT_S
     # boto3 for the node's AWS calls; an artifact for another target installs ansible-core only.
-    assert [r.split(">")[0] for r in shipped["pip"]["requirements"][1:]] == ["boto3"]
+    assert [r.split(">")[0] for r in shipped["pip"]["requirements"][2:]] == ["boto3"]
     assert shipped["expect_gpus"] == group.gpus_per_node == 4  # g6e.12xlarge: 4 x L40S
 
 

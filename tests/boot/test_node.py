@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import subprocess
 import sys
 import time
@@ -319,3 +320,30 @@ def test_pip_is_not_run_where_the_virtualenv_has_every_pin(tmp_path):
     assert not nb.has_pinned(python, ["no-such-package==1.0"])
     assert not nb.has_pinned(python, [])
     assert not nb.has_pinned(tmp_path / "nowhere" / "python", [f"pip=={have}"])
+
+
+def test_the_roles_run_under_mitogen_where_the_virtualenv_holds_it(tmp_path):
+    # This machine's virtualenv has Mitogen (the deploy extra), as the node's gets it
+    # (node_requirements): the node's own ansible-playbook with what `strategy` gives runs a
+    # play's modules in Mitogen's interpreter (its argv names it: `python(mitogen:...)`).
+    env, args = nb.strategy(Path(sys.prefix))
+    assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
+    assert args == ["-e", "rackform_free_strategy=mitogen_free"]
+    book = tmp_path / "play.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n"
+        "  strategy: \"{{ rackform_free_strategy | default('free') }}\"\n  tasks:\n"
+        "    - ansible.builtin.shell: tr '\\\\0' ' ' < /proc/$PPID/cmdline\n"
+        "      register: parent\n"
+        "    - ansible.builtin.assert:\n        that: \"'(mitogen:' in parent.stdout\"\n"
+    )
+    playbook = Path(sys.executable).with_name("ansible-playbook")
+    proc = subprocess.run(
+        [playbook, "-i", "localhost,", "-c", "local", *args, book,
+         "-e", f"ansible_python_interpreter={sys.executable}"],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "ok=2" in proc.stdout
+    # A virtualenv without it: Ansible's own strategies, nothing set.
+    assert nb.strategy(tmp_path / "bare-venv") == ({}, [])

@@ -10,8 +10,11 @@ code-smell checks, over the modules, module_utils and the validators shipped in 
 files. Nothing is ignored: the collection has no tests/sanity/ignore-*.txt (the modules'
 headers say they are Apache-2.0, not GPLv3, in the words validate-modules looks for).
 
-Each test's virtualenv is made once and cached by ansible-test under ~/.ansible/test/venv
-(about 2 minutes the first time, from the package index; about 30 s a run after that). ansible-test
+Each test's virtualenv is made once and cached by ansible-test under its home's .ansible/test/venv
+(about 2 minutes the first time, from the package index; about 30 s a run after that). Its home
+is a directory in rackform's cache (HOME set for it), never the user's ~/.ansible: another
+ansible-test on the machine (a second run of the suite, a developer's own) would share those
+virtualenvs and their cache, and one run failed there while another made them. ansible-test
 puts pip into each one with get-pip.py, which it downloads from ci-files.testing.ansible.com,
 out of reach here; when that script is not already in ansible-test's cache, an offline stand-in
 that does the same (tests/collection/get_pip_offline.py) is put there."""
@@ -27,9 +30,18 @@ from pathlib import Path
 
 from gpu_collection import COLLECTION
 
+from rackform.paths import cache_dir
+
 BIN = Path(sys.executable).parent
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 STAND_IN = Path(__file__).with_name("get_pip_offline.py")
+
+
+def ansible_test_home() -> Path:
+    """The home ansible-test runs with: its own, in this run's cache (.ci/run's is new)."""
+    return cache_dir() / "ansible-test-home"
+
+
 # The checks that have targets in this collection; each must have run.
 EXPECTED = [
     "ansible-doc", "compile", "import", "line-endings", "no-smart-quotes", "pep8", "pylint",
@@ -46,7 +58,8 @@ def ensure_get_pip() -> Path:
          f" print(get_venv_packages(types.SimpleNamespace(version='{PYTHON}'))['pip'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    cached = Path.home() / ".ansible" / "test" / "cache" / f"get_pip_{version.replace('.', '_')}.py"
+    name = f"get_pip_{version.replace('.', '_')}.py"
+    cached = ansible_test_home() / ".ansible" / "test" / "cache" / name
     if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(STAND_IN, cached)
@@ -59,7 +72,11 @@ def test_ansible_test_sanity_passes(tmp_path):
     ensure_get_pip()
     copy = tmp_path / "ansible_collections" / "rackform" / "gpu"
     shutil.copytree(COLLECTION, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(ansible_test_home()),
+    }
     start = time.monotonic()
     proc = subprocess.run(
         [BIN / "ansible-test", "sanity", "--venv", "--python", PYTHON, "--color", "no"],
@@ -71,4 +88,6 @@ def test_ansible_test_sanity_passes(tmp_path):
     assert proc.returncode == 0, "\n".join(problems) or out[-6000:]
     for name in EXPECTED:
         assert f'Running sanity test "{name}"' in out, f"{name} did not run:\n{out[-3000:]}"
+    # Its virtualenvs are where this run keeps its state, not in the user's home.
+    assert (ansible_test_home() / ".ansible" / "test" / "venv").is_dir()
     print(f"ansible-test sanity --venv --python {PYTHON}: {took:.0f} s")

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from loopback import free_port
 
 from rackform import paths
 from rackform.push import runner as ansible_run
@@ -27,8 +28,14 @@ from rackform.push import runner as ansible_run
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 # A role fails on it (the dcgm role's preflight refuses nv-hostengine's port).
 FAILS = {**LOCAL, "dcgm_exporter_port": 5555}
-# Lost in the first play: its facts cannot be read.
-LOST = {**LOCAL, "ansible_python_interpreter": "/nonexistent/python3"}
+# Lost in the first play: its facts cannot be read, its SSH refused (a loopback port nothing
+# listens on), under Ansible's own strategies and Mitogen's alike.
+LOST = {
+    "ansible_connection": "ssh",
+    "ansible_host": "127.0.0.1",
+    "ansible_port": free_port(),
+    "ansible_ssh_retries": 0,
+}
 # Nothing installed here: no package bootstrap, no node_exporter, no GPU asked for.
 QUIET = {"host_bootstrap_packages": [], "dcgm_require_gpu": False, "dcgm_node_exporter": False}
 NODES = [f"node-{i}" for i in range(6)]
@@ -129,8 +136,8 @@ def test_a_node_lost_before_the_batches_is_in_none_of_them():
     # node-1 cannot even have its facts read: it is named, and it is in no batch, so it counts
     # against none (a batch of nodes that were all lost before could never end the run).
     result, lines = site_batches({"node-1": LOST}, batch=2, max_fail_percent=0)
-    assert result.rc == 2 and not result.stopped
-    assert result.failed == ["node-1"]
+    assert result.rc == 4 and not result.stopped
+    assert result.unreachable == ["node-1"] and result.failed == []
     assert result.failures[0].task == "Learn the host's OS and network"
     assert "== Converge the GPU nodes (batch 3)" in lines  # five nodes in batches of two
     assert "== Converge the GPU nodes (batch 4)" not in lines
