@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rackform.reap.audit import AuditLog  # noqa: E402
+from rackform.lifecycle.audit import AuditLog  # noqa: E402
 
 
 def whole(log: AuditLog, stack: str, action: str) -> None:

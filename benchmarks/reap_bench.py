@@ -26,8 +26,8 @@ from clusters import bare_metal, history  # noqa: E402
 from servers import prometheus  # noqa: E402
 
 from rackform.engine import prepare  # noqa: E402
-from rackform.reap.prometheus import Prometheus  # noqa: E402
 from rackform.reap.run import decide_all  # noqa: E402
+from rackform.telemetry.prometheus import Prometheus  # noqa: E402
 
 
 def main() -> None:

@@ -25,10 +25,13 @@ def write(tmp_path):
 
 @pytest.fixture(scope="session", autouse=True)
 def rollout_state(tmp_path_factory) -> Path:
-    """Where `rackform configure` records what the nodes run (RACKFORM_ROLLOUT_DIR): a
-    directory of the session's, never the user's ~/.rackform."""
+    """The lifecycle's state directory where a command is given no --state-dir (where
+    `rackform configure` records what the nodes run): a directory of the session's, named by
+    both variables, so that neither the user's ~/.rackform nor an earlier release's place in it
+    is ever read."""
     path = tmp_path_factory.mktemp("rollout-state")
     os.environ["RACKFORM_ROLLOUT_DIR"] = str(path)
+    os.environ["RACKFORM_REAP_DIR"] = str(path)
     return path
 
 

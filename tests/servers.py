@@ -29,7 +29,7 @@ import bcrypt
 import pytest
 from loopback import free_port
 
-from rackform.reap import labels as L
+from rackform.telemetry import labels as L
 
 STEP_S = 60  # one sample a minute (dcgm-exporter is scraped more often; the stats are the same)
 

@@ -33,16 +33,16 @@ from rackform.boot import bake
 from rackform.boot import node as nb
 from rackform.boot.artifact import user_data
 from rackform.reap.notify import Notifier
-from rackform.reap.prometheus import (
+from rackform.reap.verdict import Decision
+from rackform.targets.onprem.host_spec import Bmc
+from rackform.targets.onprem.redfish import BmcError, Redfish
+from rackform.telemetry.prometheus import (
     PASSWORD_ENV,
     TOKEN_ENV,
     USER_ENV,
     Prometheus,
     TelemetryError,
 )
-from rackform.reap.verdict import Decision
-from rackform.targets.onprem.host_spec import Bmc
-from rackform.targets.onprem.redfish import BmcError, Redfish
 
 SECRET = "s3cret-Pa55-" + "q" * 12
 CODES = [301, 302, 307, 308]

@@ -3,14 +3,14 @@ Prometheus loads as it is (`rule_files:`), checked by `promtool check rules` and
 with `promtool test rules` in the test suite.
 
 Every expression selects dcgm-exporter's series by the labels the `dcgm` role's scrape config
-writes (rackform.reap.labels), with equality matchers, so `absent()` keeps them too."""
+writes (the telemetry labels), with equality matchers, so `absent()` keeps them too."""
 
 from __future__ import annotations
 
 from rackform.plan.model import Plan
-from rackform.reap import labels as L
 from rackform.reap.idleness import alert_exprs
 from rackform.reap.verdict import REPORT_ONLY
+from rackform.telemetry import labels as L
 
 BY = f"{L.CLUSTER}, {L.ENVIRONMENT}, {L.PURPOSE}"
 UTIL_AVG = "rackform_cluster:gpu_util:avg"

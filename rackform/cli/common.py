@@ -13,7 +13,7 @@ import yaml
 
 from rackform.blueprint.problems import BlueprintError, Problem
 from rackform.engine import Blocked, Prepared, prepare, prepare_many, require_clear
-from rackform.reap.prometheus import Prometheus, TelemetryError
+from rackform.telemetry.prometheus import Prometheus, TelemetryError
 
 EXIT_INVALID = 2
 # Some node configured at boot did not pass (`boot serve`, `up`): each is named, with what to do.

@@ -77,7 +77,7 @@ def configure(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Where rollouts and the last applied configuration are recorded (default: $RACKFORM_ROLLOUT_DIR or ~/.rackform/rollout).",
+            help="Where rollouts and the last applied configuration are recorded: the lifecycle's state directory, shared with heal and reap (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
         ),
     ] = None,
     batch: Annotated[
@@ -203,8 +203,9 @@ def configure(
 def _record_applied(plan, state: Path | None, extras: dict) -> None:
     """What every node now runs (the blueprint's variables, `--extra-vars` over them): what a
     later `--rolling` compares the blueprint with."""
+    from rackform.lifecycle.directory import state_dir
+    from rackform.lifecycle.record import Store
     from rackform.rollout.plan import basis
-    from rackform.rollout.record import Store, state_dir
 
     b = basis(plan, extras)
     try:

@@ -39,7 +39,7 @@ def diff_cmd(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Where rolling changes keep their records (default $RACKFORM_ROLLOUT_DIR or ~/.rackform/rollout): a rollout's expected time is made from what the stack's last one measured there, else from the catalog's per-node minutes.",
+            help="Where rolling changes keep their records, the lifecycle's state directory (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle): a rollout's expected time is made from what the stack's last one measured there, else from the catalog's per-node minutes.",
         ),
     ] = None,
 ) -> None:
@@ -61,10 +61,10 @@ def diff_cmd(
         raise user_error(f"--output {output}: no such directory {output.parent}")
     from functools import partial
 
+    from rackform.lifecycle.directory import state_dir as lifecycle_dir
     from rackform.rollout.measured import last_measured
-    from rackform.rollout.record import state_dir as rollout_dir
 
-    timings = partial(last_measured, rollout_dir(state_dir))
+    timings = partial(last_measured, lifecycle_dir(state_dir))
     diffs = diff(repo, old, new, rel, labels=(base, head), timings=timings)
     text = (
         json.dumps(document(diffs, base, head), indent=2) + "\n"

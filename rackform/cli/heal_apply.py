@@ -1,6 +1,6 @@
 """`rackform heal --apply`, cluster by cluster: under the stack's lock, finish what a killed run
-left, read which nodes Slurm has out of service (they use the budget), judge, and act
-(rackform/health/apply.py) through the cluster's Slurm controller, the nodes' SSH and BMCs, and
+left, read which nodes Slurm has out of service (they use the budget), judge, and act through
+the cluster's Slurm controller, the nodes' SSH and BMCs, and
 the roles' smoke job for re-validation. A cluster heal cannot act on (no scheduler, telemetry
 unread, the lock held) is judged and reported with why it was not acted on."""
 
@@ -12,19 +12,20 @@ from pathlib import Path
 
 from rackform.engine import Prepared
 from rackform.health.apply import Outcome, apply_cluster, replace_unscheduled, resume, unfinished
-from rackform.health.remedy import Remedy
 from rackform.health.reported import Reported, revalidated
 from rackform.health.run import ClusterHealth, judge
+from rackform.lifecycle.directory import state_dir
+from rackform.lifecycle.lock import Held
+from rackform.lifecycle.record import RecordError, Store
+from rackform.lifecycle.remedy import Remedy
+from rackform.lifecycle.slurm import SlurmSteps
 from rackform.plan.inventory import inventory_hosts
 from rackform.plan.model import Plan, thaw
-from rackform.reap.prometheus import Prometheus
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import applied_extras
-from rackform.rollout.record import Held, RecordError, Store, state_dir
-from rackform.rollout.slurm import SlurmSteps
-from rackform.scheduler import lease
 from rackform.scheduler.remote import RemoteError
 from rackform.targets.runtimes import cluster_inventory, controller, node, runtime
+from rackform.telemetry.prometheus import Prometheus
 
 
 @dataclass
@@ -106,10 +107,10 @@ def heal_cluster(
                 return ch, [], ""
             done = apply_cluster(
                 plan.stack, plan.digest, ch.nodes, plan.lifecycle.health, ch.budget, store,
-                slurm, remedy, out, replace=lambda node: target.replace(plan, node),
+                slurm, remedy, out, now=at, replace=lambda node: target.replace(plan, node),
             )  # fmt: skip
             return ch, done, ""
-    except (Held, lease.Held) as exc:
+    except Held as exc:
         return judged(), [], str(exc)
     except (RemoteError, RecordError) as exc:
         return judged(), [], f"not acted on: {exc}"

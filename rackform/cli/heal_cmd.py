@@ -3,7 +3,7 @@
 Judges every node of every cluster from its telemetry: healthy, suspect, failed or unknown,
 each with its evidence (the series, the value, when) and the action the blueprint's
 lifecycle.health gives, within the cluster's out-of-service budget and behind its breaker. A
-dry run by default; `--apply` acts (rackform/cli/heal_apply.py): drain through Slurm, requeue,
+dry run by default; `--apply` acts: drain through Slurm, requeue,
 remediate, re-validate the node alone, return it. Exit status, for cron:
   0  every node of every cluster healthy
   2  bad input, nothing done
@@ -35,8 +35,8 @@ from rackform.cli.common import (
 from rackform.evidence.statement import EvidenceError
 from rackform.health.reported import Reported, load, revalidated
 from rackform.health.run import ClusterHealth, exit_status, judge, warnings
-from rackform.rollout.record import Store
-from rackform.rollout.record import state_dir as rollout_dir
+from rackform.lifecycle.directory import state_dir as lifecycle_dir
+from rackform.lifecycle.record import Store
 
 
 def _render(c: ClusterHealth, applied: bool = False) -> list[str]:
@@ -107,7 +107,7 @@ def heal(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Where heal's record, the audit log and the lock are (shared with rolling changes; default $RACKFORM_ROLLOUT_DIR or ~/.rackform/rollout).",
+            help="Where heal's record, the audit log and the lock are: the lifecycle's state directory, shared with rolling changes and reap (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
         ),
     ] = None,
     private_key: Annotated[
@@ -153,7 +153,7 @@ def heal(
         clusters = []
         for p in prepared:
             rep = reported.get(p.plan.stack)
-            since = revalidated(Store(rollout_dir(state_dir), p.plan.stack)) if rep else None
+            since = revalidated(Store(lifecycle_dir(state_dir), p.plan.stack)) if rep else None
             clusters.append(judge(p, prom, at, reported=rep, since=since))
     code, why = exit_status(clusters)
     said = warnings(clusters)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -34,13 +35,15 @@ from rackform.cli.common import (
     user_error,
 )
 from rackform.engine import Prepared
-from rackform.reap.audit import state_dir
+from rackform.lifecycle.directory import StateDir, state_dir
+from rackform.lifecycle.lease import controller_lock
+from rackform.plan.model import Plan
 from rackform.reap.notify import Notifier
-from rackform.reap.prometheus import TelemetryError
-from rackform.reap.run import World, decide_all, run_all, shared_lock
+from rackform.reap.run import World, decide_all, run_all
 from rackform.reap.verdict import Decision
 from rackform.scheduler import queue
-from rackform.targets.runtimes import controller
+from rackform.targets.runtimes import controller, reaper
+from rackform.telemetry.prometheus import TelemetryError
 
 EXIT_TELEMETRY = 3
 EXIT_ACTION_FAILED = 4
@@ -101,14 +104,27 @@ def exit_status(decisions: list[Decision]) -> tuple[int, str]:
     return 0, "every cluster decided"
 
 
-def _maintenance():
-    """Which stacks a rolling change or heal holds (their records and lock)."""
-    from functools import partial
+def _maintenance(where: StateDir):
+    """Why a rolling change or heal holds a stack (their records and lock), in the state
+    directory and, where --state-dir named another, in the one found without it (where they
+    kept their records before reap shared their directory)."""
+    from rackform.lifecycle.status import in_maintenance
 
-    from rackform.rollout.record import state_dir as rollout_dir
-    from rackform.rollout.status import in_maintenance
+    places = [where] + ([] if where.path == state_dir().path else [state_dir()])
 
-    return partial(in_maintenance, rollout_dir())
+    def why(stack: str) -> str | None:
+        return next((w for d in places if (w := in_maintenance(d, stack))), None)
+
+    return why
+
+
+def shared_lock(plan: Plan, identity=None, known_hosts=None):
+    """A cluster with Slurm: the stack's lock on its controller, which heal and rolling changes
+    take too (a cluster being changed or healed from another host is held as locked, never
+    reaped under them). Other clusters: reap's own lock alone."""
+    if plan.scheduler is None:
+        return nullcontext()
+    return controller_lock(controller(plan, identity, known_hosts), plan.stack, "reap")
 
 
 @app.command()
@@ -130,7 +146,7 @@ def reap(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Audit log and locks (default $RACKFORM_REAP_DIR or ~/.rackform/reap).",
+            help="Audit log, locks and snoozes: the lifecycle's state directory (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
         ),
     ] = None,
     timeout: PrometheusTimeout = 30.0,
@@ -164,8 +180,9 @@ def reap(
             )
     try:
         decisions = decide_all(prepared, prom, time.time())
+        where = state_dir(state)
         world = World(
-            state_dir(state), notifier, prom, maintenance=_maintenance(),
+            where, notifier, prom, reaper, maintenance=_maintenance(where),
             queue=lambda plan: queue.read(controller(plan, private_key, known_hosts)),
             shared_lock=lambda plan: shared_lock(plan, private_key, known_hosts),
         )  # fmt: skip

@@ -1,5 +1,5 @@
 """`rackform configure FILE --rolling [--rollback | --abandon]`: a software change rolled through
-the cluster batch by batch (rackform/rollout/run.py), its record in the state directory; the
+the cluster batch by batch, its record in the state directory; the
 cluster as the blueprint and the command's options give it."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rackform.lifecycle.directory import state_dir
+from rackform.lifecycle.record import Store
+from rackform.lifecycle.slurm import SlurmSteps
 from rackform.plan.inventory import inventory_hosts
 from rackform.plan.model import Plan, thaw
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import basis
-from rackform.rollout.record import Store, state_dir
 from rackform.rollout.run import Cluster, RollingError, carry_out
-from rackform.rollout.slurm import SlurmSteps
 from rackform.targets.runtimes import controller
 
 

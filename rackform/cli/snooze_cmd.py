@@ -20,8 +20,8 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import Env, user_error
 from rackform.cli.reap_cmd import EXIT_ACTION_FAILED, load
+from rackform.lifecycle.directory import state_dir
 from rackform.reap import snooze as store
-from rackform.reap.audit import state_dir
 from rackform.targets.runtimes import reaper
 
 _UNITS = {"m": 60, "h": 3600, "d": 86400}
@@ -51,7 +51,7 @@ def snooze(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="The reaper's state directory (default $RACKFORM_REAP_DIR or ~/.rackform/reap).",
+            help="The lifecycle's state directory, where reap reads snoozes (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
         ),
     ] = None,
 ) -> None:

@@ -28,7 +28,7 @@ def status(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Where rollouts and heal keep their records (default: $RACKFORM_ROLLOUT_DIR or ~/.rackform/rollout).",
+            help="Where rollouts and heal keep their records: the lifecycle's state directory (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -37,11 +37,11 @@ def status(
 ) -> None:
     """Each node's lifecycle state from Slurm (over SSH to its controller) and the records of
     rolling changes and heal, with any rollout's progress."""
+    from rackform.lifecycle.directory import state_dir as directory
+    from rackform.lifecycle.drain import node_reasons
+    from rackform.lifecycle.record import RecordError, Store
+    from rackform.lifecycle.status import node_status, progress
     from rackform.plan.inventory import inventory_hosts
-    from rackform.rollout.record import RecordError, Store
-    from rackform.rollout.record import state_dir as directory
-    from rackform.rollout.status import node_status, progress
-    from rackform.scheduler.drain import node_reasons
     from rackform.scheduler.remote import RemoteError
     from rackform.targets.runtimes import cluster_inventory, controller
 

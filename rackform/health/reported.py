@@ -25,8 +25,8 @@ from rackform.blueprint.schema.health import HealthPolicy
 from rackform.evidence.signing import SigningError, payload
 from rackform.evidence.statement import PREDICATE_TYPE, EvidenceError, from_file
 from rackform.health.verdict import Evidence
-from rackform.reap.audit_view import Fold, view
-from rackform.rollout.record import DONE, VALIDATED, Store
+from rackform.lifecycle.audit_view import Fold, view
+from rackform.lifecycle.record import DONE, VALIDATED, Store
 
 SERIES = "rackform validation report"
 

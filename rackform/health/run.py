@@ -1,6 +1,5 @@
-"""One `rackform heal` run over prepared blueprints: each cluster's nodes read from Prometheus
-(rackform/health/signals.py), judged, and the cluster's breaker and budget applied
-(rackform/health/verdict.py). A cluster whose telemetry cannot be read is judged not at all:
+"""One `rackform heal` run over prepared blueprints: each cluster's nodes read from Prometheus,
+judged, and the cluster's breaker and budget applied. A cluster whose telemetry cannot be read is judged not at all:
 its nodes are `unknown` and the reason is kept."""
 
 from __future__ import annotations
@@ -13,9 +12,10 @@ from rackform.engine import Prepared
 from rackform.health import signals
 from rackform.health.reported import Reported
 from rackform.health.reported import evidence as reported_evidence
-from rackform.health.verdict import FAILED, SUSPECT, UNKNOWN, Breaker, NodeHealth, judge_cluster
-from rackform.reap.measure import Key
-from rackform.reap.prometheus import Prometheus, TelemetryError
+from rackform.health.verdict import FAILED, SUSPECT, UNKNOWN, NodeHealth, judge_cluster
+from rackform.lifecycle.breaker import Breaker
+from rackform.telemetry.labels import Key
+from rackform.telemetry.prometheus import Prometheus, TelemetryError
 
 DEFAULT_POLICY = HealthPolicy()
 

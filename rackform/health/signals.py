@@ -30,9 +30,9 @@ from rackform.blueprint.schema import names
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.health import xid
 from rackform.health.verdict import Evidence, NodeHealth
-from rackform.reap import labels as L
-from rackform.reap.measure import Key
-from rackform.reap.prometheus import Prometheus, Sample, TelemetryError
+from rackform.telemetry import labels as L
+from rackform.telemetry.labels import Key
+from rackform.telemetry.prometheus import Prometheus, Sample, TelemetryError
 
 # A GPU with no sample this recent is not reporting (four scrapes at Prometheus's default 1m).
 STALE_S = 300

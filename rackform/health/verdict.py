@@ -1,18 +1,26 @@
 """The pure rules of `rackform heal`: a node's verdict and action from its evidence, then the
 cluster's: the breaker (too many nodes unhealthy at once: act on none) and the out-of-service
 budget (act on as many as it leaves free, the most disruptive faults first; the rest wait,
-named). Nothing here reads the world: the evidence comes from rackform/health/signals.py."""
+named); then, of the nodes heal acts on, which are a person's (a ticket), which are replaced
+and which remediated. Nothing here reads the world or a clock: the evidence, and the failures
+counted in the policy's window, are the caller's."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.health import HEAL_ACTIONS, HealthPolicy
 from rackform.blueprint.schema.rollout import budget as default_budget
+from rackform.lifecycle.breaker import Breaker
+from rackform.lifecycle.breaker import breaker as fleet_breaker
+from rackform.lifecycle.budget import free as room
+from rackform.lifecycle.budget import used
 
 HEALTHY, SUSPECT, FAILED, UNKNOWN = "healthy", "suspect", "failed", "unknown"
 # Actions that take a node out of service (a drain first, for every one of them).
 OUT_OF_SERVICE = frozenset(HEAL_ACTIONS) - {"monitor"}
+GIVE_UP_AFTER = 2  # failed remediations of one node in the window: then a person's
 
 
 def severity(action: str) -> int:
@@ -84,31 +92,11 @@ class NodeHealth:
         return out
 
 
-@dataclass(frozen=True)
-class Breaker:
-    tripped: bool
-    unhealthy: int
-    nodes: int
-    why: str = ""
-
-    def as_json(self) -> dict:
-        out = {"tripped": self.tripped, "unhealthy": self.unhealthy, "nodes": self.nodes}
-        return {**out, "why": self.why} if self.why else out
-
-
 def breaker(nodes: list[NodeHealth], policy: HealthPolicy) -> Breaker:
     """Tripped when more than `breaker_fraction` of the nodes (and more than one) look
     unhealthy (suspect or failed) at once."""
     bad = sum(n.verdict in (SUSPECT, FAILED) for n in nodes)
-    tripped = bad > 1 and bad > policy.breaker_fraction * len(nodes)
-    why = (
-        f"{bad} of {len(nodes)} nodes look unhealthy at once (more than"
-        f" {policy.breaker_fraction:.0%}): a fleet-wide signal is far more often a monitoring or"
-        " driver fault than that many failed GPUs; heal acts on none of them"
-        if tripped
-        else ""
-    )
-    return Breaker(tripped, bad, len(nodes), why)
+    return fleet_breaker(bad, len(nodes), policy.breaker_fraction)
 
 
 def judge_cluster(
@@ -124,7 +112,7 @@ def judge_cluster(
     after the nodes already out."""
     b = breaker(nodes, policy)
     budget = default_budget(None, len(nodes)) if budget is None else budget
-    free = budget - sum(n.out_of_service for n in nodes)
+    free = room(budget, sum(n.out_of_service for n in nodes))
     wanting = sorted(
         (n for n in nodes if n.action in OUT_OF_SERVICE and not n.out_of_service),
         key=lambda n: (-severity(n.action), n.node),
@@ -135,11 +123,39 @@ def judge_cluster(
         elif report_only or policy.notify_only:
             n.waits = report_only or "the health policy is notify_only"
         elif free <= 0:
-            n.waits = (
-                f"the out-of-service budget ({budget} of {len(nodes)} nodes) is used"
-                f" ({budget - free} out)"
-            )
+            n.waits = used(budget, len(nodes), free)
         else:
             n.acts = True
             free -= 1
     return b
+
+
+@dataclass(frozen=True)
+class Triage:
+    """The nodes heal acts on, by what it does: drained for a person, replaced, remediated."""
+
+    ticket: list[NodeHealth]
+    swap: list[NodeHealth]
+    remediate: list[NodeHealth]
+
+
+def triage(acting: list[NodeHealth], failed: Mapping[str, int]) -> Triage:
+    """`failed`: how often each node's remediation failed in the policy's window. A `drain`, and
+    a node that failed GIVE_UP_AFTER times, is a person's; a `replace` is given up; the rest
+    are remediated."""
+    ticket = [n for n in acting if n.action == "drain"]
+    ticket += [n for n in acting if n not in ticket and failed.get(n.node, 0) >= GIVE_UP_AFTER]
+    swap = [n for n in acting if n not in ticket and n.action == "replace"]
+    rest = [n for n in acting if n not in ticket and n not in swap]
+    return Triage(ticket, swap, rest)
+
+
+def ticket_why(n: NodeHealth, policy: HealthPolicy) -> str:
+    """What a person is told of a node heal leaves to them (the drain's reason, the ticket)."""
+    why = "; ".join(e.detail for e in n.evidence) or n.action
+    if n.action == "drain":
+        return why
+    return (
+        f"{n.action} failed {GIVE_UP_AFTER} times in {policy.retry_window_hours} h:"
+        f" replace or repair the node ({why})"
+    )

@@ -1,4 +1,4 @@
-"""The reaper's audit log and its per-cluster lock.
+"""An audit log: what reap, heal and rolling changes did and began, one JSON object a line.
 
 The log is JSON lines, only ever appended: each entry is one `write` of a whole line to a file
 opened with O_APPEND, then fsync, so an earlier entry is never rewritten and a run killed
@@ -8,30 +8,17 @@ the first run lived to record the result.
 
 The decisions read it through an incremental view (audit_view.py): each run reads only the
 entries appended since the last, whatever the log's length.
-
-The lock is an flock on one file per stack: a second reaper run (two cron jobs overlapping)
-finds it held and leaves that cluster alone.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from rackform.reap.audit_view import Fold, view
-
-DEFAULT_DIR = Path("~/.rackform/reap")
-DIR_ENV = "RACKFORM_REAP_DIR"
-
-
-def state_dir(given: Path | None = None) -> Path:
-    """--state-dir, else $RACKFORM_REAP_DIR, else ~/.rackform/reap."""
-    return (given or Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)).expanduser()
+from rackform.lifecycle.audit_view import Fold, view
 
 
 class AuditLog:
@@ -107,25 +94,3 @@ def _standing(state: dict, e: dict) -> None:
 
 # The decisions read the log through this view: only what was appended since the last run.
 STANDING = Fold("standing", dict, _standing)
-
-
-class Held(Exception):
-    """Another reaper run holds the cluster's lock."""
-
-
-@contextmanager
-def cluster_lock(directory: Path, stack: str) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{stack}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise Held(f"another reap run holds {path}") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rackform.reap.target import Outcome
+from rackform.lifecycle.outcome import Outcome
+from rackform.lifecycle.states import SUFFIXES
 from rackform.scheduler.remote import RemoteError, Runner
 
 TIMEOUT_S = 120
 # `sc ARGS`: scontrol ARGS as the ssh user; where Slurm refuses it (an unprivileged user), once
-# more through `sudo -n`. Its output (the error, where it failed) is left in $out. The drain and
-# the rolling change's requeue and resume (rackform/rollout/slurm.py) share it.
+# more through `sudo -n`. Its output (the error, where it failed) is left in $out. The drain,
+# the requeue and the return to service share it.
 SCONTROL = r"""sc() {
   out=$(scontrol "$@" 2>&1) && return 0
   case $out in *[Pp]ermission*) ;; *) return 1 ;; esac
@@ -49,7 +50,7 @@ NODE_REASONS = "exec sinfo --noheader --Node --format='%N|%T|%E'\n"
 
 
 def _outcome(node: str, result: str, state: str, message: str) -> Outcome:
-    state = state.rstrip("*~#!%$@^-")  # sinfo's suffixes: not responding, powered down, ...
+    state = state.rstrip(SUFFIXES)  # sinfo's suffixes: not responding, powered down, ...
     if result == "unread":
         return Outcome(node, False, f"cannot read its state in Slurm: {message.strip()}")
     if result == "missing":

@@ -1,15 +1,15 @@
 """A stack's lock held on its Slurm controller, where every run against the cluster sees it:
 a cron host and a CI runner acting on one cluster each find the other's lock, which a file in
-either's own state directory cannot show.
+either's own state directory cannot show. A run that finds it taken gets the same `Held` as one
+that finds the state directory's lock taken.
 
 The lock is an flock(1) on `~/.rackform-locks/<stack>.lock` in the home of the user rackform
 reaches the controller as (the plan's SSH user), held by a shell the holder keeps open over SSH
 for as long as it runs. It is a lease: the holder writes a line every `beat_s` seconds, and the
 shell lets go once none has come for `lease_s` (the holder killed, its host gone, the network
 cut), or at once when the connection closes. Who holds it (this host, pid, since when, for
-what) is written beside it, and a run that finds it held names that holder, its words escaped
-(rackform/printable.py): nothing another party wrote reaches the operator's terminal as
-control characters.
+what) is written beside it, and a run that finds it held names that holder, its words escaped:
+nothing another party wrote reaches the operator's terminal as control characters.
 
 Only that user (and root) may write where the lock is: the home and `~/.rackform-locks` (made
 0700, a directory of its own: whatever else keeps files in the home decides nothing) must be
@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rackform.lifecycle.lock import Held
 from rackform.printable import printable
 from rackform.scheduler.remote import SSH_FAILED, RemoteError, Runner
 
@@ -72,10 +73,6 @@ echo locked
 while read -r -t "$3" _; do :; done
 rm -f "$f.who"
 """.replace("__LOCK_DIR__", LOCK_DIR).replace("__WHO_BYTES__", str(WHO_BYTES))
-
-
-class Held(Exception):
-    """Another run holds the stack's lock on the controller. One line, naming it."""
 
 
 def who(purpose: str) -> str:

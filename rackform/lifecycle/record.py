@@ -1,63 +1,43 @@
-"""A rolling change's record and lock, per stack, in rackform's state directory (--state-dir,
-else $RACKFORM_ROLLOUT_DIR, else ~/.rackform/rollout; a volume the pipeline keeps where runs
-come from more than one machine).
+"""A stack's lifecycle records, in the state directory: what a rolling change or heal is doing
+to its nodes, batch by batch, and what the nodes run.
 
-`<stack>.json` is the rollout: its batches in order and where each stands, written whole after
-every step (a temporary file, fsync, rename), so a run killed at any moment leaves the last step
-it finished, and a later run resumes there without touching a finished batch twice.
-`<stack>.applied.json` is what the nodes run since the last configuration that finished: the
-roles' variables a later rolling change is compared with, and what the last rolling run measured
-(the next estimate's basis). `<stack>.log` is the audit log (JSON
-lines, appended only). The lock is an flock on `<stack>.lock`: a second run finds it held and
-stops, naming it."""
+`<stack>.json` is the rollout: its batches in order and the stage each stands at (states.py),
+written whole after every step (a temporary file, fsync, rename), so a run killed at any moment
+leaves the last step it finished, and a later run resumes there without touching a finished
+batch twice; `<stack>.heal.json` is heal's, the same way. `<stack>.applied.json` is what the
+nodes run since the last configuration that finished: the roles' variables a later rolling
+change is compared with, and what the last rolling run measured (the next estimate's basis).
+`<stack>.log` is the stack's audit log (JSON lines, appended only). The stack's lock is an flock
+on `<stack>.lock`, which heal and rolling changes share: a second run finds it held and stops,
+naming it."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackform.printable import printable
-from rackform.reap.audit import AuditLog
+from rackform.lifecycle.audit import AuditLog
+from rackform.lifecycle.directory import StateDir, state_dir
+from rackform.lifecycle.lock import FileLock
+from rackform.lifecycle.states import STEPS, Stage
 
-DEFAULT_DIR = Path("~/.rackform/rollout")
-DIR_ENV = "RACKFORM_ROLLOUT_DIR"
-
-# Where a batch stands, in the order a batch goes through them; `failed` stops there.
-PENDING, DRAINED, APPLIED, VALIDATED, DONE, FAILED, ROLLED_BACK = (
-    "pending",
-    "drained",
-    "applied",
-    "validated",
-    "done",
-    "failed",
-    "rolled back",
-)
-STEPS = (PENDING, DRAINED, APPLIED, VALIDATED, DONE)
+PENDING, DRAINED, APPLIED = Stage.PENDING, Stage.DRAINED, Stage.APPLIED
+VALIDATED, DONE, FAILED, ROLLED_BACK = Stage.VALIDATED, Stage.DONE, Stage.FAILED, Stage.ROLLED_BACK
 
 
 class RecordError(Exception):
     """A record that cannot be read or used (hand-edited, another rollout's): one line."""
 
 
-class Held(RecordError):
-    """Another run holds the stack's rollout lock."""
-
-
-def state_dir(given: Path | None = None) -> Path:
-    return (given or Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)).expanduser()
-
-
 @dataclass
 class Batch:
     nodes: list[str]
-    status: str = PENDING
+    status: Stage = Stage.PENDING
     why: str = ""
     seconds: dict[str, float] = field(default_factory=dict)  # step -> seconds it took
 
@@ -88,6 +68,8 @@ class Record:
         bad = [b.status for b in rec.batches if b.status not in (*STEPS, FAILED, ROLLED_BACK)]
         if bad:
             raise RecordError(f"{where}: unknown batch status {bad[0]!r}")
+        for b in rec.batches:
+            b.status = Stage(b.status)
         return rec
 
     @property
@@ -120,14 +102,21 @@ def _read_json(path: Path) -> Any:
 
 
 class Store:
-    """One stack's files in the state directory. `kind`: whose record (`rollout`, the rolling
-    change's, `<stack>.json`; `heal`, the remediations', `<stack>.heal.json`); the lock and the
-    audit log are the stack's, shared: heal and a rollout never take nodes out at once."""
+    """One stack's files in the state directory (`directory`: a path, or the StateDir that
+    finds files an earlier release left elsewhere). `kind`: whose record (`rollout`, the
+    rolling change's, `<stack>.json`; `heal`, the remediations', `<stack>.heal.json`); the lock
+    and the audit log are the stack's, shared: heal and a rollout never take nodes out at once."""
 
-    def __init__(self, directory: Path, stack: str, kind: str = "rollout"):
-        self.dir, self.stack = directory, stack
-        self.path = directory / (f"{stack}.json" if kind == "rollout" else f"{stack}.{kind}.json")
-        self.log = AuditLog(directory / f"{stack}.log")
+    def __init__(self, directory: Path | StateDir, stack: str, kind: str = "rollout"):
+        self.state, self.stack = state_dir(directory), stack
+        self.path = self.state.file(
+            f"{stack}.json" if kind == "rollout" else f"{stack}.{kind}.json"
+        )
+        self.log = AuditLog(self.state.file(f"{stack}.log"))
+
+    @property
+    def lock_path(self) -> Path:
+        return self.state.file(f"{self.stack}.lock")
 
     def read(self) -> Record | None:
         doc = _read_json(self.path)
@@ -138,9 +127,10 @@ class Store:
 
     def applied(self) -> dict[str, Any] | None:
         """The roles' variables the nodes run since the last configuration that finished."""
-        doc = _read_json(self.dir / f"{self.stack}.applied.json")
+        path = self.state.file(f"{self.stack}.applied.json")
+        doc = _read_json(path)
         if doc is not None and not isinstance(doc.get("variables"), dict):
-            raise RecordError(f"{self.dir / f'{self.stack}.applied.json'}: no `variables`")
+            raise RecordError(f"{path}: no `variables`")
         return doc
 
     def set_applied(
@@ -160,30 +150,24 @@ class Store:
                 measured = None  # the record is rewritten whole; what it measured is lost
         if measured is not None:
             doc["measured"] = measured
-        _write_json(self.dir / f"{self.stack}.applied.json", doc)
+        _write_json(self.state.file(f"{self.stack}.applied.json"), doc)
 
     def audit(self, event: str, **fields: Any) -> None:
         self.log.append({"stack": self.stack, "event": event, **fields})
 
-    @contextmanager
-    def lock(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / f"{self.stack}.lock"
-        with path.open("a+") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                f.seek(0)
-                holder = printable(f.read(512).strip(), 200) or "another run"
-                raise Held(
-                    f"{self.stack}: a rolling change or heal is in progress ({holder})"
-                ) from None
-            f.seek(0)
-            f.truncate()
-            f.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
-            f.flush()
-            try:
-                yield
-            finally:
-                f.truncate(0)
-                fcntl.flock(f, fcntl.LOCK_UN)
+    def lock(self) -> AbstractContextManager[None]:
+        """The stack's lock, held while the block runs; lock.Held, naming the holder, where
+        another run has it."""
+        return FileLock(
+            self.lock_path,
+            lambda holder: f"{self.stack}: a rolling change or heal is in progress ({holder})",
+        ).hold()
+
+
+def new_record(
+    stack: str, digest: str, cls: str, batches: list[list[str]], old, new, roles=()
+) -> Record:
+    """`roles`: the roles the change touches, the ones a batch's apply runs (none: every role)."""
+    rec = Record(stack, digest, cls, [Batch(list(b)) for b in batches], dict(old), dict(new))
+    rec.roles = list(roles)
+    return rec

@@ -1,5 +1,5 @@
-"""What `rackform heal --apply` does to a drained node, by action: the node side of the core a
-rolling change uses (rackform/rollout/roll.py `Nodes`), with the node's re-validation.
+"""The remedies for a drained node, by action: the work maintenance does to it (its `Nodes`),
+with the node's re-validation.
 
 - reset: `nvidia-smi --gpu-reset` on the node (every GPU; it refuses while a process holds one,
   which the drain and requeue before it are for), as root through `sudo -n` where the ssh user
@@ -8,8 +8,7 @@ rolling change uses (rackform/rollout/roll.py `Nodes`), with the node's re-valid
   (/proc/sys/kernel/random/boot_id), within `back_s`.
 - power-cycle: Redfish ComputerSystem.Reset ForceRestart through the host's BMC, then the BMC
   reporting On and the node's SSH answering with a new boot id, within `back_s`.
-- replace (AWS) is not a remediation here: the node is given up, not re-validated
-  (rackform/health/apply.py, through the target's `replace`).
+- replace is not a remedy here: the node is given up, not re-validated (replace.py).
 """
 
 from __future__ import annotations
@@ -19,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rackform.reap.target import ActionError
-from rackform.rollout.roll import Result
+from rackform.lifecycle.maintenance import Result
+from rackform.lifecycle.outcome import ActionError
 from rackform.scheduler.remote import RemoteError, Runner
 
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id\n"
@@ -31,7 +30,7 @@ REBOOT = f"as_root() {{ {ROOT}; }}\nas_root systemctl reboot 2>&1\n"
 
 @dataclass
 class Remedy:
-    actions: Mapping[str, str]  # node -> the action heal takes on it
+    actions: Mapping[str, str]  # node -> the action taken on it
     runner: Callable[[str], Runner]  # the node's shell (SSH as the plan's user)
     bmc: Callable[[str], Any]  # the node's BMC (the target's runtime hook), or None
     validator: Callable[[Sequence[str], float], Result]

@@ -1,7 +1,7 @@
-"""What a rolling change asks of Slurm, on its controller: which nodes are out of service now,
-drain a batch (`rackform.scheduler.drain`), requeue the jobs running there, wait until the batch
-holds no job, and return it to service. Every command runs through a Runner (SSH to the
-controller, or this machine with a local Slurm in the tests)."""
+"""The Slurm steps of taking nodes out of service and back, on the cluster's controller: which
+nodes are out of service now, drain a batch, requeue the jobs running there, wait until the
+batch holds no job, and return it to service; and the stack's lock there (the lease). Every
+command runs through a Runner (SSH to the controller, or this machine with a local Slurm)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,13 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from rackform.reap.target import Outcome
+from rackform.lifecycle.drain import SCONTROL, drain, node_states
+from rackform.lifecycle.lease import controller_lock
+from rackform.lifecycle.outcome import Outcome
+from rackform.lifecycle.states import out_of_service
 from rackform.scheduler import queue
-from rackform.scheduler.drain import SCONTROL, drain, node_states
-from rackform.scheduler.lease import controller_lock
 from rackform.scheduler.remote import RemoteError, Runner
 
-# sinfo's states (base state, suffixes stripped) of a node that runs no new job: what the
-# out-of-service budget counts, whoever took the node out (heal, a rollout, a person).
-OUT = ("drain", "down", "fail", "maint", "reboot", "power", "unknown", "inval", "future")
 # scontrol as the drain runs it (`sc`, through `sudo -n` where Slurm refuses the ssh user).
 # Each subject one line `subject|ok|` or `subject|failed|why`.
 SAY = r"""say() { if [ "$2" = 0 ]; then printf '%s|ok|\n' "$1"; else printf '%s|failed|%s\n' "$1" "$(echo "$out" | tr '\n|' '  ')"; fi; }
@@ -46,11 +44,6 @@ def _outcomes(subjects: Sequence[str], done, ok: str) -> list[Outcome]:
     return [seen.get(s) or Outcome(s, False, done.why()) for s in subjects]
 
 
-def out_of_service(state: str) -> bool:
-    s = state.rstrip("*~#!%$@^-").lower()
-    return s == "drained" or any(word in s for word in OUT)
-
-
 @dataclass
 class SlurmSteps:
     run: Runner
@@ -60,7 +53,7 @@ class SlurmSteps:
 
     def lock(self, stack: str, purpose: str) -> AbstractContextManager[None]:
         """The stack's lock on the controller, where every run against the cluster sees it
-        (lease.Held where another has it)."""
+        (lock.Held where another has it)."""
         return controller_lock(self.run, stack, purpose)
 
     def out(self) -> set[str]:

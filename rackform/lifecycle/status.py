@@ -1,18 +1,6 @@
-"""Each node's lifecycle state, from Slurm's node states and reasons and the stack's records
-(the rolling change's and heal's, rackform/rollout/record.py): what `rackform status` shows.
-
-| state | when |
-| --- | --- |
-| in service | Slurm runs jobs there (idle, allocated, mixed, ...) |
-| draining | drained, a job still running |
-| in maintenance | drained by a rollout or heal batch that is under way |
-| validating | its batch applied, re-validation under way |
-| quarantined | drained by heal for a person, its batch failed, or left drained by a rollout that
-  ended (abandoned): stays out until someone acts |
-| drained | drained by someone else (the reason says who and why) |
-| down | down, failed, not responding |
-| unknown | Slurm does not know it |
-"""
+"""Each node's lifecycle state from Slurm's node states and reasons and the stack's records (the
+rolling change's and heal's), as `rackform status` shows it; a rollout's progress; and why a
+stack is in maintenance, which keeps reap from calling it idle."""
 
 from __future__ import annotations
 
@@ -21,25 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rackform.rollout.record import APPLIED, DONE, FAILED, Held, Record, RecordError, Store
-from rackform.rollout.slurm import out_of_service
-
-# Slurm reasons rackform writes: a batch under way (`rackform rollout|heal <digest> batch N`,
-# rackform/rollout/roll.py), and heal's drain for a person (`rackform heal: <evidence>`).
-OURS = ("rackform rollout ", "rackform heal ")
-TICKET = "rackform heal:"
+from rackform.lifecycle.directory import StateDir
+from rackform.lifecycle.lock import Held
+from rackform.lifecycle.record import DONE, FAILED, Record, RecordError, Store
+from rackform.lifecycle.states import NodeState, node_state
 
 
 @dataclass(frozen=True)
 class NodeStatus:
     node: str
-    state: str
+    state: NodeState
     slurm: str  # sinfo's state
     reason: str
     batch: str = ""  # `rollout batch 2 (applied)`, `heal (drained)`
 
     def as_json(self) -> dict[str, Any]:
-        out = {"node": self.node, "state": self.state, "slurm": self.slurm}
+        out = {"node": self.node, "state": str(self.state), "slurm": self.slurm}
         for key in ("reason", "batch"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
@@ -47,7 +32,7 @@ class NodeStatus:
 
 
 def _batches(rec: Record | None) -> dict[str, tuple[int, str]]:
-    """node -> (batch number, its status) where the record is under way or stopped."""
+    """node -> (batch number, its stage) where the record is under way or stopped."""
     if rec is None or not rec.live:
         return {}
     return {n: (i + 1, b.status) for i, b in enumerate(rec.batches) for n in b.nodes}
@@ -59,38 +44,18 @@ def node_status(
     rollout: Record | None,
     heal: Record | None,
 ) -> list[NodeStatus]:
+    """Each of `nodes`' state, from sinfo's (state, reason) by node and the two records."""
     rolled, healed = _batches(rollout), _batches(heal)
     out = []
     for n in nodes:
         state, reason = slurm.get(n, ("", ""))
         reason = "" if reason.lower() in ("none", "(null)") else reason
-        base = state.rstrip("*~#!%$@^-").lower()
-        where = ""
-        status: tuple[int, str] | None = None
+        where, stage = "", ""
         if n in rolled:
-            status, where = rolled[n], f"rollout batch {rolled[n][0]} ({rolled[n][1]})"
+            stage, where = rolled[n][1], f"rollout batch {rolled[n][0]} ({rolled[n][1]})"
         elif n in healed:
-            status, where = healed[n], f"heal ({healed[n][1]})"
-        step = status[1] if status else ""
-        if not state:
-            what = "unknown"
-        elif not out_of_service(state):
-            what = "in service"
-        elif any(w in base for w in ("down", "fail")) or state.endswith("*"):
-            what = "down"
-        elif step == FAILED or reason.startswith(TICKET):
-            what = "quarantined"
-        elif step == APPLIED:
-            what = "validating"
-        elif step not in ("", DONE):
-            what = "in maintenance"
-        elif reason.startswith(OURS):  # left drained by a rollout or heal run that ended
-            what = "quarantined"
-        elif base == "draining":
-            what = "draining"
-        else:
-            what = "drained"
-        out.append(NodeStatus(n, what, state, reason, where))
+            stage, where = healed[n][1], f"heal ({healed[n][1]})"
+        out.append(NodeStatus(n, node_state(state, reason, stage), state, reason, where))
     return out
 
 
@@ -111,20 +76,9 @@ def progress(rec: Record | None) -> dict[str, Any] | None:
     return {**out, "why": rec.why} if rec.why else out
 
 
-def in_maintenance(directory: Path, stack: str) -> str | None:
-    """Why the stack is in maintenance now (a rolling change stopped or under way, heal
-    remediating, a run holding the stack's lock), or None: what keeps `rackform reap` from
-    calling it idle. A record that cannot be read counts as maintenance (never as none)."""
-    try:
-        rollout = Store(directory, stack).read()
-        heal = Store(directory, stack, kind="heal").read()
-        if (directory / f"{stack}.lock").exists():  # never made here: reap's dry run writes nothing
-            with Store(directory, stack).lock():
-                pass
-    except Held as exc:
-        return str(exc)
-    except (RecordError, OSError) as exc:
-        return f"its maintenance record cannot be read: {exc}"
+def maintenance(rollout: Record | None, heal: Record | None) -> str | None:
+    """Why the records say the stack is in maintenance (a rolling change stopped or under way,
+    heal remediating), or None."""
     if rollout is not None and rollout.live:
         at = rollout.next_batch()
         return (
@@ -135,3 +89,21 @@ def in_maintenance(directory: Path, stack: str) -> str | None:
         nodes = [n for b in heal.batches if b.status not in (DONE, FAILED) for n in b.nodes]
         return f"heal is remediating {', '.join(nodes)}"
     return None
+
+
+def in_maintenance(directory: Path | StateDir, stack: str) -> str | None:
+    """Why the stack is in maintenance now (its records, or a run holding the stack's lock), or
+    None: what keeps `rackform reap` from calling it idle. A record that cannot be read counts
+    as maintenance (never as none)."""
+    try:
+        store = Store(directory, stack)
+        rollout = store.read()
+        heal = Store(directory, stack, kind="heal").read()
+        if store.lock_path.exists():  # never made here: reap's dry run writes nothing
+            with store.lock():
+                pass
+    except Held as exc:
+        return str(exc)
+    except (RecordError, OSError) as exc:
+        return f"its maintenance record cannot be read: {exc}"
+    return maintenance(rollout, heal)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rackform.blueprint.schema.sections import IdlePolicy
-from rackform.reap import labels as L
+from rackform.telemetry import labels as L
 
 STAT = "rackform_stat"
 # Buckets two scrape intervals wide: one missed scrape never empties one; a bucket's emptiness

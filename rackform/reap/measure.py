@@ -1,14 +1,12 @@
-"""What Prometheus says about each GPU of each cluster over its idle window (rackform.reap.
-idleness says which statistics and why): one query per distinct window for every cluster at
+"""What Prometheus says about each GPU of each cluster over its idle window (idleness says which
+statistics and why): one query per distinct window for every cluster at
 once (never one per cluster or node), then, only for the clusters whose GPUs fall short of
 full coverage, one range query each that says where the gaps lie."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 
-from rackform.reap import labels as L
 from rackform.reap.idleness import (
     GAP_TOLERANCE_SCRAPES,
     SCRAPES_PER_BUCKET,
@@ -19,14 +17,9 @@ from rackform.reap.idleness import (
     before,
     presence,
 )
-from rackform.reap.prometheus import Prometheus
-
-
-@dataclass(frozen=True)
-class Key:
-    cluster: str
-    environment: str
-    purpose: str
+from rackform.telemetry import labels as L
+from rackform.telemetry.labels import Key
+from rackform.telemetry.prometheus import Prometheus
 
 
 def selector(keys: list[Key]) -> str:

@@ -20,10 +20,10 @@ import urllib.request
 from datetime import UTC, datetime
 
 from rackform import http_opener
+from rackform.lifecycle.outcome import Outcome
 from rackform.printable import printable
-from rackform.reap import labels as L
-from rackform.reap.target import Outcome
 from rackform.reap.verdict import Decision
+from rackform.telemetry import labels as L
 
 ALERT = "RackformIdleCluster"
 WARNING = "RackformIdleClusterWarning"

@@ -8,7 +8,6 @@ the warning (measured again over that whole stretch)."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -18,19 +17,23 @@ from pathlib import Path
 
 from rackform.blueprint.schema.sections import IdlePolicy
 from rackform.engine import Prepared
+from rackform.lifecycle.audit import AuditLog
+from rackform.lifecycle.clock import WALL, Clock
+from rackform.lifecycle.directory import StateDir, state_dir
+from rackform.lifecycle.lock import FileLock, Held
+from rackform.lifecycle.outcome import Outcome
 from rackform.plan.model import Plan
 from rackform.reap import snooze
-from rackform.reap.audit import AuditLog, Held, cluster_lock
 from rackform.reap.idleness import Window
-from rackform.reap.measure import Key, measure
+from rackform.reap.measure import measure
 from rackform.reap.notify import Notifier
-from rackform.reap.prometheus import Prometheus, TelemetryError
 from rackform.reap.snooze import iso
-from rackform.reap.target import Outcome, Reaper
+from rackform.reap.target import Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, gpus_by_node, protected
-from rackform.scheduler import lease, queue
+from rackform.scheduler import queue
 from rackform.scheduler.remote import RemoteError
-from rackform.targets.runtimes import controller, reaper
+from rackform.telemetry.labels import Key
+from rackform.telemetry.prometheus import Prometheus, TelemetryError
 
 # A warning older than this (the reaper stopped running for a while) is stale: warn again rather
 # than measure an ever longer stretch.
@@ -83,36 +86,48 @@ def _with_idle(plan: Plan, idle: IdlePolicy) -> Plan:
     return replace(plan, lifecycle=plan.lifecycle.model_copy(update={"idle": idle}))
 
 
-def shared_lock(plan: Plan, identity=None, known_hosts=None) -> AbstractContextManager[None]:
-    """A cluster with Slurm: the stack's lock on its controller, which heal and rolling changes
-    take too (a cluster being changed or healed from another host is held as locked, never
-    reaped under them). Other clusters: their local lock alone."""
+def reap_lock(directory: Path | StateDir, stack: str) -> FileLock:
+    """One reap run at a time on a stack: a second one (two cron jobs overlapping) finds it held
+    and leaves that cluster alone."""
+    path = state_dir(directory).file(f"locks/{stack}.lock")
+    return FileLock(path, lambda _holder: f"another reap run holds {path}")
+
+
+def _no_queue(plan: Plan) -> list[queue.Job]:
+    raise RemoteError(f"no way to reach the scheduler of {plan.name} was given")
+
+
+def _no_shared_lock(plan: Plan) -> AbstractContextManager[None]:
     if plan.scheduler is None:
         return nullcontext()
-    return lease.controller_lock(controller(plan, identity, known_hosts), plan.stack, "reap")
+    raise RemoteError(f"no way to reach the controller of {plan.name} was given")
 
 
 @dataclass
 class World:
-    """What the safety rules and the actions read and change besides Prometheus."""
+    """What the safety rules and the actions read and change besides Prometheus: the state
+    directory, the targets' reapers, the scheduler's queue, the clock, why a stack is in
+    maintenance (a rolling change or heal under way), and the stack's lock where every run
+    against the cluster sees it (a cluster with Slurm: its controller's, which heal and rolling
+    changes take too, so a cluster being changed or healed from another host is held as locked,
+    never reaped under them; other clusters: none beyond reap's own)."""
 
-    state_dir: Path
+    state_dir: Path | StateDir
     notifier: Notifier
     prom: Prometheus
-    reapers: Callable[[str], Reaper] = reaper
-    # The queue of the cluster's scheduler, read on its controller over SSH.
-    queue: Callable[[Plan], list[queue.Job]] = lambda plan: queue.read(controller(plan))
-    now: Callable[[], float] = time.time
-    # Why a stack is in maintenance (a rolling change or heal under way), or None: the CLI
-    # gives rackform.rollout.status.in_maintenance over the rollout state directory.
+    reapers: Callable[[str], Reaper]
+    queue: Callable[[Plan], list[queue.Job]] = _no_queue
+    now: Clock = WALL
     maintenance: Callable[[str], str | None] | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    # The stack's lock where every run against the cluster sees it (its Slurm controller).
-    shared_lock: Callable[[Plan], AbstractContextManager[None]] = shared_lock
+    shared_lock: Callable[[Plan], AbstractContextManager[None]] = _no_shared_lock
+
+    def __post_init__(self) -> None:
+        self.state_dir = state_dir(self.state_dir)
 
     @property
     def audit(self) -> AuditLog:
-        return AuditLog(self.state_dir / "audit.jsonl")
+        return AuditLog(state_dir(self.state_dir).file("audit.jsonl"))
 
 
 def run_all(
@@ -121,11 +136,11 @@ def run_all(
     """Each cluster under its lock: the safety rules, then (with apply) what is due."""
     for d, p in zip(decisions, prepared, strict=True):
         try:
-            with cluster_lock(world.state_dir / "locks", d.stack), world.shared_lock(p.plan):
+            with reap_lock(world.state_dir, d.stack).hold(), world.shared_lock(p.plan):
                 consider(d, p, world)
                 if apply:
                     execute(d, p, world)
-        except (Held, lease.Held) as exc:
+        except Held as exc:
             d.hold("locked", str(exc))
             if apply:
                 d.outcome = "skipped"

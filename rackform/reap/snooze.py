@@ -1,5 +1,5 @@
-"""Snoozes a person sets without a commit: `rackform snooze` writes them to the reaper's state
-directory (every target; share the directory between reapers to share snoozes), and on targets
+"""Snoozes a person sets without a commit: `rackform snooze` writes them to the state directory
+(every target; share the directory between reapers to share snoozes), and on targets
 with live tags onto the cluster itself as well (AWS: rackform:snooze-until), where every reaper
 reads them. A snoozed cluster is measured and reported, never acted on, until the time passes.
 
@@ -8,14 +8,14 @@ under an flock, so two snoozes at once never lose one and a reader never sees ha
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from rackform.lifecycle.directory import StateDir, state_dir
+from rackform.lifecycle.lock import FileLock
 
 FILE = "snoozes.json"
 
@@ -25,13 +25,16 @@ def iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _path(state_dir: Path) -> Path:
-    return state_dir / FILE
+def _path(directory: Path | StateDir) -> Path:
+    return state_dir(directory).file(FILE)
 
 
-def read(state_dir: Path) -> dict[str, dict]:
+def read(directory: Path | StateDir) -> dict[str, dict]:
     """Every snooze by stack; a file that is not the JSON this module writes is an error."""
-    path = _path(state_dir)
+    return _read(_path(directory))
+
+
+def _read(path: Path) -> dict[str, dict]:
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
@@ -49,37 +52,27 @@ class SnoozeError(Exception):
     """The snooze file cannot be read or written: one line."""
 
 
-def active(state_dir: Path, stack: str, now: float) -> dict | None:
-    entry = read(state_dir).get(stack)
+def active(directory: Path | StateDir, stack: str, now: float) -> dict | None:
+    entry = read(directory).get(stack)
     return entry if entry and entry["until"] > now else None
 
 
-@contextmanager
-def _locked(state_dir: Path) -> Iterator[None]:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state_dir / f"{FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def set_snooze(state_dir: Path, stack: str, entry: dict | None) -> None:
+def set_snooze(directory: Path | StateDir, stack: str, entry: dict | None) -> None:
     """Set (or with None, clear) the stack's snooze."""
-    with _locked(state_dir):
-        doc = read(state_dir)
+    path = _path(directory)
+    with FileLock(path.with_name(f"{FILE}.lock")).wait():
+        doc = _read(path)
         if entry is None:
             doc.pop(stack, None)
         else:
             doc[stack] = entry
-        fd, tmp = tempfile.mkstemp(dir=state_dir, prefix=f".{FILE}.")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{FILE}.")
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(doc, f, indent=2, sort_keys=True)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, _path(state_dir))
+            os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

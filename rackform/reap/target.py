@@ -1,12 +1,13 @@
-"""What a target's reaper gives the generic reap run (rackform.targets.runtimes.reaper): the
-cluster's live state as the target itself reports it, and its idle actions. The run never
-branches on the target; each target's reaper lives in its package (rackform/targets/*/reap.py)."""
+"""What a target's reaper gives the generic reap run: the cluster's live state as the target
+itself reports it, and its idle actions, each subject's outcome. The run never branches on the
+target; each target implements this in its own package."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
 
+from rackform.lifecycle.outcome import Outcome
 from rackform.plan.model import Plan
 
 
@@ -29,22 +30,6 @@ class Live:
     snoozed_until: float | None = None
     snooze_reason: str = ""
     off: bool | None = None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One subject of an action (a host, a stack, an autoscaling group): done or failed, why."""
-
-    subject: str
-    ok: bool
-    detail: str
-
-    def as_dict(self) -> dict:
-        return {"subject": self.subject, "ok": self.ok, "detail": self.detail}
-
-
-class ActionError(Exception):
-    """The action could not start at all (a missing tool, credentials): one line."""
 
 
 class Reaper(Protocol):

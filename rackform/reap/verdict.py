@@ -1,6 +1,7 @@
 """A cluster's verdict from its plan, its idle policy and what Prometheus measured, with its
 named reasons. Pure: no I/O, so every rule is tested on values. What makes one GPU busy, idle,
-stalled or unmeasured is rackform.reap.idleness's (one definition, shared with the alerts).
+stalled or unmeasured is idleness's (one definition, shared with the alerts). The time the
+measurements are of is the caller's: the same series and time give the same verdict.
 
 Missing data is never idleness. A cluster is `unknown` (and nothing is done to it) when fewer
 GPUs report than the blueprint declares, or when any GPU's samples leave a gap in the window
@@ -10,14 +11,13 @@ keeps the whole cluster `busy`; `stalled` needs every GPU idle or stalled and on
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.sections import IdlePolicy
 from rackform.plan.model import Plan
-from rackform.reap import labels as L
 from rackform.reap.idleness import GpuStats, Window, gpu_state
+from rackform.telemetry import labels as L
 
 # Reap's reading of a cluster without lifecycle.idle: measured and reported, never acted on.
 REPORT_ONLY = IdlePolicy()
@@ -138,11 +138,10 @@ def decide(
     series: list[GpuStats],
     usd_per_gpu_hour: float | None,
     source: str,
-    at: float | None = None,
+    at: float,
 ) -> Decision:
-    """The measured verdict (before the safety rules that need the world: live tags, the lock,
-    the audit log, snoozes and the grace period)."""
-    at = time.time() if at is None else at
+    """The measured verdict at unix time `at` (before the safety rules that need the world: live
+    tags, the lock, the audit log, snoozes and the grace period)."""
     idle = plan.lifecycle.idle
     policy = idle or REPORT_ONLY
     window_s = policy.for_minutes * 60

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rackform.evidence.verdict import verdict
+from rackform.lifecycle.maintenance import Result
 from rackform.push.runner import ROLES, RunResult, run
-from rackform.rollout.roll import Result
 
 
 def _result(r: RunResult) -> Result:

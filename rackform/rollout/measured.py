@@ -17,7 +17,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from rackform.rollout.record import DONE, Record, RecordError, Store
+from rackform.lifecycle.record import DONE, Record, RecordError, Store
 
 STEPS = ("drain", "apply", "validate")
 

@@ -1,11 +1,9 @@
-"""A rolling change start to end, whoever asks for it: `rackform configure --rolling`
-(rackform/cli/rolling.py) or the Pulumi configure resource when `rackform up` changes the
-software of a cluster with a scheduler (rackform/rollout/stage.py).
+"""A rolling change start to end, whoever asks for it: `rackform configure --rolling` or the
+Pulumi configure resource when `rackform up` changes the software of a cluster with a scheduler.
 
 The change is what differs between what the nodes run (the record of the last configuration
 that finished, else what the caller knows of it) and the blueprint. One that needs no drain is
-applied in place on every node at once. One that does is rolled batch by batch
-(rackform/rollout/roll.py). A stopped rollout resumes when run again with the same blueprint;
+applied in place on every node at once. One that does is rolled batch by batch. A stopped rollout resumes when run again with the same blueprint;
 `rollback` applies the old software to its failed batches and returns them; `abandon` ends it,
 the failed nodes left drained and named."""
 
@@ -17,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rackform.blueprint.schema.sections import LifecycleSpec
+from rackform.lifecycle.lock import Held
+from rackform.lifecycle.maintenance import Nodes, Scheduler
+from rackform.lifecycle.record import FAILED, Record, RecordError, Store, new_record
 from rackform.rollout.measured import measure
 from rackform.rollout.plan import Basis, applied_basis, duration, rollout
-from rackform.rollout.record import FAILED, Held, Record, RecordError, Store
-from rackform.rollout.roll import Nodes, Roll, Scheduler, new_record, rollback
-from rackform.scheduler import lease
+from rackform.rollout.roll import Roll, rollback
 from rackform.scheduler.remote import RemoteError
 
 EXIT_HELD = 3  # another run holds the stack's rollout lock
@@ -65,7 +64,7 @@ def carry_out(
         with store.lock(), ExitStack() as held:
             shared = _Shared(c, held)
             return _locked(c, store, out, rollback_, abandon, known, shared)
-    except (Held, lease.Held) as exc:
+    except Held as exc:
         out(f"rackform configure: {exc}")
         return EXIT_HELD
     except RecordError as exc:

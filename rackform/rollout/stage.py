@@ -6,7 +6,7 @@ already changed, and converges what rolling leaves (nodes that joined, changes a
 drift). A change that needs no drain converges as before, every node at once.
 
 The rollout's record, lock and audit log are the stack's, in the same state directory as
-`rackform configure --rolling` ($RACKFORM_ROLLOUT_DIR, else ~/.rackform/rollout): either command
+`rackform configure --rolling` (the lifecycle's, found without a --state-dir): either command
 resumes a rollout the other stopped. A rollout that stops fails the update, naming where it
 stopped; `up` again resumes it (the Pulumi state still holds the old configuration, so the
 update comes again).
@@ -25,15 +25,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rackform.blueprint.schema.sections import LifecycleSpec
+from rackform.lifecycle.directory import state_dir
+from rackform.lifecycle.maintenance import Nodes
+from rackform.lifecycle.record import Store
+from rackform.lifecycle.slurm import SlurmSteps
 from rackform.plan.inventory import inventory_hosts
 from rackform.push.runner import access_files
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import Basis, applied_basis
 from rackform.rollout.plan import rollout as change_of
-from rackform.rollout.record import Store, state_dir
-from rackform.rollout.roll import Nodes
 from rackform.rollout.run import Cluster, RollingError, carry_out
-from rackform.rollout.slurm import SlurmSteps
 from rackform.scheduler.remote import Ssh
 
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rackform.lifecycle.outcome import ActionError
 from rackform.plan.model import Basis, NodeGroupPlan, Plan
-from rackform.reap.target import ActionError, Reaper
+from rackform.reap.target import Reaper
 from rackform.scheduler.remote import RemoteError, Runner, host, ssh_to
 
 if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every command

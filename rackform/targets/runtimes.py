@@ -6,9 +6,10 @@ an instance the stack created, through the stack's EC2 Instance Connect Endpoint
 from __future__ import annotations
 
 from rackform.blueprint.schema.names import UnsafeValue
+from rackform.lifecycle.outcome import ActionError
 from rackform.plan.inventory import with_nodes
 from rackform.plan.model import Plan, thaw
-from rackform.reap.target import ActionError, Reaper
+from rackform.reap.target import Reaper
 from rackform.scheduler.remote import RemoteError, Runner
 from rackform.targets.aws.runtime import RUNTIME as AWS
 from rackform.targets.bare_metal.runtime import RUNTIME as BARE_METAL

@@ -1,8 +1,11 @@
-"""The names reap and the alert rules select dcgm-exporter's series by. The label names are the
+"""The names reap, heal and the alert rules select dcgm-exporter's series by, and a cluster's
+identity among them. The label names are the
 ones the `dcgm` role's scrape config writes on every target (roles/dcgm/templates/
 prometheus-scrape.yml.j2; a test holds the two together); `gpu` is dcgm-exporter's own."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 CLUSTER = "cluster"
 ENVIRONMENT = "environment"
@@ -27,6 +30,15 @@ HEARTBEAT = "rackform_job_heartbeat_timestamp_seconds"
 # driver's version label): every statistic is aggregated by these, in PromQL.
 GPU_ID = (CLUSTER, ENVIRONMENT, PURPOSE, NODE, GPU)
 NODE_ID = (CLUSTER, ENVIRONMENT, PURPOSE, NODE)
+
+
+@dataclass(frozen=True)
+class Key:
+    """A cluster's series: the values of its three scrape labels."""
+
+    cluster: str
+    environment: str
+    purpose: str
 
 
 def selector(**match: str) -> str:

@@ -1,5 +1,5 @@
-"""A Prometheus HTTP API client for instant queries: just enough for reap, with every way the
-server can fail turned into one `TelemetryError` line (unreachable, too slow, an error answer,
+"""A Prometheus HTTP API client for instant queries: just enough for reap and heal, with every
+way the server can fail turned into one `TelemetryError` line (unreachable, too slow, an error answer,
 something that is not Prometheus's JSON).
 
 Prometheus behind auth (a reverse proxy, or Prometheus's own web config): a bearer token from
@@ -7,8 +7,7 @@ $RACKFORM_PROMETHEUS_TOKEN, or basic auth from $RACKFORM_PROMETHEUS_USER and
 $RACKFORM_PROMETHEUS_PASSWORD; an https URL is verified against the system's CAs or the file in
 $RACKFORM_PROMETHEUS_CA (or --prometheus-ca); a user:password in the URL is basic auth too
 (where the variables give none). Credentials go into the Authorization header only, never into
-a message, and never to another host: a redirect elsewhere is refused
-(rackform/http_opener.py)."""
+a message, and never to another host: a redirect elsewhere is refused."""
 
 from __future__ import annotations
 

@@ -44,8 +44,8 @@ from test_rolling_vms import COUNT, HOLD, JOB, _extras, nothing_lost
 from vms import MOUNT, cli, sh, shown
 
 from rackform.engine import prepare
+from rackform.lifecycle.record import Store
 from rackform.rollout.plan import basis
-from rackform.rollout.record import Store
 from rackform.scheduler.remote import ssh_argv
 
 pytestmark = pytest.mark.slow

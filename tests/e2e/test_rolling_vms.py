@@ -29,8 +29,8 @@ from slurm_helpers import SLURM_VARS, job_record, slurm_blueprint, smoke_vars, u
 from vms import MOUNT, cli, sh, shown
 
 from rackform.engine import prepare
+from rackform.lifecycle.record import Store
 from rackform.rollout.plan import basis
-from rackform.rollout.record import Store
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from gitrepo import commit, make_remote
 
 from rackform.engine import prepare
-from rackform.rollout.record import Store
+from rackform.lifecycle.record import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURM = (ROOT / "blueprints" / "baremetal-slurm.yaml").read_text()

@@ -20,12 +20,12 @@ from slurm_local import NODES
 
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.health.apply import apply_cluster
-from rackform.health.remedy import Remedy
 from rackform.health.verdict import Evidence, NodeHealth, judge_cluster
-from rackform.reap.target import ActionError
-from rackform.rollout.record import Store
-from rackform.rollout.roll import Result
-from rackform.rollout.slurm import SlurmSteps
+from rackform.lifecycle.maintenance import Result
+from rackform.lifecycle.outcome import ActionError
+from rackform.lifecycle.record import Store
+from rackform.lifecycle.remedy import Remedy
+from rackform.lifecycle.slurm import SlurmSteps
 from rackform.scheduler.remote import Local
 from rackform.targets.onprem.host_spec import Bmc
 from rackform.targets.onprem.redfish import Redfish
@@ -277,7 +277,7 @@ def test_failures_in_the_window_come_from_the_logs_view_per_node(tmp_path):
     """How often each node's remediation failed, counted inside the window only, read from the
     audit log's incremental view as new entries arrive (other kinds and statuses not counted)."""
     from rackform.health.apply import failures
-    from rackform.rollout.record import Store
+    from rackform.lifecycle.record import Store
 
     store = Store(tmp_path / "state", "gpu-a-prod", kind="heal")
     log = store.log

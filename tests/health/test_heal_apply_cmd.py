@@ -19,11 +19,11 @@ from slurm_local import GPUS_PER_NODE, NODES, blueprint, ssh_env
 
 from rackform.cli.heal_apply import Access, _remedy
 from rackform.engine import prepare
-from rackform.reap import labels as L
-from rackform.rollout.record import Store
-from rackform.scheduler.lease import controller_lock
+from rackform.lifecycle.lease import controller_lock
+from rackform.lifecycle.record import Store
 from rackform.scheduler.remote import Local
 from rackform.targets.runtimes import cluster_inventory
+from rackform.telemetry import labels as L
 
 NAME = "slurm-a"
 

@@ -22,7 +22,7 @@ from moto_server import CTL, NODES, REGION, aws_env, aws_slurm
 from servers import Gpu, Series, prometheus
 from slurm_local import ssh_env
 
-from rackform.reap import labels as L
+from rackform.telemetry import labels as L
 
 BP = aws_slurm("  health: {actions: {xid: {79: replace}}}\n")
 

@@ -14,7 +14,7 @@ import pytest
 from blueprint_helpers import rackform
 from servers import Gpu, Series, prometheus
 
-from rackform.reap import labels as L
+from rackform.telemetry import labels as L
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from test_heal_cmd import blueprint, by_node, gpus
 
 from rackform.acceptance.cluster import merge_reports
 from rackform.evidence.statement import attest
-from rackform.rollout.record import Store
+from rackform.lifecycle.record import Store
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ import pytest
 
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.health import signals
-from rackform.reap import labels as L
-from rackform.reap.measure import Key
-from rackform.reap.prometheus import Sample, TelemetryError
+from rackform.telemetry import labels as L
+from rackform.telemetry.labels import Key
+from rackform.telemetry.prometheus import Sample, TelemetryError
 
 KEY = Key("llm-serve-a", "dev", "inference")
 

@@ -1,4 +1,4 @@
-"""The audit log's incremental view (rackform/reap/audit_view.py): the decisions read only what
+"""The audit log's incremental view (rackform/lifecycle/audit_view.py): the decisions read only what
 was appended since the last run, and get what reading the whole log would give, however the
 log grew (several stacks with hyphens interleaved, lines a kill cut) and whatever happened to
 the cache beside it (hand-edited, stale, for a rotated log)."""
@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from rackform.reap import audit_view
-from rackform.reap.audit import STANDING, AuditLog
+from rackform.lifecycle import audit_view
+from rackform.lifecycle.audit import STANDING, AuditLog
 
 STACKS = ["gpu-train-a-prod", "gpu-train-a-staging", "infer-b-dev"]
 ACTIONS = ["stop", "terminate", "notify"]

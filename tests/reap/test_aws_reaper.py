@@ -409,7 +409,7 @@ def idle_cluster(tmp_path, name="llm-train-a", purpose="training", action="stop"
         for n in range(2)
         for g in range(4)
     ]  # fmt: skip
-    d = decide(p.plan, series, usd_per_gpu_hour(p), str(f))
+    d = decide(p.plan, series, usd_per_gpu_hour(p), str(f), time.time())
     protected(d, p.plan)
     assert (d.verdict, d.action) == ("idle", action)
     return p, d

@@ -20,8 +20,8 @@ from gpu_collection import ROLES_DIR
 from loopback import free_port, http_server
 from servers import Web, prometheus
 
-from rackform.reap import labels
-from rackform.reap.prometheus import Prometheus
+from rackform.telemetry import labels
+from rackform.telemetry.prometheus import Prometheus
 
 
 def handler(body: bytes, status: int = 200, delay: float = 0.0):

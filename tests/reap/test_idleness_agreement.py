@@ -16,8 +16,8 @@ from servers import need, prometheus
 
 from rackform.alerts.rules import group
 from rackform.engine import prepare
-from rackform.reap.prometheus import Prometheus
 from rackform.reap.run import decide_all
+from rackform.telemetry.prometheus import Prometheus
 
 SCENARIOS = {
     # name: (history kwargs, reap's verdict)

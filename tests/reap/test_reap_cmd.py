@@ -21,7 +21,8 @@ from blueprint_helpers import ROOT
 from clusters import bare_metal, history, write
 from servers import alertmanager, alerts, power_state, prometheus, redfish, wait_power
 
-from rackform.reap.audit import AuditLog, cluster_lock
+from rackform.lifecycle.audit import AuditLog
+from rackform.reap.run import reap_lock
 
 USER, PASSWORD = "admin", "s3cret-bmc-pw"
 POWERED = ["llm-idle", "llm-guarded", "llm-busy", "grace-wait", "grace-burst", "job-8min",
@@ -355,7 +356,7 @@ def test_apply_without_a_destination_is_refused_before_anything(world, tmp_path)
 
 
 def test_a_cluster_another_run_holds_is_left_alone_and_said_so(world, tmp_path):
-    with cluster_lock(tmp_path / "locks", "notified-a-default"):
+    with reap_lock(tmp_path, "notified-a-default").hold():
         for apply in (False, True):
             r = reap(world, "notified-a", apply=apply, state=tmp_path)
             assert r.returncode == 5, r.stderr

@@ -21,8 +21,8 @@ from loopback import http_server
 from servers import prometheus
 from slurm_local import NODES, PARTITIONS, blueprint, ssh_env
 
-from rackform.reap.audit import AuditLog
-from rackform.scheduler.lease import controller_lock
+from rackform.lifecycle.audit import AuditLog
+from rackform.lifecycle.lease import controller_lock
 from rackform.scheduler.remote import Local
 
 
@@ -184,8 +184,7 @@ def test_a_job_during_the_grace_period_withdraws_the_warning(prom, files, slurm,
 def test_a_cluster_a_rollout_or_heal_holds_is_not_idle(prom, files, slurm, tmp_path):
     """Idle GPUs while a rolling change is stopped, or while heal remediates a node, are
     maintenance, not idleness: reap holds the cluster busy and drains nothing."""
-    from rackform.rollout.record import Store
-    from rackform.rollout.roll import new_record
+    from rackform.lifecycle.record import Store, new_record
 
     rollouts = tmp_path / "rollouts"
     env = {**ssh_env(slurm, tmp_path), "RACKFORM_ROLLOUT_DIR": str(rollouts)}

@@ -13,10 +13,9 @@ from blueprint_helpers import ROOT
 from slurm_local import NODES, blueprint, ssh_env
 
 from rackform.engine import prepare_all
+from rackform.lifecycle.lease import controller_lock
+from rackform.lifecycle.record import Store, new_record
 from rackform.rollout.plan import basis
-from rackform.rollout.record import Store
-from rackform.rollout.roll import new_record
-from rackform.scheduler.lease import controller_lock
 from rackform.scheduler.remote import Local
 
 STACK = "slurm-a-default"

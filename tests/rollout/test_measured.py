@@ -14,12 +14,13 @@ import pytest
 
 from rackform.blueprint.schema.rollout import RolloutPolicy
 from rackform.blueprint.schema.sections import LifecycleSpec
-from rackform.reap.target import Outcome
+from rackform.lifecycle.maintenance import Result
+from rackform.lifecycle.outcome import Outcome
+from rackform.lifecycle.record import DONE, FAILED, Batch, Record, Store, new_record
 from rackform.rollout.changes import catalog
 from rackform.rollout.measured import Measured, last_measured, measure
 from rackform.rollout.plan import BASIS, Basis, rollout
-from rackform.rollout.record import DONE, FAILED, Batch, Record, Store
-from rackform.rollout.roll import Result, Roll, new_record
+from rackform.rollout.roll import Roll
 
 NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03"]
 

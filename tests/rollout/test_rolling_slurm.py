@@ -15,9 +15,12 @@ import pytest
 from slurm_local import NODES
 
 from rackform.blueprint.schema.rollout import RolloutPolicy
-from rackform.rollout.record import DONE, FAILED, PENDING, Held, RecordError, Store
-from rackform.rollout.roll import Result, Roll, new_record, rollback
-from rackform.rollout.slurm import SlurmSteps, out_of_service
+from rackform.lifecycle.lock import Held
+from rackform.lifecycle.maintenance import Result
+from rackform.lifecycle.record import DONE, FAILED, PENDING, RecordError, Store, new_record
+from rackform.lifecycle.slurm import SlurmSteps
+from rackform.lifecycle.states import out_of_service
+from rackform.rollout.roll import Roll, rollback
 
 OLD, NEW = {"nvidia_driver_branch": "550"}, {"nvidia_driver_branch": "560"}
 

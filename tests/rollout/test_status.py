@@ -12,9 +12,8 @@ import pytest
 from blueprint_helpers import ROOT
 from slurm_local import NODES, blueprint, ssh_env
 
-from rackform.rollout.record import Store
-from rackform.rollout.roll import new_record
-from rackform.rollout.status import node_status, progress
+from rackform.lifecycle.record import Store, new_record
+from rackform.lifecycle.status import node_status, progress
 
 
 def rec(statuses: list[str], status: str = "stopped"):

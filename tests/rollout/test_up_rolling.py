@@ -18,12 +18,12 @@ import pytest
 from slurm_local import NODES, blueprint, ssh_env
 
 from rackform.engine import prepare_all
+from rackform.lifecycle.maintenance import Result
+from rackform.lifecycle.record import Store
 from rackform.plan.inventory import configure_vars, inventory_hosts
 from rackform.plan.model import thaw
 from rackform.rollout import stage
 from rackform.rollout.inputs import rollout_input
-from rackform.rollout.record import Store
-from rackform.rollout.roll import Result
 from rackform.stack.stages import ConfigureProvider
 
 

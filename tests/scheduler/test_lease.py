@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from fake_ssh import install
 
-from rackform.scheduler.lease import Held, controller_lock
+from rackform.lifecycle.lease import controller_lock
+from rackform.lifecycle.lock import Held
 from rackform.scheduler.remote import Local, RemoteError, Ssh
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def holder(
     """Another process (another run, as on another host) holding the lock until killed."""
     code = (
         "import sys, time\n"
-        "from rackform.scheduler.lease import controller_lock\n"
+        "from rackform.lifecycle.lease import controller_lock\n"
         "from rackform.scheduler.remote import Local\n"
         f"with controller_lock(Local(), {stack!r}, {purpose!r}, lease_s={lease_s},"
         f" beat_s={beat_s}):\n"

@@ -14,7 +14,7 @@ import pytest
 from slurm_local import blueprint
 
 from rackform.engine import prepare
-from rackform.scheduler.drain import drain
+from rackform.lifecycle.drain import drain
 from rackform.scheduler.remote import Local, RemoteError, Ssh, controller
 from rackform.targets.onprem.hosts import probe
 

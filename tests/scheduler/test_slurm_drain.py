@@ -9,7 +9,7 @@ import shutil
 import pytest
 from slurm_local import NODES
 
-from rackform.scheduler.drain import drain, node_states
+from rackform.lifecycle.drain import drain, node_states
 from rackform.scheduler.remote import Local, RemoteError
 
 pytestmark = pytest.mark.usefixtures("slurm")

@@ -19,7 +19,7 @@ from moto_server import CTL, NODES, REGION, STACK, Aws, aws_slurm
 
 from rackform.blueprint.schema.names import UnsafeValue
 from rackform.engine import prepare
-from rackform.reap.target import ActionError
+from rackform.lifecycle.outcome import ActionError
 from rackform.scheduler.remote import RemoteError
 from rackform.targets.aws.instances import Instances, tunnel
 from rackform.targets.runtimes import controller

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rackform.blueprint.schema import names
+from rackform.lifecycle.outcome import ActionError
 from rackform.plan.model import Plan
-from rackform.reap.target import ActionError
 from rackform.scheduler.remote import RemoteError, Ssh
 from rackform.targets.aws.api import aws_errors, boto3_client, cluster_filters, one_line, tags_of
 from rackform.targets.aws.images import CONTROLLER_IMAGE

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from rackform.lifecycle.outcome import Outcome
 from rackform.plan.model import Plan
 from rackform.reap.snooze import iso
-from rackform.reap.target import Live, Outcome
+from rackform.reap.target import Live
 from rackform.targets.aws.api import (
     aws_errors,
     boto3_client,

@@ -22,9 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from rackform.lifecycle import drain as slurm_drain
+from rackform.lifecycle.outcome import Outcome
 from rackform.plan.model import Plan
-from rackform.reap.target import Live, Outcome
-from rackform.scheduler import drain as slurm_drain
+from rackform.reap.target import Live
 from rackform.scheduler.remote import RemoteError, Runner, controller, ssh_to
 from rackform.targets.onprem.redfish import BmcError, Redfish
 

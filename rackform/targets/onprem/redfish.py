@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 from rackform import http_opener
+from rackform.lifecycle.outcome import ActionError
 from rackform.noanswer import no_answer
-from rackform.reap.target import ActionError
 from rackform.targets.onprem.host_spec import Bmc
 
 

@@ -4,8 +4,9 @@ the machines and records the action in the stub cloud."""
 
 from __future__ import annotations
 
+from rackform.lifecycle.outcome import Outcome
 from rackform.plan.model import Plan
-from rackform.reap.target import Live, Outcome
+from rackform.reap.target import Live
 from stub_target import cloud
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pulumi
 
-from rackform.reap.target import ActionError
+from rackform.lifecycle.outcome import ActionError
 from rackform.targets.runtime import TargetRuntime
 
 
