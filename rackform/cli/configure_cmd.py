@@ -13,6 +13,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, extra_vars_of, for_action, need
+from rackform.lifecycle.directory import HELP
 from rackform.plan.model import thaw
 from rackform.push.runner import MAX_FAIL_PERCENT, RETRY_WAIT_S, UNREACHABLE_RETRIES
 
@@ -77,7 +78,7 @@ def configure(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Where rollouts and the last applied configuration are recorded: the lifecycle's state directory, shared with heal and reap (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
+            help=f"Where rollouts and the last applied configuration are recorded: the lifecycle's state directory, shared with heal and reap ({HELP}).",
         ),
     ] = None,
     batch: Annotated[

@@ -17,6 +17,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, user_error
+from rackform.lifecycle.directory import HELP
 
 EXIT_NEW_ERROR = 1
 
@@ -39,7 +40,7 @@ def diff_cmd(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Where rolling changes keep their records, the lifecycle's state directory (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle): a rollout's expected time is made from what the stack's last one measured there, else from the catalog's per-node minutes.",
+            help=f"Where rolling changes keep their records, the lifecycle's state directory ({HELP}): a rollout's expected time is made from what the stack's last one measured there, else from the catalog's per-node minutes.",
         ),
     ] = None,
 ) -> None:

@@ -35,6 +35,7 @@ from rackform.cli.common import (
 from rackform.evidence.statement import EvidenceError
 from rackform.health.reported import Reported, load, revalidated
 from rackform.health.run import ClusterHealth, exit_status, judge, warnings
+from rackform.lifecycle.directory import HELP
 from rackform.lifecycle.directory import state_dir as lifecycle_dir
 from rackform.lifecycle.record import Store
 
@@ -107,7 +108,7 @@ def heal(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Where heal's record, the audit log and the lock are: the lifecycle's state directory, shared with rolling changes and reap (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
+            help=f"Where heal's record, the audit log and the lock are: the lifecycle's state directory, shared with rolling changes and reap ({HELP}).",
         ),
     ] = None,
     private_key: Annotated[

@@ -35,7 +35,7 @@ from rackform.cli.common import (
     user_error,
 )
 from rackform.engine import Prepared
-from rackform.lifecycle.directory import StateDir, state_dir
+from rackform.lifecycle.directory import HELP, StateDir, state_dir
 from rackform.lifecycle.lease import controller_lock
 from rackform.plan.model import Plan
 from rackform.reap.notify import Notifier
@@ -146,7 +146,7 @@ def reap(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Audit log, locks and snoozes: the lifecycle's state directory (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
+            help=f"Audit log, locks and snoozes: the lifecycle's state directory ({HELP}).",
         ),
     ] = None,
     timeout: PrometheusTimeout = 30.0,

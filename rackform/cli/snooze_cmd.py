@@ -20,7 +20,7 @@ import typer
 from rackform.cli.app import app
 from rackform.cli.common import Env, user_error
 from rackform.cli.reap_cmd import EXIT_ACTION_FAILED, load
-from rackform.lifecycle.directory import state_dir
+from rackform.lifecycle.directory import HELP, state_dir
 from rackform.reap import snooze as store
 from rackform.targets.runtimes import reaper
 
@@ -51,7 +51,7 @@ def snooze(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="The lifecycle's state directory, where reap reads snoozes (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
+            help=f"The lifecycle's state directory, where reap reads snoozes ({HELP}).",
         ),
     ] = None,
 ) -> None:

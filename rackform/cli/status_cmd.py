@@ -16,6 +16,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, KnownHosts, PrivateKey, prepared, user_error
+from rackform.lifecycle.directory import HELP
 
 EXIT_UNREAD = 3
 
@@ -28,7 +29,7 @@ def status(
         Path | None,
         typer.Option(
             "--state-dir",
-            help="Where rollouts and heal keep their records: the lifecycle's state directory (default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle).",
+            help=f"Where rollouts and heal keep their records: the lifecycle's state directory ({HELP}).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,

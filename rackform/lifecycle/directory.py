@@ -27,6 +27,8 @@ EARLIER = (
     ("RACKFORM_REAP_DIR", Path("~/.rackform/reap")),
     ("RACKFORM_ROLLOUT_DIR", Path("~/.rackform/rollout")),
 )
+# How a command's --state-dir help names where the directory is without it.
+HELP = "default $RACKFORM_ROLLOUT_DIR or $RACKFORM_REAP_DIR, else ~/.rackform/lifecycle"
 
 
 @dataclass(frozen=True)

@@ -105,3 +105,34 @@ def test_slurm_unread_is_exit_3_with_the_records(slurm, tmp_path):
     assert "not reachable over SSH" in doc["error"] and all(
         n["state"] == "unknown" for n in doc["nodes"]
     )
+
+
+def test_the_command_shows_a_rollout_an_earlier_release_stopped(slurm, tmp_path):
+    """Neither variable set and no --state-dir: the record an earlier release kept in
+    ~/.rackform/rollout is found where it is, and nothing is moved or made."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    env = {**ssh_env(slurm, tmp_path), "HOME": str(home)}
+    env.pop("RACKFORM_ROLLOUT_DIR", None)
+    env.pop("RACKFORM_REAP_DIR", None)
+    bp = tmp_path / "slurm-a.yaml"
+    bp.write_text(blueprint())
+    r = new_record(
+        "slurm-a-default", "sha256:" + "cd" * 32, "reboot", [[NODES[0]], [NODES[1]]], {}, {}
+    )
+    r.batches[0].status, r.batches[0].why = "failed", "validation: smoke job failed"
+    r.status, r.why = "stopped", "batch 1 failed: validation: smoke job failed"
+    Store(home / ".rackform" / "rollout", "slurm-a-default").write(r)
+    slurm.run("scontrol", "update", f"nodename={NODES[0]}", "state=drain",
+              "reason=rackform rollout cdcdcdcdcdcd batch 1")  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "rackform", "status", str(bp), "--json"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    nodes = {n["node"]: n for n in doc["nodes"]}
+    assert nodes[NODES[0]]["state"] == "quarantined"
+    assert nodes[NODES[0]]["batch"] == "rollout batch 1 (failed)"
+    assert doc["rollout"]["status"] == "stopped" and doc["rollout"]["at"] == 1
+    assert not (home / ".rackform" / "lifecycle").exists()
