@@ -107,7 +107,7 @@ def heal_cluster(
                 return ch, [], ""
             done = apply_cluster(
                 plan.stack, plan.digest, ch.nodes, plan.lifecycle.health, ch.budget, store,
-                slurm, remedy, out, now=at, replace=lambda node: target.replace(plan, node),
+                slurm, remedy, out, replace=lambda node: target.replace(plan, node),
             )  # fmt: skip
             return ch, done, ""
     except Held as exc:

@@ -1,7 +1,7 @@
 """`rackform status FILE [--env ENV] [--state-dir DIR] [--json]`: each node's lifecycle state (in
 service, draining, in maintenance, validating, quarantined, drained, down) from the cluster's
 Slurm and the stack's records, and the progress of a rolling change and of heal's
-remediations (rackform/rollout/status.py).
+remediations.
 
 Exit status: 0 read; 2 bad input (or a cluster without a scheduler: its nodes' states are
 Slurm's); 3 Slurm could not be read (the records are still shown)."""

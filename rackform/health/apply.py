@@ -124,9 +124,9 @@ def apply_cluster(
     clock: Clock = WALL,
 ) -> list[Outcome]:
     """Act on the nodes judged to act (`NodeHealth.acts`); each one's outcome. The caller holds
-    the stack's lock. `now`: when the nodes were judged (else the clock's time): the failures
-    counted are those within the policy's window before it. `replace(node)`: the target's, for
-    nodes whose action is `replace`."""
+    the stack's lock. The failures counted are those within the policy's window before `now`
+    (else the clock's time as it acts). `replace(node)`: the target's, for nodes whose action is
+    `replace`."""
     now = clock() if now is None else now
     acting = [n for n in nodes if n.acts]
     since = now - policy.retry_window_hours * 3600

@@ -17,6 +17,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from rackform.lifecycle.directory import StateDir
 from rackform.lifecycle.record import DONE, Record, RecordError, Store
 
 STEPS = ("drain", "apply", "validate")
@@ -87,7 +88,7 @@ def measure(rec: Record, at: float | None = None) -> Measured | None:
     )
 
 
-def last_measured(directory: Path, stack: str) -> Measured | None:
+def last_measured(directory: Path | StateDir, stack: str) -> Measured | None:
     """What the stack's last rolling change measured, from its record in the state directory;
     None where there is none (or it cannot be read: the estimate is the catalog's then)."""
     try:
