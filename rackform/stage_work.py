@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rackform.acceptance.cluster import validate_cluster
-from rackform.push.runner import configure, drift
+from rackform.push.stage import configure, drift
 from rackform.rollout.stage import record, roll
 
 # The keyword arguments of the stages' providers.

@@ -26,7 +26,7 @@ from typing import Any
 
 from rackform.blueprint.schema.sections import LifecycleSpec
 from rackform.plan.inventory import inventory_hosts
-from rackform.push.runner import access_files
+from rackform.push.access import access_files
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import Basis, applied_basis
 from rackform.rollout.plan import rollout as change_of
