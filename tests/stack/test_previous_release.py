@@ -12,6 +12,7 @@ one runs the probe on this machine, an unreachable one refuses.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -62,8 +63,6 @@ def test_the_fixture_holds_every_dynamic_provider_and_the_stages_work_by_name():
     for r in RECORDED["resources"]:
         assert r["outputs"]["__provider"] == r["inputs"]["__provider"]
     # What the earlier release pickled into the stages: their work named by strings.
-    import base64
-
     configure = base64.b64decode(recorded("Configure")["outputs"]["__provider"])
     assert b"rackform.push.runner:drift" in configure
 
