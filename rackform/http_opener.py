@@ -13,8 +13,8 @@ new request, the Authorization header included, https to http included. Here:
 - every other redirect is urllib's (same origin: followed with its headers; a POST's body is
   never sent again, which urllib already guarantees).
 
-The nodes' scripts (rackform/boot/node.py, the user data's fetch in rackform/boot/artifact.py)
-import nothing of rackform and keep their own few lines of the same rule, tested beside this.
+The nodes' scripts (the node's bootstrap, the user data's fetch, an image bake) import nothing
+of rackform and keep their own few lines of the same rule, tested beside this.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from rackform.boot import node as nb
 from rackform.boot.credentials import node_token
+from rackform.boot.node import report as node_report
 
 KEY = bytes(range(32))  # a round's key, fixed so that a failure reads the same each run
 
@@ -28,7 +28,7 @@ def call(url, path, *, node=None, token=None, data=None, method=None, headers=No
     if node is not None:
         token = token if token is not None else node_token(KEY, node)
         target = urllib.parse.urlsplit(url + path).path
-        h["Authorization"] = nb.authorization(node, token, method, target, data or b"")
+        h["Authorization"] = node_report.authorization(node, token, method, target, data or b"")
     req = urllib.request.Request(url + path, data=data, headers=h, method=method)
     context = ssl.create_default_context(cadata=ca) if ca else None
     try:
@@ -54,7 +54,7 @@ def signed_post(node: str, path: str, body: bytes, *, token: str | None = None, 
     Content-Length is the body's unless given)."""
     token = token if token is not None else node_token(KEY, node)
     lines = [f"POST {path} HTTP/1.1", "Host: x"]
-    lines.append(f"Authorization: {nb.authorization(node, token, 'POST', path, body)}")
+    lines.append(f"Authorization: {node_report.authorization(node, token, 'POST', path, body)}")
     head = {"Content-Length": str(len(body)), **{k.replace("_", "-"): v for k, v in head.items()}}
     lines += [f"{k}: {v}" for k, v in head.items() if v is not None]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

@@ -1,5 +1,5 @@
 """No credential follows a redirect to another host, for every HTTP client rackform has
-(rackform/http_opener.py on the controller; the nodes' own lines in rackform/boot/node.py, the
+(rackform/http_opener.py on the controller; the nodes' own lines in rackform/boot/node/, the
 user data's fetch in rackform/boot/artifact.py and the bake's in rackform/boot/bake.py).
 
 Two real servers on loopback: the one each client is told of answers every request with a
@@ -30,8 +30,10 @@ from servers import Web
 
 from rackform import http_opener
 from rackform.boot import bake
-from rackform.boot import node as nb
 from rackform.boot.artifact import user_data
+from rackform.boot.node import aws as node_aws
+from rackform.boot.node import log as bootstrap_log
+from rackform.boot.node import report as node_report
 from rackform.reap.notify import Notifier
 from rackform.reap.verdict import Decision
 from rackform.targets.onprem.host_spec import Bmc
@@ -255,7 +257,7 @@ def test_alertmanager_and_webhooks_send_their_password_to_no_other_host(code, ki
 
 @pytest.fixture
 def node_log(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setattr(nb, "LOG", tmp_path / "bootstrap.log")
+    monkeypatch.setattr(bootstrap_log, "LOG", tmp_path / "bootstrap.log")
     return tmp_path / "bootstrap.log"
 
 
@@ -263,7 +265,7 @@ def node_log(tmp_path, monkeypatch) -> Path:
 def test_a_nodes_report_sends_its_token_to_no_other_host(code, node_log):
     with elsewhere(code) as w:
         to = {"url": w.first, "token": SECRET, "node": "gpu-node-07"}
-        sent = nb.send_report(to, {"outcome": "configured"}, tries=3, sleep=lambda s: None)
+        sent = node_report.send_report(to, {"outcome": "configured"}, tries=3, sleep=lambda s: None)
     never_reached(w.reached)
     assert sent is False
     assert len(w.asked) == 1  # a refused redirect is not tried again (as a 4xx is not)
@@ -283,8 +285,8 @@ def test_a_nodes_metadata_token_goes_to_no_other_host(code, monkeypatch):
                 reply(h, code, b"", {"Location": second + h.path})
 
         with server(imds) as (first, asked):
-            monkeypatch.setattr(nb, "IMDS", f"{first}/latest")
-            said = attempt(lambda: nb.imds("instance-id"), OSError)
+            monkeypatch.setattr(node_aws, "IMDS", f"{first}/latest")
+            said = attempt(lambda: node_aws.imds("instance-id"), OSError)
     never_reached(reached)
     assert said.startswith("refused a redirect") and "not sent to another host" in said
     assert asked[1]["headers"]["X-Aws-Ec2-Metadata-Token"] == SECRET
@@ -300,8 +302,8 @@ def test_the_nodes_opener_follows_a_redirect_on_its_own_origin(monkeypatch):
             reply(h, 200, b"i-0abc", {"Content-Type": "text/plain"})
 
     with server(imds) as (url, seen):
-        monkeypatch.setattr(nb, "IMDS", f"{url}/latest")
-        assert nb.imds("old") == "i-0abc"
+        monkeypatch.setattr(node_aws, "IMDS", f"{url}/latest")
+        assert node_aws.imds("old") == "i-0abc"
     assert seen[2]["headers"]["X-Aws-Ec2-Metadata-Token"] == "tok"
 
 

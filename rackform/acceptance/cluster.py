@@ -11,7 +11,7 @@ autoscaled fleet every membership change reruns this stage). A serving node's va
 `validators.serving`: the GPU count, the driver branch, uncorrectable ECC errors, pending or
 failed row remaps and the model mount, read-only and in seconds. A node that joins an
 autoscaling group runs these itself before it completes its launch hook (it never takes traffic
-otherwise: rackform/boot/node.py); this stage runs the same module over every current serving
+otherwise); this stage runs the same module over every current serving
 node (the validators packed as one zip application, which Ansible's `script` module copies to
 a temporary directory and runs: nothing is installed or written on the node) and merges the
 reports as for training.
@@ -33,7 +33,8 @@ import yaml
 from rackform.acceptance import outliers
 from rackform.paths import validators_dir
 from rackform.plan.inventory import group_name, host_groups, inventory_hosts
-from rackform.push.runner import access_files, run
+from rackform.push.access import access_files
+from rackform.push.retries import run
 
 
 def _host_of(report_path: Path) -> str:

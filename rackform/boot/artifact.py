@@ -4,10 +4,10 @@ that fetches and runs it.
 A node an autoscaling group adds long after `up` has no controller to configure it, so it runs
 the same roles on itself, from an artifact pinned by its sha256: the roles, the validators, the
 Ansible collections the roles use (copied from the controller's pinned `ansible` package), the
-node group's configuration variables and the node script (`node.py`, in the artifact as
-`node_bootstrap.py`), the stdlib-only script that installs ansible-core in a virtualenv, runs
-the site playbook over `localhost` and then the serving checks (the collection's
-`validators.serving`). The artifact is a deterministic tar.gz (sorted, zero times and owners),
+node group's configuration variables and the node script (`node_bootstrap.py`, the node
+package's modules as one file), the stdlib-only script that installs ansible-core in a
+virtualenv, runs the site playbook over `localhost` and then the serving checks (the
+collection's `validators.serving`). The artifact is a deterministic tar.gz (sorted, zero times and owners),
 so the same inputs give the same sha256 on any controller and an unchanged cluster never gets a
 new launch template.
 
@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rackform.boot.node import AUTH_SCHEME, REPORT_TO
+from rackform.boot.node.report import AUTH_SCHEME, REPORT_TO
+from rackform.boot.node_script import script
 from rackform.boot.reports import valid_node
 from rackform.paths import collection
 
-NODE_SCRIPT = Path(__file__).with_name("node.py")
 # The boot check of a baked image (shipped only where the blueprint bakes one, so an artifact
 # without a bake is the same as before).
 IMAGE_CHECK = Path(__file__).with_name("image_check.py")
@@ -79,7 +79,7 @@ def _files(root: Path, prefix: str) -> list[tuple[str, Path]]:
 # pinned `ansible` package (pyproject.toml: ansible==12.3.0, whose collections the artifact
 # ships) requires: ansible-core~=2.19.5 (a test checks it).
 NODE_ANSIBLE_CORE = "2.19.14"
-# Mitogen for Ansible, which the node's own run of the roles goes under (node.py `strategy`), as
+# Mitogen for Ansible, which the node's own run of the roles goes under (its `strategy`), as
 # the controller's does: the `deploy` extra's pin (a test holds them equal).
 NODE_MITOGEN = "0.3.54"
 
@@ -129,9 +129,11 @@ class Artifact:
 
 def build_artifact(spec: Mapping[str, Any], cache: Path) -> Artifact:
     """The artifact for `spec` (a `manifest`), built once into `cache` and reused."""
-    members = [("bootstrap.json", json.dumps(spec, sort_keys=True, indent=1).encode())]
-    files = [("node_bootstrap.py", NODE_SCRIPT)]
-    files += [("image_check.py", IMAGE_CHECK)] if spec.get("image") else []
+    members = [
+        ("bootstrap.json", json.dumps(spec, sort_keys=True, indent=1).encode()),
+        ("node_bootstrap.py", script()),
+    ]
+    files = [("image_check.py", IMAGE_CHECK)] if spec.get("image") else []
     files += _files(collection(), "collections/ansible_collections/rackform/gpu")
     for c in COLLECTIONS:
         files += _files(_installed_collection(c), f"collections/ansible_collections/{c}")
@@ -197,9 +199,9 @@ def user_data(
     for `ssh_user`), where to report (where given: `report`, {"url", "token", "node"}: the
     node's name and its own token, and for an https server the CA bundle to verify it against,
     "ca", written to `report_file`, 0600), then (where given) the artifact fetched, checked and
-    run. The fetch is signed with the node's token (node.py's `signature`, which this inlines:
-    nothing of rackform is on the node yet): the controller's boot server asks for a signature on
-    every request (rackform/boot/serve.py)."""
+    run. The fetch is signed with the node's token (the node script's `signature`, which this
+    inlines: nothing of rackform is on the node yet): the controller's boot server asks for a
+    signature on every request."""
     q = shlex.quote
     lines = [
         "#!/bin/sh",

@@ -9,7 +9,7 @@ token is derived from it:
     token(node) = HMAC-SHA256(round key, "rackform-boot-node\\0" + node name), hex
 
 and a node's user data carries its own token only. The node signs each request with it
-(rackform/boot/node.py's `signature`: the method, the path and the body's sha256) and sends
+(the node script's `signature`: the method, the path and the body's sha256) and sends
 `Authorization: Rackform-Node <node>:<signature>`, never the token. The server derives the
 named node's token from the key and compares the signatures in constant time
 (`hmac.compare_digest`), so:
@@ -28,7 +28,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from rackform.boot.node import AUTH_SCHEME, signature
+from rackform.boot.node.report import AUTH_SCHEME, signature
 from rackform.boot.reports import valid_node
 
 KEY_BYTES = 32

@@ -58,7 +58,7 @@ STATUSES = ("pass", "fail", "not-run")
 # is also its report's file name.
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
-# Where a node's own account of its bootstrap is (rackform/boot/node.py's LOG).
+# Where a node's own account of its bootstrap is (the node script's LOG).
 NODE_LOG = "/var/log/rackform-bootstrap.log"
 
 

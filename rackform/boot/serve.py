@@ -72,7 +72,7 @@ from typing import Any, BinaryIO
 
 from rackform.boot.accept import MAX_CONNECTIONS, Acceptor, Conn, Listening, open_files
 from rackform.boot.credentials import Verifier, claim, key_from_text
-from rackform.boot.node import AUTH_SCHEME
+from rackform.boot.node.report import AUTH_SCHEME
 from rackform.boot.reports import MAX_REPORT_BYTES, ReportError, parse, path_of, valid_node
 
 HEADER_LIMIT = 16 * 1024  # request line and headers together

@@ -15,7 +15,8 @@ from rackform.cli.app import app
 from rackform.cli.common import Env, File, extra_vars_of, for_action, need
 from rackform.lifecycle.directory import HELP
 from rackform.plan.model import thaw
-from rackform.push.runner import MAX_FAIL_PERCENT, RETRY_WAIT_S, UNREACHABLE_RETRIES
+from rackform.push.retries import RETRY_WAIT_S, UNREACHABLE_RETRIES
+from rackform.push.site import site_playbook
 
 
 @app.command("configure")
@@ -97,7 +98,7 @@ def configure(
             max=100,
             help="Stop before a batch where more than this share of the batch before it failed or was unreachable.",
         ),
-    ] = MAX_FAIL_PERCENT,
+    ] = site_playbook().max_fail_percent,
     retries: Annotated[
         int,
         typer.Option(
@@ -118,14 +119,16 @@ def configure(
     tried again. One node's failure stops no other: at the end every node left unconfigured is
     named with why, and the run exits non-zero; a rerun continues from where the hosts are.
     A blueprint with an unwaived preflight error is refused."""
-    from rackform.push.runner import ROLES, report_lines, run, summary_lines
+    from rackform.push.report import report_lines, summary_lines
+    from rackform.push.retries import run
 
     plan = for_action(file, env, "nothing was configured").plan
     need("ansible_runner", "configure")
+    roles = site_playbook().roles
     problems = [
-        f"--role {r}: no such role (roles: {', '.join(ROLES)})"
+        f"--role {r}: no such role (roles: {', '.join(roles)})"
         for r in role or []
-        if r not in ROLES
+        if r not in roles
     ]
     for flag, path in (("--private-key", private_key), ("--known-hosts", known_hosts)):
         if path is not None and not path.is_file():

@@ -68,9 +68,9 @@ def drift(
             raise user_error(f"{flag} {path}: no such file")
     if role:
         from rackform.gitops.hostdrift import SKIPPED_ROLES
-        from rackform.push.runner import ROLES
+        from rackform.push.site import site_playbook
 
-        checked = [r for r in ROLES if r not in SKIPPED_ROLES]
+        checked = [r for r in site_playbook().roles if r not in SKIPPED_ROLES]
         for r in role:
             if r in SKIPPED_ROLES:
                 raise user_error(

@@ -1,6 +1,6 @@
 """Host-level drift: the roles in check mode with --diff over the cluster's inventory (the
-blueprint's hosts, or the nodes its stack created, as the target's runtime lists them)
-(`rackform.push.runner.run(check=True, diff=True)`), summarized per host and role.
+blueprint's hosts, or the nodes its stack created, as the target's runtime lists them),
+summarized per host and role.
 
 What a converge would change is drift that `rackform configure` repairs: a driver branch, the
 NCCL config and env file, a service stopped, sysctl and limits, an array not mounted. What the
@@ -41,9 +41,8 @@ class Item:
 
 
 class Collector:
-    """Reads the runner's live display (rackform/push/runner.py `_Progress`): a task line as
-    each task starts, `    HOST: changed` with the diff indented below it, and
-    `    HOST: FAILED|UNREACHABLE (...): message`."""
+    """Reads a push's live display: a task line as each task starts, `    HOST: changed` with
+    the diff indented below it, and `    HOST: FAILED|UNREACHABLE (...): message`."""
 
     def __init__(self, echo: Callable[[str], None] | None = None):
         self.items: list[Item] = []
@@ -86,7 +85,8 @@ def check(
     """Every host's drift (check mode, nothing changed on a host) and ansible's exit status:
     of every role but the skipped ones, or of `roles` only; over `inventory` (the nodes running
     now, `rackform.targets.runtimes.cluster_inventory`), else the plan's own."""
-    from rackform.push.runner import ROLES, run
+    from rackform.push.retries import run
+    from rackform.push.site import site_playbook
 
     collector = Collector(echo)
     result = run(
@@ -95,7 +95,7 @@ def check(
         private_key=private_key,
         known_hosts=known_hosts,
         extravars=extravars,
-        roles=list(roles) or [r for r in ROLES if r not in SKIPPED_ROLES],
+        roles=list(roles) or [r for r in site_playbook().roles if r not in SKIPPED_ROLES],
         check=True,
         diff=True,
         out=collector,

@@ -7,8 +7,7 @@ rackform/catalog/preflight.yaml).
   Connect Endpoint carries where the inventory tunnels through one (`rackform_ssh_proxy`), and
   at run time no more forks than half the controller's available memory holds (unknown here).
   Nodes converge side by side, so a run takes about one node's converge per round of `width`
-  (where the cluster is wider, the GPU roles go through it in batches of `width`:
-  rackform/push/runner.py `batches`).
+  (where the cluster is wider, the GPU roles go through it in batches of about `width`).
 - boot: each node configures itself at first boot from its pinned artifact, side by side with
   every other, so the group takes about one node's converge whatever its size; from a baked
   node image (`image.bake`), only its own part (the image's roles skipped): the baked figure.

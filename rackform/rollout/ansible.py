@@ -22,7 +22,9 @@ from typing import Any
 
 from rackform.evidence.verdict import verdict
 from rackform.lifecycle.maintenance import Result
-from rackform.push.runner import ROLES, RunResult, run
+from rackform.push.playbook import RunResult
+from rackform.push.retries import run
+from rackform.push.site import site_playbook
 
 
 def _result(r: RunResult) -> Result:
@@ -68,7 +70,7 @@ class AnsibleNodes:
     def _tags(self) -> list[str]:
         """The change's roles as the site playbook's tags; every role where the change reaches
         one the playbook cannot run alone (host_bootstrap runs before every role)."""
-        return list(self.roles) if set(self.roles) <= set(ROLES) else []
+        return list(self.roles) if set(self.roles) <= set(site_playbook().roles) else []
 
     def validate(self, batch: Sequence[str], timeout_s: float) -> Result:
         base = (self.report_dir or Path("reports")).resolve()

@@ -11,14 +11,14 @@ from typing import Any
 
 from rackform.catalog import CatalogError, _read
 from rackform.plan.model import thaw
-from rackform.push.runner import ROLES as SITE_ROLES
+from rackform.push.site import site_playbook
 
 # Most to least disruptive: a change's class is that of its most disruptive variable.
 CLASSES = ("reboot", "drain", "slurm", "in_place", "none")
 # The classes a change rolls for: each batch drained (and rebooted) in turn.
 ROLLING = ("reboot", "drain")
 # Every role whose variables the plan sets: the site playbook's, and the bootstrap before them.
-ROLES = ("host_bootstrap", *SITE_ROLES)
+ROLES = ("host_bootstrap", *site_playbook().roles)
 # Slurm's upgrade order (https://slurm.schedmd.com/upgrades.html): the database daemon first,
 # then the controller, then the node daemons; each older daemon talks to a newer one, never
 # the other way round.

@@ -30,7 +30,7 @@ from rackform.lifecycle.maintenance import Nodes
 from rackform.lifecycle.record import Store
 from rackform.lifecycle.slurm import SlurmSteps
 from rackform.plan.inventory import inventory_hosts
-from rackform.push.runner import access_files
+from rackform.push.access import access_files
 from rackform.rollout.ansible import AnsibleNodes
 from rackform.rollout.plan import Basis, applied_basis
 from rackform.rollout.plan import rollout as change_of

@@ -59,8 +59,8 @@ class Cluster(pulumi.ComponentResource):
         *,
         opts: pulumi.ResourceOptions | None = None,
         host_provider=None,
-        configure_provider: ConfigureProvider | None = None,
-        validate_provider: ValidateProvider | None = None,
+        configure_provider: ConfigureProvider,
+        validate_provider: ValidateProvider,
         revalidate: str = "",
         boot: str = "",
     ):

@@ -21,7 +21,8 @@ from rackform.plan.model import TIER_KEY, Plan
 from rackform.stack.cluster import Cluster
 from rackform.stack.errors import ProgramError
 from rackform.stack.gate import UpRefused, before_up
-from rackform.stack.stages import ValidationFailed
+from rackform.stack.stages import ConfigureProvider, ValidateProvider, ValidationFailed
+from rackform.stage_work import CONFIGURE, VALIDATE
 from rackform.targets.runtimes import runtime
 
 
@@ -32,8 +33,11 @@ def stack_setting(key: str) -> str | None:
 
 
 def build(plan: Plan, **providers) -> Cluster:
-    """Create every resource of the cluster and export its outputs. `providers` may replace the
-    dynamic providers (host, configure, validate), for tests."""
+    """Create every resource of the cluster and export its outputs. The stages run the work
+    `rackform.stage_work` names; `providers` may replace the dynamic providers (host_provider,
+    configure_provider, validate_provider), for tests."""
+    providers.setdefault("configure_provider", ConfigureProvider(**CONFIGURE))
+    providers.setdefault("validate_provider", ValidateProvider(**VALIDATE))
     runtime(plan.target_type).check_stack_config(plan, stack_setting)
     # lifecycle.protect becomes Pulumi's own protect, which children inherit: even a bare
     # `pulumi destroy` then refuses to delete a protected cluster.

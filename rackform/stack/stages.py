@@ -6,46 +6,48 @@ they install (`rackform.plan.inventory.configure_vars`: never smoke steps, thres
 the blueprint's digest) and the inventory. Its `read` (what `pulumi refresh` calls) runs the
 roles in check mode and reports the hosts that drifted, so the next `up` converges them again.
 On a cluster with a Slurm controller among its hosts, an update whose change needs a drain rolls
-it batch by batch before the converge (rackform/rollout/stage.py: `roll`, and `record`, what
-the nodes run after each converge, are the stage's other works).
+it batch by batch before the converge.
 
 Validate runs on create, when the configuration or the nodes change, and when asked
 (`rackform up --revalidate` sets the `request` input); a cosmetic edit never reruns it. Its
 `boot` input is `rackform up`'s last wait for the nodes configured at boot, as one check
-(`boot_reports`, rackform/boot/waiting.py): the stage adds it to the report it makes, and a
-new wait's outcome alone judges the last report again with it, without running anything on
-the nodes (the statement keeps the time of that run). It never
-raises for a failed check: the report and `passed` land in its outputs and the stack's, and the
-program fails `up` afterwards when `validation.strict` (rackform/stack/program.py), so the
-state keeps every resource and the evidence of what failed. With the report it outputs
-`evidence`: its in-toto statement about the run, signed where the deploy holds the signing key
-(rackform/evidence/statement.py), the only evidence `rackform promote` accepts.
+(`boot_reports`): the stage adds it to the report it makes, and a new wait's outcome alone
+judges the last report again with it, without running anything on the nodes (the statement
+keeps the time of that run). It never raises for a failed check: the report and `passed` land
+in its outputs and the stack's, and the program fails `up` afterwards when
+`validation.strict`, so the state keeps every resource and the evidence of what failed. With
+the report it outputs `evidence`: its in-toto statement about the run, signed where the deploy
+holds the signing key, the only evidence `rackform promote` accepts.
 
-The work itself is injected: by default Configure calls `rackform.push.runner.configure` (the
-Ansible roles) and Validate `rackform.acceptance.cluster.validate_cluster`: on a training
-cluster the smoke_train role (host checks and the smoke job on every node); on an inference
-cluster only the serving checks (`validators.serving`: GPU count, driver branch,
-ECC, row remaps, the model mount; read-only), never a training job, DCGM diagnostics or a
-storage write on nodes that serve. Nodes that join an autoscaling group have run the same
-checks themselves before taking traffic, so the membership changes that rerun Validate on such
-a cluster (the inventory is a live lookup) cost a few seconds of reads per node.
-Contract, both keyword-only and JSON in, JSON out:
+The work itself is given to the providers as functions by whoever builds the program; this
+module imports none of it. Configure's converges the nodes with the Ansible roles; Validate's
+runs the cluster's checks (on an inference cluster read-only serving checks only, never a
+training job or a storage write on nodes that serve). Each is keyword-only, JSON in, JSON out:
 
-    configure(*, inventory: dict, group_vars: dict, access: dict | None) -> dict
-        # a summary; raises on failure
+    work(*, inventory: dict, group_vars: dict, access: dict | None) -> dict
+        # Configure's converge: a summary; raises on failure
     drift(*, inventory: dict, group_vars: dict, access: dict | None) -> dict
         # {"hosts": {host: ["role : task", ...]}}: what a converge would change (check mode)
-    validate_cluster(*, inventory: dict, group_vars: dict, validation: dict, access) -> dict
-        # {"checks": [{"name", "status": "pass"|"fail"|"not-run", "measured", "expected", "unit"}]}
+    roll(*, inventory: dict, group_vars: dict, rollout: dict, known: dict, access) -> dict
+        # a change that needs a drain, batch by batch, before the converge of an update
+    record(*, group_vars: dict, rollout: dict) -> None
+        # what the nodes run, after each converge of a cluster that rolls
+    work(*, inventory: dict, group_vars: dict, validation: dict, access) -> dict
+        # Validate's checks: {"checks": [{"name", "status": "pass"|"fail"|"not-run",
+        #                                 "measured", "expected", "unit"}]}
 
 `access` is how the controller's SSH reaches stack-created nodes (the stack's private key and
 the host key its nodes were given), or None where the user's own SSH setup reaches them.
+
+A provider goes into the stack's state pickled, its work with it by reference. One pickled by a
+release that named its work by "module:function" strings gets today's functions for those names
+when it is unpickled (`recorded_work`), since `refresh` and `destroy` run the provider the state
+holds.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -60,19 +62,7 @@ from rackform.evidence.statement import attest
 from rackform.evidence.verdict import verdict
 from rackform.plan.inventory import inventory_hosts
 
-CONFIGURE_WORK = "rackform.push.runner:configure"
-DRIFT_WORK = "rackform.push.runner:drift"
-ROLL_WORK = "rackform.rollout.stage:roll"
-RECORD_WORK = "rackform.rollout.stage:record"
-VALIDATE_WORK = "rackform.acceptance.cluster:validate_cluster"
-# Where each stage's work lived before a move: a stack created by an earlier rackform holds the
-# old name in its providers' state, and `pulumi refresh` (a read) runs the state's provider.
-MOVED = {
-    "rackform.hosts.runner:configure": CONFIGURE_WORK,
-    "rackform.hosts.runner:drift": DRIFT_WORK,
-    "rackform.validation.cluster:validate_cluster": VALIDATE_WORK,
-}
-Work = Callable[..., dict] | str
+Work = Callable[..., dict]
 
 CONFIGURE_INPUTS = (
     "cluster",
@@ -103,7 +93,8 @@ VALIDATE_TRIGGERS = ("cluster", "inventory", "configured_hash", "request")
 
 
 class StageUnavailable(Exception):
-    """The implementation a stage calls is not in this checkout."""
+    """A stage's provider holds no work it can run (none was given, or a recorded name that no
+    rackform since knows)."""
 
 
 class ValidationFailed(Exception):
@@ -111,24 +102,41 @@ class ValidationFailed(Exception):
     program after the report is in the outputs."""
 
 
-def resolve(work: Work, stage: str) -> Callable[..., dict]:
-    """A callable, or "module:function" imported now (in the provider's process)."""
-    if callable(work):
-        return work
-    module, _, attr = MOVED.get(work, work).partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), attr, None)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not module.startswith(exc.name):
-            raise  # the module exists but something it imports does not: a real error
-        fn = None
-    if fn is None:
-        raise StageUnavailable(
-            f"{stage}: {module}.{attr} is not in this rackform checkout, so nothing was "
-            f"{'configured' if stage == 'configure' else 'validated'}; install a rackform that "
-            "has it (the Ansible roles / the smoke validator) and run `pulumi up` again"
+def recorded_work(state: dict[str, Any]) -> dict[str, Any]:
+    """A stage provider's attributes as they were pickled, with each piece of work an earlier
+    release recorded as a "module:function" string replaced by the function it names today
+    (`rackform.stage_work.EARLIER`); a name no release since knows stays as it is, and running
+    it raises StageUnavailable."""
+    if not any(isinstance(v, str) for v in state.values()):
+        return state
+    # Only a stack's state written before the stages took functions gets here.
+    from rackform.stage_work import EARLIER
+
+    return {k: EARLIER.get(v, v) if isinstance(v, str) else v for k, v in state.items()}
+
+
+class _Stage(ResourceProvider):
+    """What both stages' providers share: their work, found again when they are unpickled."""
+
+    serialize_as_secret_always = False
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(recorded_work(state))
+
+    @staticmethod
+    def _work(fn: Work | str | None, stage: str, what: str) -> Work:
+        if callable(fn):
+            return fn
+        done = "configured" if stage == "configure" else "validated"
+        why = (
+            f"{fn.replace(':', '.')} is not in this rackform checkout"
+            if isinstance(fn, str)
+            else f"its provider was given no {what} work"
         )
-    return fn
+        raise StageUnavailable(
+            f"{stage}: {why}, so nothing was {done}; install a rackform that has it (the "
+            "Ansible roles / the smoke validator) and run `pulumi up` again"
+        )
 
 
 def content_hash(roles: str, group_vars: dict, inventory: dict) -> str:
@@ -141,15 +149,17 @@ def _inputs(props: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: props.get(k) for k in keys}
 
 
-class ConfigureProvider(ResourceProvider):
-    serialize_as_secret_always = False
+class ConfigureProvider(_Stage):
+    """`work` converges the nodes, `drift` runs the same roles in check mode (refresh), `roll`
+    rolls a change that needs a drain and `record` writes what the nodes then run; one that is
+    not given raises StageUnavailable where it would run."""
 
     def __init__(
         self,
-        work: Work = CONFIGURE_WORK,
-        drift: Work = DRIFT_WORK,
-        roll: Work = ROLL_WORK,
-        record: Work = RECORD_WORK,
+        work: Work | None = None,
+        drift: Work | None = None,
+        roll: Work | None = None,
+        record: Work | None = None,
     ):
         super().__init__()
         self.work = work
@@ -166,13 +176,13 @@ class ConfigureProvider(ResourceProvider):
                 f"configure: the inventory has {len(hosts)} hosts but the blueprint has {want} "
                 "nodes; refusing to configure part of the cluster"
             )
-        result = resolve(self.work, "configure")(
+        result = self._work(self.work, "configure", "converge")(
             inventory=props["inventory"],
             group_vars=props["group_vars"],
             access=props.get("access"),
         )
         if props.get("rollout"):
-            resolve(self.record, "configure")(
+            self._work(self.record, "configure", "record")(
                 group_vars=props["group_vars"], rollout=props["rollout"]
             )
         return {**_inputs(props, CONFIGURE_INPUTS), "result": result, "drift": {}}
@@ -189,7 +199,7 @@ class ConfigureProvider(ResourceProvider):
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """A change to node software that needs a drain, on a cluster with a scheduler (the
-        `rollout` input), rolls batch by batch first (rackform/rollout/stage.py); the converge
+        `rollout` input), rolls batch by batch first (`roll`); the converge
         after it finds those nodes changed and converges the rest (joined nodes, what applies
         in place, drift). A rollout that stops fails the update: the next `up` resumes it."""
         rolled = None
@@ -198,7 +208,7 @@ class ConfigureProvider(ResourceProvider):
                 "variables": olds["group_vars"],
                 "nodes": (olds.get("rollout") or {}).get("nodes") or {},
             }
-            rolled = resolve(self.roll, "configure")(
+            rolled = self._work(self.roll, "configure", "rolling")(
                 inventory=news["inventory"],
                 group_vars=news["group_vars"],
                 rollout=news["rollout"],
@@ -214,7 +224,7 @@ class ConfigureProvider(ResourceProvider):
         hash no longer matches, so the next `up` converges again."""
         if not props.get("inventory"):
             return ReadResult(id_, props)
-        found = resolve(self.drift, "configure")(
+        found = self._work(self.drift, "configure", "drift")(
             inventory=props["inventory"],
             group_vars=props["group_vars"],
             access=props.get("access"),
@@ -230,15 +240,15 @@ class ConfigureProvider(ResourceProvider):
         return None
 
 
-class ValidateProvider(ResourceProvider):
-    serialize_as_secret_always = False
+class ValidateProvider(_Stage):
+    """`work` runs the cluster's checks and returns their report."""
 
-    def __init__(self, work: Work = VALIDATE_WORK):
+    def __init__(self, work: Work | None = None):
         super().__init__()
         self.work = work
 
     def _run(self, props: dict[str, Any]) -> dict[str, Any]:
-        report = resolve(self.work, "validate")(
+        report = self._work(self.work, "validate", "validation")(
             inventory=props["inventory"],
             group_vars=props["group_vars"],
             validation=props["validation"],
@@ -319,14 +329,12 @@ class Configure(pulumi.dynamic.Resource, module="rackform", name="Configure"):
         self,
         name: str,
         props: dict[str, Any],
-        provider: ConfigureProvider | None = None,
+        provider: ConfigureProvider,
         opts: pulumi.ResourceOptions | None = None,
     ):
         args = {**{k: props.get(k) for k in CONFIGURE_INPUTS}, "result": None, "drift": None}
         secret = pulumi.ResourceOptions(additional_secret_outputs=["access"])
-        super().__init__(
-            provider or ConfigureProvider(), name, args, pulumi.ResourceOptions.merge(opts, secret)
-        )
+        super().__init__(provider, name, args, pulumi.ResourceOptions.merge(opts, secret))
 
 
 class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
@@ -339,7 +347,7 @@ class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
         self,
         name: str,
         props: dict[str, Any],
-        provider: ValidateProvider | None = None,
+        provider: ValidateProvider,
         opts: pulumi.ResourceOptions | None = None,
     ):
         args = {
@@ -347,6 +355,4 @@ class Validate(pulumi.dynamic.Resource, module="rackform", name="Validate"):
             **{"report": None, "passed": None, "failure": None, "evidence": None},
         }
         secret = pulumi.ResourceOptions(additional_secret_outputs=["access"])
-        super().__init__(
-            provider or ValidateProvider(), name, args, pulumi.ResourceOptions.merge(opts, secret)
-        )
+        super().__init__(provider, name, args, pulumi.ResourceOptions.merge(opts, secret))

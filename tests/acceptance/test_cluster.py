@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rackform.acceptance.cluster import merge_reports, validate_cluster
-from rackform.stack.stages import VALIDATE_WORK, resolve
+from rackform.stage_work import VALIDATE
 
 
 def report(*statuses):
@@ -34,8 +34,8 @@ def test_no_nodes_proves_nothing():
     assert [c["status"] for c in merged["checks"]] == ["fail"]
 
 
-def test_the_stage_resolves_to_this_function():
-    assert resolve(VALIDATE_WORK, "validate") is validate_cluster
+def test_the_stage_runs_this_function():
+    assert VALIDATE["work"] is validate_cluster
 
 
 def slurm(job_id="812", nodes=2, node="n1"):

@@ -39,7 +39,8 @@ from rackform.boot.artifact import (
     user_data,
 )
 from rackform.boot.credentials import node_token
-from rackform.boot.node import VALIDATORS, inventory
+from rackform.boot.node.converge import inventory
+from rackform.boot.node.machine import VALIDATORS
 from rackform.boot.serve import BootServer, Tls, running
 from rackform.engine import compile_effective
 from rackform.plan.inventory import configure_vars

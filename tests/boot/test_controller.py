@@ -14,7 +14,6 @@ import pytest
 from planhelp import AWS_TRAINING, BARE_METAL, COLOCATION, variant, write_blueprint
 
 from rackform.blueprint.loader import load_effective
-from rackform.boot import node as nb
 from rackform.boot.controller import (
     BootError,
     check_bind,
@@ -23,6 +22,9 @@ from rackform.boot.controller import (
     serve,
     write_user_data,
 )
+from rackform.boot.node import converge as node_converge
+from rackform.boot.node import log as node_log
+from rackform.boot.node import report as node_report
 from rackform.boot.reports import FAILED, MISSING, PASSED
 from rackform.engine import compile_effective
 
@@ -32,7 +34,7 @@ FAILING = [{"name": "gpu_count", "status": "fail", "measured": 7, "expected": 8}
 
 @pytest.fixture(autouse=True)
 def _log(tmp_path, monkeypatch):
-    monkeypatch.setattr(nb, "LOG", tmp_path / "bootstrap.log")
+    monkeypatch.setattr(node_log, "LOG", tmp_path / "bootstrap.log")
 
 
 def _plan(tmp_path, doc):
@@ -128,7 +130,7 @@ def test_the_round_names_each_node_passed_failed_or_missing(tmp_path):
                 "error": "" if outcome == "configured" else "serving checks failed: gpu_count",
                 "checks": checks,
             }
-            sent.append(nb.send_report(to, report, tries=3, backoff_s=(0.1, 0.1)))
+            sent.append(node_report.send_report(to, report, tries=3, backoff_s=(0.1, 0.1)))
 
         threading.Thread(target=post, args=("hgx-01.r1", PASSING, "configured")).start()
         threading.Thread(target=post, args=("l40s-01.r2", FAILING, "failed")).start()
@@ -171,7 +173,7 @@ def test_a_nodes_own_drives_and_rack_reach_it_through_its_user_data(tmp_path):
     assert '"nvme_raid_devices": ["/dev/nvme0n1", "/dev/nvme1n1"]' in own
     assert "nvme_raid_devices" not in round_.user_data_path("n-2").read_text()
     spec = {"vars": {"nvme_raid_level": 0}, "group": "ng_hgx"}
-    inv = nb.inventory(spec, host_vars=round_.host_vars["n-1"])
+    inv = node_converge.inventory(spec, host_vars=round_.host_vars["n-1"])
     host = inv["all"]["children"]["gpu_nodes"]["children"]["ng_hgx"]["hosts"]["localhost"]
     assert host["nvme_raid_devices"] == ["/dev/nvme0n1", "/dev/nvme1n1"]
     assert host["ansible_connection"] == "local"

@@ -16,9 +16,10 @@ from boothelp import KEY, call, raw, settings_in, signed_post
 from planhelp import BARE_METAL, write_blueprint
 
 from rackform.blueprint.loader import load_effective
-from rackform.boot import node as nb
 from rackform.boot.controller import listed_groups, prepare, serve, write_user_data
 from rackform.boot.credentials import claim, key_from_text, new_key, node_token
+from rackform.boot.node import log as node_log
+from rackform.boot.node import report as node_report
 from rackform.boot.reports import MISSING, PASSED
 from rackform.boot.serve import BootServer, running
 from rackform.engine import compile_effective
@@ -30,7 +31,7 @@ PASSING = [{"name": "gpu_count", "status": "pass", "measured": 8, "expected": 8}
 
 @pytest.fixture(autouse=True)
 def _log(tmp_path, monkeypatch):
-    monkeypatch.setattr(nb, "LOG", tmp_path / "bootstrap.log")
+    monkeypatch.setattr(node_log, "LOG", tmp_path / "bootstrap.log")
 
 
 @pytest.fixture
@@ -80,8 +81,10 @@ def test_what_one_nodes_user_data_holds_cannot_report_for_another(tmp_path):
 
         def post():
             forged = {**held, "node": "n2"}
-            sent["n2"] = nb.send_report(forged, report, tries=1)
-            sent["n1"] = nb.send_report(held, {**report, "artifact": round_.pinned["n1"]}, tries=1)
+            sent["n2"] = node_report.send_report(forged, report, tries=1)
+            sent["n1"] = node_report.send_report(
+                held, {**report, "artifact": round_.pinned["n1"]}, tries=1
+            )
 
         threading.Thread(target=post).start()
 
@@ -89,7 +92,7 @@ def test_what_one_nodes_user_data_holds_cannot_report_for_another(tmp_path):
     assert sent == {"n2": False, "n1": True}
     assert judged.names(PASSED) == ["n1"] and judged.names(MISSING) == ["n2"]
     assert not (round_.reports / "n2.json").exists()
-    assert "the controller refused the report (403 " in nb.LOG.read_text()
+    assert "the controller refused the report (403 " in node_log.LOG.read_text()
 
 
 def test_an_earlier_rounds_token_is_refused(tmp_path):
@@ -101,7 +104,9 @@ def test_an_earlier_rounds_token_is_refused(tmp_path):
 
     def nodes_boot(url, written):
         report = {"artifact": second.pinned["n1"], "outcome": "configured", "error": ""}
-        sent.append(nb.send_report({**old, "url": url}, {**report, "checks": PASSING}, tries=1))
+        sent.append(
+            node_report.send_report({**old, "url": url}, {**report, "checks": PASSING}, tries=1)
+        )
 
     judged = serve(second, "127.0.0.1", 0, 0.5, listening=nodes_boot, poll_s=0.1)
     assert sent == [False] and judged.names(MISSING) == ["n1", "n2"]
@@ -165,7 +170,7 @@ def test_a_replayed_report_changes_nothing(boot):
 def test_credentials_parse_and_keys_read_back():
     token = node_token(KEY, A)
     assert len(token) == 64 and token != node_token(KEY, B) and token != node_token(new_key(), A)
-    good = claim(nb.authorization(A, token, "GET", "/x"))
+    good = claim(node_report.authorization(A, token, "GET", "/x"))
     assert (good.node, good.error) == (A, "")
     for bad in ("", "Bearer x", f"Rackform-Node {A}", f"Rackform-Node ../x:{'0' * 64}"):
         assert claim(bad).error

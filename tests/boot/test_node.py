@@ -19,8 +19,12 @@ from typing import ClassVar
 import pytest
 from loopback import http_server
 
-from rackform.boot import node as nb
-from rackform.boot.node import MAX_REBOOTS, REBOOT, Bootstrap, Heartbeat, Paths
+from rackform.boot.node import aws as node_aws
+from rackform.boot.node import converge as node_converge
+from rackform.boot.node import log as node_log
+from rackform.boot.node import virtualenv as node_virtualenv
+from rackform.boot.node.aws import Heartbeat
+from rackform.boot.node.machine import MAX_REBOOTS, REBOOT, Bootstrap, Paths
 from rackform.targets.aws.bootstrap import HEARTBEAT_S, HOOK_TIMEOUT_S
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reap"))
@@ -32,7 +36,7 @@ PASSING = [{"name": "gpu_count", "status": "pass", "measured": 4, "expected": 4}
 
 @pytest.fixture(autouse=True)
 def _log(tmp_path, monkeypatch):
-    monkeypatch.setattr(nb, "LOG", tmp_path / "bootstrap.log")
+    monkeypatch.setattr(node_log, "LOG", tmp_path / "bootstrap.log")
 
 
 class Node:
@@ -107,7 +111,7 @@ def test_a_failed_heartbeat_is_logged_and_the_next_one_still_comes(tmp_path):
     with Heartbeat(flaky, 0.03):
         time.sleep(0.2)
     assert len(calls) >= 3
-    assert "lifecycle heartbeat failed" in nb.LOG.read_text()
+    assert "lifecycle heartbeat failed" in node_log.LOG.read_text()
 
 
 def test_the_stack_heartbeats_well_within_the_hooks_timeout():
@@ -227,7 +231,7 @@ class _Lifecycle(http.server.BaseHTTPRequestHandler):
 def test_the_nodes_aws_calls_tag_heartbeat_and_complete(tmp_path, monkeypatch):
     # The program the node runs in its virtualenv, run here with this Python's boto3: EC2 is
     # moto's server, Auto Scaling's lifecycle actions a recording stand-in (moto has none).
-    monkeypatch.setattr(nb, "VENV", Path(sys.executable).parent.parent)
+    monkeypatch.setattr(node_aws, "VENV", Path(sys.executable).parent.parent)
     _Lifecycle.calls = []
     with moto_server() as endpoint, http_server(_Lifecycle) as port:
         aws = Aws(endpoint)
@@ -240,7 +244,7 @@ def test_the_nodes_aws_calls_tag_heartbeat_and_complete(tmp_path, monkeypatch):
         }.items():
             monkeypatch.setenv(key, value)
         spec = {"region": REGION, "asg": "llm-serve-a-prod-serve", "hook": "rackform-configure"}
-        call = nb.aws_caller(spec, SHA, instance_id=lambda: iid)
+        call = node_aws.aws_caller(spec, SHA, instance_id=lambda: iid)
         for action in ("heartbeat", "tag", "CONTINUE"):
             call(action)
         assert aws.tags(iid)["rackform:configured"] == SHA
@@ -264,10 +268,10 @@ def test_the_nodes_aws_calls_tag_heartbeat_and_complete(tmp_path, monkeypatch):
 
 
 def test_the_virtualenv_gets_pip_from_the_bundled_wheel_without_ensurepip(tmp_path):
-    wheel = nb.bundled_pip()
+    wheel = node_virtualenv.bundled_pip()
     assert wheel is not None, "this machine's Python bundles no pip wheel"
     root = tmp_path / "venv"
-    pip = nb.venv(root)
+    pip = node_virtualenv.venv(root)
     assert pip[1] == f"{wheel}/pip"  # pip runs from the wheel, not from the virtualenv
     subprocess.run([*pip, "-q", "--no-compile", "--no-index"], check=True)
     version = wheel.name.split("-")[1]
@@ -280,14 +284,14 @@ def test_the_virtualenv_gets_pip_from_the_bundled_wheel_without_ensurepip(tmp_pa
     assert installed == {"pip"}  # no setuptools: ensurepip never ran
     assert not list(site.rglob("*.pyc"))  # --no-compile
     # Run again (a resumed bootstrap after a reboot): the same command line, nothing to do.
-    assert nb.venv(root) == pip
+    assert node_virtualenv.venv(root) == pip
     subprocess.run([*pip, "-q", "--no-compile", "--no-index"], check=True)
 
 
 def test_without_a_bundled_wheel_the_virtualenv_is_pythons_own(tmp_path, monkeypatch):
-    monkeypatch.setattr(nb, "bundled_pip", lambda: None)
+    monkeypatch.setattr(node_virtualenv, "bundled_pip", lambda: None)
     root = tmp_path / "venv"
-    assert nb.venv(root) == [str(root / "bin" / "python"), "-m", "pip", "install"]
+    assert node_virtualenv.venv(root) == [str(root / "bin" / "python"), "-m", "pip", "install"]
     assert (root / "bin" / "pip").exists()
 
 
@@ -299,34 +303,36 @@ def test_the_newest_pip_wheel_of_the_first_directory_that_has_one(tmp_path):
         (first / name).touch()
     (second / "pip-25.1-py3-none-any.whl").touch()
     (second / "setuptools-80.0-py3-none-any.whl").touch()
-    assert nb.bundled_pip((tmp_path / "none", first, second)).name.startswith("pip-23.0.1-")
-    assert nb.bundled_pip((tmp_path / "none",)) is None
+    assert node_virtualenv.bundled_pip((tmp_path / "none", first, second)).name.startswith(
+        "pip-23.0.1-"
+    )
+    assert node_virtualenv.bundled_pip((tmp_path / "none",)) is None
 
 
 def test_pip_is_not_run_where_the_virtualenv_has_every_pin(tmp_path):
     # A node of a baked image: the bake installed the pinned ansible-core into the same
     # virtualenv. A real virtualenv with pip in it; pip's own version is the pin it has.
     root = tmp_path / "venv"
-    subprocess.run([*nb.venv(root), "-q", "--no-compile", "--no-index"], check=True)
+    subprocess.run([*node_virtualenv.venv(root), "-q", "--no-compile", "--no-index"], check=True)
     python = root / "bin" / "python"
     have = subprocess.run(
         [python, "-m", "pip", "--version"], capture_output=True, text=True
     ).stdout.split()[1]
-    assert nb.has_pinned(python, [f"pip=={have}"])
+    assert node_virtualenv.has_pinned(python, [f"pip=={have}"])
     # Another version, a range, a package it lacks, a name with hyphens: pip runs.
-    assert not nb.has_pinned(python, [f"pip=={have}.1"])
-    assert not nb.has_pinned(python, ["pip>=1"])
-    assert not nb.has_pinned(python, [f"pip=={have}", "ansible-core==2.19.14"])
-    assert not nb.has_pinned(python, ["no-such-package==1.0"])
-    assert not nb.has_pinned(python, [])
-    assert not nb.has_pinned(tmp_path / "nowhere" / "python", [f"pip=={have}"])
+    assert not node_virtualenv.has_pinned(python, [f"pip=={have}.1"])
+    assert not node_virtualenv.has_pinned(python, ["pip>=1"])
+    assert not node_virtualenv.has_pinned(python, [f"pip=={have}", "ansible-core==2.19.14"])
+    assert not node_virtualenv.has_pinned(python, ["no-such-package==1.0"])
+    assert not node_virtualenv.has_pinned(python, [])
+    assert not node_virtualenv.has_pinned(tmp_path / "nowhere" / "python", [f"pip=={have}"])
 
 
 def test_the_roles_run_under_mitogen_where_the_virtualenv_holds_it(tmp_path):
     # This machine's virtualenv has Mitogen (the deploy extra), as the node's gets it
     # (node_requirements): the node's own ansible-playbook with what `strategy` gives runs a
     # play's modules in Mitogen's interpreter (its argv names it: `python(mitogen:...)`).
-    env, args = nb.strategy(Path(sys.prefix))
+    env, args = node_converge.strategy(Path(sys.prefix))
     assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
     assert args == ["-e", "rackform_free_strategy=mitogen_free"]
     book = tmp_path / "play.yml"
@@ -346,4 +352,4 @@ def test_the_roles_run_under_mitogen_where_the_virtualenv_holds_it(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "ok=2" in proc.stdout
     # A virtualenv without it: Ansible's own strategies, nothing set.
-    assert nb.strategy(tmp_path / "bare-venv") == ({}, [])
+    assert node_converge.strategy(tmp_path / "bare-venv") == ({}, [])

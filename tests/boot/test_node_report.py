@@ -15,9 +15,11 @@ import pytest
 from boothelp import KEY
 from loopback import free_port
 
-from rackform.boot import node as nb
 from rackform.boot.credentials import node_token
-from rackform.boot.node import Bootstrap, Paths, report_to, send_report
+from rackform.boot.node import log as node_log
+from rackform.boot.node import report as node_report
+from rackform.boot.node.machine import Bootstrap, Paths
+from rackform.boot.node.report import report_to, send_report
 from rackform.boot.reports import FAILED, MISSING, PASSED, wait
 from rackform.boot.serve import BootServer, running
 
@@ -29,7 +31,7 @@ FAST = (0.05, 0.2)  # the waits between tries, short for the test
 
 @pytest.fixture(autouse=True)
 def _log(tmp_path, monkeypatch):
-    monkeypatch.setattr(nb, "LOG", tmp_path / "bootstrap.log")
+    monkeypatch.setattr(node_log, "LOG", tmp_path / "bootstrap.log")
 
 
 def artifact(tmp_path: Path) -> Path:
@@ -88,7 +90,7 @@ def test_a_configured_node_reports_and_the_wait_names_it_passed(tmp_path, boot):
         "error": "",
         "checks": PASSING,
     }
-    assert f"reported configured to {url} as {NODES[0]}" in nb.LOG.read_text()
+    assert f"reported configured to {url} as {NODES[0]}" in node_log.LOG.read_text()
 
 
 def test_a_node_whose_checks_fail_is_named_failed_with_the_check(tmp_path, boot):
@@ -136,14 +138,14 @@ def test_the_node_tries_again_until_the_server_is_up(tmp_path):
     runner.start()
     # The node's first tries find nothing listening; the server comes up a little later.
     deadline = time.monotonic() + 10
-    while "trying again" not in (nb.LOG.read_text() if nb.LOG.exists() else ""):
+    while "trying again" not in (node_log.LOG.read_text() if node_log.LOG.exists() else ""):
         assert time.monotonic() < deadline, "the node did not try"
         time.sleep(0.02)
     server = BootServer(path, NODES, tmp_path / "reports", KEY)
     with running(server, "127.0.0.1", port):
         runner.join(timeout=30)
     assert codes == [0]
-    log = nb.LOG.read_text()
+    log = node_log.LOG.read_text()
     assert "Connection refused" in log and f"reported configured to {url}" in log
     assert wait(NODES[:1], tmp_path / "reports", sha, 0).validated
 
@@ -153,9 +155,9 @@ def test_a_report_that_cannot_be_sent_is_logged_and_the_node_stays_configured(tm
     bootstrap = node(tmp_path, NODES[0], url, SHA)
     assert bootstrap.run() == 0
     assert json.loads(bootstrap.paths.status.read_text())["configured"] is True
-    log = nb.LOG.read_text()
-    assert log.count("trying again") == nb.REPORT_TRIES - 1
-    assert f"could not report to {url}" in log and f"after {nb.REPORT_TRIES} tries" in log
+    log = node_log.LOG.read_text()
+    assert log.count("trying again") == node_report.REPORT_TRIES - 1
+    assert f"could not report to {url}" in log and f"after {node_report.REPORT_TRIES} tries" in log
 
 
 def test_a_refused_report_is_not_sent_again(tmp_path, boot):
@@ -164,7 +166,7 @@ def test_a_refused_report_is_not_sent_again(tmp_path, boot):
     to = json.loads(bootstrap.paths.report_to.read_text())
     bootstrap.paths.report_to.write_text(json.dumps({**to, "token": node_token(KEY, NODES[1])}))
     assert bootstrap.run() == 0
-    log = nb.LOG.read_text()
+    log = node_log.LOG.read_text()
     assert "the controller refused the report (403 wrong signature" in log
     assert "trying again" not in log and not (reports / f"{NODES[0]}.json").exists()
 
@@ -185,7 +187,7 @@ def test_without_a_report_file_nothing_is_posted(tmp_path):
     bootstrap = node(tmp_path, NODES[0], "http://127.0.0.1:1", SHA)
     bootstrap.paths.report_to.unlink()
     assert bootstrap.run() == 0
-    assert "report" not in nb.LOG.read_text()
+    assert "report" not in node_log.LOG.read_text()
 
 
 def test_the_name_falls_back_to_the_host_name(tmp_path):
@@ -200,7 +202,7 @@ def test_the_name_falls_back_to_the_host_name(tmp_path):
     }
     assert report_to(tmp_path / "none.json") is None
     path.write_text("{not json")
-    assert report_to(path) is None and "unreadable" in nb.LOG.read_text()
+    assert report_to(path) is None and "unreadable" in node_log.LOG.read_text()
 
 
 def test_send_report_waits_longer_each_time_up_to_the_longest(tmp_path):
@@ -232,7 +234,7 @@ def test_what_a_refusing_server_says_is_logged_as_printable_text(tmp_path):
     with http_server(Refusing) as port:
         bootstrap = node(tmp_path, NODES[0], f"http://127.0.0.1:{port}/report", SHA)
         assert bootstrap.run() == 0
-    log = nb.LOG.read_text()
+    log = node_log.LOG.read_text()
     assert "\x1b" not in log and "as everyone" in log
     assert "(400 \\x1b[2Jno\\nreported configured to http://x as everyone)" in log
     forged = [line for line in log.splitlines() if "rackform-bootstrap: reported" in line]

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from boothelp import KEY, call, raw
 
-from rackform.boot import node as nb
 from rackform.boot.credentials import node_token
+from rackform.boot.node import report as node_report
 from rackform.boot.reports import FAILED, MAX_REPORT_BYTES, MISSING, PASSED, STALE, judge
 from rackform.boot.serve import BootServer, open_files, running
 
@@ -137,7 +137,9 @@ def test_an_oversize_body_is_refused_before_it_is_read(boot):
 
 def test_a_post_without_a_length_is_refused(boot):
     url, _, reports = boot
-    auth = nb.authorization(NODES[0], node_token(KEY, NODES[0]), "POST", f"/report/{NODES[0]}")
+    auth = node_report.authorization(
+        NODES[0], node_token(KEY, NODES[0]), "POST", f"/report/{NODES[0]}"
+    )
     request = (
         f"POST /report/{NODES[0]} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n"
         "Transfer-Encoding: chunked\r\n\r\n"
@@ -200,14 +202,16 @@ def test_many_nodes_at_once_all_fetch_and_report(tmp_path, artifact):
 
     async def node(host, port, name):
         token, path = node_token(KEY, name), f"/artifact/{server.sha256}"
-        head = f"Host: x\r\nAuthorization: {nb.authorization(name, token, 'GET', path)}\r\n"
+        head = (
+            f"Host: x\r\nAuthorization: {node_report.authorization(name, token, 'GET', path)}\r\n"
+        )
         r, w = await asyncio.open_connection(host, port)
         w.write(f"GET {path} HTTP/1.1\r\n{head}\r\n".encode())
         got = await r.read()
         w.close()
         ok = hashlib.sha256(got.partition(b"\r\n\r\n")[2]).hexdigest() == server.sha256
         body, path = report(name, server.sha256), f"/report/{name}"
-        head = f"Authorization: {nb.authorization(name, token, 'POST', path, body)}\r\n"
+        head = f"Authorization: {node_report.authorization(name, token, 'POST', path, body)}\r\n"
         r, w = await asyncio.open_connection(host, port)
         w.write(
             f"POST {path} HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body

@@ -16,9 +16,10 @@ from boothelp import KEY, call, self_signed, settings_in
 from planhelp import BARE_METAL, write_blueprint
 
 from rackform.blueprint.loader import load_effective
-from rackform.boot import node as nb
 from rackform.boot.controller import BootError, check_bind, listed_groups, prepare, serve, tls_of
 from rackform.boot.credentials import node_token
+from rackform.boot.node import log as node_log
+from rackform.boot.node import report as node_report
 from rackform.boot.reports import PASSED
 from rackform.boot.serve import BootServer, Tls, running
 from rackform.engine import compile_effective
@@ -30,7 +31,7 @@ PASSING = [{"name": "gpu_count", "status": "pass", "measured": 8, "expected": 8}
 
 @pytest.fixture(autouse=True)
 def _log(tmp_path, monkeypatch):
-    monkeypatch.setattr(nb, "LOG", tmp_path / "bootstrap.log")
+    monkeypatch.setattr(node_log, "LOG", tmp_path / "bootstrap.log")
 
 
 @pytest.fixture
@@ -58,15 +59,15 @@ def test_a_node_fetches_and_reports_over_tls_verifying_the_sites_ca(boot, site):
     status, body, _ = call(url, f"/artifact/{server.sha256}", node=A, ca=site.ca_text())
     assert status == 200 and body == server.served[server.sha256].data
     to = {"url": url, "token": node_token(KEY, A), "node": A, "ca": site.ca_text()}
-    assert nb.send_report(to, report(server.sha256), tries=1)
+    assert node_report.send_report(to, report(server.sha256), tries=1)
     assert json.loads((reports / f"{A}.json").read_text())["outcome"] == "configured"
 
 
 def test_a_node_that_does_not_trust_the_certificate_sends_nothing(boot):
     url, server, reports = boot
     to = {"url": url, "token": node_token(KEY, A), "node": A}  # no CA: the system's trust
-    assert not nb.send_report(to, report(server.sha256), tries=2, backoff_s=(0.05, 0.05))
-    assert "CERTIFICATE_VERIFY_FAILED" in nb.LOG.read_text()
+    assert not node_report.send_report(to, report(server.sha256), tries=2, backoff_s=(0.05, 0.05))
+    assert "CERTIFICATE_VERIFY_FAILED" in node_log.LOG.read_text()
     assert not (reports / f"{A}.json").exists()
 
 
@@ -98,7 +99,7 @@ def test_connections_that_never_shake_hands_are_closed_for_room(tmp_path, site):
         try:
             t = time.monotonic()
             to = {"url": url, "token": node_token(KEY, A), "node": A, "ca": site.ca_text()}
-            assert nb.send_report(to, report(server.sha256), tries=1)
+            assert node_report.send_report(to, report(server.sha256), tries=1)
             print(f"a report over TLS through 12 silent connections at a cap of 4: "
                   f"{time.monotonic() - t:.1f} s")  # fmt: skip
         finally:
@@ -118,7 +119,9 @@ def test_a_round_over_tls_hands_the_nodes_the_ca_and_an_https_url(tmp_path, site
                 held = settings_in(path.read_text())
                 assert held["url"] == url and url.startswith("https://")
                 assert held["ca"] == site.ca_text()
-                sent.append(nb.send_report(held, report(round_.pinned[path.name]), tries=1))
+                sent.append(
+                    node_report.send_report(held, report(round_.pinned[path.name]), tries=1)
+                )
 
         threading.Thread(target=post).start()
 

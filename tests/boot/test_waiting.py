@@ -21,8 +21,9 @@ from boothelp import settings_in
 from planhelp import BARE_METAL, variant, write_blueprint
 
 from rackform.blueprint.loader import load_effective
-from rackform.boot import node as nb
 from rackform.boot.controller import BootError
+from rackform.boot.node import log as node_log
+from rackform.boot.node import report as node_report
 from rackform.boot.reports import (
     BOOT_CHECK,
     FAILED,
@@ -69,7 +70,7 @@ FIVE = variant(
 
 @pytest.fixture(autouse=True)
 def _log(tmp_path, monkeypatch):
-    monkeypatch.setattr(nb, "LOG", tmp_path / "bootstrap.log")
+    monkeypatch.setattr(node_log, "LOG", tmp_path / "bootstrap.log")
 
 
 def _at_boot(plan):
@@ -131,7 +132,7 @@ class Site:
         body = b'{"node": "' + node.encode() + b'", "artif' if how == "garbled" else None
         if body is None:
             body = json.dumps(report).encode()
-        auth = nb.authorization(node, token, "POST", f"/report/{node}", body)
+        auth = node_report.authorization(node, token, "POST", f"/report/{node}", body)
         req = urllib.request.Request(
             f"{url}/report/{node}", data=body, headers={"Authorization": auth}, method="POST"
         )

@@ -11,7 +11,8 @@ from blueprint_helpers import ROOT, rackform
 from boothelp import self_signed, settings_in
 from planhelp import AWS_TRAINING, BARE_METAL, write_blueprint
 
-from rackform.boot import node as nb
+from rackform.boot.node import log as node_log
+from rackform.boot.node import report as node_report
 
 PASSING = [{"name": "gpu_count", "status": "pass", "measured": 8, "expected": 8}]
 
@@ -40,11 +41,11 @@ def _until_listening(proc) -> tuple[str, list[str]]:
 def _report(tmp_path, url, node, sha, monkeypatch) -> bool:
     """Node `node` reports, with what its user data holds (its own token, and the CA bundle
     where the server is https)."""
-    monkeypatch.setattr(nb, "LOG", tmp_path / f"{node}.log")
+    monkeypatch.setattr(node_log, "LOG", tmp_path / f"{node}.log")
     to = settings_in((tmp_path / "out" / "user-data" / node).read_text())
     assert to["url"] == url
     report = {"artifact": sha, "outcome": "configured", "error": "", "checks": PASSING}
-    return nb.send_report(to, report, tries=1)
+    return node_report.send_report(to, report, tries=1)
 
 
 def _sha(lines: list[str]) -> str:

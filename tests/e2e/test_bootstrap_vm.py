@@ -48,6 +48,7 @@ from rackform.engine import prepare
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import thaw
 from rackform.stack.stages import ConfigureProvider
+from rackform.stage_work import CONFIGURE
 from rackform.targets.aws.access import NodeKeysProvider, known_hosts_line
 from rackform.testbed.apt import sources_line
 from rackform.testbed.ssh import Ssh
@@ -202,7 +203,7 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, apt_server,
         "content_hash": "sha256:recorded",
         "access": access,
     }
-    provider = ConfigureProvider()
+    provider = ConfigureProvider(**CONFIGURE)
     # One refresh (every role in check mode, the longest phase here) shows both sides: with one
     # hand edit on the node it names that task on that node, and nothing else (a freshly
     # configured node has no other drift).

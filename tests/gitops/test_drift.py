@@ -15,7 +15,7 @@ import stand_ins
 from moto_server import aws_env
 
 from rackform.gitops.hostdrift import Collector
-from rackform.push.runner import _Progress
+from rackform.push.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def test_the_check_mode_display_reads_back_as_drift_per_host_and_role():
     """The runner's live display (what `configure --check --diff` prints) is what the collector
     reads: a changed task with its diff is repairable, a failed one needs a person."""
     collector = Collector()
-    progress = _Progress(collector)
+    progress = Progress(collector)
     nccl = "Write /etc/nccl.conf"
     diff = {"before": "NCCL_IB_DISABLE=1\nNCCL_DEBUG=TRACE\n", "after": "NCCL_IB_DISABLE=1\n",
             "before_header": "/etc/nccl.conf", "after_header": "/etc/nccl.conf"}  # fmt: skip
@@ -167,7 +167,8 @@ def test_role_limits_the_check_mode_run_to_those_roles(monkeypatch):
     """The roles reach the runner (the run itself, on real hosts: tests/e2e/test_drift_vms.py)."""
     from rackform.engine import prepare
     from rackform.gitops import hostdrift
-    from rackform.push import runner
+    from rackform.push import retries
+    from rackform.push.site import site_playbook
 
     asked = []
 
@@ -178,11 +179,11 @@ def test_role_limits_the_check_mode_run_to_those_roles(monkeypatch):
         asked.append((kw["roles"], kw["check"], kw["diff"]))
         return Done()
 
-    monkeypatch.setattr(runner, "run", run)
+    monkeypatch.setattr(retries, "run", run)
     plan = prepare(ROOT / "blueprints/baremetal-training.yaml").plan
     hostdrift.check(plan, roles=["nvme_raid"])
     hostdrift.check(plan)
-    every = [r for r in runner.ROLES if r != "smoke_train"]
+    every = [r for r in site_playbook().roles if r != "smoke_train"]
     assert asked == [(["nvme_raid"], True, True), (every, True, True)]
 
 
@@ -191,7 +192,7 @@ def test_a_hosts_result_is_read_as_its_own_tasks_where_nodes_go_at_their_own_pac
     started the next: the display names the task again, so the collector still reads each
     change and failure as the task's that made it."""
     collector = Collector()
-    progress = _Progress(collector)
+    progress = Progress(collector)
     conf, env = "Write /etc/nccl.conf", "Write /etc/nccl.env"
     for e in [
         {"event": "playbook_on_play_start", "event_data": {"play": "Converge the GPU nodes"}},

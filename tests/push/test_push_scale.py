@@ -23,7 +23,13 @@ from ansible.template import Templar, trust_as_template
 from loopback import free_port
 
 from rackform import paths
-from rackform.push import runner as ansible_run
+from rackform.push.access import with_access
+from rackform.push.forks import batches
+from rackform.push.playbook import RunResult, run_playbook
+from rackform.push.report import report_lines
+from rackform.push.retries import run
+from rackform.push.site import site_playbook
+from rackform.push.stage import ConfigureFailed, configure
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 # A role fails on it (the dcgm role's preflight refuses nv-hostengine's port).
@@ -41,12 +47,12 @@ QUIET = {"host_bootstrap_packages": [], "dcgm_require_gpu": False, "dcgm_node_ex
 NODES = [f"node-{i}" for i in range(6)]
 
 
-def site_batches(broken: dict[str, dict], **kw) -> tuple[ansible_run.RunResult, list[str]]:
+def site_batches(broken: dict[str, dict], **kw) -> tuple[RunResult, list[str]]:
     hosts = {n: dict(broken.get(n, LOCAL)) for n in NODES}
     inv = {"all": {"vars": {}, "children": {"gpu_nodes": {"children": {"ng_a": {"hosts": hosts}}}}}}
     lines: list[str] = []
-    result = ansible_run.run_playbook(
-        ansible_run.with_access(inv, {}), tags=["dcgm"], extravars=QUIET, out=lines.append, **kw
+    result = run_playbook(
+        with_access(inv, {}), tags=["dcgm"], extravars=QUIET, out=lines.append, **kw
     )
     return result, lines
 
@@ -69,7 +75,7 @@ def test_a_batch_where_too_many_nodes_failed_stops_the_run_before_the_next():
     assert result.rc == 2 and result.stopped
     assert result.failed == ["node-1", "node-2", "node-3"]
     assert result.not_reached == ["node-4", "node-5"]
-    held = {f.host: f for f in result.failures if f.task == ansible_run.BATCH_CHECK}
+    held = {f.host: f for f in result.failures if f.task == site_playbook().batch_check}
     assert sorted(held) == ["node-2", "node-3"]
     assert held["node-2"].message == (
         "1 of the 2 nodes of the batch before this one failed or were unreachable (node-1), more "
@@ -79,7 +85,7 @@ def test_a_batch_where_too_many_nodes_failed_stops_the_run_before_the_next():
     assert "== Converge the GPU nodes (batch 2)" in lines
     assert "== Converge the GPU nodes (batch 3)" not in lines
     assert "== Write the cluster's Prometheus scrape config" not in lines
-    report = ansible_run.report_lines(result)
+    report = report_lines(result)
     assert report == [
         "1 node(s) failed:",
         f"node-1: {PORT}",
@@ -144,14 +150,14 @@ def test_a_node_lost_before_the_batches_is_in_none_of_them():
 
 
 def test_the_batch_is_the_fork_width_where_the_cluster_is_wider_or_one_batch():
-    assert ansible_run.batches(2, 5, None) == 0  # the testbed's two nodes: today's one batch
-    assert ansible_run.batches(2000, 20, None) == 20  # through the endpoint's 20 tunnels
+    assert batches(2, 5, None) == 0  # the testbed's two nodes: today's one batch
+    assert batches(2000, 20, None) == 20  # through the endpoint's 20 tunnels
     # Evened out: one node left over is never a batch of its own, which its failure alone
     # would end the run in (Ansible ends it where a whole batch failed).
-    assert ansible_run.batches(21, 20, None) == 11
-    assert ansible_run.batches(41, 20, None) == 14
-    assert ansible_run.batches(2000, 20, 100) == 100
-    assert ansible_run.batches(30, 20, 30) == 0  # a batch of every node is one batch
+    assert batches(21, 20, None) == 11
+    assert batches(41, 20, None) == 14
+    assert batches(2000, 20, 100) == 100
+    assert batches(30, 20, 30) == 0  # a batch of every node is one batch
 
 
 # Refuses the first N connections to a host (its file under $FLAKY_SSH_DOWN holds N; a
@@ -257,8 +263,8 @@ class Flaky:
         at = next(i for i, line in enumerate(self.lines) if line.startswith(prefix))
         return self.connections()[self.marks[at] :]
 
-    def run(self, names: list[str], **kw) -> ansible_run.RunResult:
-        return ansible_run.run(
+    def run(self, names: list[str], **kw) -> RunResult:
+        return run(
             self.inventory(names), {"demo_file": str(self.file)}, playbook=self.book,
             out=self.out, retry_wait_s=0.1, **kw,
         )  # fmt: skip
@@ -286,7 +292,7 @@ def test_a_node_unreachable_at_first_is_tried_again_alone_and_then_the_cluster_i
     )
     assert flaky.file.read_text() == "flaky-1,good-1,good-2"
     assert result.hosts["flaky-1"].unreachable == 0 and result.hosts["flaky-1"].ok > 0
-    assert ansible_run.report_lines(result) == []
+    assert report_lines(result) == []
 
 
 def test_a_node_that_stays_unreachable_is_named_after_its_retries_and_the_others_finish(
@@ -305,7 +311,7 @@ def test_a_node_that_stays_unreachable_is_named_after_its_retries_and_the_others
     assert not flaky.file.exists()
     assert not any(line.startswith("every node converged") for line in flaky.lines)
     assert result.hosts["good-1"].failed == 0 and result.hosts["flaky-1"].unreachable == 0
-    report = ansible_run.report_lines(result)
+    report = report_lines(result)
     assert report[0] == "1 node(s) unreachable after 2 retries:"
     assert report[1].startswith("dead-1: UNREACHABLE at Reach the node: ")
     assert "Connection refused" in report[1] and len(report) == 2
@@ -313,8 +319,8 @@ def test_a_node_that_stays_unreachable_is_named_after_its_retries_and_the_others
 
 def test_without_retries_an_unreachable_node_is_named_at_once(tmp_path, monkeypatch):
     flaky = Flaky(tmp_path, monkeypatch, {"flaky-1": 1})
-    with pytest.raises(ansible_run.ConfigureFailed) as failed:
-        ansible_run.configure(
+    with pytest.raises(ConfigureFailed) as failed:
+        configure(
             inventory=flaky.inventory(["good-1", "flaky-1"]), group_vars={"demo_file": "x"},
             playbook=flaky.book, out=flaky.out, retries=0,
         )  # fmt: skip

@@ -1,17 +1,25 @@
-"""rackform.push.runner with real Ansible: a small playbook run on this machine over the local
+"""A push run with real Ansible: a small playbook run on this machine over the local
 connection, so progress, the per-host summary and the failures (host, role, task) are what
 ansible-runner really reports."""
 
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from rackform.plan.configuring import tunnelled
-from rackform.push import runner as ansible_run
+from rackform.push import forks as push_forks
+from rackform.push import retries
+from rackform.push.access import access_files, with_access
+from rackform.push.forks import available_memory_mib, forks
+from rackform.push.playbook import run_playbook
+from rackform.push.progress import diff_lines
+from rackform.push.report import summary_lines
+from rackform.push.stage import ConfigureFailed, configure
 
 PLAY = """
 - name: Try the runner
@@ -49,7 +57,7 @@ def playbook(tmp_path) -> Path:
 def inventory(tmp_path: Path) -> dict:
     local = {
         "ansible_connection": "local",
-        "ansible_python_interpreter": ansible_run.sys.executable,
+        "ansible_python_interpreter": sys.executable,
     }
     return {
         "all": {
@@ -61,8 +69,8 @@ def inventory(tmp_path: Path) -> dict:
 
 def run(tmp_path, playbook, variables, **kw):
     lines: list[str] = []
-    inv = ansible_run.with_access(inventory(tmp_path), variables)
-    result = ansible_run.run_playbook(inv, playbook=playbook, out=lines.append, **kw)
+    inv = with_access(inventory(tmp_path), variables)
+    result = run_playbook(inv, playbook=playbook, out=lines.append, **kw)
     return result, lines
 
 
@@ -74,7 +82,7 @@ def test_a_good_run_reports_changes_per_host_and_the_roles_messages(tmp_path, pl
     text = "\n".join(lines)
     assert "demo : Change something" in text and "here: changed" in text
     assert "here: demo skipped on here: nothing to do" in text
-    table = ansible_run.summary_lines(result)
+    table = summary_lines(result)
     assert table[1].split() == ["here", "3", "1", "0", "0", "0"]
 
 
@@ -94,16 +102,14 @@ def test_check_mode_changes_nothing(tmp_path, playbook):
 
 
 def test_the_pulumi_contract_raises_with_the_failures(tmp_path, playbook):
-    with pytest.raises(ansible_run.ConfigureFailed, match="here: demo : Check the variable"):
-        ansible_run.configure(
+    with pytest.raises(ConfigureFailed, match="here: demo : Check the variable"):
+        configure(
             inventory=inventory(tmp_path),
             group_vars={"demo_value": 1},
             playbook=playbook,
             keep_artifacts=tmp_path / "ev",
         )
-    done = ansible_run.configure(
-        inventory=inventory(tmp_path), group_vars={"demo_value": 7}, playbook=playbook
-    )
+    done = configure(inventory=inventory(tmp_path), group_vars={"demo_value": 7}, playbook=playbook)
     assert done["rc"] == 0 and done["changed"] == 1
     assert done["hosts"]["here"]["changed"] == 1
 
@@ -115,9 +121,7 @@ def test_access_settings_and_variables_land_in_the_inventory_without_touching_it
             "children": {"gpu_nodes": {"children": {"ng": {"hosts": {"n1": {"x": 1}}}}}},
         }
     }
-    out = ansible_run.with_access(
-        inv, {"nvme_raid_level": 0}, private_key=Path("/k"), known_hosts=Path("/kh")
-    )
+    out = with_access(inv, {"nvme_raid_level": 0}, private_key=Path("/k"), known_hosts=Path("/kh"))
     assert out["all"]["vars"] == {
         "ansible_user": "root",
         "nvme_raid_level": 0,
@@ -135,28 +139,28 @@ def test_an_inventory_that_tunnels_gets_the_proxy_command_and_the_stacks_access_
             "children": {"gpu_nodes": {"children": {}}},
         }
     }
-    out = ansible_run.with_access(inv, {}, known_hosts=Path("/kh"))
+    out = with_access(inv, {}, known_hosts=Path("/kh"))
     args = out["all"]["vars"]["ansible_ssh_common_args"]
     assert args.endswith("-o ProxyCommand='{{ rackform_ssh_proxy }}'")
     assert tunnelled(out)
     access = {"private_key": "KEY\n", "known_hosts": "* ssh-ed25519 AAAA\n"}
-    with ansible_run.access_files(access) as files:
+    with access_files(access) as files:
         assert files["private_key"].read_text() == "KEY\n"
         assert files["private_key"].stat().st_mode & 0o777 == 0o600
         assert files["known_hosts"].read_text() == "* ssh-ed25519 AAAA\n"
         where = files["private_key"].parent
     assert not where.exists()  # the key never outlives the run
-    with ansible_run.access_files(None) as files:
+    with access_files(None) as files:
         assert files == {}
 
 
 def test_unknown_roles_are_refused_before_anything_runs():
     with pytest.raises(ValueError, match="unknown role"):
-        ansible_run.run({"all": {}}, {}, roles=["nvme_raid", "nope"])
+        retries.run({"all": {}}, {}, roles=["nvme_raid", "nope"])
 
 
 def test_diffs_are_shown_as_unified_diffs():
-    lines = ansible_run.diff_lines(
+    lines = diff_lines(
         [
             {
                 "before": "A=1\n",
@@ -168,7 +172,7 @@ def test_diffs_are_shown_as_unified_diffs():
         ]
     )
     assert "+B=2" in lines and "--- /etc/x" in lines and "apt would install: foo" in lines
-    assert ansible_run.diff_lines(None) == [] and ansible_run.diff_lines({}) == []
+    assert diff_lines(None) == [] and diff_lines({}) == []
 
 
 @pytest.mark.parametrize(
@@ -192,16 +196,16 @@ def test_diffs_are_shown_as_unified_diffs():
 def test_forks_are_every_node_within_the_endpoint_and_the_controllers_memory(
     nodes, tunnelled, mib, width, why
 ):
-    assert ansible_run.forks(nodes, tunnelled, mib) == (width, why)
+    assert forks(nodes, tunnelled, mib) == (width, why)
 
 
 def test_available_memory_is_read_from_meminfo(tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24576000 kB\nMemAvailable:   8388608 kB\n")
-    assert ansible_run.available_memory_mib(str(meminfo)) == 8192
-    assert ansible_run.available_memory_mib(str(tmp_path / "none")) is None
+    assert available_memory_mib(str(meminfo)) == 8192
+    assert available_memory_mib(str(tmp_path / "none")) is None
     meminfo.write_text("MemTotal: 1 kB\n")  # a kernel before 3.14 has no MemAvailable
-    assert ansible_run.available_memory_mib(str(meminfo)) is None
+    assert available_memory_mib(str(meminfo)) is None
 
 
 def test_fewer_forks_than_nodes_still_reach_every_node_and_one_failure_stops_no_other(
@@ -209,10 +213,10 @@ def test_fewer_forks_than_nodes_still_reach_every_node_and_one_failure_stops_no_
 ):
     # A controller with 400 MiB available: 5 forks for 12 nodes. One node's variable is wrong:
     # it fails alone, named; the other eleven converge; the run said how wide it went.
-    monkeypatch.setattr(ansible_run, "available_memory_mib", lambda: 400)
+    monkeypatch.setattr(push_forks, "available_memory_mib", lambda: 400)
     local = {
         "ansible_connection": "local",
-        "ansible_python_interpreter": ansible_run.sys.executable,
+        "ansible_python_interpreter": sys.executable,
     }
     hosts = {f"gpu-{i:02d}": dict(local) for i in range(12)}
     hosts["gpu-07"]["demo_value"] = 8
@@ -223,8 +227,8 @@ def test_fewer_forks_than_nodes_still_reach_every_node_and_one_failure_stops_no_
         }
     }
     lines: list[str] = []
-    result = ansible_run.run_playbook(
-        ansible_run.with_access(inv, {"demo_value": 7}), playbook=playbook, out=lines.append,
+    result = run_playbook(
+        with_access(inv, {"demo_value": 7}), playbook=playbook, out=lines.append,
         keep_artifacts=tmp_path / "ev",
     )  # fmt: skip
     assert lines[0] == (

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from rackform.push import runner, strategy
+from rackform.push import strategy
+from rackform.push.access import with_access
+from rackform.push.playbook import run_playbook
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 
@@ -87,8 +89,8 @@ def test_a_run_reports_the_same_under_either(mitogen, tmp_path, monkeypatch):
     book = tmp_path / "play.yml"
     book.write_text(PLAY)
     lines: list[str] = []
-    result = runner.run_playbook(
-        runner.with_access(_inventory(), {}),
+    result = run_playbook(
+        with_access(_inventory(), {}),
         playbook=book,
         out=lines.append,
         keep_artifacts=tmp_path / "run",

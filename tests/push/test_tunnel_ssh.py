@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from rackform.catalog.preflight import load_preflight_figures
-from rackform.push.runner import TUNNEL_SSH_ARGS, run_playbook, with_access
+from rackform.push.access import TUNNEL_SSH_ARGS, with_access
+from rackform.push.playbook import run_playbook
 
 HOSTS = 26  # more than the endpoint's 20
 ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"

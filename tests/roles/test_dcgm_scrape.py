@@ -27,7 +27,8 @@ import pytest
 import yaml
 from loopback import free_port, http_server
 
-from rackform.push import runner as ansible_run
+from rackform.push.playbook import RunResult, run_playbook
+from rackform.push.site import CLUSTER_TAG
 
 PLAY = """
 - name: The dcgm role's scrape config
@@ -146,7 +147,7 @@ def run_scrape_tasks(
     limit: str | None = None,
     node_ports: dict[str, int] | None = None,
     **extravars,
-) -> ansible_run.RunResult:
+) -> RunResult:
     """The role's scrape tasks for a GPU-less `cpu-node` and one node per exporter port;
     `node_ports`, node_exporter's port on each host (cpu-node's included)."""
     play = tmp_path / "scrape.yml"
@@ -169,9 +170,7 @@ def run_scrape_tasks(
     lines: list[str] = []
     # The hosts are this machine (a local connection): host_bootstrap must install nothing here.
     extravars = {"host_bootstrap_packages": [], **extravars}
-    result = ansible_run.run_playbook(
-        inv, playbook=play, extravars=extravars, limit=limit, out=lines.append
-    )
+    result = run_playbook(inv, playbook=play, extravars=extravars, limit=limit, out=lines.append)
     assert result.rc == 0, "\n".join(lines)
     return result
 
@@ -332,9 +331,9 @@ def test_the_scrape_config_written_in_a_later_pass_knows_which_hosts_the_role_sk
 
     def site_cluster_pass(cache: Path) -> dict:
         lines: list[str] = []
-        done = ansible_run.run_playbook(
+        done = run_playbook(
             inv, extravars={**extra, "rackform_facts_from_this_run": True},
-            tags=[ansible_run.CLUSTER_TAG], skip_tags=["slurm", "smoke_train"],
+            tags=[CLUSTER_TAG], skip_tags=["slurm", "smoke_train"],
             fact_cache=cache, out=lines.append,
         )  # fmt: skip
         assert done.rc == 0, "\n".join(lines)
@@ -344,9 +343,7 @@ def test_the_scrape_config_written_in_a_later_pass_knows_which_hosts_the_role_sk
 
     cache = tmp_path / "facts"
     lines: list[str] = []
-    first = ansible_run.run_playbook(
-        inv, playbook=play, extravars=extra, fact_cache=cache, out=lines.append
-    )
+    first = run_playbook(inv, playbook=play, extravars=extra, fact_cache=cache, out=lines.append)
     assert first.rc == 0, "\n".join(lines)
     assert "    cpu-node: " not in "\n".join(lines)  # the skip is said by the role's main, not here
     assert site_cluster_pass(cache) == {"dcgm": ["node-a"], "node": ["cpu-node", "node-a"]}

@@ -19,9 +19,11 @@ from rackform.blueprint.loader import load_effective
 from rackform.blueprint.schema.sections import FABRICS
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
-from rackform.push.runner import BATCH_CHECK, CLUSTER_ROLES, CLUSTER_TAG, MAX_FAIL_PERCENT, ROLES
+from rackform.push.site import CLUSTER_TAG, site_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = site_playbook()  # what a push reads from the site playbook
+ROLES = PLAYBOOK.roles
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
 # Every role on disk: the five the site playbook runs, and host_bootstrap, which they depend on.
 ALL_ROLES = sorted(p.parent.parent.name for p in ROLES_DIR.glob("*/tasks/main.yml"))
@@ -227,9 +229,9 @@ def test_site_playbook_batches_only_the_play_that_reads_no_other_host():
             for t in tasks(load(path)):
                 assert "any_errors_fatal" not in t, f"{role}/{path.name}: {t.get('name')}"
     check = gpu["pre_tasks"][0]
-    assert check["name"] == BATCH_CHECK and check["tags"] == ["always"]
-    # The playbook's own default is the runner's.
-    assert f"rackform_max_fail_percent | default({MAX_FAIL_PERCENT})" in str(check)
+    assert check["name"] == PLAYBOOK.batch_check and check["tags"] == ["always"]
+    # The default a push reads is the check's own.
+    assert f"rackform_max_fail_percent | default({PLAYBOOK.max_fail_percent})" in str(check)
 
 
 def test_the_cluster_wide_plays_are_tagged_for_the_runners_last_pass():
@@ -248,7 +250,7 @@ def test_the_cluster_wide_plays_are_tagged_for_the_runners_last_pass():
         roles |= {r["tags"][0] for r in p.get("roles", [])} | {
             t["tags"][0] for t in p.get("tasks", [])
         }
-    assert sorted(roles) == sorted(CLUSTER_ROLES)
+    assert sorted(roles) == sorted(PLAYBOOK.cluster_roles)
 
 
 def test_site_playbook_passes_ansibles_syntax_check(tmp_path):

@@ -88,7 +88,9 @@ def up(slurm, tmp_path, monkeypatch):
         converged.append(sorted(inventory_hosts(inventory)))
         return {"hosts": {}}
 
-    provider = ConfigureProvider(work=converge, roll=partial(stage.roll, nodes=nodes))
+    provider = ConfigureProvider(
+        work=converge, roll=partial(stage.roll, nodes=nodes), record=stage.record
+    )
     return provider, nodes, converged
 
 

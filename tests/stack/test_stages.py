@@ -18,8 +18,8 @@ from rackform.stack.stages import (
     StageUnavailable,
     ValidateProvider,
     content_hash,
-    resolve,
 )
+from rackform.stage_work import CONFIGURE, VALIDATE
 from rackform.targets.onprem.hosts import HostProvider, probe
 
 INVENTORY = {
@@ -135,15 +135,13 @@ def test_roles_hash_follows_what_reaches_the_nodes(tmp_path):
     assert roles_hash(coll) == first
 
 
-def test_a_missing_implementation_is_a_clear_error():
-    with pytest.raises(StageUnavailable, match=r"rackform\.no_such_stage\.run is not in"):
-        resolve("rackform.no_such_stage:run", "configure")
-    with pytest.raises(StageUnavailable, match="nothing was validated"):
-        resolve("rackform.stack.stages:no_such_function", "validate")
-    provider = ConfigureProvider("rackform.no_such_stage:run")
-    with pytest.raises(StageUnavailable, match="nothing was configured"):
-        provider.create(configure_props())
-    assert resolve("rackform.stack.stages:content_hash", "configure") is content_hash
+def test_a_stage_without_its_work_is_a_clear_error_where_it_would_run():
+    provider = ConfigureProvider(Work({}))
+    with pytest.raises(StageUnavailable, match="given no drift work, so nothing was configured"):
+        provider.read("id", {**configure_props(), "result": {}, "drift": {}})
+    with pytest.raises(StageUnavailable, match="given no validation work, so nothing was valid"):
+        ValidateProvider().create(validate_props())
+    assert provider.delete("id", configure_props()) is None
 
 
 def validate_props(strict=True, **changes):
@@ -263,10 +261,18 @@ def test_refresh_runs_the_roles_in_check_mode_and_names_the_hosts_that_drifted()
 
 
 def test_providers_survive_the_engines_pickling():
-    # The engine stores each dynamic provider dill-pickled and runs it in another process.
-    for provider in (ConfigureProvider(), ValidateProvider()):
-        copy = dill.loads(base64.b64decode(serialize_provider(provider)))
-        assert type(copy) is type(provider) and copy.work == provider.work
+    # The engine stores each dynamic provider dill-pickled and runs it in another process: the
+    # stages' work goes with them by reference, not by value.
+    for provider, work in (
+        (ConfigureProvider(**CONFIGURE), CONFIGURE),
+        (ValidateProvider(**VALIDATE), VALIDATE),
+    ):
+        pickled = base64.b64decode(serialize_provider(provider))
+        copy = dill.loads(pickled)
+        assert type(copy) is type(provider)
+        assert {k: getattr(copy, k) for k in work} == work
+        for fn in work.values():
+            assert fn.__module__.encode() in pickled and b"_create_function" not in pickled
     hosts = dill.loads(base64.b64decode(serialize_provider(HostProvider())))
     assert hosts.probe_fn is probe
 
@@ -301,17 +307,6 @@ def test_aws_inventory_is_known_only_after_up(tmp_path):
     configure = one(plan(tmp_path, AWS_TRAINING), "rackform:Configure")
     assert configure.inputs["inventory"] == "(known after up)"
     assert configure.inputs["content_hash"] == "(known after up)"
-
-
-def test_a_stack_made_before_a_move_still_reaches_each_stages_work():
-    # A stack's state holds its providers as an earlier rackform pickled them, with the work's
-    # name of then: a refresh (read) runs that provider, so each old name reaches the new code.
-    from rackform.acceptance.cluster import validate_cluster
-    from rackform.push.runner import configure, drift
-
-    assert resolve("rackform.hosts.runner:configure", "configure") is configure
-    assert resolve("rackform.hosts.runner:drift", "configure") is drift
-    assert resolve("rackform.validation.cluster:validate_cluster", "validate") is validate_cluster
 
 
 # `rackform up`'s wait for the nodes configured at boot, as the stack records it
