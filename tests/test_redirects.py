@@ -29,6 +29,7 @@ from loopback import free_port
 from servers import Web
 
 from rackform import http_opener
+from rackform.blueprint.targets.onprem.host_spec import Bmc
 from rackform.boot import bake
 from rackform.boot import node as nb
 from rackform.boot.artifact import user_data
@@ -41,7 +42,6 @@ from rackform.reap.prometheus import (
     TelemetryError,
 )
 from rackform.reap.verdict import Decision
-from rackform.targets.onprem.host_spec import Bmc
 from rackform.targets.onprem.redfish import BmcError, Redfish
 
 SECRET = "s3cret-Pa55-" + "q" * 12

@@ -37,10 +37,9 @@ from rackform.engine import Prepared
 from rackform.reap.audit import state_dir
 from rackform.reap.notify import Notifier
 from rackform.reap.prometheus import TelemetryError
-from rackform.reap.run import World, decide_all, run_all, shared_lock
+from rackform.reap.run import World, decide_all, run_all
 from rackform.reap.verdict import Decision
-from rackform.scheduler import queue
-from rackform.targets.runtimes import controller
+from rackform.targets.runtimes import controller, reaper
 
 EXIT_TELEMETRY = 3
 EXIT_ACTION_FAILED = 4
@@ -165,9 +164,8 @@ def reap(
     try:
         decisions = decide_all(prepared, prom, time.time())
         world = World(
-            state_dir(state), notifier, prom, maintenance=_maintenance(),
-            queue=lambda plan: queue.read(controller(plan, private_key, known_hosts)),
-            shared_lock=lambda plan: shared_lock(plan, private_key, known_hosts),
+            state_dir(state), notifier, prom, reapers=reaper, maintenance=_maintenance(),
+            controller=lambda plan: controller(plan, private_key, known_hosts),
         )  # fmt: skip
         run_all(decisions, prepared, world, apply)
     except TelemetryError as exc:

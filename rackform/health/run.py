@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.blueprint.schema.rollout import budget
-from rackform.engine import Prepared
 from rackform.health import signals
 from rackform.health.reported import Reported
 from rackform.health.reported import evidence as reported_evidence
 from rackform.health.verdict import FAILED, SUSPECT, UNKNOWN, Breaker, NodeHealth, judge_cluster
+from rackform.preflight.prepared import Prepared
 from rackform.reap.measure import Key
 from rackform.reap.prometheus import Prometheus, TelemetryError
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rackform.blueprint.schema.sections import IdlePolicy
-from rackform.engine import Prepared
 from rackform.plan.model import Plan
+from rackform.preflight.prepared import Prepared
 from rackform.reap import snooze
 from rackform.reap.audit import AuditLog, Held, cluster_lock
 from rackform.reap.idleness import Window
@@ -29,8 +29,7 @@ from rackform.reap.snooze import iso
 from rackform.reap.target import Outcome, Reaper
 from rackform.reap.verdict import REPORT_ONLY, Decision, decide, gpus_by_node, protected
 from rackform.scheduler import lease, queue
-from rackform.scheduler.remote import RemoteError
-from rackform.targets.runtimes import controller, reaper
+from rackform.scheduler.remote import RemoteError, Runner
 
 # A warning older than this (the reaper stopped running for a while) is stale: warn again rather
 # than measure an ever longer stretch.
@@ -83,13 +82,17 @@ def _with_idle(plan: Plan, idle: IdlePolicy) -> Plan:
     return replace(plan, lifecycle=plan.lifecycle.model_copy(update={"idle": idle}))
 
 
-def shared_lock(plan: Plan, identity=None, known_hosts=None) -> AbstractContextManager[None]:
+def shared_lock(plan: Plan, controller: Callable[[Plan], Runner]) -> AbstractContextManager[None]:
     """A cluster with Slurm: the stack's lock on its controller, which heal and rolling changes
     take too (a cluster being changed or healed from another host is held as locked, never
     reaped under them). Other clusters: their local lock alone."""
     if plan.scheduler is None:
         return nullcontext()
-    return lease.controller_lock(controller(plan, identity, known_hosts), plan.stack, "reap")
+    return lease.controller_lock(controller(plan), plan.stack, "reap")
+
+
+def _unreachable(plan: Plan) -> Runner:
+    raise RemoteError(f"no way to reach the controller of cluster {plan.name} was given")
 
 
 @dataclass
@@ -99,16 +102,26 @@ class World:
     state_dir: Path
     notifier: Notifier
     prom: Prometheus
-    reapers: Callable[[str], Reaper] = reaper
-    # The queue of the cluster's scheduler, read on its controller over SSH.
-    queue: Callable[[Plan], list[queue.Job]] = lambda plan: queue.read(controller(plan))
+    # What carries out the actions on a cluster of each target (its runtime's reaper).
+    reapers: Callable[[str], Reaper]
+    # The cluster's Slurm controller, reached the way its target reaches it.
+    controller: Callable[[Plan], Runner] = _unreachable
+    # The queue of the cluster's scheduler (None: read on its controller over SSH).
+    queue: Callable[[Plan], list[queue.Job]] | None = None
     now: Callable[[], float] = time.time
     # Why a stack is in maintenance (a rolling change or heal under way), or None: the CLI
     # gives rackform.rollout.status.in_maintenance over the rollout state directory.
     maintenance: Callable[[str], str | None] | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    # The stack's lock where every run against the cluster sees it (its Slurm controller).
-    shared_lock: Callable[[Plan], AbstractContextManager[None]] = shared_lock
+    # The stack's lock where every run against the cluster sees it (None: on its Slurm
+    # controller).
+    shared_lock: Callable[[Plan], AbstractContextManager[None]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.queue is None:
+            self.queue = lambda plan: queue.read(self.controller(plan))
+        if self.shared_lock is None:
+            self.shared_lock = lambda plan: shared_lock(plan, self.controller)
 
     @property
     def audit(self) -> AuditLog:

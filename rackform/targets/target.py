@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackform.targets.compile import TargetCompiler
+from rackform.blueprint.targets.schema import TargetSchema
+from rackform.plan.targets.compile import TargetCompiler
 from rackform.targets.runtime import TargetRuntime
-from rackform.targets.schema import TargetSchema
 
 
 @dataclass(frozen=True)

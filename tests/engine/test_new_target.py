@@ -7,7 +7,7 @@ lists.
 
 The blueprint model is assembled from the schema registry when it is first imported, so the
 registration runs in a fresh interpreter, before that import, as a line in
-`rackform/targets/schemas.py` would; the commands run there through rackform's own `main`.
+`rackform/blueprint/targets/schemas.py` would; the commands run there through rackform's own `main`.
 The stub's machines are a JSON file the test writes (the stub cloud, $STUB_CLOUD)."""
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ ROOT = HERE.parents[1]
 REGISTER = """
 import json, sys
 from stub_target import schema
-from rackform.targets.schemas import SCHEMAS
+from rackform.blueprint.targets.schemas import SCHEMAS
 SCHEMAS["stub"] = schema.SCHEMA
 from stub_target import compile, runtime
-from rackform.targets.compilers import COMPILERS
+from rackform.plan.targets.compilers import COMPILERS
 from rackform.targets.runtimes import RUNTIMES
 COMPILERS["stub"] = compile.COMPILER
 RUNTIMES["stub"] = runtime.RUNTIME
@@ -71,7 +71,7 @@ out["gpus"] = plan.gpus
 out["ssh_user"] = plan.ssh_user
 out["stack_config"] = dict(plan.stack_config)
 out["usd_per_month"] = prepared.report.cost.usd_per_month
-out["resources"] = [[r.type, r.name, r.inputs] for r in record(plan)]
+out["resources"] = [[r.type, r.name, r.inputs] for r in record(plan, RUNTIMES[plan.target_type])]
 
 from pathlib import Path
 from rackform.init.repo import render

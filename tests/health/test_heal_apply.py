@@ -19,6 +19,7 @@ from servers import power_state, redfish
 from slurm_local import NODES
 
 from rackform.blueprint.schema.health import HealthPolicy
+from rackform.blueprint.targets.onprem.host_spec import Bmc
 from rackform.health.apply import apply_cluster
 from rackform.health.remedy import Remedy
 from rackform.health.verdict import Evidence, NodeHealth, judge_cluster
@@ -27,7 +28,6 @@ from rackform.rollout.record import Store
 from rackform.rollout.roll import Result
 from rackform.rollout.slurm import SlurmSteps
 from rackform.scheduler.remote import Local
-from rackform.targets.onprem.host_spec import Bmc
 from rackform.targets.onprem.redfish import Redfish
 
 STACK = "slurm-a-default"
