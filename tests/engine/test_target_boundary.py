@@ -1,9 +1,9 @@
-""""Adding a target" holds: nothing outside a target's packages branches on a target's name. A
-comparison or a match case against a registered target type (`== "aws"`, `in ("bare_metal",
-"colocation")`, `case "aws":`) outside the layers' targets packages (the schema's, compile's,
-preflight's and the running world's) fails here: such a fact belongs to the target's schema,
-compiler or runtime (a hook every target answers), so a new target needs only its packages and
-its registry lines."""
+"""What "Adding a target" promises holds: nothing outside a target's packages branches on a
+target's name. A comparison or a match case against a registered target type (`== "aws"`,
+`in ("bare_metal", "colocation")`, `case "aws":`) outside the layers' targets packages (the
+schema's, compile's, preflight's and the running world's) fails here: such a fact belongs to
+the target's schema, compiler or runtime (a hook every target answers), so a new target needs
+only its packages and its registry lines."""
 
 from __future__ import annotations
 
