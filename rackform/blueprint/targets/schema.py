@@ -1,8 +1,8 @@
 """What a target adds to the blueprint schema: its section's model (discriminated on `type`), the
 fields its node groups add, the fabrics it can have, and the rules that need the catalog or the
-whole blueprint. The schema's registry (`rackform.blueprint.targets.schemas`) lists one per target; the
-blueprint model is assembled from them, so nothing here may import that model: rules read the
-blueprint through `Cluster`, which the assembled `Blueprint` satisfies."""
+whole blueprint. The schema's registry lists one per target; the blueprint model is assembled
+from them, so nothing here may import that model: rules read the blueprint through `Cluster`,
+which the assembled `Blueprint` satisfies."""
 
 from __future__ import annotations
 

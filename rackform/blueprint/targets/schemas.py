@@ -1,7 +1,7 @@
 """The schema's registry: what each target adds to the blueprint, by its `type`. The blueprint
 model is assembled from these, so this imports only the targets' schema modules (no compile,
-stack or reaper code). A new target adds one line here, one in `compilers.py` and one in
-`runtimes.py`."""
+stack or reaper code). A new target adds one line here, and one in compile's and in the
+running world's registries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Compile's registry: what each target adds to the plan and its cost, by its `type`."""
+"""Compile's registry: what each target adds to the plan, its cost and what is known of its
+stack before it runs, by its `type`. Pure, as compile is: it imports no target's running
+world."""
 
 from __future__ import annotations
 

@@ -78,5 +78,5 @@ IMAGES = {
 }
 DEFAULT_IMAGE = "ubuntu-22.04"
 
-# Slurm's controller runs Canonical's Ubuntu 24.04 whatever the nodes run (controller.py).
+# Slurm's controller runs Canonical's Ubuntu 24.04 whatever the nodes run.
 CONTROLLER_IMAGE = IMAGES["ubuntu-24.04"]

@@ -1,8 +1,8 @@
 """The names of the instances an AWS training stack creates, known before the stack exists: one
-`aws.ec2.Instance` per node, `{stack}-{group}-{i}` (`nodes.py`), and the Slurm controller,
-`{stack}-slurmctld` (`controller.py`). The Pulumi program names its resources with these, the
-stack's outputs (and so the inventory) name the hosts with them, and the plan names Slurm's
-nodes with them, so slurm.conf is written from the same names the inventory will hold.
+`aws.ec2.Instance` per node, `{stack}-{group}-{i}`, and the Slurm controller,
+`{stack}-slurmctld`. The Pulumi program names its resources with these, the stack's outputs (and
+so the inventory) name the hosts with them, and the plan names Slurm's nodes with them, so
+slurm.conf is written from the same names the inventory will hold.
 
 A node's name always ends in `-<index>` and the controller's in `-slurmctld`, so the controller
 can never share a name with a node, whatever the node groups are called."""

@@ -1,7 +1,7 @@
 """The AWS target's part of the blueprint's `scheduler:` section: the stack creates Slurm's
-controller instance (`controller.py`), so no host of the blueprint is named the controller, its
-type is a small EC2 type without GPUs, and the nodes' image carries a Slurm the slurm role
-supports. The rules every target shares are rackform/blueprint/schema/scheduler.py's."""
+controller instance, so no host of the blueprint is named the controller, its type is a small
+EC2 type without GPUs, and the nodes' image carries a Slurm the slurm role supports. The rules
+every target shares are rackform/blueprint/schema/scheduler.py's."""
 
 from __future__ import annotations
 

@@ -292,7 +292,7 @@ class AwsSchema(TargetSchema):
         return region_rules(raw.get("region"), catalog)
 
     def image_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
-        # EC2 Image Builder bakes the image in the stack (rackform/targets/aws/bake.py).
+        # EC2 Image Builder bakes the image in the stack.
         return image_rules(bp)
 
     def scheduler_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:

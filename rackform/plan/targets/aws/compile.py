@@ -139,12 +139,12 @@ class AwsCompiler(TargetCompiler):
         )
 
     def node_names(self, stack: str, group: NodeGroupPlan) -> tuple[str, ...]:
-        """One instance per training node, named as the stack names it (`nodes.py`)."""
+        """One instance per training node, named as the stack names it."""
         return node_names(stack, group.name, group.count)
 
     def slurm_controller(self, bp: Blueprint, stack: str) -> ControllerInstance | None:
-        """A small instance of its own (`controller.py`): the nodes are the stack's, so none
-        of them exists to be named the controller before `up`."""
+        """A small instance of its own: the nodes are the stack's, so none of them exists to be
+        named the controller before `up`."""
         if bp.scheduler is None:
             return None
         return ControllerInstance(
