@@ -169,11 +169,14 @@ def test_the_pair_finder_sees_a_lazy_pair():
 # and those below it; an import up to a higher layer is an exception, and there may be at most
 # MAX_UPWARD of them. Foundations: data and helpers every layer uses. The blueprint (with each
 # target's schema); compile (with each target's compile rules: pure); preflight, and the
-# evidence a validation run leaves; the stack's Pulumi components and stages; what touches
-# hosts (push, the boot path, the acceptance run); the node lifecycle (reap, heal, rolling
-# changes, the Slurm steps and the SSH that reaches a host, the alert rules from the same
-# definition of idleness, the local testbed VMs); each target's running world; the engine that
-# puts a target's layers together; the commands' own logic (GitOps, `rackform init`); the CLI;
+# evidence a validation run leaves; the stack (the Pulumi program, its Cluster component and
+# stages: a target's part is handed to it); what touches hosts (push, the boot path, the
+# acceptance run); the node lifecycle (its core and what Prometheus holds of the nodes, both
+# with the lifecycle part of this change; reap, heal, rolling changes, the Slurm steps and the
+# SSH that reaches a host, the alert rules from the same definition of idleness, the local
+# testbed VMs an on-premises node image is baked on); each target's running world (its Pulumi
+# components, reaching nodes, power, instances); the engine, which puts a target's layers
+# together; the commands' own logic, which calls the engine (GitOps, `rackform init`); the CLI;
 # the reference generated from all of it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("rackform", "catalog", "paths", "printable", "http_opener", "collection", "noanswer"),
@@ -182,7 +185,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("preflight", "evidence"),
     ("stack",),
     ("push", "boot", "acceptance"),
-    ("lifecycle", "reap", "health", "rollout", "scheduler", "alerts", "testbed"),
+    ("lifecycle", "telemetry", "reap", "health", "rollout", "scheduler", "alerts", "testbed"),
     ("targets",),
     ("engine",),
     ("gitops", "init"),
