@@ -258,7 +258,7 @@ def blueprint_page() -> str:
 
 
 def preflight_page() -> str:
-    from rackform.preflight.codes import CODES
+    from rackform.catalog.codes import CODES
     from rackform.preflight.registry import RULES
 
     by_code = {r.code: type(r).__name__ if not isinstance(r, type) else r.__name__ for r in RULES}
@@ -269,7 +269,7 @@ def preflight_page() -> str:
     return (
         "# Preflight finding codes\n\n"
         + HEADER
-        + "Every code a preflight rule can report, from its registry (`rackform/preflight/codes.py`), "
+        + "Every code a preflight rule can report, from its registry (`rackform/catalog/codes.py`), "
         "in the registry's order, with the rule class that reports it. An unwaived **error** "
         "refuses the blueprint; a **warning** prints and passes. Waive one with "
         "`waivers: [{code, reason}]`. What each rule computes: [Preflight and "
@@ -465,14 +465,15 @@ def catalog_page(package: Path = ROOT / "rackform") -> str:
         "# Catalog\n\n",
         HEADER,
         "Every figure of rackform's catalog (`rackform/catalog/*.yaml`, and each target's own "
-        "in `rackform/targets/<target>/catalog/`) with its source. "
+        "in `rackform/blueprint/targets/<target>/catalog/`) with its source. "
         "Every number is written `{v: value, src: key}`, and the loader refuses a number "
         "without a source; each source has a title, a URL and the date it was read. Prices "
         "date quickly: check the source date before buying. [The catalog](../concepts/targets.md#the-catalog).\n\n",
     ]
     sources: dict[str, dict[str, Any]] = {}
     shared = sorted((package / "catalog").glob("*.yaml"))
-    for f in [*shared, *sorted((package / "targets").glob("*/catalog/*.yaml"))]:
+    own = sorted((package / "blueprint" / "targets").glob("*/catalog/*.yaml"))
+    for f in [*shared, *own]:
         doc = yaml.safe_load(f.read_text())
         for key, src in (doc.pop("sources", None) or {}).items():
             sources.setdefault(key, src)

@@ -3,8 +3,8 @@
     load -> effective blueprint per environment -> compile to one frozen Plan -> preflight(Plan)
 
 It is also the one place a target's layers meet: the schema's, compile's and the running
-world's registries (`rackform.targets.schemas`, `.compilers`, `.runtimes`) each know one layer
-of every target, and `target` below puts the three parts of one target together for compile.
+world's registries each know one layer of every target; compile takes the first two, and
+`target` below puts the three parts of one target together for the Pulumi program.
 
 Every command (`validate`, `plan`, `compile`, `configure`, `smoke`, `up`, `preview`, `destroy`,
 `testbed`) and the Pulumi program (`stacks/__main__.py`) start here; none reads the file or
@@ -16,36 +16,20 @@ prints.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from rackform.blueprint.loader import Effective, environment_name, load_all, load_effective
 from rackform.blueprint.problems import BlueprintError, Problem
 from rackform.blueprint.repository import siblings
+from rackform.blueprint.targets.schemas import SCHEMAS
 from rackform.paths import project_root
 from rackform.plan.compile import compile_plan
 from rackform.plan.model import Plan
-from rackform.preflight.report import LocatedFinding, Report, run
-from rackform.targets.compilers import COMPILERS
+from rackform.plan.targets.compilers import COMPILERS
+from rackform.preflight.prepared import Prepared
+from rackform.preflight.report import run
 from rackform.targets.runtimes import RUNTIMES
-from rackform.targets.schemas import SCHEMAS
 from rackform.targets.target import Target
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """One environment of one blueprint, compiled and checked."""
-
-    plan: Plan
-    report: Report
-
-    @property
-    def blocked(self) -> bool:
-        return self.report.blocked
-
-    @property
-    def blocking(self) -> list[LocatedFinding]:
-        return [lf for lf in self.report.findings if lf.finding.blocks]
 
 
 class Blocked(Exception):
@@ -59,21 +43,23 @@ class Blocked(Exception):
 
 
 def target(target_type: str) -> Target:
-    """The three parts of one target, from the three registries."""
+    """The three parts of one target, from the three registries (the Pulumi program builds the
+    cluster with its runtime)."""
     return Target(SCHEMAS[target_type], COMPILERS[target_type], RUNTIMES[target_type])
 
 
 def compile_effective(effective: Effective, project: Path | None = None) -> Plan:
     """The effective blueprint compiled with its own target's parts, in the Pulumi project
     holding it unless `project` says another (`rackform.paths.project_root`), with the
-    blueprints beside it where its target's rules count them (`rackform.blueprint.repository`):
-    what compile knows of the disk."""
-    here, parts = effective.path.parent, target(effective.blueprint.target.type)
+    blueprints beside it where its target's rules count them: what compile knows of the disk."""
+    here, kind = effective.path.parent, effective.blueprint.target.type
+    compiler = COMPILERS[kind]
     return compile_plan(
         effective,
-        parts,
+        SCHEMAS[kind],
+        compiler,
         project or project_root(here),
-        siblings(here) if parts.compiler.reads_siblings else (),
+        siblings(here) if compiler.reads_siblings else (),
     )
 
 

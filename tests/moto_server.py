@@ -23,7 +23,7 @@ REGION = "us-east-1"
 AMI = "ami-12c6146b"  # one of the images moto's EC2 starts with
 
 # An AWS training cluster with Slurm, as the commands after `up` see it: its stack's instances
-# are named (their Name tags) as the plan names them (rackform/targets/aws/names.py).
+# are named (their Name tags) as the plan names them (rackform/blueprint/targets/aws/names.py).
 STACK = "llm-train-a-dev"
 NODES = (f"{STACK}-gpu-a-0", f"{STACK}-gpu-a-1")
 CTL = f"{STACK}-slurmctld"

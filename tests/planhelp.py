@@ -16,6 +16,7 @@ import yaml
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.stack.offline import Record, record, record_stacks
+from rackform.targets.runtimes import runtime
 
 AWS_TRAINING: dict[str, Any] = {
     "name": "t-train",
@@ -121,13 +122,14 @@ def write_blueprint(tmp: Path, doc: dict[str, Any], name: str = "bp.yaml") -> Pa
 
 
 def plan(tmp: Path, doc: dict[str, Any], env: str | None = None, **providers) -> list[Record]:
-    return record(compile_effective(load_effective(write_blueprint(tmp, doc), env)), **providers)
+    plan = compile_effective(load_effective(write_blueprint(tmp, doc), env))
+    return record(plan, runtime(plan.target_type), **providers)
 
 
 def plan_all(tmp: Path, doc: dict[str, Any], env: str | None = None) -> list[Record]:
     """Every stack's records, the data tier's own stack first where the plan has one."""
     p = compile_effective(load_effective(write_blueprint(tmp, doc), env))
-    return [r for _, records in record_stacks(p) for r in records]
+    return [r for _, records in record_stacks(p, runtime(p.target_type)) for r in records]
 
 
 def of_type(records: list[Record], suffix: str) -> list[Record]:

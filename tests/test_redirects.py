@@ -29,6 +29,7 @@ from loopback import free_port
 from servers import Web
 
 from rackform import http_opener
+from rackform.blueprint.targets.onprem.host_spec import Bmc
 from rackform.boot import bake
 from rackform.boot.artifact import user_data
 from rackform.boot.node import aws as node_aws
@@ -36,7 +37,6 @@ from rackform.boot.node import log as bootstrap_log
 from rackform.boot.node import report as node_report
 from rackform.reap.notify import Notifier
 from rackform.reap.verdict import Decision
-from rackform.targets.onprem.host_spec import Bmc
 from rackform.targets.onprem.redfish import BmcError, Redfish
 from rackform.telemetry.prometheus import (
     PASSWORD_ENV,

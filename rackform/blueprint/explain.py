@@ -20,8 +20,8 @@ from rackform.blueprint.environments import Unmatched, as_written, origin_of
 from rackform.blueprint.problems import Problem, dotted
 from rackform.blueprint.schema.base import RuleViolations, closest
 from rackform.blueprint.schema.model import Blueprint
+from rackform.blueprint.targets.schemas import SCHEMAS
 from rackform.blueprint.yamlmap import Located, Path
-from rackform.targets.schemas import SCHEMAS
 
 
 def validation_problems(

@@ -10,7 +10,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, File, need, prepared, user_error
-from rackform.targets.runtimes import runtime
+from rackform.plan.targets.compilers import compiler
 
 data_app = typer.Typer(help="The data tier's own stack (a kept file system).", no_args_is_help=True)
 app.add_typer(data_app, name="data")
@@ -40,7 +40,7 @@ def move(
     from rackform.stack.workspace import WorkspaceError
 
     try:
-        pieces = runtime(plan.target_type).data_pieces(plan)
+        pieces = compiler(plan.target_type).data_pieces(plan)
         code = move_state(plan, pieces, plan.project, apply, lambda line: print(line, flush=True))
     except (DataStackError, WorkspaceError) as exc:
         raise user_error(str(exc)) from None

@@ -22,6 +22,7 @@ from rackform.cli.plan_render import render_text
 from rackform.plan.configuring import configuring
 from rackform.plan.cost import render as render_cost
 from rackform.plan.model import Plan
+from rackform.plan.targets.compilers import compiler
 from rackform.targets.runtimes import runtime
 
 
@@ -49,7 +50,7 @@ def stack_resources(plan: Plan) -> list[tuple[str, list[dict[str, Any]]]]:
 
     return [
         (stack, [_resource(r) for r in records])
-        for stack, records in record_stacks(plan, exiting=True)
+        for stack, records in record_stacks(plan, runtime(plan.target_type), exiting=True)
     ]
 
 
@@ -70,7 +71,7 @@ def plan_document(
         "protected": plan.lifecycle.protect,
         "resources": resources,
         "counts": counts(resources),
-        "rollout": runtime(plan.target.type).replacement(plan, resources),
+        "rollout": compiler(plan.target.type).replacement(plan, resources),
         "configuration": configuration_document(plan),
     }
     if plan.data_stack is not None:

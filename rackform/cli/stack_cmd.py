@@ -24,7 +24,7 @@ import typer
 
 from rackform.boot.controller import BootError, tls_of
 from rackform.boot.reports import PASSED, Judged, recorded_value
-from rackform.boot.waiting import boot_groups, check_before_up, wait_for_boot
+from rackform.boot.waiting import BootWait, boot_groups, check_before_up, wait_for_boot
 from rackform.cli.app import app
 from rackform.cli.common import (
     EXIT_NOT_VALIDATED,
@@ -35,9 +35,10 @@ from rackform.cli.common import (
     prepared,
     user_error,
 )
+from rackform.engine import prepare
 from rackform.plan.compile import BOOT_VERDICT, REVALIDATE
 from rackform.plan.model import Plan
-from rackform.targets.runtime import BootWait
+from rackform.plan.targets.compilers import compiler
 from rackform.targets.runtimes import runtime
 
 
@@ -96,10 +97,10 @@ def data_first(plan: Plan, operation: str, refresh: bool = False) -> None:
     from rackform.stack.data_stack import DataStackError, adoption, check_moved, run_data
     from rackform.stack.workspace import WorkspaceError
 
-    tier = runtime(plan.target_type)
+    pieces = compiler(plan.target_type).data_pieces(plan) if plan.data_stack else ()
     try:
-        check_moved(plan, tier.data_pieces(plan), plan.project, f"`rackform {operation}`")
-        config = adoption(plan, tier, plan.project, _say)
+        check_moved(plan, pieces, plan.project, f"`rackform {operation}`")
+        config = adoption(plan, pieces, runtime(plan.target_type).find_kept, plan.project, _say)
         _say(
             f"rackform: {operation} of stack {plan.data_stack} (the data tier, which destroy keeps)"
         )
@@ -150,7 +151,7 @@ def after_up(plan: Plan, how: BootWait) -> None:
         flush=True,
     )
     try:
-        judged = wait_for_boot(plan, how)
+        judged = wait_for_boot(plan, how, runtime(plan.target_type))
     except (BootError, OSError) as exc:
         raise user_error(str(exc)) from None
     if judged is None:
@@ -300,8 +301,8 @@ def up(
     if boot_groups(plan) and how.deadline_s > 0:
         need("ansible_collections", "up")  # the nodes' artifacts are built from the collection
     try:
-        before_up(plan, plan.project)  # the program runs the same gate (rackform/stack/gate.py)
-        check_before_up(plan, how)
+        before_up(plan, plan.project, prepare)  # the program runs the same gate
+        check_before_up(plan, how, runtime(plan.target_type))
     except (UpRefused, BootError) as exc:
         raise user_error(str(exc)) from None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -348,7 +349,7 @@ def destroy(
         from rackform.stack.workspace import WorkspaceError
 
         try:
-            pieces = runtime(plan.target_type).data_pieces(plan)
+            pieces = compiler(plan.target_type).data_pieces(plan)
             check_moved(plan, pieces, plan.project, "`rackform destroy`")
         except (DataStackError, WorkspaceError) as exc:
             raise user_error(str(exc)) from None

@@ -22,9 +22,10 @@ from rackform.evidence import pin as pins
 from rackform.gitops.gitrev import Change, changes, show
 from rackform.plan.model import Plan
 from rackform.plan.slurm import CONTROLLER_TAG
+from rackform.plan.targets.compilers import COMPILERS
 from rackform.rollout.measured import Measured
 from rackform.rollout.plan import Basis, basis, rollout
-from rackform.targets.runtimes import RUNTIMES
+from rackform.targets.runtimes import runtime
 
 # A stack's name -> what its last rolling change measured (rackform/rollout/measured.py).
 Timings = Callable[[str], Measured | None]
@@ -32,7 +33,7 @@ Timings = Callable[[str], Measured | None]
 # Resources that are running nodes, as each target's runtime names them: deleting or replacing
 # one (or an update that rolls a group's instances) is shown red, with the reason
 # (rackform/stack/replacement.py).
-NODE_TYPES = frozenset(t for r in RUNTIMES.values() for t in r.node_types)
+NODE_TYPES = frozenset(t for c in COMPILERS.values() for t in c.node_types)
 
 
 @dataclass
@@ -104,7 +105,7 @@ def side_of(p: Prepared, shown: str, rules: dict[str, str]) -> Side:
         # names its stack, so they never collide.
         resources = {
             r.urn: {"type": r.type, "custom": r.custom, "inputs": r.inputs, "options": r.options}
-            for _, records in record_stacks(plan)
+            for _, records in record_stacks(plan, runtime(plan.target_type))
             for r in records
         }
     findings = {}

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.blueprint.schema.rollout import budget
-from rackform.engine import Prepared
 from rackform.health import signals
 from rackform.health.reported import Reported
 from rackform.health.reported import evidence as reported_evidence
 from rackform.health.verdict import FAILED, SUSPECT, UNKNOWN, NodeHealth, judge_cluster
 from rackform.lifecycle.breaker import Breaker
+from rackform.preflight.prepared import Prepared
 from rackform.telemetry.labels import Key
 from rackform.telemetry.prometheus import Prometheus, TelemetryError
 

@@ -3,8 +3,8 @@ blueprint for the chosen target and purpose with the stack config of each of its
 the blueprint JSON Schema wired to the editor, `.gitignore`, `requirements.txt` and a README of
 the next commands.
 
-The blueprints are each target's (`init/<purpose>.yaml` in its package, with what its runtime
-says of it), the other files templates shipped here (`templates/`); everything derived from a
+The blueprints are each target's (`init/<purpose>.yaml` beside its compiler, with what the
+compiler says of it), the other files templates shipped here (`templates/`); everything derived from a
 blueprint (its stack configs, the README's names) comes from the engine's plan of it, so `init`
 cannot write a stack config the program would read differently."""
 
@@ -20,10 +20,10 @@ from rackform import __version__
 from rackform.blueprint.schema.jsonschema import schema_json
 from rackform.engine import prepare_all
 from rackform.plan.model import Plan, thaw
-from rackform.targets.runtimes import RUNTIMES
+from rackform.plan.targets.compilers import COMPILERS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-TARGETS = tuple(RUNTIMES)  # each target's runtime has its blueprints under init/
+TARGETS = tuple(COMPILERS)  # each target's compiler has its blueprints under init/
 PURPOSES = ("training", "inference")
 SCHEMA = "blueprints/schema.json"
 # Destination -> template (the package keeps no dot-files and no second __main__.py).
@@ -70,9 +70,9 @@ def fill(text: str, values: dict[str, str]) -> str:
 
 
 def blueprint_template(target: str, purpose: str) -> str:
-    choose(target, tuple(RUNTIMES), "target")
+    choose(target, tuple(COMPILERS), "target")
     choose(purpose, PURPOSES, "purpose")
-    return MODELINE + RUNTIMES[target].init_template(purpose).read_text(encoding="utf-8")
+    return MODELINE + COMPILERS[target].init_template(purpose).read_text(encoding="utf-8")
 
 
 def stack_file(plan: Plan) -> str:
@@ -109,13 +109,13 @@ def render(directory: Path, target: str = "aws", purpose: str = "training") -> d
         "blueprint": blueprint,
         "cluster": base.name,
         "purpose": purpose,
-        "target": RUNTIMES[target].label,
-        "target_notes": RUNTIMES[target].init_notes,
+        "target": COMPILERS[target].label,
+        "target_notes": COMPILERS[target].init_notes,
         "envs": ", ".join(p.environment for p in envs),
         "env": envs[0].environment,
         "stack": envs[0].stack,
     }
-    values["after_up"] = fill(RUNTIMES[target].after_up, values)  # it names the blueprint too
+    values["after_up"] = fill(COMPILERS[target].after_up, values)  # it names the blueprint too
     files = {
         dest: fill((TEMPLATES / name).read_text(encoding="utf-8"), values)
         for dest, name in FIXED.items()

@@ -1,8 +1,8 @@
 """Effective blueprint -> Plan. Pure: the same effective blueprint always compiles to the same
 plan, and nothing here touches a cloud, a host or a disk. The target's compiler compiles its
-node groups, what the target derives and its price; its runtime says how Ansible and the stack
-reach it (the engine hands both over, `rackform.engine.compile_effective`); everything else here
-is the same for every target.
+node groups, what the target derives and its price, and says how Ansible and the stack reach it;
+its schema names the fabrics it can have (the caller hands both over); everything else here is
+the same for every target.
 
 One pass, in data-path order: the basis (the blueprint's sections, the target's node groups and
 racks), then each fact derived from it, once (sizing, expectations per node group, cost, the
@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from rackform.blueprint.loader import Effective
+from rackform.blueprint.targets.schema import TargetSchema
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import shown_in_config
@@ -23,9 +24,8 @@ from rackform.plan.inventory import access_vars, build_inventory, group_vars
 from rackform.plan.model import Basis, Plan, cluster_expectations, frozen, stack_name
 from rackform.plan.scheduler import compile_scheduler
 from rackform.plan.sizing import Sizing, size
+from rackform.plan.targets.compile import TargetCompiler
 from rackform.plan.thresholds import for_group
-from rackform.targets.runtime import TargetRuntime
-from rackform.targets.target import Target
 
 
 def idle_policy_tag(effective: Effective) -> str:
@@ -39,7 +39,7 @@ def idle_policy_tag(effective: Effective) -> str:
 
 
 def stack_config(
-    effective: Effective, runtime: TargetRuntime, project: Path | None
+    effective: Effective, compiler: TargetCompiler, project: Path | None
 ) -> dict[str, str]:
     """`Pulumi.<stack>.yaml`'s config: the blueprint (relative to the Pulumi project when inside
     it, which is how the program resolves it), the environment, and what the target's provider
@@ -48,7 +48,7 @@ def stack_config(
     return {
         "rackform:blueprint": shown_in_config(effective.path, project),
         "rackform:environment": effective.environment,
-        **runtime.stack_config(bp.target),
+        **compiler.stack_config(bp.target),
     }
 
 
@@ -67,27 +67,27 @@ ADOPT = "rackform:adopt"
 
 def compile_plan(
     effective: Effective,
-    target: Target,
+    schema: TargetSchema,
+    compiler: TargetCompiler,
     project: Path | None,
     siblings: tuple[Effective, ...] = (),
 ) -> Plan:
-    """`target`: the blueprint's target, as the engine put it together. `project`: the Pulumi
-    project the stack runs in (None: none), and `siblings` the blueprints beside this one, as
-    the engine found them (compile reads no file)."""
-    basis = compile_basis(effective, target, project, siblings)
-    runtime = target.runtime
+    """`schema`, `compiler`: the blueprint's target's parts. `project`: the Pulumi project the
+    stack runs in (None: none), and `siblings` the blueprints beside this one, as the caller
+    found them (compile reads no file)."""
+    basis = compile_basis(effective, schema, compiler, project, siblings)
     sizing = sizing_of(basis)
     expectations = {g.name: for_group(basis, g.name) for g in basis.node_groups}
     # The target adds its own: how SSH reaches its nodes, what its machine image preinstalled.
-    inv = build_inventory(basis, {**access_vars(basis), **runtime.inventory_vars(basis)})
+    inv = build_inventory(basis, {**access_vars(basis), **compiler.inventory_vars(basis)})
     variables = {
         **group_vars(basis, cluster_expectations(expectations)),
-        **runtime.role_vars(basis),
+        **compiler.role_vars(basis),
     }
     return Plan(
         **{f.name: getattr(basis, f.name) for f in dataclasses.fields(Basis)},
         sizing=sizing,
-        cost=estimate(basis, target.compiler.cost(basis), sizing),
+        cost=estimate(basis, compiler.cost(basis), sizing),
         group_expectations=MappingProxyType(expectations),
         inventory=frozen(inv),
         group_vars=frozen(variables),
@@ -95,12 +95,15 @@ def compile_plan(
 
 
 def compile_basis(
-    effective: Effective, target: Target, project: Path | None, siblings: tuple[Effective, ...]
+    effective: Effective,
+    schema: TargetSchema,
+    compiler: TargetCompiler,
+    project: Path | None,
+    siblings: tuple[Effective, ...],
 ) -> Basis:
     """What every derived fact is computed from: the blueprint's sections and what the
     target's compiler makes of its node groups and racks."""
     bp = effective.blueprint
-    compiler, runtime = target.compiler, target.runtime
     catalog = load_catalog()
     groups = tuple(compiler.compile_group(bp, g, catalog) for g in bp.node_groups)
     stack = stack_name(effective)
@@ -138,8 +141,8 @@ def compile_basis(
         image=bp.image,
         waivers=frozen({w.code: w.reason for w in bp.waivers}),
         tags=tags,
-        ssh_user=runtime.ssh_user(bp.target),
-        fabrics=target.schema.fabrics,
+        ssh_user=compiler.ssh_user(bp.target),
+        fabrics=schema.fabrics,
         nodes_listed=compiler.nodes_listed,
         owned=compiler.owned,
         on_demand=compiler.on_demand(bp.target),
@@ -153,7 +156,7 @@ def compile_basis(
         directory=effective.path.parent,
         siblings=siblings,
         promoted_from=effective.promoted_from,
-        stack_config=frozen(stack_config(effective, runtime, project)),
+        stack_config=frozen(stack_config(effective, compiler, project)),
         project=project,
         figures=load_preflight_figures(),
         catalog=catalog,

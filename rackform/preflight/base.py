@@ -6,7 +6,7 @@ numbers) and how to fix it. A rule reads one compiled `Plan`: every fact it need
 workload's sizing, the slowest checkpoint array, the cost, the catalog and preflight figures)
 is computed once by compile and carried there; a rule computes only its own comparison, and
 never touches the network or a disk. Each rule names its code; its level and summary are data
-(`rackform.preflight.codes`).
+(`rackform.catalog.codes`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rackform.blueprint.yamlmap import Path
+from rackform.catalog.codes import CODES, Level
 from rackform.plan.model import Plan
-from rackform.preflight.codes import CODES, Level
 
 ERROR: Level = "error"
 WARNING: Level = "warning"
@@ -45,14 +45,13 @@ class Rule:
     code: ClassVar[str]
     level: ClassVar[Level]
     summary: ClassVar[str]  # one line, for the README and `--help`
-    # The target whose plans the rule reads (a target's own rule, from its compiler's
-    # `preflight_rules`); None: every plan.
+    # The target whose plans the rule reads (a target's own rule); None: every plan.
     target: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.code not in CODES:
-            raise TypeError(f"{cls.__name__}: code {cls.code!r} is not in preflight/codes.py")
+            raise TypeError(f"{cls.__name__}: code {cls.code!r} is not in catalog/codes.py")
         cls.level, cls.summary = CODES[cls.code]
 
     def check(self, plan: Plan) -> Iterable[Finding]:

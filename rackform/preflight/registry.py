@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rackform.catalog.codes import CODES
 from rackform.preflight import (
     checkpoint,
     memory,
@@ -11,8 +12,7 @@ from rackform.preflight import (
     utilization,
 )
 from rackform.preflight.base import Rule
-from rackform.preflight.codes import CODES
-from rackform.targets.compilers import COMPILERS
+from rackform.preflight.targets.aws import quotas as aws_quotas
 
 RULES: tuple[Rule, ...] = (
     *memory.RULES,
@@ -22,7 +22,7 @@ RULES: tuple[Rule, ...] = (
     *power.RULES,
     *utilization.RULES,
     # Each target's own (a cloud's quotas), run on that target's plans only.
-    *(rule for c in COMPILERS.values() for rule in c.preflight_rules),
+    *aws_quotas.RULES,
 )
 
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rackform.blueprint.schema.sections import IdlePolicy
-from rackform.engine import Prepared
 from rackform.lifecycle.audit import AuditLog
 from rackform.lifecycle.clock import WALL, Clock
 from rackform.lifecycle.directory import StateDir, state_dir
 from rackform.lifecycle.lock import FileLock, Held
 from rackform.lifecycle.outcome import Outcome
 from rackform.plan.model import Plan
+from rackform.preflight.prepared import Prepared
 from rackform.reap import snooze
 from rackform.reap.idleness import Window
 from rackform.reap.measure import measure

@@ -1,6 +1,6 @@
 """The root component of one cluster: its target's nodes (created on AWS, registered where they
 already exist), then Configure, then Validate, each depending on the one before. Which target is
-its runtime's business (`rackform.targets.runtimes`); this component reads only the plan."""
+the business of the runtime it is handed; this component reads only the plan."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from rackform.stack.stages import (
     ValidateProvider,
     content_hash,
 )
-from rackform.targets.runtimes import runtime
+from rackform.stack.target import StackTarget
 
 
 def validation_input(plan: Plan) -> dict:
@@ -56,6 +56,7 @@ class Cluster(pulumi.ComponentResource):
         self,
         name: str,
         plan: Plan,
+        runtime: StackTarget,
         *,
         opts: pulumi.ResourceOptions | None = None,
         host_provider=None,
@@ -75,9 +76,7 @@ class Cluster(pulumi.ComponentResource):
         }
         super().__init__("rackform:cluster:Cluster", name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.target = runtime(plan.target_type).component(
-            name, plan, child, {"host": host_provider}
-        )
+        self.target = runtime.component(name, plan, child, {"host": host_provider})
         # Role variables the target learns only from what it creates (FSx for Lustre's DNS and
         # mount names): merged in once known.
         known = getattr(self.target, "role_outputs", None) or {}

@@ -4,11 +4,11 @@ leaves it and only `--data` destroys it, `rackform data move` moves an existing 
 into it, and every command that would act refuses a cluster's stack that still holds them.
 
 Why a stack of its own: a kept file system must outlive everything the cluster's destroy deletes,
-and it sits in a subnet and security groups (rackform/targets/aws/data_layout.py). The pieces are
-named by the target's runtime (`data_pieces`); the data stack's program aliases each to the URN
-a move gives it, and imports the ones `rackform up` finds in the cloud by their tags
-(`find_kept`) while the stack's state lacks them: an `up` after the data stack's state was lost
-adopts the kept file system instead of creating a second one."""
+and it sits in a subnet and security groups. The pieces are named by the target's compiler
+(`data_pieces`); the data stack's program aliases each to the URN a move gives it, and imports
+the ones `rackform up` finds in the cloud by their tags (`find_kept`) while the stack's state
+lacks them: an `up` after the data stack's state was lost adopts the kept file system instead of
+creating a second one."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ from rackform.plan.compile import ADOPT, RELEASE
 from rackform.plan.model import Plan
 
 Say = Callable[[str], object]
+
+
+class LookupFailed(Exception):
+    """The cloud could not be searched for what a data tier's stack lacks, or its answer is
+    ambiguous (one line)."""
 
 
 class DataStackError(Exception):
@@ -60,21 +65,24 @@ def check_moved(plan: Plan, pieces: Sequence[Any], root: Path | None, doing: str
         )
 
 
-def adoption(plan: Plan, tier: Any, root: Path | None, say: Say) -> dict[str, str]:
-    """The data stack's config for its next `up` or `preview`: the pieces its state lacks that
-    the cloud still has (found by their tags) to import, and its protection kept. `tier`: the
-    target's runtime (`data_pieces`, `find_kept`)."""
+def adoption(
+    plan: Plan,
+    pieces: Sequence[Any],
+    find: Callable[[Plan, tuple[Any, ...]], dict[str, dict[str, str]]],
+    root: Path | None,
+    say: Say,
+) -> dict[str, str]:
+    """The data stack's config for its next `up` or `preview`: of its `pieces` (the target's
+    `data_pieces`), those its state lacks that the cloud still has (`find`: looked for by their
+    tags, LookupFailed where it cannot look) to import, and its protection kept."""
     from rackform.stack.workspace import held_urns
 
     held = held_urns(plan, root, plan.data_stack)
-    pieces = tier.data_pieces(plan) if plan.data_stack else ()
     wanted = tuple(p for p in pieces if not held_in(p, plan.data_stack, held))
     found: dict[str, dict[str, str]] = {}
     if wanted:
-        from rackform.targets.runtime import LookupFailed
-
         try:
-            found = tier.find_kept(plan, wanted)
+            found = find(plan, wanted)
         except LookupFailed as exc:  # no credentials, no answer, or two with one piece's tags
             raise DataStackError(f"{exc}; nothing was created") from None
     for name, got in sorted(found.items()):

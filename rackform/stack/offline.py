@@ -31,7 +31,9 @@ from pulumi.runtime.settings import SETTINGS, set_root_resource
 from pulumi.runtime.stack import run_in_stack, run_pulumi_func
 
 from rackform.plan.model import Plan, thaw
-from rackform.targets.runtime import OfflineAnswers
+from rackform.plan.targets.offline import UNKNOWN as UNKNOWN_TO_TARGET
+from rackform.plan.targets.offline import OfflineAnswers
+from rackform.stack.target import StackTarget
 
 PROJECT = "rackform"
 PROVIDER_KEY = "__provider"  # a dynamic resource's pickled provider: not an input to show
@@ -106,10 +108,10 @@ def _echo(value: Any) -> Any:
 @functools.cache
 def answers() -> OfflineAnswers:
     """What every target's provider computes, leaves unknown and answers to calls (each
-    target's runtime says, `offline_answers`)."""
-    from rackform.targets.runtimes import RUNTIMES
+    target's compiler says, `offline_answers`)."""
+    from rackform.plan.targets.compilers import COMPILERS
 
-    return OfflineAnswers.merged(r.offline_answers() for r in RUNTIMES.values())
+    return OfflineAnswers.merged(c.offline_answers() for c in COMPILERS.values())
 
 
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
@@ -160,7 +162,8 @@ class RecordingMocks(Mocks):
         answer = self.calls.get(args.token)
         if answer is None:
             raise NotImplementedError(f"the offline plan has no answer for {args.token}")
-        return answer(args.args), []
+        got = answer(args.args)
+        return {k: UNKNOWN if v is UNKNOWN_TO_TARGET else v for k, v in got.items()}, []
 
 
 class RecordingMonitor(MockMonitor):
@@ -287,16 +290,17 @@ def _restore_class(cls: type, saved: dict[str, Any]) -> None:
             setattr(cls, name, value)
 
 
-def record(plan: Plan, *, exiting: bool = False, **providers) -> list[Record]:
+def record(plan: Plan, runtime: StackTarget, *, exiting: bool = False, **providers) -> list[Record]:
     """Every resource the program would register for this plan's stack, in tree order, with the
-    stack config `rackform up` would set. `exiting`: the caller is a command whose process ends
-    soon (see `_record`). Where the plan has a data tier of its own, the cluster's stack reads
-    it through a StackReference: answered with what the data tier's program exports."""
-    return record_stacks(plan, exiting=exiting, **providers)[-1][1]
+    stack config `rackform up` would set. `runtime`: the plan's target's part of the stack.
+    `exiting`: the caller is a command whose process ends soon (see `_record`). Where the plan
+    has a data tier of its own, the cluster's stack reads it through a StackReference: answered
+    with what the data tier's program exports."""
+    return record_stacks(plan, runtime, exiting=exiting, **providers)[-1][1]
 
 
 def record_stacks(
-    plan: Plan, *, exiting: bool = False, **providers
+    plan: Plan, runtime: StackTarget, *, exiting: bool = False, **providers
 ) -> list[tuple[str, list[Record]]]:
     """(stack, its records) for every stack of the plan, in the order `rackform up` brings them
     up: the data tier's stack (`plan.data_stack`) where there is one, then the cluster's."""
@@ -306,12 +310,12 @@ def record_stacks(
         # pulumi/examples testing-unit-py prescribes).
         from rackform.stack import program
 
-        program.build(plan, **providers)
+        program.build(plan, runtime, **providers)
 
     out: list[tuple[str, list[Record]]] = []
     references: dict[str, dict[str, Any]] = {}
     if plan.data_stack is not None:
-        data, outputs = record_data(plan, exiting=exiting)
+        data, outputs = record_data(plan, runtime, exiting=exiting)
         out.append((plan.data_stack, data))
         references[plan.data_stack] = outputs
     cluster = contextvars.copy_context().run(
@@ -321,7 +325,11 @@ def record_stacks(
 
 
 def record_data(
-    plan: Plan, *, exiting: bool = False, config: dict[str, str] | None = None
+    plan: Plan,
+    runtime: StackTarget,
+    *,
+    exiting: bool = False,
+    config: dict[str, str] | None = None,
 ) -> tuple[list[Record], dict[str, Any]]:
     """The data tier's stack (`plan.data_stack`): its records and the outputs it exports.
     `config`: stack config beyond the plan's (what `rackform up` adds, e.g. rackform:adopt)."""
@@ -329,7 +337,7 @@ def record_data(
     def run() -> None:
         from rackform.stack import program
 
-        program.build_data(plan)
+        program.build_data(plan, runtime)
 
     config = {**thaw(plan.data_stack_config), **(config or {})}
     return contextvars.copy_context().run(_record, run, plan.data_stack, config, exiting, {}, True)

@@ -13,7 +13,7 @@ import pulumi
 
 from rackform.blueprint.problems import BlueprintError
 from rackform.boot.reports import BOOT_CHECK
-from rackform.engine import Blocked, for_action
+from rackform.engine import Blocked, for_action, prepare, target
 from rackform.evidence.verdict import verdict
 from rackform.paths import config_path
 from rackform.plan.compile import BOOT_VERDICT, RELEASE, REVALIDATE
@@ -22,8 +22,8 @@ from rackform.stack.cluster import Cluster
 from rackform.stack.errors import ProgramError
 from rackform.stack.gate import UpRefused, before_up
 from rackform.stack.stages import ConfigureProvider, ValidateProvider, ValidationFailed
+from rackform.stack.target import StackTarget
 from rackform.stage_work import CONFIGURE, VALIDATE
-from rackform.targets.runtimes import runtime
 
 
 def stack_setting(key: str) -> str | None:
@@ -32,13 +32,14 @@ def stack_setting(key: str) -> str | None:
     return pulumi.Config(namespace).get(name)
 
 
-def build(plan: Plan, **providers) -> Cluster:
-    """Create every resource of the cluster and export its outputs. The stages run the work
-    `rackform.stage_work` names; `providers` may replace the dynamic providers (host_provider,
-    configure_provider, validate_provider), for tests."""
+def build(plan: Plan, runtime: StackTarget, **providers) -> Cluster:
+    """Create every resource of the cluster, its nodes by `runtime` (the plan's target's part
+    of the stack), and export its outputs. The stages run the work `rackform.stage_work` names;
+    `providers` may replace the dynamic providers (host_provider, configure_provider,
+    validate_provider), for tests."""
     providers.setdefault("configure_provider", ConfigureProvider(**CONFIGURE))
     providers.setdefault("validate_provider", ValidateProvider(**VALIDATE))
-    runtime(plan.target_type).check_stack_config(plan, stack_setting)
+    runtime.check_stack_config(plan, stack_setting)
     # lifecycle.protect becomes Pulumi's own protect, which children inherit: even a bare
     # `pulumi destroy` then refuses to delete a protected cluster.
     opts = pulumi.ResourceOptions(protect=True) if plan.lifecycle.protect else None
@@ -47,7 +48,9 @@ def build(plan: Plan, **providers) -> Cluster:
     revalidate = stack_setting(REVALIDATE) or ""
     # `rackform up`'s last wait for the nodes configured at boot (rackform/boot/waiting.py).
     boot = stack_setting(BOOT_VERDICT) or ""
-    cluster = Cluster(plan.stack, plan, opts=opts, revalidate=revalidate, boot=boot, **providers)
+    cluster = Cluster(
+        plan.stack, plan, runtime, opts=opts, revalidate=revalidate, boot=boot, **providers
+    )
     pulumi.export("cluster", plan.name)
     pulumi.export("environment", plan.environment)
     pulumi.export("digest", plan.digest)
@@ -75,15 +78,14 @@ def build(plan: Plan, **providers) -> Cluster:
     return cluster
 
 
-def build_data(plan: Plan) -> pulumi.ComponentResource:
+def build_data(plan: Plan, runtime: StackTarget) -> pulumi.ComponentResource:
     """Create the data tier's own stack (`plan.data_stack`): the file system the stack keeps and
     what it needs kept with it, every resource protected (children inherit it) unless
     `rackform destroy --data` lifted it (`rackform:release`), and its ids exported for the
     cluster's stack to read. Nothing in it depends on the cluster's stack."""
-    rt = runtime(plan.target_type)
-    rt.check_stack_config(plan, stack_setting)
+    runtime.check_stack_config(plan, stack_setting)
     released = stack_setting(RELEASE) == "true"
-    tier = rt.data_tier(plan, pulumi.ResourceOptions(protect=not released), stack_setting)
+    tier = runtime.data_tier(plan, pulumi.ResourceOptions(protect=not released), stack_setting)
     pulumi.export("cluster", plan.name)
     pulumi.export("environment", plan.environment)
     pulumi.export("digest", plan.digest)
@@ -115,7 +117,9 @@ def main(project: Path) -> None:
     blueprint = config_path(config.require("blueprint"), project)
     try:
         prepared = for_action(blueprint, config.get("environment"), project=project)
-        before_up(prepared.plan, project)  # a bare `pulumi up` is gated as `rackform up` is
+        # A bare `pulumi up` is gated as `rackform up` is.
+        before_up(prepared.plan, project, prepare)
+        runtime = target(prepared.plan.target_type).runtime
         if config.get("tier") == "data":
             if prepared.plan.data_stack is None:
                 raise ProgramError(
@@ -125,9 +129,9 @@ def main(project: Path) -> None:
                     "remove the key, or give storage.shared an fsx or efs the stack creates "
                     "and keeps",
                 )
-            build_data(prepared.plan)
+            build_data(prepared.plan, runtime)
         else:
-            build(prepared.plan)
+            build(prepared.plan, runtime)
     except BlueprintError as exc:
         raise pulumi.RunError("\n".join(map(str, exc.problems))) from None
     except Blocked as exc:

@@ -17,25 +17,26 @@ at the top of the git repository that holds the blueprint (else beside the Pulum
 `rackform promote --commit` commits it.
 
 The gate is the stack's, beside the program that checks it: verifying a record compiles the
-source environment through the engine. What it verifies (the statement, the pin, the keys) is
-rackform/evidence/; `rackform promote` (rackform/gitops/promote.py) writes the records.
+source environment with the `prepare` its caller hands over (the engine's), and checks the
+statement, the pin and the keys; `rackform promote` writes the records.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rackform.blueprint.problems import BlueprintError
-from rackform.engine import prepare
 from rackform.evidence import trust
 from rackform.evidence.pin import differences, pin_of
 from rackform.evidence.signing import SigningError, legacy_key_problem
 from rackform.evidence.statement import EvidenceError, Proven, check
 from rackform.plan.model import Plan
+from rackform.preflight.prepared import Prepared
 
 RECORDS = "promotions"
 FORMAT = "rackform-promotion/2"
@@ -79,7 +80,11 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def require_promotion(plan: Plan, project: Path | None) -> None:
+# The engine's `prepare`: a blueprint file's environment, compiled and checked.
+Prepare = Callable[[Path, str], Prepared]
+
+
+def require_promotion(plan: Plan, project: Path | None, prepare: Prepare) -> None:
     """Raise PromotionRequired unless `plan`'s environment needs no promotion, or a record
     promotes exactly this digest into it on evidence verified here (`verify_record`). What
     `up` and the program call; the message is one line, the record's path first."""
@@ -111,7 +116,7 @@ def require_promotion(plan: Plan, project: Path | None) -> None:
             f"is now {plan.digest} (the blueprint changed since): {how}"
         )
     try:
-        verify_record(record, plan, rule, project)
+        verify_record(record, plan, rule, project, prepare)
     except (EvidenceError, SigningError) as exc:
         raise PromotionRequired(f"{path}: refused: {exc}") from None
     except BlueprintError as exc:
@@ -123,6 +128,7 @@ def verify_record(
     plan: Plan,
     rule: Rule,
     project: Path | None,
+    prepare: Prepare,
     now: datetime | None = None,
 ) -> Proven:
     """The record's own evidence proves the promotion into `plan`'s environment now: a format

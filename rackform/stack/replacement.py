@@ -1,6 +1,6 @@
 """What `pulumi up` would do to each resource when one offline plan follows another: create,
 update, replace or delete, and why, with the provider's own rules (which inputs force a new
-resource: each target runtime's `replace_rules`) and each
+resource: each target compiler's `replace_rules`) and each
 resource's options (ignore_changes, replace_on_changes, delete_before_replace).
 
 Under Pulumi's mocks an output the engine learns only after `up` is a placeholder naming its
@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rackform.targets.runtime import ReplaceRules
-from rackform.targets.runtimes import RUNTIMES
+from rackform.plan.targets.compilers import COMPILERS
+from rackform.plan.targets.replace_rules import ReplaceRules
 
 
 def _rules() -> ReplaceRules:
     """Every target's rules together (resource types do not overlap between targets)."""
-    every = [r.replace_rules() for r in RUNTIMES.values()]
+    every = [c.replace_rules() for c in COMPILERS.values()]
     return ReplaceRules(
         {t: p for r in every for t, p in r.replaced_by.items()},
         {t: v for r in every for t, v in r.versioned.items()},

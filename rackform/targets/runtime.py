@@ -1,20 +1,18 @@
-"""What a target adds to the running world: how Ansible reaches its nodes (user, inventory
-variables, what the machine image preinstalled), its stack config, the Pulumi component that
-creates or registers the nodes, and the reaper that acts on an idle cluster. The runtime
-registry (`rackform.targets.runtimes`) lists one per target. Implementations import Pulumi
-providers and cloud SDKs inside the methods that need them, so only the target in use loads
-them."""
+"""What a target adds to the running world: the Pulumi component that creates (or registers) the
+nodes and the data tier's, the check of a stack's own config against the blueprint, reaching a
+node after `up`, replacing one, its BMC, the node image built and the wait for nodes configured
+at boot, and the reaper that acts on an idle cluster. Implementations import Pulumi providers
+and cloud SDKs inside the methods that need them, so only the target in use loads them."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rackform.lifecycle.outcome import ActionError
-from rackform.plan.model import Basis, NodeGroupPlan, Plan
+from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.reap.target import Reaper
 from rackform.scheduler.remote import RemoteError, Runner, host, ssh_to
 
@@ -22,12 +20,7 @@ if TYPE_CHECKING:  # Pulumi loads only where the program runs, not for every com
     import pulumi
 
     from rackform.boot.reports import Judged
-    from rackform.boot.serve import Tls
-
-
-class LookupFailed(Exception):
-    """The cloud could not be searched for what a data tier's stack lacks, or its answer is
-    ambiguous (one line)."""
+    from rackform.boot.waiting import BootWait
 
 
 class ImageNotBuilt(Exception):
@@ -48,95 +41,9 @@ class DiskImageRequest:
     memory_mb: int | None = None
 
 
-@dataclass(frozen=True)
-class ReplaceRules:
-    """How the provider of a target's resources reacts to a changed input (data, each rule
-    citing its source; rackform/stack/replacement.py applies them to two offline plans):
-    `replaced_by`: resource type -> {input: source} of inputs that force a new resource;
-    `versioned`: type -> (output, inputs that make no new version) of a versioned resource,
-    whose other changes make a new version (that output changes); `rolls`: type -> inputs
-    whose change replaces the resource's running instances without replacing it."""
-
-    replaced_by: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    versioned: Mapping[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
-    rolls: Mapping[str, frozenset[str]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class BootWait:
-    """How `rackform up` waits for the nodes configured at boot: `deadline_s` in all, judging
-    every `poll_s`; where the controller serves them (listed nodes: the boot server listens on
-    `bind`:`port`, the nodes reach it at `url`, default the bound address, the round's
-    directory is `out`, and `tls` is the site's certificate, None for plain HTTP); `say` prints
-    a line."""
-
-    deadline_s: float
-    bind: str | None = None
-    port: int = 0
-    url: str | None = None
-    out: Path | None = None
-    poll_s: float = 5.0
-    say: Callable[[str], object] = print
-    tls: Tls | None = None
-
-
-@dataclass(frozen=True)
-class OfflineAnswers:
-    """What the offline plan's mocks (rackform/stack/offline.py) answer for a target's provider,
-    by resource type or call token: outputs a type computes when it is created (shown as
-    `<name>.<attr>` references), outputs left unknown as in a real preview, and its data-source
-    calls (token -> the call's arguments -> its result)."""
-
-    computed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    unknown: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    calls: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = field(default_factory=dict)
-
-    @staticmethod
-    def merged(answers: Iterable[OfflineAnswers]) -> OfflineAnswers:
-        """Every target's at once (the tokens carry each provider's name)."""
-        computed: dict[str, tuple[str, ...]] = {}
-        unknown: dict[str, tuple[str, ...]] = {}
-        calls: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {}
-        for a in answers:
-            computed.update(a.computed)
-            unknown.update(a.unknown)
-            calls.update(a.calls)
-        return OfflineAnswers(computed, unknown, calls)
-
-
 class TargetRuntime:
     type: ClassVar[str]
-    # `rackform init`: the target's name in prose, what the new repository's README says of how
-    # `up` reaches the nodes, and what reruns the roles after `up` ({{blueprint}} and {{env}}
-    # filled in).
-    label: ClassVar[str]
-    init_notes: ClassVar[str]
-    after_up: ClassVar[str]
-    # The Pulumi resource types that are running nodes (`rackform diff` shows deleting or
-    # replacing one, or an update that rolls them, in red).
-    node_types: ClassVar[tuple[str, ...]] = ()
-
-    def init_template(self, purpose: str) -> Path:
-        """The blueprint `rackform init` starts from for `purpose`: `init/<purpose>.yaml` in the
-        package that defines this runtime."""
-        module = sys.modules[type(self).__module__].__file__
-        return Path(str(module)).parent / "init" / f"{purpose}.yaml"
-
-    def ssh_user(self, target: Any) -> str:
-        """The user Ansible logs in as."""
-        raise NotImplementedError
-
-    def inventory_vars(self, plan: Basis) -> Mapping[str, Any]:
-        """Inventory variables for every node (e.g. how the controller's SSH reaches them)."""
-        return {}
-
-    def role_vars(self, plan: Basis) -> Mapping[str, Any]:
-        """Role variables the target adds (e.g. what the machine image preinstalled)."""
-        return {}
-
-    def stack_config(self, target: Any) -> Mapping[str, str]:
-        """Stack config keys beyond rackform's own (e.g. the AWS provider's region)."""
-        return {}
+    label: ClassVar[str]  # the target's name in prose (its compiler's)
 
     def check_stack_config(self, plan: Plan, setting: Callable[[str], str | None]) -> None:
         """Refuse a stack whose own config contradicts the blueprint (raises ProgramError);
@@ -163,16 +70,10 @@ class TargetRuntime:
         output) to export. Only a target whose shared tier the stack creates has one."""
         raise NotImplementedError(f"{self.label} has no data tier of its own")
 
-    def data_pieces(self, plan: Plan) -> tuple[Any, ...]:
-        """What the data tier's stack holds, each with `type`, `name` and `urn(stack)` (its
-        URN in a stack as it was before the data tier had its own): what `rackform data move`
-        moves and `rackform up` looks for (none without a data tier)."""
-        return ()
-
     def find_kept(self, plan: Plan, pieces: tuple[Any, ...]) -> dict[str, dict[str, str]]:
         """The `pieces` still in the cloud, found by their tags: {logical name: {"id": ...}}
-        for the data tier's stack to import. LookupFailed where it cannot look, or where two
-        resources carry one piece's tags."""
+        for the data tier's stack to import. LookupFailed (the data stack's) where it cannot
+        look, or where two resources carry one piece's tags."""
         return {}
 
     def reach(self, plan: Plan, name: str, identity=None, known_hosts=None) -> Runner:
@@ -200,14 +101,6 @@ class TargetRuntime:
         a target that launches no nodes refuses it (the schema refuses the action first)."""
         raise ActionError(f"{self.label} does not replace nodes")
 
-    def replacement(
-        self, plan: Plan, resources: list[Mapping[str, Any]]
-    ) -> Mapping[str, Any] | None:
-        """How a node whose template changes is replaced, for `rackform plan`: `{"strategy",
-        "why", "downtime", "delete_first": [resource names]}` from the offline plan's
-        `resources`; None for a target that creates no nodes (the default)."""
-        return None
-
     # Where `rackform image build` builds the node image: "stack" (resources of the stack, built
     # by a targeted update: `node_image_targets`), "here" (a disk image built on this machine:
     # `build_image_here`).
@@ -228,19 +121,10 @@ class TargetRuntime:
             f"rackform does not build node images on {self.label} yet; nothing was built"
         )
 
-    def replace_rules(self) -> ReplaceRules:
-        """Which input changes replace which of the target's resources (none by default)."""
-        return ReplaceRules()
-
     def reaper(self) -> Reaper:
         """What carries out `rackform reap`'s actions on this target: its live tags, and the
         actions themselves."""
         raise NotImplementedError
-
-    def offline_answers(self) -> OfflineAnswers:
-        """What the offline plan's mocks answer for this target's provider (none: a target
-        whose resources need no computed output or data-source call to plan)."""
-        return OfflineAnswers()
 
     def check_boot(self, plan: Plan, groups: list[NodeGroupPlan], how: BootWait) -> None:
         """Refuse, before anything is created, a wait for `groups`' nodes that `await_boot`

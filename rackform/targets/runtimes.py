@@ -1,5 +1,5 @@
-"""The running world's registry: what each target adds to the stack, Ansible and the reaper,
-by its `type`; and a cluster's hosts for the commands that run after `up` (reap, heal, rolling
+"""The running world's registry: what each target adds to the stack's program, the commands
+that act and the reaper, by its `type`; and a cluster's hosts for the commands that run after `up` (reap, heal, rolling
 changes, jobs, status), reached the way its target reaches them (a listed host over SSH; on AWS
 an instance the stack created, through the stack's EC2 Instance Connect Endpoint)."""
 

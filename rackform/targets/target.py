@@ -1,14 +1,13 @@
-"""One target as the engine puts it together from the three registries: what it adds to the
-schema, to compile and cost, and to the running world. Only `rackform.engine` builds one; each
-layer otherwise reaches only its own registry."""
+"""One target's three parts, as the engine puts them together from the three registries: what
+it adds to the schema, to compile, and to the running world."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackform.targets.compile import TargetCompiler
+from rackform.blueprint.targets.schema import TargetSchema
+from rackform.plan.targets.compile import TargetCompiler
 from rackform.targets.runtime import TargetRuntime
-from rackform.targets.schema import TargetSchema
 
 
 @dataclass(frozen=True)

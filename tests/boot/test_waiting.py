@@ -35,9 +35,9 @@ from rackform.boot.reports import (
     recorded_check,
     recorded_value,
 )
-from rackform.boot.waiting import boot_groups, check_before_up, wait_for_boot
+from rackform.boot.waiting import BootWait, boot_groups, check_before_up, wait_for_boot
 from rackform.engine import compile_effective
-from rackform.targets.runtime import BootWait
+from rackform.targets.runtimes import runtime
 
 PASSING = [{"name": "gpu_count", "status": "pass", "measured": 8, "expected": 8}]
 FAILING = [{"name": "gpu_count", "status": "fail", "measured": 7, "expected": 8}]
@@ -163,7 +163,7 @@ def test_up_names_each_listed_node_that_did_not_pass_and_ignores_the_unlisted(tm
         },
     )
     how = BootWait(1.5, bind="127.0.0.1", out=out, poll_s=0.1, say=site.say)
-    judged = wait_for_boot(plan, how)
+    judged = wait_for_boot(plan, how, runtime(plan.target_type))
     site.join()
     assert site.statuses == {
         "hgx-01.r1": 200,
@@ -204,7 +204,11 @@ def test_every_node_passing_ends_the_wait_before_the_deadline(tmp_path):
     out = tmp_path / "round"
     nodes = ("hgx-01.r1", "hgx-02.r1", "l40s-b-01", "l40s-b-02", "l40s-b-03")
     site = Site(out, plan, dict.fromkeys(nodes, "passes"))
-    judged = wait_for_boot(plan, BootWait(60, bind="127.0.0.1", out=out, poll_s=0.05, say=site.say))
+    judged = wait_for_boot(
+        plan,
+        BootWait(60, bind="127.0.0.1", out=out, poll_s=0.05, say=site.say),
+        runtime(plan.target_type),
+    )
     site.join()
     assert judged.validated and judged.waited_s < 30
     assert judged.check()["status"] == "pass" and judged.check()["measured"] == 5
@@ -214,7 +218,11 @@ def test_a_node_that_says_it_failed_is_failed_with_its_reason(tmp_path):
     plan = _plan(tmp_path, BARE_METAL)
     out = tmp_path / "round"
     site = Site(out, plan, {"n1": "failed", "n2": "passes"})
-    judged = wait_for_boot(plan, BootWait(30, bind="127.0.0.1", out=out, poll_s=0.05, say=site.say))
+    judged = wait_for_boot(
+        plan,
+        BootWait(30, bind="127.0.0.1", out=out, poll_s=0.05, say=site.say),
+        runtime(plan.target_type),
+    )
     site.join()
     assert judged.names(FAILED) == ["n1"] and judged.names(PASSED) == ["n2"]
     assert "serving checks failed: gpu_count" in judged.lines()[0]
@@ -223,22 +231,32 @@ def test_a_node_that_says_it_failed_is_failed_with_its_reason(tmp_path):
 def test_deadline_0_and_a_plan_without_boot_groups_wait_for_nothing(tmp_path):
     plan = _plan(tmp_path)
     out = tmp_path / "round"
-    assert wait_for_boot(plan, BootWait(0, bind="127.0.0.1", out=out)) is None
+    assert (
+        wait_for_boot(plan, BootWait(0, bind="127.0.0.1", out=out), runtime(plan.target_type))
+        is None
+    )
     assert not out.exists()  # no round: no token, no user data, no server
     pushed = compile_effective(load_effective(write_blueprint(tmp_path, FIVE)))
     assert boot_groups(pushed) == []
-    assert wait_for_boot(pushed, BootWait(60, bind="127.0.0.1", out=out)) is None
-    check_before_up(pushed, BootWait(60))  # nothing to serve: nothing to say where
+    assert (
+        wait_for_boot(pushed, BootWait(60, bind="127.0.0.1", out=out), runtime(pushed.target_type))
+        is None
+    )
+    check_before_up(
+        pushed, BootWait(60), runtime(pushed.target_type)
+    )  # nothing to serve: nothing to say where
 
 
 def test_before_up_a_listed_boot_group_needs_where_to_serve(tmp_path):
     plan = _plan(tmp_path)
     with pytest.raises(BootError, match=r"hgx, l40s-b configure at boot.*--boot-bind"):
-        check_before_up(plan, BootWait(60))
+        check_before_up(plan, BootWait(60), runtime(plan.target_type))
     with pytest.raises(BootError, match="--url"):
-        check_before_up(plan, BootWait(60, bind="0.0.0.0"))
-    check_before_up(plan, BootWait(60, bind="0.0.0.0", url="http://10.0.0.254:8080"))
-    check_before_up(plan, BootWait(0))  # not waiting: nothing to serve
+        check_before_up(plan, BootWait(60, bind="0.0.0.0"), runtime(plan.target_type))
+    check_before_up(
+        plan, BootWait(60, bind="0.0.0.0", url="http://10.0.0.254:8080"), runtime(plan.target_type)
+    )
+    check_before_up(plan, BootWait(0), runtime(plan.target_type))  # not waiting: nothing to serve
 
 
 def test_the_record_is_the_same_for_the_same_outcome_and_never_passes_when_garbled():

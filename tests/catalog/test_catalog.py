@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from rackform.blueprint.targets.aws.catalog import load_aws_catalog
 from rackform.catalog import CatalogError, Figure, _figures, load_catalog
-from rackform.targets.aws.catalog import load_aws_catalog
 
 GPUS = ["H100-SXM", "H100-PCIe", "H200-SXM", "A100-SXM-80GB", "L40S", "A10G", "L4"]
 TYPES = [

@@ -21,7 +21,7 @@ from blueprint_helpers import ROOT
 from planhelp import AWS_TRAINING
 
 from rackform.engine import prepare
-from rackform.targets.aws.data_layout import pieces
+from rackform.plan.targets.aws.data_layout import pieces
 
 STACK, DATA = "t-train-default", "t-train-default-data"
 KEPT = {

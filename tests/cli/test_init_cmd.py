@@ -26,12 +26,13 @@ from typer.testing import CliRunner
 
 from rackform import __version__
 from rackform.blueprint.schema.jsonschema import schema_json
+from rackform.blueprint.targets.schemas import SCHEMAS
 from rackform.cli.main import app
 from rackform.engine import prepare
 from rackform.init.repo import PURPOSES, TARGETS, render, requirement
 from rackform.init.write import write_new
 from rackform.stack.offline import record, record_program
-from rackform.targets.schemas import SCHEMAS
+from rackform.targets.runtimes import runtime
 
 COMBOS = [(t, p) for t in TARGETS for p in PURPOSES]
 LAYOUT = {
@@ -115,7 +116,7 @@ def test_the_new_program_under_pulumi_mocks_registers_what_plan_shows(tmp_path, 
         def view(records):
             return [(r.type, r.name, r.parent, r.inputs, r.dependencies) for r in records]
 
-        assert view(from_program) == view(record(plan))
+        assert view(from_program) == view(record(plan, runtime(plan.target_type)))
         assert len(from_program) > 3
 
 

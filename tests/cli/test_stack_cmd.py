@@ -262,9 +262,9 @@ INFERENCE = "blueprints/aws-inference.yaml"
 
 
 def _serving(aws):
+    from rackform.blueprint.targets.aws.names import asg_name
     from rackform.engine import prepare
     from rackform.targets.aws.bootstrap import group_artifact
-    from rackform.targets.aws.names import asg_name
 
     plan = prepare(ROOT / INFERENCE, "dev").plan
     (g,) = plan.node_groups

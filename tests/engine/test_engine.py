@@ -26,7 +26,7 @@ from rackform.engine import (
     require_clear,
 )
 from rackform.plan import sizing
-from rackform.targets.compilers import COMPILERS
+from rackform.plan.targets.compilers import COMPILERS
 
 BLOCKED = FULL_ON_ETHERNET
 ENVS = "environments:\n  dev: {}\n  prod: {}\n"

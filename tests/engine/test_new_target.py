@@ -1,14 +1,15 @@
-"""Adding a target takes its package and one line in each layer's registry: a stub target, laid
-out as a real one (tests/engine/stub_target/), is registered the way those lines do and then
-validates, compiles, prices and plans through the same engine as aws, bare_metal and colocation,
-`rackform init` starts a repository from its own blueprint, `rackform reap` decides on its
-clusters through its own reaper, and `rackform drift --hosts` reaches the nodes its runtime
-lists.
+"""Adding a target takes a part in each layer it serves and one line in each layer's registry:
+a stub target, its schema, compile and runtime parts laid out as a real target's are (one module
+each in tests/engine/stub_target/, where a real target has one package per layer), is
+registered the way those lines do and then validates, compiles, prices and plans through the
+same engine as aws, bare_metal and colocation, `rackform init` starts a repository from its own
+blueprint, `rackform reap` decides on its clusters through its own reaper, and `rackform drift
+--hosts` reaches the nodes its runtime lists.
 
 The blueprint model is assembled from the schema registry when it is first imported, so the
-registration runs in a fresh interpreter, before that import, as a line in
-`rackform/targets/schemas.py` would; the commands run there through rackform's own `main`.
-The stub's machines are a JSON file the test writes (the stub cloud, $STUB_CLOUD)."""
+registration runs in a fresh interpreter, before that import, as a line in the schema's
+registry would; the commands run there through rackform's own `main`. The stub's machines are a
+JSON file the test writes (the stub cloud, $STUB_CLOUD)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ ROOT = HERE.parents[1]
 REGISTER = """
 import json, sys
 from stub_target import schema
-from rackform.targets.schemas import SCHEMAS
+from rackform.blueprint.targets.schemas import SCHEMAS
 SCHEMAS["stub"] = schema.SCHEMA
 from stub_target import compile, runtime
-from rackform.targets.compilers import COMPILERS
+from rackform.plan.targets.compilers import COMPILERS
 from rackform.targets.runtimes import RUNTIMES
 COMPILERS["stub"] = compile.COMPILER
 RUNTIMES["stub"] = runtime.RUNTIME
@@ -71,7 +72,7 @@ out["gpus"] = plan.gpus
 out["ssh_user"] = plan.ssh_user
 out["stack_config"] = dict(plan.stack_config)
 out["usd_per_month"] = prepared.report.cost.usd_per_month
-out["resources"] = [[r.type, r.name, r.inputs] for r in record(plan)]
+out["resources"] = [[r.type, r.name, r.inputs] for r in record(plan, RUNTIMES[plan.target_type])]
 
 from pathlib import Path
 from rackform.init.repo import render

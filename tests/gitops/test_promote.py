@@ -79,7 +79,7 @@ def up(rackform, repo, env, which="prod"):
 def gate(repo: Path) -> str:
     """What `up` and the program say about the record now ("" when it is accepted)."""
     try:
-        require_promotion(prepare(repo / BP, "prod").plan, repo)
+        require_promotion(prepare(repo / BP, "prod").plan, repo, prepare)
     except PromotionRequired as exc:
         assert "\n" not in str(exc)
         return str(exc)

@@ -19,6 +19,7 @@ from servers import power_state, redfish
 from slurm_local import NODES
 
 from rackform.blueprint.schema.health import HealthPolicy
+from rackform.blueprint.targets.onprem.host_spec import Bmc
 from rackform.health.apply import apply_cluster
 from rackform.health.verdict import Evidence, NodeHealth, judge_cluster
 from rackform.lifecycle.maintenance import Result
@@ -27,7 +28,6 @@ from rackform.lifecycle.record import Store
 from rackform.lifecycle.remedy import Remedy
 from rackform.lifecycle.slurm import SlurmSteps
 from rackform.scheduler.remote import Local
-from rackform.targets.onprem.host_spec import Bmc
 from rackform.targets.onprem.redfish import Redfish
 
 STACK = "slurm-a-default"

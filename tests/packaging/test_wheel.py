@@ -42,10 +42,10 @@ def test_the_wheel_holds_every_file_of_the_package(dist, wheel_names):
     # The parts named one by one, so a mistake in `tracked` cannot empty the check.
     for rel in (
         "rackform/catalog/gpus.yaml",
-        "rackform/targets/aws/catalog/instances.yaml",
+        "rackform/blueprint/targets/aws/catalog/instances.yaml",
         "rackform/blueprint/schema/model.py",
         "rackform/collection.py",
-        "rackform/targets/bare_metal/init/training.yaml",
+        "rackform/plan/targets/bare_metal/init/training.yaml",
         "rackform/testbed/guest/rackform-firstboot.sh",
     ):
         assert rel in wheel_names, rel

@@ -15,6 +15,7 @@ from rackform.catalog.raid import role_table
 from rackform.engine import compile_effective
 from rackform.plan.model import thaw
 from rackform.plan.thresholds import for_group
+from rackform.targets.runtimes import runtime
 
 
 def plan_of(path, env=None):
@@ -65,7 +66,9 @@ def test_rack_power_is_planned_once_and_the_site_component_shows_it():
     racks = {r.name: r.gpu_kw for r in plan.racks}
     assert racks == {"r01": pytest.approx(5.6), "r02": pytest.approx(5.6)}
     recorded = {
-        r.inputs["rack"]: r.inputs["gpu_kw"] for r in record(plan) if r.type == "rackform:colo:Rack"
+        r.inputs["rack"]: r.inputs["gpu_kw"]
+        for r in record(plan, runtime(plan.target_type))
+        if r.type == "rackform:colo:Rack"
     }
     assert recorded == pytest.approx(racks)
 

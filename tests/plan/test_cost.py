@@ -8,11 +8,11 @@ import pytest
 from blueprint_helpers import AWS_TRAINING, BARE_METAL
 
 from rackform.blueprint.loader import load_effective
+from rackform.blueprint.targets.aws.catalog import load_aws_catalog
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.engine import compile_effective
 from rackform.plan.cost import render
-from rackform.targets.aws.catalog import load_aws_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 CAT = load_catalog()

@@ -10,10 +10,10 @@ from blueprint_helpers import BARE_METAL, SLURM_MIXED
 
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
+from rackform.blueprint.targets.aws.names import node_name
 from rackform.engine import compile_effective
 from rackform.plan.scheduler import gres_type
 from rackform.plan.slurm import ControllerInstance, Switch
-from rackform.targets.aws.names import node_name
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,11 +7,11 @@ from blueprint_helpers import AWS_TRAINING
 
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.schema.sections import CheckpointStorage, WorkloadSpec
+from rackform.blueprint.targets.aws.catalog import load_aws_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.engine import compile_effective
 from rackform.plan import sizing
 from rackform.plan.arrays import array_plan
-from rackform.targets.aws.catalog import load_aws_catalog
 
 F = load_preflight_figures().memory
 USABLE_24 = 24 * (1 - F.reserve_fraction.value)

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from preflight_bp import aws, bare, load
 
 from rackform.blueprint.schema.sections import WorkloadSpec
+from rackform.blueprint.targets.aws.catalog import load_aws_catalog
 from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.plan import sizing
 from rackform.preflight.registry import codes
 from rackform.preflight.report import run
-from rackform.targets.aws.catalog import load_aws_catalog
 
 TRAIN_TYPES = sorted(load_aws_catalog().instances)
 GPUS = sorted(load_catalog().gpus)

@@ -10,9 +10,9 @@ import pytest
 from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, plan, variant, write_blueprint
 
 from rackform.blueprint.repository import siblings
+from rackform.blueprint.targets.aws.catalog.quotas import load_quotas
 from rackform.engine import prepare_all, prepare_many
-from rackform.targets.aws.catalog.quotas import load_quotas
-from rackform.targets.aws.quotas import repository_stacks
+from rackform.preflight.targets.aws.quotas import repository_stacks
 
 CODE = "aws-default-quota"
 
@@ -153,8 +153,10 @@ def test_the_rule_counts_what_the_plan_carries_and_reads_no_file(repo):
     # The engine reads the blueprints beside this one when it compiles; preflight then reads
     # the plan alone: the files gone by then change nothing, and a plan compiled without its
     # siblings (compile itself reads no file) counts only its own stack.
-    from rackform.engine import compile_effective, target
+    from rackform.blueprint.targets.schemas import SCHEMAS
+    from rackform.engine import compile_effective
     from rackform.plan.compile import compile_plan
+    from rackform.plan.targets.compilers import COMPILERS
     from rackform.preflight.report import run
 
     (effective,) = [e for e in siblings(repo) if e.environment == "dev" and "serve" in e.source]
@@ -163,5 +165,5 @@ def test_the_rule_counts_what_the_plan_carries_and_reads_no_file(repo):
     for f in repo.glob("*.yaml"):
         f.unlink()
     assert [lf.finding.code for lf in run(plan).findings].count(CODE) == 2
-    alone = compile_plan(effective, target("aws"), None)
+    alone = compile_plan(effective, SCHEMAS["aws"], COMPILERS["aws"], None)
     assert CODE not in [lf.finding.code for lf in run(alone).findings]

@@ -9,8 +9,8 @@ import pytest
 from preflight_bp import Unreadable, aws, load
 
 from rackform.blueprint.loader import load_effective
+from rackform.catalog.codes import CODES
 from rackform.engine import compile_effective, prepare_all
-from rackform.preflight.codes import CODES
 from rackform.preflight.registry import RULES, codes, missing_rules
 from rackform.preflight.report import findings, run
 

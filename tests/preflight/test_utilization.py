@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from preflight_bp import aws, bare, found
 
-from rackform.targets.aws.catalog import load_aws_catalog
+from rackform.blueprint.targets.aws.catalog import load_aws_catalog
 
 
 def work(pct: float, **kw) -> dict:

@@ -19,13 +19,14 @@ from rackform.engine import compile_effective
 from rackform.paths import project_root
 from rackform.stack.kept import violations
 from rackform.stack.offline import record_program, record_stacks
+from rackform.targets.runtimes import runtime
 
 ROOT = project_root()
 SHIPPED = sorted((ROOT / "blueprints").glob("*.yaml"))
 
 
 def _stacks(plan):
-    return record_stacks(plan)
+    return record_stacks(plan, runtime(plan.target_type))
 
 
 def _check(plan) -> list[str]:

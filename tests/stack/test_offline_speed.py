@@ -14,6 +14,7 @@ from pulumi.runtime import resource as sdk_resource
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.stack import offline
+from rackform.targets.runtimes import runtime
 
 
 def test_the_sdk_still_has_the_function_the_recorder_replaces():
@@ -32,10 +33,16 @@ def _plan(tmp_path):
 def test_the_records_are_the_same_either_way_and_the_sdk_is_left_as_it_was(tmp_path, monkeypatch):
     plan = _plan(tmp_path)
     before = getattr(sdk_resource, offline.STACK_TRACE)
-    fast = [(r.type, r.name, r.parent, r.inputs, r.dependencies) for r in offline.record(plan)]
+    fast = [
+        (r.type, r.name, r.parent, r.inputs, r.dependencies)
+        for r in offline.record(plan, runtime(plan.target_type))
+    ]
     assert getattr(sdk_resource, offline.STACK_TRACE) is before
     monkeypatch.setattr(offline, "STACK_TRACE", "_no_such_function")  # as if a release moved it
-    slow = [(r.type, r.name, r.parent, r.inputs, r.dependencies) for r in offline.record(plan)]
+    slow = [
+        (r.type, r.name, r.parent, r.inputs, r.dependencies)
+        for r in offline.record(plan, runtime(plan.target_type))
+    ]
     assert fast == slow and len(fast) > 3
 
 
@@ -43,8 +50,13 @@ def test_an_exiting_command_freezes_what_the_run_left_and_collection_goes_on(tmp
     plan = _plan(tmp_path)
     frozen = gc.get_freeze_count()
     try:
-        exiting = [(r.type, r.name, r.inputs) for r in offline.record(plan, exiting=True)]
+        exiting = [
+            (r.type, r.name, r.inputs)
+            for r in offline.record(plan, runtime(plan.target_type), exiting=True)
+        ]
         assert gc.get_freeze_count() > frozen and gc.isenabled()
-        assert exiting == [(r.type, r.name, r.inputs) for r in offline.record(plan)]
+        assert exiting == [
+            (r.type, r.name, r.inputs) for r in offline.record(plan, runtime(plan.target_type))
+        ]
     finally:
         gc.unfreeze()

@@ -20,6 +20,7 @@ from rackform.engine import compile_effective, prepare
 from rackform.paths import config_path, project_root
 from rackform.stack.errors import ProgramError
 from rackform.stack.offline import record, record_program
+from rackform.targets.runtimes import runtime
 
 ROOT = project_root()
 MAIN = ROOT / "stacks" / "__main__.py"
@@ -51,7 +52,7 @@ def test_stack_program_registers_what_plan_shows(blueprint, env, stack):
     config = dict(p.stack_config)
     assert config["rackform:blueprint"] == blueprint
     from_main = _main_under_mocks(config, stack)
-    assert _view(from_main) == _view(record(p))
+    assert _view(from_main) == _view(record(p, runtime(p.target_type)))
     assert len(from_main) > 5
 
 
@@ -146,7 +147,11 @@ def test_program_error_type_for_direct_callers(tmp_path):
 
     p = compile_effective(load_effective(write_blueprint(tmp_path, AWS_TRAINING)))
     with pytest.raises(ProgramError):
-        record_program(lambda: program.build(p), "t-train-default", {"aws:region": "eu-west-1"})
+        record_program(
+            lambda: program.build(p, runtime(p.target_type)),
+            "t-train-default",
+            {"aws:region": "eu-west-1"},
+        )
 
 
 def test_plans_are_deterministic_and_repeatable_in_one_process(tmp_path):
@@ -167,7 +172,7 @@ def test_the_data_tiers_stack_config_makes_the_program_build_the_data_tier(tmp_p
     p = compile_effective(load_effective(write_blueprint(tmp_path, doc)))
     config = dict(p.data_stack_config)
     assert config["rackform:tier"] == "data"
-    data, outputs = record_data(p)
+    data, outputs = record_data(p, runtime(p.target_type))
     assert _view(_main_under_mocks(config, p.data_stack)) == _view(data)
     cluster = record_program(
         lambda: runpy.run_path(str(MAIN)),
@@ -175,7 +180,7 @@ def test_the_data_tiers_stack_config_makes_the_program_build_the_data_tier(tmp_p
         dict(p.stack_config),
         references={p.data_stack: outputs},
     )
-    assert _view(cluster) == _view(record_stacks(p)[-1][1])
+    assert _view(cluster) == _view(record_stacks(p, runtime(p.target_type))[-1][1])
 
 
 def test_a_data_tier_config_on_a_blueprint_without_one_is_refused(tmp_path):

@@ -22,6 +22,7 @@ from rackform.engine import compile_effective
 from rackform.stack.offline import RecordingMocks, RecordingMonitor
 from rackform.stack.program import build, fail_unless_passed
 from rackform.stack.stages import ValidationFailed
+from rackform.targets.runtimes import runtime
 
 FAILED = {
     "checks": [{"name": "n1/allreduce_busbw", "status": "fail", "measured": 90, "expected": 460}]
@@ -73,7 +74,7 @@ def _up(plan, passed: bool, config=None) -> tuple[RecordingMonitor, BaseExceptio
         set_root_resource(None)
         try:
             # As `pulumi up` runs a program: inside the root stack, whose outputs are the exports.
-            loop.run_until_complete(run_in_stack(lambda: build(plan)))
+            loop.run_until_complete(run_in_stack(lambda: build(plan, runtime(plan.target_type))))
         except ValidationFailed as exc:
             return exc
         finally:

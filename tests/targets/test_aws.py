@@ -19,10 +19,10 @@ from planhelp import (
 
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
+from rackform.blueprint.targets.aws.catalog import load_aws_catalog
+from rackform.blueprint.targets.aws.exposure import public_share
 from rackform.engine import compile_effective
-from rackform.targets.aws.catalog import load_aws_catalog
-from rackform.targets.aws.compile import split_vpc
-from rackform.targets.aws.exposure import public_share
+from rackform.plan.targets.aws.compile import split_vpc
 from rackform.targets.aws.nodes import efa_interfaces
 
 

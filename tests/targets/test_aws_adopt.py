@@ -9,8 +9,8 @@ from planhelp import AWS_TRAINING, write_blueprint
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
+from rackform.plan.targets.aws.data_layout import pieces
 from rackform.targets.aws.adopt import Finder, LookupFailed
-from rackform.targets.aws.data_layout import pieces
 
 STACK = "t-train-default"
 

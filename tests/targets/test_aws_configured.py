@@ -22,13 +22,13 @@ from moto_server import REGION, Aws
 from planhelp import AWS_INFERENCE, variant, write_blueprint
 
 from rackform.blueprint.loader import load_effective
+from rackform.blueprint.targets.aws.names import asg_name
 from rackform.boot.reports import FAILED, MISSING, PASSED, STALE
-from rackform.boot.waiting import wait_for_boot
+from rackform.boot.waiting import BootWait, wait_for_boot
 from rackform.engine import compile_effective
 from rackform.targets.aws.bootstrap import group_artifact
 from rackform.targets.aws.configured import TAG, Configured
-from rackform.targets.aws.names import asg_name
-from rackform.targets.runtime import BootWait
+from rackform.targets.runtimes import runtime
 
 pytestmark = pytest.mark.usefixtures("no_aws")
 
@@ -102,7 +102,7 @@ def test_each_node_not_configured_with_its_groups_artifact_is_named(moto_env, pl
     lifecycle(asg_name(plan, plan.node_groups[1]), b2, "Pending:Wait")  # tagged, hook not done
     outsider = aws.launch(plan.name, 1, env=plan.environment)[0]  # in no group, right tag
     tag(aws, outsider, pin["serve"])
-    judged = wait_for_boot(plan, BootWait(0.3, poll_s=0.05))
+    judged = wait_for_boot(plan, BootWait(0.3, poll_s=0.05), runtime(plan.target_type))
     assert judged.names(PASSED) == [a1, b1]
     assert judged.names(STALE) == [a2]
     assert judged.names(MISSING) == [a3, b2]
@@ -123,7 +123,7 @@ def test_the_wait_ends_as_soon_as_every_node_passed(moto_env, plan):
     for group, ids in groups(aws, plan).items():
         for iid in ids:
             tag(aws, iid, pin[group])
-    judged = wait_for_boot(plan, BootWait(60, poll_s=0.05))
+    judged = wait_for_boot(plan, BootWait(60, poll_s=0.05), runtime(plan.target_type))
     assert judged.validated and len(judged.nodes) == 5 and judged.waited_s < 30
     assert judged.check()["status"] == "pass"
 

@@ -14,9 +14,10 @@ from planhelp import AWS_INFERENCE, AWS_TRAINING, write_blueprint
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.plan.compile import ADOPT, RELEASE
+from rackform.plan.targets.aws.data_layout import former_urns, moved_urn, pieces
 from rackform.stack.errors import ProgramError
 from rackform.stack.offline import record_data, record_stacks
-from rackform.targets.aws.data_layout import former_urns, moved_urn, pieces
+from rackform.targets.runtimes import runtime
 
 FSX = {"storage": {"shared": {"fsx": {"import_path": "s3://ml-data/tok/"}}}}
 EFS = {"storage": {"shared": {"holds": ["home"], "efs": {}}}}
@@ -34,7 +35,7 @@ def _customs(records):
 def test_the_data_stack_holds_exactly_the_layouts_pieces_protected(tmp_path, tier):
     plan = _plan(tmp_path, {**AWS_TRAINING, **tier})
     assert plan.data_stack == "t-train-default-data"
-    records, outputs = record_data(plan)
+    records, outputs = record_data(plan, runtime(plan.target_type))
     assert sorted((r.type, r.name) for r in _customs(records)) == sorted(
         (p.type, p.name) for p in pieces(plan)
     )
@@ -48,7 +49,7 @@ def test_the_data_stack_holds_exactly_the_layouts_pieces_protected(tmp_path, tie
 
 def test_the_cluster_stack_reads_the_data_stacks_network_and_holds_none_of_it(tmp_path):
     plan = _plan(tmp_path, {**AWS_TRAINING, **FSX})
-    (_, data_records), (_, records) = record_stacks(plan)
+    (_, data_records), (_, records) = record_stacks(plan, runtime(plan.target_type))
     held = {r.name for r in data_records}
     assert not held & {r.name for r in records}
     by_name = {r.name: r for r in records}
@@ -77,7 +78,7 @@ def test_without_a_kept_file_system_there_is_one_stack_as_before(tmp_path):
     ):
         plan = _plan(tmp_path, doc)
         assert plan.data_stack is None and pieces(plan) == ()
-        assert [s for s, _ in record_stacks(plan)] == [plan.stack]
+        assert [s for s, _ in record_stacks(plan, runtime(plan.target_type))] == [plan.stack]
 
 
 @pytest.mark.parametrize("tier", [FSX, EFS], ids=["fsx", "efs"])
@@ -94,10 +95,10 @@ def test_each_alias_is_the_urn_a_state_move_gives_the_same_resource_of_an_existi
         kind: {**tier["storage"]["shared"][kind], "retain": False},
     }
     old = _plan(tmp_path, {**AWS_TRAINING, "storage": {"shared": former}})
-    ((_, old_records),) = record_stacks(old)
+    ((_, old_records),) = record_stacks(old, runtime(old.target_type))
     old_by_urn = {engine_urn(r, old_records): r for r in old_records}
     assert set(former_urns(kept)) <= set(old_by_urn)  # every piece was in the cluster's stack
-    records, _ = record_data(kept)
+    records, _ = record_data(kept, runtime(kept.target_type))
     by_name = {r.name: r for r in _customs(records)}
     for urn, piece in former_urns(kept).items():
         moved = urn.replace("urn:pulumi:t-train-default::", "urn:pulumi:t-train-default-data::", 1)
@@ -134,7 +135,7 @@ def test_pieces_found_in_aws_are_imported_and_a_group_keeps_its_name(tmp_path):
         "t-train-default-sg": {"id": "sg-0b", "name": "t-train-default-sg-1f2e3d4"},
         "t-train-default-shared": {"id": "fs-0123456789abcdef0"},
     }
-    records, _ = record_data(plan, config={ADOPT: json.dumps(adopt)})
+    records, _ = record_data(plan, runtime(plan.target_type), config={ADOPT: json.dumps(adopt)})
     by_name = {r.name: r for r in records}
     assert by_name["t-train-default-vpc"].import_id == "vpc-0a"
     assert by_name["t-train-default-shared"].import_id == "fs-0123456789abcdef0"
@@ -156,12 +157,12 @@ def test_pieces_found_in_aws_are_imported_and_a_group_keeps_its_name(tmp_path):
 def test_an_adoption_the_program_cannot_follow_is_refused(tmp_path, value, says):
     plan = _plan(tmp_path, {**AWS_TRAINING, **FSX})
     with pytest.raises(ProgramError, match=says):
-        record_data(plan, config={ADOPT: value})
+        record_data(plan, runtime(plan.target_type), config={ADOPT: value})
 
 
 def test_the_release_lifts_the_protection_for_destroy_data_only(tmp_path):
     plan = _plan(tmp_path, {**AWS_TRAINING, **FSX})
-    released, _ = record_data(plan, config={RELEASE: "true"})
+    released, _ = record_data(plan, runtime(plan.target_type), config={RELEASE: "true"})
     assert not any(r.protect for r in released)
-    kept, _ = record_data(plan, config={RELEASE: ""})
+    kept, _ = record_data(plan, runtime(plan.target_type), config={RELEASE: ""})
     assert all(r.protect for r in kept)

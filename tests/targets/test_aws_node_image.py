@@ -16,6 +16,8 @@ from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, of_type, one, plan
 
 from rackform.blueprint.loader import digest_of, load_effective
 from rackform.blueprint.problems import BlueprintError
+from rackform.blueprint.targets.aws.image_fields import DEFAULT_BUILDER
+from rackform.blueprint.targets.aws.names import asg_name
 from rackform.boot.groups import bake_spec
 from rackform.engine import compile_effective
 from rackform.evidence.shipped import roles_hash
@@ -23,8 +25,6 @@ from rackform.paths import collection, site
 from rackform.plan.bake import BAKED_TAGS, NEVER_BAKED
 from rackform.stack import offline
 from rackform.targets.aws.bootstrap import group_artifact
-from rackform.targets.aws.image_fields import DEFAULT_BUILDER
-from rackform.targets.aws.names import asg_name
 from rackform.targets.aws.node_image import (
     BAKE_SCRIPT,
     COMPONENT_DATA_LIMIT,

@@ -10,7 +10,7 @@ import time
 import pytest
 from loopback import free_port, http_server
 
-from rackform.targets.onprem.host_spec import Bmc
+from rackform.blueprint.targets.onprem.host_spec import Bmc
 from rackform.targets.onprem.redfish import BmcError, Redfish
 
 

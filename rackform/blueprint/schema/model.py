@@ -1,5 +1,5 @@
 """The Blueprint: one cluster, declared once. The target is a union of every registered target's
-model (`rackform.targets.schemas`), a node group is the shared NodeGroup with every target's own
+model (`rackform.blueprint.targets.schemas`), a node group is the shared NodeGroup with every target's own
 fields, and each target's catalog-dependent rules run here too, so every
 `Blueprint.model_validate` enforces them wherever it is called from."""
 
@@ -25,8 +25,8 @@ from rackform.blueprint.schema.sections import (
     WorkloadSpec,
 )
 from rackform.blueprint.schema.waivers import Waiver, duplicate_waivers
+from rackform.blueprint.targets.schemas import SCHEMAS
 from rackform.catalog import load_catalog
-from rackform.targets.schemas import SCHEMAS
 
 # "default" names the base blueprint on every command line (`--env default`), so no
 # environment may take it.

@@ -1,6 +1,6 @@
 """Waivers: a blueprint may accept a preflight finding by its code, saying why.
 
-The codes are data (`rackform.preflight.codes`), the same table the rules take their level and
+The codes are data (`rackform.catalog.codes`), the same table the rules take their level and
 summary from, so the schema checks a waiver without importing any rule.
 """
 
@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from rackform.blueprint.schema.base import RuleViolations, Strict, Violation, closest, repeated
-from rackform.preflight.codes import CODES
+from rackform.catalog.codes import CODES
 
 
 def _enum(schema: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """Finding the data tier's pieces that outlived their stack's state, by their tags, so `rackform
 up` imports them into the data tier's stack instead of creating a second file system.
 
-When: the data tier's stack does not hold a piece (rackform/targets/aws/data_layout.py) at its
+When: the data tier's stack does not hold a piece (rackform/plan/targets/aws/data_layout.py) at its
 first `up`, or after its state was lost (`pulumi stack rm --force`, a backend moved), or after a
 destroy from before the data tier had its own stack left a retained file system behind. The
 pieces carry the cluster's tags (`rackform:cluster`, `rackform:environment`) and their logical
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rackform.plan.model import Plan
-from rackform.targets import runtime
+from rackform.plan.targets.aws.data_layout import Piece
+from rackform.stack import data_stack
 from rackform.targets.aws.api import aws_errors, boto3_client, one_line, tags_of
-from rackform.targets.aws.data_layout import Piece
 
 # States of a file system that is there to adopt (FSx API reference, FileSystem.Lifecycle; EFS
 # API reference, FileSystemDescription.LifeCycleState): not one on its way out.
@@ -31,7 +31,7 @@ FSX_GONE = ("DELETING", "FAILED")
 EFS_GONE = ("deleting", "deleted", "error")
 
 
-class LookupFailed(runtime.LookupFailed):
+class LookupFailed(data_stack.LookupFailed):
     """The pieces could not be looked for, or the answer is ambiguous (one line)."""
 
 

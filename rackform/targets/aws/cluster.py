@@ -14,6 +14,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
+from rackform.blueprint.targets.aws.names import asg_name
 from rackform.boot.artifact import user_data
 from rackform.plan.model import Plan
 from rackform.stack.outputs import applied
@@ -22,7 +23,6 @@ from rackform.targets.aws.bootstrap import ArtifactBucket, group_artifact, node_
 from rackform.targets.aws.controller import SlurmController
 from rackform.targets.aws.data_tier import HeldDataTier
 from rackform.targets.aws.image_pin import ImagePin
-from rackform.targets.aws.names import asg_name
 from rackform.targets.aws.network import AwsNetwork
 from rackform.targets.aws.node_image import NodeImage
 from rackform.targets.aws.nodes import AwsNodeGroup

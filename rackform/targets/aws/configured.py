@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rackform.blueprint.targets.aws.names import asg_name
 from rackform.boot.reports import FAILED, MISSING, NODE_LOG, PASSED, STALE, Judged, NodeResult
 from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.targets.aws.api import aws_errors, boto3_client, one_line, tags_of
-from rackform.targets.aws.names import asg_name
 
 TAG = "rackform:configured"
 IN_SERVICE = "InService"

@@ -22,10 +22,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
+from rackform.blueprint.targets.aws.images import CONTROLLER_IMAGE
 from rackform.plan.model import Plan
 from rackform.plan.slurm import CONTROLLER_TAG, ControllerInstance
 from rackform.targets.aws.image_pin import ImagePin
-from rackform.targets.aws.images import CONTROLLER_IMAGE
 from rackform.targets.aws.nodes import SSH_PORT
 from rackform.targets.aws.tags import aws_tags
 
@@ -74,7 +74,7 @@ class SlurmController(pulumi.ComponentResource):
             spec.name,
             ami=ami,
             # Updated in place (stop, modify, start), never a replacement: the provider's
-            # aws_instance `instance_type` is not ForceNew (rackform/targets/aws/replaces.py).
+            # aws_instance `instance_type` is not ForceNew (rackform/plan/targets/aws/replaces.py).
             # The GPU nodes take none of the controller's inputs, so they never follow it.
             instance_type=spec.instance_type,
             subnet_id=subnet.id,

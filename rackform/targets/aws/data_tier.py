@@ -1,5 +1,5 @@
 """The data tier's own stack on AWS (`<stack>-data`, `Plan.data_stack`): the file system the
-stack keeps and the network it sits in (rackform/targets/aws/data_layout.py says which pieces
+stack keeps and the network it sits in (rackform/plan/targets/aws/data_layout.py says which pieces
 and why), and what the cluster's stack reads of it.
 
 Its program (`rackform.stack.program.build_data`) protects every resource (Pulumi's `protect`,
@@ -24,8 +24,8 @@ import pulumi
 
 from rackform.plan.compile import ADOPT
 from rackform.plan.model import Plan
+from rackform.plan.targets.aws.data_layout import moved_urn, pieces
 from rackform.stack.errors import ProgramError
-from rackform.targets.aws.data_layout import moved_urn, pieces
 from rackform.targets.aws.network import NETWORK_OUTPUTS, NodesNetwork, Placement, nodes_network
 from rackform.targets.aws.shared import AwsSharedStorage, mount_vars
 

@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
 
-PIN_IDENTITY = ("image",)
+from rackform.plan.targets.aws.replaces import PIN_IDENTITY
 
 
 class ImagePinProvider(ResourceProvider):

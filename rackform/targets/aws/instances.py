@@ -3,7 +3,7 @@ changes, jobs, status): reached over SSH through the stack's EC2 Instance Connec
 given up for a new one (heal's `replace`).
 
 A name is what the plan and Slurm call the host: a training node `{stack}-{group}-{i}` and the
-controller `{stack}-slurmctld` (their `Name` tags, rackform/targets/aws/names.py), or an
+controller `{stack}-slurmctld` (their `Name` tags, rackform/blueprint/targets/aws/names.py), or an
 instance id (a serving group's nodes, named by their ids in the stack's outputs). Only running
 instances carrying the cluster's `rackform:cluster` and `rackform:environment` tags count, so
 `llm-train-a` never reaches `llm-train-a2`'s hosts, and a name two running instances carry is
@@ -22,12 +22,12 @@ from collections.abc import Callable
 from typing import Any
 
 from rackform.blueprint.schema import names
+from rackform.blueprint.targets.aws.images import CONTROLLER_IMAGE
+from rackform.blueprint.targets.aws.names import CONTROLLER_SUFFIX, asg_name, node_names
 from rackform.lifecycle.outcome import ActionError
 from rackform.plan.model import Plan
 from rackform.scheduler.remote import RemoteError, Ssh
 from rackform.targets.aws.api import aws_errors, boto3_client, cluster_filters, one_line, tags_of
-from rackform.targets.aws.images import CONTROLLER_IMAGE
-from rackform.targets.aws.names import CONTROLLER_SUFFIX, asg_name, node_names
 
 SSH_PORT = 22
 RELEASED = "terminated"

@@ -75,7 +75,7 @@ class Placement:
 class NodesNetwork:
     """The VPC, the nodes' subnet, their security group and the one SSH comes from: what a kept
     file system sits in, so they live in the data tier's stack where there is one
-    (rackform/targets/aws/data_layout.py says why)."""
+    (rackform/plan/targets/aws/data_layout.py says why)."""
 
     vpc: aws.ec2.Vpc | Held
     subnet: aws.ec2.Subnet | Held

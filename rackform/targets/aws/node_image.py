@@ -14,7 +14,7 @@ plain image.
   gateway endpoint, the package mirrors through the NAT gateway), an instance profile with the
   two managed policies Image Builder's builder needs, AmazonSSMManagedInstanceCore and
   EC2InstanceProfileForImageBuilder (EC2 Image Builder user guide, "Set up IAM prerequisites:
-  instance profile"), and a GPU instance type (rackform/targets/aws/image_fields.py says why).
+  instance profile"), and a GPU instance type (rackform/blueprint/targets/aws/image_fields.py says why).
   A failed build terminates its instance (`terminate_instance_on_failure`).
 - The distribution tags the AMI with the cluster's tags, `rackform:roles` (the roles' hash) and
   `rackform:image-contents`.
@@ -37,13 +37,13 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from rackform.blueprint.targets.aws.image_fields import builder_type
 from rackform.boot.artifact import build_artifact
 from rackform.boot.groups import bake_spec
 from rackform.paths import cache_dir
 from rackform.plan.bake import contents_line
 from rackform.plan.model import Plan
 from rackform.targets.aws.bootstrap import ArtifactBucket
-from rackform.targets.aws.image_fields import builder_type
 from rackform.targets.aws.network import AwsNetwork
 from rackform.targets.aws.nodes import ROOT_GB, ROOT_VOLUME
 from rackform.targets.aws.tags import aws_tags

@@ -10,10 +10,10 @@ import math
 import pulumi
 import pulumi_aws as aws
 
+from rackform.blueprint.targets.aws.names import asg_name, node_names
 from rackform.plan.model import NodeGroupPlan, Plan
 from rackform.stack.outputs import gathered
 from rackform.targets.aws.bootstrap import HOOK, HOOK_TIMEOUT_S
-from rackform.targets.aws.names import asg_name, node_names
 from rackform.targets.aws.node_instance import NodeInstance
 from rackform.targets.aws.tags import LAUNCH_TAGGED, asg_tags, aws_tags
 
@@ -203,7 +203,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         # placement group or reservation sized to the cluster cannot hold. delete-first takes
         # the old node down first (Pulumi docs, resource option `deleteBeforeReplace`).
         first = plan.target_plan.rollout == "delete-first"
-        # The names the plan gave Slurm's nodes (rackform/targets/aws/names.py), and the
+        # The names the plan gave Slurm's nodes (rackform/blueprint/targets/aws/names.py), and the
         # inventory's host names through the `nodes` output.
         names = node_names(plan.stack, group.name, group.count)
         instances = [

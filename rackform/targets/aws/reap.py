@@ -1,6 +1,6 @@
 """`rackform reap` on AWS: the cluster's live state from EC2 and Auto Scaling (tags, instance
 state, launch times, group sizes), its idle actions, and snoozes written as tags
-(rackform/targets/aws/idle.py says what each action means and why it leaves no drift).
+(rackform/blueprint/targets/aws/idle.py says what each action means and why it leaves no drift).
 
 Everything is found by the cluster's tags (rackform:cluster and rackform:environment, both exact
 values), never by a name prefix, so `llm-train-a` never reaches `llm-train-a2`'s instances.
@@ -371,9 +371,9 @@ def _destroy(plan: Plan) -> Outcome:
     network it sits in), which no idle action deletes; and not of a stack that still holds
     that tier from before it had a stack of its own (`rackform data move` first), which would
     stop at the file system's subnet."""
+    from rackform.plan.targets.aws.data_layout import pieces
     from rackform.stack.data_stack import DataStackError, check_moved
     from rackform.stack.workspace import WorkspaceError, open_stack, run
-    from rackform.targets.aws.data_layout import pieces
 
     try:
         check_moved(plan, pieces(plan), plan.project, "reap")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from rackform.plan.targets.bare_metal.compile import COMPILER
 from rackform.targets.onprem.runtime import OnPremRuntime
 
 
 class BareMetalRuntime(OnPremRuntime):
     type = "bare_metal"
-    label = "bare metal"
+    label = COMPILER.label
 
 
 RUNTIME = BareMetalRuntime()

@@ -3,12 +3,13 @@ each under the rack it sits in, and the racks under the site."""
 
 from __future__ import annotations
 
+from rackform.plan.targets.colocation.compile import COMPILER
 from rackform.targets.onprem.runtime import OnPremRuntime
 
 
 class ColocationRuntime(OnPremRuntime):
     type = "colocation"
-    label = "colocation"
+    label = COMPILER.label
 
     def component(self, name, plan, opts, providers):
         # Pulumi loads only for the program, not for every command.

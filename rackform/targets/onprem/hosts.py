@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from rackform.plan.targets.onprem.replaces import IDENTITY
 from rackform.scheduler.remote import ssh_argv
 
 SSH_TIMEOUT_S = 10
@@ -50,8 +51,6 @@ done
 """
 
 INPUTS = ("name", "address", "port", "user", "rack", "site", "gpu", "gpus_per_node", "nvme")
-# A different address, port or user is a different machine (or login): register it anew.
-IDENTITY = ("address", "port", "user")
 
 
 class HostUnreachable(Exception):

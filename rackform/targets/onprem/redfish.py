@@ -16,9 +16,9 @@ import urllib.request
 from pathlib import Path
 
 from rackform import http_opener
+from rackform.blueprint.targets.onprem.host_spec import Bmc
 from rackform.lifecycle.outcome import ActionError
 from rackform.noanswer import no_answer
-from rackform.targets.onprem.host_spec import Bmc
 
 
 class BmcError(ActionError):

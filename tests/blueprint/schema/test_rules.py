@@ -8,7 +8,7 @@ from blueprint_helpers import AWS_TRAINING, BARE_METAL
 from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
 from rackform.blueprint.schema.sections import FABRICS
-from rackform.targets.schemas import SCHEMAS
+from rackform.blueprint.targets.schemas import SCHEMAS
 
 
 def messages(write, text):

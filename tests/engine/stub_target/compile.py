@@ -1,18 +1,28 @@
-"""What the stub target adds to compile and cost: one node group per group as written, priced
-at the target's flat rate."""
+"""What the stub target adds to compile: one node group per group as written, priced at the
+target's flat rate; Ansible logs in as `stub`, the stack config carries the rate, and `rackform
+init` starts from `init/training.yaml` beside this module."""
 
 from __future__ import annotations
 
 from rackform.plan.arrays import array_plan
 from rackform.plan.model import NodeGroupPlan
 from rackform.plan.pricing import Line, TargetCost
-from rackform.targets.compile import TargetCompiler
+from rackform.plan.targets.compile import TargetCompiler
 
 
 class StubCompiler(TargetCompiler):
     type = "stub"
     owned = False
     nodes_listed = False
+    label = "the stub cloud"
+    init_notes = "The stub's machines need no credentials."
+    after_up = "`rackform configure {{blueprint}} --env {{env}}` reruns the roles on the stub."
+
+    def ssh_user(self, target):
+        return "stub"
+
+    def stack_config(self, target):
+        return {"stub:rate": str(target.usd_per_node_hour)}
 
     def compile_group(self, bp, group, catalog):
         return NodeGroupPlan(

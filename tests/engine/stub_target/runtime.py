@@ -1,6 +1,6 @@
 """What the stub target adds to the running world: a component that creates one machine per
-node, its stack config, how Ansible logs in, where its machines run now (the stub cloud, for
-the commands after `up`: host drift, status, heal) and its reaper."""
+node, where its machines run now (the stub cloud, for the commands after `up`: host drift,
+status, heal) and its reaper."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pulumi
 
 from rackform.lifecycle.outcome import ActionError
 from rackform.targets.runtime import TargetRuntime
+from stub_target.compile import COMPILER
 
 
 class StubNodes(pulumi.ComponentResource):
@@ -31,15 +32,7 @@ class StubNodes(pulumi.ComponentResource):
 
 class StubRuntime(TargetRuntime):
     type = "stub"
-    label = "the stub cloud"
-    init_notes = "The stub's machines need no credentials."
-    after_up = "`rackform configure {{blueprint}} --env {{env}}` reruns the roles on the stub."
-
-    def ssh_user(self, target):
-        return "stub"
-
-    def stack_config(self, target):
-        return {"stub:rate": str(target.usd_per_node_hour)}
+    label = COMPILER.label
 
     def component(self, name, plan, opts, providers):
         return StubNodes(f"{name}-stub", plan, opts=opts)

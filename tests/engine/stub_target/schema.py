@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Strict, Violation
-from rackform.targets.schema import TargetSchema
+from rackform.blueprint.targets.schema import TargetSchema
 
 
 class StubTarget(Strict):
