@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackform.evidence.boot_record import BOOT_CHECK
 from rackform.evidence.verdict import verdict
 
 # A report is a few checks; a node's report larger than this is no report (the server refuses
@@ -148,7 +149,6 @@ def path_of(directory: Path, node: str) -> Path:
 
 PASSED, FAILED, STALE, MISSING = "passed", "failed", "stale", "missing"
 # The check of the cluster's validation report that records `rackform up`'s wait.
-BOOT_CHECK = "boot_reports"
 # Nodes the check names, in its detail; the rest are counted.
 NAMED_NODES = 10
 
@@ -298,29 +298,3 @@ def wait(
 def recorded_value(judged: Judged) -> str:
     """The stack config value that records `judged` (its check, as JSON)."""
     return json.dumps(judged.check(), sort_keys=True, separators=(",", ":"))
-
-
-def recorded_check(value: str | None) -> dict[str, Any] | None:
-    """The check a stack config value records; None for none. A value that is no such check
-    (edited by hand) is a failed check saying so: it never passes for a wait."""
-    if not value:
-        return None
-    try:
-        check = json.loads(value)
-    except ValueError:
-        check = None
-    if (
-        isinstance(check, dict)
-        and check.get("name") == BOOT_CHECK
-        and check.get("status") in ("pass", "fail", "not-run")
-    ):
-        return check
-    return {
-        "name": BOOT_CHECK,
-        "status": "fail",
-        "measured": None,
-        "expected": None,
-        "unit": "nodes",
-        "detail": "the stack's record of `rackform up`'s wait is unreadable: run `rackform up` "
-        "again",
-    }

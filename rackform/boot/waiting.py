@@ -6,11 +6,10 @@ groups' in-service instances tagged with their pinned artifact; where the bluepr
 nodes (bare metal, colocation) the reports they post to the controller's boot server.
 
 The outcome is recorded in the stack, as the `boot_reports` check of the Validate stage's report
-(`Judged.check`; the stack config key `BOOT_VERDICT`, rackform/plan/compile.py, carries it to
-the program: rackform/boot/reports.py's `recorded_value` and `recorded_check`): the same nodes
-in the same states make the same record, so an `up` whose wait ends as the last one did changes
-nothing, and one that did not pass leaves the cluster's validation failed, so its evidence
-promotes nothing (rackform/evidence/statement.py's `check`)."""
+(`Judged.check`, kept in the stack config under `BOOT_VERDICT` by `recorded_value` and read back
+by the evidence's `recorded_check`): the same nodes in the same states make the same record, so
+an `up` whose wait ends as the last one did changes nothing, and one that did not pass leaves
+the cluster's validation failed, so its evidence promotes nothing."""
 
 from __future__ import annotations
 

@@ -12,7 +12,6 @@ from rackform.evidence.shipped import roles_hash
 from rackform.paths import collection
 from rackform.plan.inventory import configure_vars, with_nodes
 from rackform.plan.model import Plan, thaw
-from rackform.rollout.inputs import rollout_input
 from rackform.stack.outputs import applied
 from rackform.stack.stages import (
     Configure,
@@ -64,6 +63,7 @@ class Cluster(pulumi.ComponentResource):
         validate_provider: ValidateProvider,
         revalidate: str = "",
         boot: str = "",
+        rollout: dict | None = None,
     ):
         props = {
             "cluster": plan.name,
@@ -112,8 +112,8 @@ class Cluster(pulumi.ComponentResource):
                 ),
                 "expected_nodes": dict(zip(("min", "max"), plan.node_range, strict=True)),
                 "access": access,
-                # A change that needs a drain rolls through Slurm (rackform/rollout/stage.py).
-                "rollout": rollout_input(plan),
+                # What a change that needs a drain rolls through Slurm with (None: no rolling).
+                "rollout": rollout,
             },
             provider=configure_provider,
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.target.node_resources),

@@ -12,8 +12,8 @@ from pathlib import Path
 import pulumi
 
 from rackform.blueprint.problems import BlueprintError
-from rackform.boot.reports import BOOT_CHECK
 from rackform.engine import Blocked, for_action, prepare, target
+from rackform.evidence.boot_record import BOOT_CHECK
 from rackform.evidence.verdict import verdict
 from rackform.paths import config_path
 from rackform.plan.compile import BOOT_VERDICT, RELEASE, REVALIDATE
@@ -23,7 +23,7 @@ from rackform.stack.errors import ProgramError
 from rackform.stack.gate import UpRefused, before_up
 from rackform.stack.stages import ConfigureProvider, ValidateProvider, ValidationFailed
 from rackform.stack.target import StackTarget
-from rackform.stage_work import CONFIGURE, VALIDATE
+from rackform.stage_work import CONFIGURE, ROLLOUT_INPUT, VALIDATE
 
 
 def stack_setting(key: str) -> str | None:
@@ -49,7 +49,14 @@ def build(plan: Plan, runtime: StackTarget, **providers) -> Cluster:
     # `rackform up`'s last wait for the nodes configured at boot (rackform/boot/waiting.py).
     boot = stack_setting(BOOT_VERDICT) or ""
     cluster = Cluster(
-        plan.stack, plan, runtime, opts=opts, revalidate=revalidate, boot=boot, **providers
+        plan.stack,
+        plan,
+        runtime,
+        opts=opts,
+        revalidate=revalidate,
+        boot=boot,
+        rollout=ROLLOUT_INPUT(plan),
+        **providers,
     )
     pulumi.export("cluster", plan.name)
     pulumi.export("environment", plan.environment)

@@ -56,7 +56,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from rackform.boot.reports import BOOT_CHECK, recorded_check
+from rackform.evidence.boot_record import BOOT_CHECK, recorded_check
 from rackform.evidence.signing import SigningError, payload
 from rackform.evidence.statement import attest
 from rackform.evidence.verdict import verdict

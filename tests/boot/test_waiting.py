@@ -25,18 +25,17 @@ from rackform.boot.controller import BootError
 from rackform.boot.node import log as node_log
 from rackform.boot.node import report as node_report
 from rackform.boot.reports import (
-    BOOT_CHECK,
     FAILED,
     MISSING,
     PASSED,
     STALE,
     Judged,
     NodeResult,
-    recorded_check,
     recorded_value,
 )
 from rackform.boot.waiting import BootWait, boot_groups, check_before_up, wait_for_boot
 from rackform.engine import compile_effective
+from rackform.evidence.boot_record import BOOT_CHECK, recorded_check
 from rackform.targets.runtimes import runtime
 
 PASSING = [{"name": "gpu_count", "status": "pass", "measured": 8, "expected": 8}]

@@ -16,8 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[2] / "rackform"
 
 
@@ -136,18 +134,7 @@ def package_pairs(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
     return {(a, b) for a, b in arrows if a < b and (b, a) in arrows}
 
 
-# A pair that only another part of the same change removes: the node-lifecycle core (branch
-# i59-lifecycle) moves what reap and the scheduler share into `rackform/lifecycle/`. The
-# integrator deletes this entry, and the xfail below, when that part lands.
-PENDING_PAIRS = {("reap", "scheduler")}
-
-
 def test_no_two_packages_import_each_other():
-    assert package_pairs(graph()) - PENDING_PAIRS == set()
-
-
-@pytest.mark.xfail(strict=True, reason="reap<->scheduler: removed by the lifecycle core")
-def test_no_pair_is_left_pending():
     assert package_pairs(graph()) == set()
 
 
@@ -162,7 +149,6 @@ def test_the_pair_finder_sees_a_lazy_pair():
         "rackform.c": {"rackform.a.x"},
     }
     assert package_pairs(edges) == {("a", "b")}
-    assert package_pairs(graph()) >= PENDING_PAIRS  # the pending pair is still there: see above
 
 
 # The floor plan, from the ground up: each package's layer. A package imports its own layer
@@ -171,12 +157,12 @@ def test_the_pair_finder_sees_a_lazy_pair():
 # target's schema); compile (with each target's compile rules: pure); preflight, and the
 # evidence a validation run leaves; the stack (the Pulumi program, its Cluster component and
 # stages: a target's part is handed to it); what touches hosts (push, the boot path, the
-# acceptance run); the node lifecycle (its core and what Prometheus holds of the nodes, both
-# with the lifecycle part of this change; reap, heal, rolling changes, the Slurm steps and the
+# acceptance run); the node lifecycle (its core and what Prometheus holds of the nodes; reap,
+# heal, rolling changes, the Slurm steps and the
 # SSH that reaches a host, the alert rules from the same definition of idleness, the local
 # testbed VMs an on-premises node image is baked on); each target's running world (its Pulumi
 # components, reaching nodes, power, instances); the engine, which puts a target's layers
-# together; the commands' own logic, which calls the engine (GitOps, `rackform init`); the CLI;
+# together, and the work it hands the stack's stages; the commands' own logic, which calls the engine (GitOps, `rackform init`); the CLI;
 # the reference generated from all of it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("rackform", "catalog", "paths", "printable", "http_opener", "collection", "noanswer"),
@@ -187,7 +173,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("push", "boot", "acceptance"),
     ("lifecycle", "telemetry", "reap", "health", "rollout", "scheduler", "alerts", "testbed"),
     ("targets",),
-    ("engine",),
+    ("engine", "stage_work"),
     ("gitops", "init"),
     ("cli", "__main__"),
     ("docs_gen",),
@@ -223,28 +209,22 @@ def test_every_package_has_a_layer():
     assert {package(m) for m in modules()} - set(LAYER) == set()
 
 
-# Upward imports another part of the same change removes (the stack's stages as a registry of
-# functions and the boot split, branch i59-stages: the Validate stage's boot record and the
-# Configure stage's rollout input read from below the stack). The integrator deletes each entry,
-# and the xfail below, when that part lands.
-PENDING_UPWARD = {
-    ("rackform.stack.cluster", "rackform.rollout.inputs"),
-    ("rackform.stack.program", "rackform.boot.reports"),
-    ("rackform.stack.stages", "rackform.boot.reports"),
+# The imports that run up the layers, each for its reason: the Pulumi program's entry
+# (`rackform.stack.program.main`, the path every repository's `__main__.py` imports) asks the
+# engine for the plan and the target's runtime and hands the stages the work they run (which sits
+# above the stack: push, rollout, acceptance); a stage provider unpickled from a stack an earlier
+# release wrote finds the work its state names by an old "module:function" string there.
+UPWARD = {
+    ("rackform.stack.program", "rackform.engine"),
+    ("rackform.stack.program", "rackform.stage_work"),
+    ("rackform.stack.stages", "rackform.stage_work"),
 }
 
 
 def test_at_most_three_imports_run_up_the_layers():
-    # The one of this part: the Pulumi program's entry (`rackform.stack.program.main`, the path
-    # every repository's `__main__.py` imports) asks the engine for the plan and the target's
-    # runtime, which sit above the stack.
     up = upward(file_imports())
-    assert len(up - PENDING_UPWARD) <= MAX_UPWARD, sorted(up - PENDING_UPWARD)
-
-
-@pytest.mark.xfail(strict=True, reason="the stack's stages and the boot split are pending")
-def test_no_upward_import_is_left_pending():
-    assert len(upward(file_imports())) <= MAX_UPWARD
+    assert len(up) <= MAX_UPWARD, sorted(up)
+    assert up == UPWARD, sorted(up ^ UPWARD)
 
 
 def test_the_layer_check_sees_an_upward_import():
