@@ -1,7 +1,7 @@
-"""The Ansible collection `rackform.gpu`, put together from the repository's one copy of each
-file: the collection's own files under `collection/` (galaxy.yml, meta/, playbooks/, plugins/,
-its README), the roles under `roles/`, and the validators under `validators/`, which ship in
-the smoke_train role's files (`roles/smoke_train/files/validators/`).
+"""The Ansible collection `rackform.gpu`, put together from the repository's one copy of each file:
+the collection's own files under `collection/` (galaxy.yml, meta/, playbooks/, plugins/, its
+README), the roles under `roles/`, and the validators under `validators/`, which ship in the
+smoke_train role's files.
 
 The wheel's build (setup.py) writes the collection into the package; a checkout gets it in
 `build/ansible_collections/`, made again whenever a source file changed (rackform.paths decides

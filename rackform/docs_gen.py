@@ -3,10 +3,10 @@
     python -m rackform.docs_gen [DIR]      (default: docs/reference of this checkout)
 
 writes, deterministically: `cli.md` (every command and option from the Typer app, exit statuses
-from `rackform/cli/exits.py`), `blueprint.md` (every field of the JSON Schema), `preflight.md`
+from the exits table, `cli.exits`), `blueprint.md` (every field of the JSON Schema), `preflight.md`
 (the finding codes' registry), `checks.md` (every check the validators emit, described by the
 validation guide's table), `roles.md` (every role's argument specs) and `catalog.md` (every
-figure with its source). `tests/docs/test_reference.py` regenerates them and compares.
+figure with its source). A docs test regenerates them and compares.
 """
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ _MAKERS = {"compare", "failed", "not_run", "Check"}
 
 
 def emitted_checks(validators: Path = ROOT / "validators", skip: tuple[str, ...] = ()) -> set[str]:
-    """Every check name in validators/ (also what tests/validators/test_check_evidence.py
+    """Every check name in the validators' sources (also what the validators' evidence test
     audits for failure cases): the first argument of compare / failed / not_run / Check, and the
     strings assigned to a variable `name` or `names`; the files named in `skip` left out."""
     found: set[str] = set()

@@ -7,10 +7,9 @@ world's registries each know one layer of every target; compile takes the first 
 `target` below puts the three parts of one target together for the Pulumi program.
 
 Every command (`validate`, `plan`, `compile`, `configure`, `smoke`, `up`, `preview`, `destroy`,
-`testbed`) and the Pulumi program (`stacks/__main__.py`) start here; none reads the file or
-merges environments itself. What acts on a cluster calls `require_clear` first, so a blueprint
-with an unwaived preflight error is refused everywhere with the same located lines `validate`
-prints.
+`testbed`) and the Pulumi program start here; none reads the file or merges environments itself.
+What acts on a cluster calls `require_clear` first, so a blueprint with an unwaived preflight error
+is refused everywhere with the same located lines `validate` prints.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The one line a request to a server rackform reads over HTTP (Prometheus, a BMC's Redfish)
 says when no HTTP answer came back: a timeout, an address that refuses or does not resolve, or
-a redirect rackform's opener refused (rackform/http_opener.py). (An answer with an error
+a redirect rackform's opener refused (`http_opener`). (An answer with an error
 status is the caller's to explain: what 401 means depends on whom.)"""
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""The validators' command lines, built once. `rackform smoke` runs the job and the host checks
-with these; the smoke_train role composes the same lines on the nodes (roles/smoke_train/
-vars/main.yml: `_smoke_train_job_argv`, `_smoke_train_host_argv`) from the role variables the
-plan hands it (plan/inventory.py: the expectations, without a node count), and
-tests/roles/test_smoke_train_argv.py renders the role's composition and holds it equal to
-these. The role keeps the last step itself because only the play knows it: how many nodes the
-run spans, and each node's name."""
+"""The validators' command lines, built once. `rackform smoke` runs the job and the host checks with
+these; the smoke_train role composes the same lines on the nodes (its variables
+`_smoke_train_job_argv`, `_smoke_train_host_argv`) from the role variables the plan's inventory
+hands it (the expectations, without a node count), and a test renders the role's composition and
+holds it equal to these. The role keeps the last step itself because only the play knows it: how
+many nodes the run spans, and each node's name."""
 
 from __future__ import annotations
 

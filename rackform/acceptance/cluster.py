@@ -59,7 +59,7 @@ def merge_reports(
     """One report for the cluster: every node's checks, named `<host>/<check>`, plus a
     `node_reports` check that fails when a node sent no report (a node that said nothing
     proved nothing). With `groups` (node -> its node group), each node's own figures against
-    its group's median (`<host>/node_perf`, rackform/acceptance/outliers.py)."""
+    its group's median (`<host>/node_perf`, `outliers.node_checks`)."""
     checks: list[dict[str, Any]] = []
     for host in sorted(reports):
         for c in reports[host].get("checks", []):
@@ -133,7 +133,7 @@ def validate_cluster(
     access: dict[str, str] | None = None,
     **options,
 ) -> dict[str, Any]:
-    """The contract of rackform/stack/stages.py: JSON in, the cluster's report out.
+    """The Validate stage's contract (`stages.ValidateProvider`): JSON in, the cluster's report out.
     `validation` (strict, thresholds) is judged by the stage; `options` are `ansible_run.run`'s.
     Training: the smoke_train role; inference: the serving checks (`serving_playbook`)."""
     options.setdefault("out", lambda line: print(line, file=sys.stderr))

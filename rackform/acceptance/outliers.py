@@ -2,7 +2,7 @@
 node (a noisy neighbour, a GPU trained down, a tired drive) is named at `up`, not averaged into
 the cluster's MFU. Figures, each from the node's own report:
 
-- the smoke job's self-measure (validators/node_perf.py, `metrics.node_perf`): its slowest
+- the smoke job's self-measure (the validators' `node_perf`, `metrics.node_perf`): its slowest
   device's matrix multiply, its slowest GPU's host to device copies, an all-reduce among its
   own ranks;
 - the host checks' direct-IO write to the checkpoint array (`storage_write_ceiling`).
@@ -27,7 +27,7 @@ FIGURES = (
     ("local_busbw_gbps", "all-reduce within the node", "GB/s"),
     ("storage_write_gbps", "checkpoint array write", "GB/s"),
 )
-DEFAULT_FRACTION = 0.8  # the health policy's default (rackform/blueprint/schema/health.py)
+DEFAULT_FRACTION = 0.8  # the health policy's default (`lifecycle.health`)
 CHECK = "node_perf"
 
 

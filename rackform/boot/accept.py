@@ -1,4 +1,4 @@
-"""Accepting connections under a cap, for the boot server (serve.py): a stream server that
+"""Accepting connections under a cap, for the boot server (`serve.BootServer`): a stream server that
 never holds more connections than the process's open files allow, and makes room by closing
 idle ones, so that idle sockets cannot keep a node out.
 

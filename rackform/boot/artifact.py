@@ -170,7 +170,7 @@ def _tar(members: list[tuple[str, bytes]], files: list[tuple[str, Path]]) -> byt
 
 # The fetch's redirects: followed on the same origin only (the token, where there is one, is
 # never sent to another host, and never from https to http). urllib's own handler would copy it
-# to any host; the rule of rackform/http_opener.py, in the few lines user data can hold.
+# to any host; the rule of `http_opener`, in the few lines user data can hold.
 SAME_ORIGIN = [
     "class Same(urllib.request.HTTPRedirectHandler):",
     "    def redirect_request(self, req, fp, code, msg, hdrs, new):",
@@ -290,7 +290,7 @@ def report_settings(report: Mapping[str, Any]) -> dict[str, Any]:
     """What the report file holds ({"url", "token", "node"}, and where given "vars", the node's
     own inventory variables, and "ca", the CA bundle an https server is verified against),
     checked: a URL the node can post to, a token, the node name the token is for (a token is
-    one node's: rackform/boot/credentials.py), a PEM bundle."""
+    one node's: `credentials.node_token`), a PEM bundle."""
     url, token, node = report.get("url", ""), report.get("token", ""), report.get("node", "")
     own, ca = dict(report.get("vars") or {}), report.get("ca") or ""
     if not url.startswith(("http://", "https://")):

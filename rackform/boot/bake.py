@@ -1,8 +1,8 @@
 """Runs on an image builder, as root, from the node image's build component (on AWS an EC2
-Image Builder component, rackform/targets/aws/node_image.py): fetches the bake's artifact (the
-same kind a node that configures itself fetches, rackform/boot/artifact.py), runs the site
-playbook over `localhost` with the node script's own functions, limited to the tags a bake runs
-(rackform/plan/bake.py), and records what it baked in /etc/rackform/image.json.
+Image Builder component): fetches the bake's artifact (the same kind a node that configures
+itself fetches), runs the site playbook over `localhost` with the node script's own functions,
+limited to the tags a bake runs (the plan's `baked_tags`, named in the artifact), and records
+what it baked in /etc/rackform/image.json.
 
     python3 bake.py converge URL SHA256   fetch (once), check and unpack the artifact, run the
                                           roles; exit 0, also where the driver asks for a
@@ -37,7 +37,7 @@ NODE_SCRIPT = "node_bootstrap"  # the node script's module, at the artifact's to
 
 class SameOrigin(urllib.request.HTTPRedirectHandler):
     """Redirects followed on the artifact's own origin (scheme, host, port) only, never from
-    https to http: as the node's own fetch (rackform/boot/artifact.py's user data)."""
+    https to http: as the node's own fetch (its user data's)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = urllib.parse.urljoin(req.full_url, newurl)

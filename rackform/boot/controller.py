@@ -8,8 +8,8 @@ A round's directory (`out`) holds, each file 0600 (they carry credentials):
 
     key                       the round's key (hex; a new one each round), the controller's
                               alone: each node's token is derived from it
-                              (rackform/boot/credentials.py), and it is in no user data
-    user-data/<node>          the node's user data (rackform/boot/artifact.py's `user_data`):
+                              (`credentials.node_token`), and it is in no user data
+    user-data/<node>          the node's user data (`artifact.user_data`):
                               where to report, under which name, with its own token (and, for
                               an https server, the CA bundle to verify it against), then its
                               group's artifact fetched, checked and run

@@ -1,7 +1,7 @@
 """Each node's own credential for a round of the controller's boot server, and the check of a
 request signed with it.
 
-A round (rackform/boot/controller.py: one `boot serve`, or one `up`'s wait) has a key, 32 random
+A round (`controller.Round`: one `boot serve`, or one `up`'s wait) has a key, 32 random
 bytes, new each round, that only the controller holds: the round's directory keeps it in `key`
 (0600), and it goes into no node's user data, no stack output and no log line. Each node's
 token is derived from it:

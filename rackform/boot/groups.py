@@ -1,6 +1,6 @@
 """A node group's artifact, on any target: the manifest of what its nodes run at boot (the
 group's configuration variables, its inventory group, the GPUs its checks expect, what a baked
-image should hold) built into the pinned artifact (rackform/boot/artifact.py). A target adds
+image should hold) built into the pinned artifact (`artifact.build_artifact`). A target adds
 what is its own (`aws`: the calls a joining node makes there); the rest is the same everywhere,
 so the same blueprint gives its nodes the same configuration whoever serves the artifact."""
 
@@ -30,7 +30,7 @@ def group_spec(
     )
     if plan.baked:
         # What the node's image should hold, which its boot compares with the image's record
-        # (rackform/boot/image_check.py).
+        # (`image_check`).
         spec["image"] = expected_image(spec["vars"])
     return spec
 
@@ -51,7 +51,7 @@ def bake_spec(
     pip_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The bake artifact's bootstrap.json, for the image builder of any target: the cluster's
-    configuration variables with the builder's own (rackform/plan/bake.py) and `extra_vars` (a
+    configuration variables with the builder's own (the plan's `BUILD_VARS`) and `extra_vars` (a
     build's `-x`), in an inventory group of the image's, and the record the image keeps
     (`image`: the tags this builder bakes, `baked_tags`)."""
     variables = {**configure_vars(thaw(plan.group_vars)), **BUILD_VARS, **(extra_vars or {})}

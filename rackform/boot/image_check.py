@@ -2,7 +2,7 @@
 that configures itself makes at boot, before it runs the roles.
 
 A baked image records, in /etc/rackform/image.json, the roles' hash it was built with and the
-site playbook's tags it ran (rackform/plan/bake.py; written by rackform/boot/bake.py on the
+site playbook's tags it ran (the plan's `baked_tags`; written by the bake script on the
 builder). The node's artifact carries the same record for the blueprint it belongs to (the
 `image` key of its bootstrap.json). The same roles hash: the image has what those tags install,
 and the node's run may skip them (`ansible_env`). Anything else (another hash, no record, an

@@ -2,16 +2,16 @@
 every node's report.
 
 A node that pulls its configuration (fetches its pinned artifact, runs what is its own, checks
-itself) posts one JSON report at the end to the controller's boot server (`serve.py`):
+itself) posts one JSON report at the end to the controller's boot server (`serve.BootServer`):
 
     {"node": "gpu-node-07.rack-3", "artifact": "<sha256 it ran>", "outcome": "configured",
      "error": "", "checks": [<check records>]}
 
 `outcome` is "configured" or "failed" (`error` says why), and `checks` are its host checks in
-the validators' record format (validators/report.py: name, status pass | fail | not-run,
+the validators' record format (their `Check`: name, status pass | fail | not-run,
 measured, expected, unit, detail). The records are held to the same rules as there (a pass
 carries a figure, a not-run a reason); this module cannot import the validators (they are not
-installed with rackform), and tests/boot checks that the two agree.
+installed with rackform), and a test checks that the two agree.
 
 One parser, `parse`, is used by the server before it writes a report and by `judge` when it
 reads one back: a file in the reports directory is a report that was accepted. The reports
@@ -23,7 +23,7 @@ its own directory: a report left from an earlier run is read as this one's.
 deadline passes. A node is:
 
 - passed: it ran the pinned artifact, says configured, and its checks pass by the one rule of
-  rackform/evidence/verdict.py (no check failed, at least one passed: `"checks": []` proves
+  `evidence.verdict` (no check failed, at least one passed: `"checks": []` proves
   nothing and is a failure);
 - failed: it says failed, or its checks do not pass (the failed checks are named);
 - stale: it ran another artifact than the blueprint's (its image or user data is older): a
@@ -123,7 +123,7 @@ def parse(raw: bytes, node: str) -> Report:
 
 
 def _check(raw: Any) -> dict[str, Any]:
-    """One check record, by validators/report.py's rules (Check.__post_init__, checks_of)."""
+    """One check record, by the validators' rules for one (`Check.__post_init__`, `checks_of`)."""
     if not isinstance(raw, dict) or not {"name", "status", "measured", "expected"} <= set(raw):
         raise ReportError(f"malformed check record: {raw!r}")
     name, status = raw["name"], raw["status"]

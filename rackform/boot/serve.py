@@ -4,12 +4,12 @@ and reading one report.
 
     GET  /artifact/<sha256>   an artifact, only by the digest the nodes' user data pins (each
                               node group has its own; any other digest: 404)
-    POST /report/<node>       the node's report (rackform/boot/reports.py says what one is),
+    POST /report/<node>       the node's report (`reports` says what one is),
                               written to `<reports>/<node>.json` whole (a new file, renamed
                               into place), once a round (below)
 
 Every request is signed by the node that makes it, with its own token of the round
-(rackform/boot/credentials.py: `Authorization: Rackform-Node <node>:<signature>`; none or a
+(`credentials`: `Authorization: Rackform-Node <node>:<signature>`; none or a
 malformed one: 401; a node not of the round, a token of another round or of another node, an
 altered request: 403).
 A report is taken only from the node it is for (node A's credential posting for B: 403) and
@@ -25,24 +25,24 @@ Holding up the server: one request per connection (`Connection: close`); a reque
 within `HEAD_TIMEOUT_S` (its head) and `READ_TIMEOUT_S` (whole), and its head is at most
 `HEADER_LIMIT` bytes (431). Connections are accepted under a cap below the open-files limit, and
 at the cap the longest idle one (no complete request yet, or lingering after a refusal) is
-closed to make room (accept.py). What goes wrong is said in one line on stderr, never a
+closed to make room (`accept`). What goes wrong is said in one line on stderr, never a
 traceback.
 
 Transport: plain HTTP, or TLS where the site gives a certificate (`Tls`): the signatures make a
 report the node's own and unaltered on either; only TLS keeps the artifact and the reports from
 being read on the way (docs/operations/security.md, "Boot reports").
 
-Design, from measurement (benchmarks/boot_load.py; the figures and the extrapolation to real
-nodes: docs/operations/scale.md): one asyncio event loop on the standard library's streams, no
-new dependency. 4,096 nodes arrive at once: an event loop holds 4,096 sockets, where a thread
-per connection (http.server's ThreadingHTTPServer) would hold 4,096 threads and their stacks
-(not measured). An artifact goes out with `loop.sendfile`: the kernel's sendfile(2) from its
-one open file, no copy through Python and no per-connection buffer of it. Against writing it in
-`CHUNK` pieces from memory, each drained before the next (what a transport without sendfile
-gets, as a TLS one), sendfile measured 1.1 CPU-ms and 8 KiB of server memory per node at 4,096
-nodes on 2 cores, the pieces 2.0 CPU-ms and 36 KiB. The listen backlog is accept.py's
-`BACKLOG`: the default of 100 would drop the SYNs of a burst and have the nodes retry a second
-later (Linux caps it at net.core.somaxconn, 4,096 on current kernels).
+Design, from measurement (the boot-load benchmark; the figures and the extrapolation to real nodes:
+docs/operations/scale.md): one asyncio event loop on the standard library's streams, no new
+dependency. 4,096 nodes arrive at once: an event loop holds 4,096 sockets, where a thread per
+connection (http.server's ThreadingHTTPServer) would hold 4,096 threads and their stacks (not
+measured). An artifact goes out with `loop.sendfile`: the kernel's sendfile(2) from its one open
+file, no copy through Python and no per-connection buffer of it. Against writing it in `CHUNK`
+pieces from memory, each drained before the next (what a transport without sendfile gets, as a TLS
+one), sendfile measured 1.1 CPU-ms and 8 KiB of server memory per node at 4,096 nodes on 2 cores,
+the pieces 2.0 CPU-ms and 36 KiB. The listen backlog is `accept.BACKLOG`: the default of 100 would
+drop the SYNs of a burst and have the nodes retry a second later (Linux caps it at
+net.core.somaxconn, 4,096 on current kernels).
 
     python -m rackform.boot.serve --artifact A.tar.gz [--artifact B.tar.gz ...] \\
         --nodes NODES.txt --reports DIR --key-file KEY \\
@@ -298,7 +298,7 @@ class BootServer:
         return self._record(arg, text)
 
     def _record(self, node: str, text: str) -> tuple[int, bytes]:
-        """Node `node`'s report `text`, taken once a round (rackform/boot/controller.py removes
+        """Node `node`'s report `text`, taken once a round (the controller removes
         the last round's reports when a round starts)."""
         path = path_of(self.reports, node)
         try:

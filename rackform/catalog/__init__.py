@@ -1,5 +1,5 @@
 """The hardware catalog: GPU models, as data with dated sources, and the loader every catalog
-file uses (a target's own, e.g. AWS's instance types in rackform/blueprint/targets/aws/catalog/, too).
+file uses (a target's own, e.g. AWS's instance types in the AWS target's catalog, too).
 
 The figures live in YAML beside this module (`gpus.yaml`, and the rules' figures). Every number
 is written `{v: value, src: key}` and the loader refuses one whose source is missing or undated,
@@ -65,7 +65,7 @@ class GpuModel:
 @dataclass(frozen=True)
 class InstanceType:
     """A machine type a target rents by the hour (its figures from the target's own catalog,
-    e.g. rackform/blueprint/targets/aws/catalog/instances.yaml)."""
+    e.g. AWS's `instances.yaml`)."""
 
     key: str
     gpu: str

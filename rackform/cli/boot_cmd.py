@@ -1,10 +1,10 @@
 """`rackform boot serve FILE [--env ENV] --bind ADDR [--port N] [--url URL] [--deadline MIN]
-[--group G] [--out DIR] [--tls-cert CERT --tls-key KEY [--tls-ca CA]]`: configure at boot the
-nodes a blueprint lists (bare metal, colocation). Builds each node group's artifact, writes each
-listed node's user data (its own token) for the site's provisioning to hand to it, serves the
-artifacts and takes the nodes' reports (over TLS where the site gives a certificate) until every
-listed node has reported or the deadline passes, then names each node: passed, failed (what
-failed), stale (a warning) or missing (what to do). The work is rackform/boot/controller.py's."""
+[--group G] [--out DIR] [--tls-cert CERT --tls-key KEY [--tls-ca CA]]`: configure at boot the nodes
+a blueprint lists (bare metal, colocation). Builds each node group's artifact, writes each listed
+node's user data (its own token) for the site's provisioning to hand to it, serves the artifacts and
+takes the nodes' reports (over TLS where the site gives a certificate) until every listed node has
+reported or the deadline passes, then names each node: passed, failed (what failed), stale (a
+warning) or missing (what to do). The work is the boot controller's (`rackform.boot.controller`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`rackform configure FILE --env ENV [--limit HOSTS] [--check] [--rolling]`: converge the nodes,
 every node at once (the GPU roles in batches where the cluster is wider than the run's forks,
 nodes that came back unreachable tried again), or (--rolling) batch by batch through Slurm
-(rackform/cli/rolling.py)."""
+(`cli.rolling`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`rackform data move FILE [--env ENV] [--apply]`: an existing stack's data tier moved to the
 stack of its own it has now (`<name>-<env>-data`), state only, nothing replaced
-(rackform/stack/data_stack.py `move`). A dry run unless --apply."""
+(`data_stack.move`). A dry run unless --apply."""
 
 from __future__ import annotations
 

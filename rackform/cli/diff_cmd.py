@@ -1,5 +1,5 @@
 """`rackform diff --base REF [--head REF] [PATH...] [--json]`: what a pull request changes in
-every blueprint whose file changed between two git revisions (rackform/gitops/diff.py), as a
+every blueprint whose file changed between two git revisions (`gitops.diff`), as a
 Markdown PR comment or JSON.
 
 Exit status: 0, or 1 when a change brings a new unwaived preflight error (the check fails), or 2

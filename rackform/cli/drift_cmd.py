@@ -1,6 +1,6 @@
 """`rackform drift FILE [--env ENV] [--hosts/--no-hosts] [--resources/--no-resources] [--role R]`: what
-differs between the blueprint and the live cluster (rackform/gitops/hostdrift.py: the roles in
-check mode; rackform/gitops/resdrift.py: a refresh in preview mode). Nothing is changed.
+differs between the blueprint and the live cluster (`gitops.hostdrift`: the roles in
+check mode; `gitops.resdrift`: a refresh in preview mode). Nothing is changed.
 
 Host level runs by default where the blueprint lists its hosts, and when asked where the stack
 creates the nodes (over the ones running now, as the target's runtime lists them:

@@ -1,12 +1,12 @@
 """Every command's exit statuses, as data: the CLI reference is generated from this table and
-`tests/docs/test_exits.py` checks each status a command module's code can exit with is here.
+a docs test checks that each status a command module's code can exit with is here.
 
 Keys are the command as typed after `rackform`; `"*"` is a status the command passes through
 from a tool it wraps (its meaning says which)."""
 
 from __future__ import annotations
 
-# The boundary (rackform/cli/main.py): any unexpected error is one line and exit 1.
+# The boundary (the CLI's `main`): any unexpected error is one line and exit 1.
 INTERNAL = "an internal failure: one line; RACKFORM_DEBUG=1 shows the traceback"
 INVALID = "a user mistake (invalid blueprint, bad option, unwaived preflight error): one line per problem, nothing done"
 

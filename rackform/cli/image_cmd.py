@@ -2,10 +2,9 @@
 without touching the nodes.
 
 - AWS: the stack's update limited to the resources that build it (its EC2 Image Builder
-  resources, rackform/targets/aws/node_image.py); the launch templates move to the new image at
-  the next `up`.
-- Bare metal and colocation: a disk image built on this machine, on a testbed VM
-  (rackform/targets/onprem/node_image.py), into `--out`, for the site's provisioning to deploy.
+  resources); the launch templates move to the new image at the next `up`.
+- Bare metal and colocation: a disk image built on this machine, on a testbed VM, into `--out`,
+  for the site's provisioning to deploy.
 
 A target that builds no image says so in one line."""
 

@@ -35,7 +35,7 @@ FETCH = 'exec cat -- "$1"\n'
 # Every user's jobs (the ssh user is rarely root), one line per job (steps left out), from
 # $1 (the epoch without --since). --duplicates: a job preempted and requeued keeps one record
 # per run under its id, and without it sacct "returns the most recent job with that number"
-# (sacct(1), -D): every run is charged, as tests/scheduler/test_slurm_accounting.py shows.
+# (sacct(1), -D): every run is charged, as the Slurm accounting tests show.
 SACCT = (
     'exec sacct --parsable2 --noheader --allusers --allocations --duplicates --starttime="$1" '
     f"--endtime=now --format={SACCT_FORMAT}\n"

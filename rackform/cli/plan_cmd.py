@@ -85,7 +85,7 @@ def plan_document(
 
 
 def configuration_document(plan: Plan) -> dict[str, Any]:
-    """How each node group is configured and about how long it takes (plan/configuring.py)."""
+    """How each node group is configured and about how long it takes (`plan.configuring`)."""
     figure = plan.figures.configure.node_converge_s
     return {
         "groups": [c.as_dict() for c in configuring(plan)],

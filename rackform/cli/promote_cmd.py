@@ -1,6 +1,6 @@
 """`rackform promote FILE --from SRC --to DST [--evidence ENVELOPE] [--max-age 24h] [--commit]`:
 verify SRC's signed Validate-stage evidence (from its stack's outputs) and record the promotion
-(rackform/stack/promotion.py states the rule, rackform/gitops/promote.py makes the promotion).
+(`stack.promotion` states the rule, `gitops.promote` makes it).
 
 Every check comes before anything is written: a refused promotion leaves the repository as it
 was (exit 2, one line). Promoting what is already recorded (same target digest, same evidence)

@@ -1,9 +1,9 @@
 """`rackform smoke [--nproc N] [--blueprint FILE --env ENV] [--json PATH]`
 
-Runs the host checks and the smoke-training job on this machine through torchrun (2 CPU
-processes with gloo when there is no GPU), prints the report as a table and exits 1 when any
-check failed. With a blueprint, the expectations and thresholds are that node group's (see
-rackform/plan/thresholds.py); without one, only the loss must fall.
+Runs the host checks and the smoke-training job on this machine through torchrun (2 CPU processes
+with gloo when there is no GPU), prints the report as a table and exits 1 when any check failed.
+With a blueprint, the expectations and thresholds are that node group's (`thresholds.for_group`);
+without one, only the loss must fall.
 
 The run covers this machine only. node_count expects the node group's count in the
 environment, so against a group of several nodes it fails saying the run covered 1 of them;

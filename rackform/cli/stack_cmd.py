@@ -9,7 +9,7 @@ A blueprint that keeps its file system in a stack of its own (`Plan.data_stack`,
 has that stack previewed and brought up first; `destroy` leaves it (`--data` destroys it too),
 and all three refuse a cluster's stack that still holds it (`rackform data move`).
 
-After the stack's update, `up` waits for the nodes configured at boot (rackform/boot/waiting.py),
+After the stack's update, `up` waits for the nodes configured at boot (`waiting.wait_for_boot`),
 names each that did not pass, records the wait in the stack's validation (a targeted update of
 the Validate stage, only when its outcome changed) and exits 3 unless every one passed."""
 

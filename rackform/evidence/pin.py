@@ -1,11 +1,11 @@
 """What a validation proved things about, and what a promotion pins: everything that reaches the
 nodes, not only the blueprint.
 
-    blueprint  the environment's effective-blueprint digest (rackform/blueprint/loader.py)
+    blueprint  the environment's effective-blueprint digest (`loader.digest_of`)
     promotion  the file's promotion rules ({target: source}): re-pointing one changes the pin
     rackform   the rackform version that compiled and ran it
     roles      the Configure stage's hash of what the collection ships to nodes (its roles, the
-               validators in smoke_train's files, modules, playbooks: rackform/evidence/shipped.py)
+               validators in smoke_train's files, modules, playbooks: `shipped.roles_hash`)
     images     the machine images where the plan knows them (a pinned AMI id; else the lookup
                the launch resolves, which is all the plan can know before `up`)
 

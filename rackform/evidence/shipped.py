@@ -1,5 +1,5 @@
 """What of the collection reaches the nodes, as one hash: what the Configure stage reruns on,
-and what a promotion pins (rackform/evidence/pin.py). Its own module so both read the same
+and what a promotion pins (`pin`). Its own module so both read the same
 function without the promotion code importing the stages."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ private key, the source environment's deploy (its Validate stage).
 The private key reaches that process only: RACKFORM_EVIDENCE_SIGNING_KEY holds either the PEM
 text or the path of a PEM file (PKCS#8, unencrypted, e.g. `openssl genpkey -algorithm ed25519`).
 It is never printed, never written to state and never pickled with a provider: it is read when
-the report is signed. Verifying needs only public keys (rackform/evidence/trust.py).
+the report is signed. Verifying needs only public keys (`trust`).
 
 A key's id is its fingerprint, `ed25519:` and the first 32 hex digits of the SHA-256 of its raw
 public key, so the signer needs no configuration beyond the key and a key id cannot be chosen.

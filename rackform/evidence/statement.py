@@ -6,11 +6,11 @@ believes one. The verifier, not the producer, decides what a statement proves.
      "subject": [{"name": "rackform/<cluster>/<env>", "digest": {"sha256": <pin digest>}}],
      "predicateType": "https://rackform.dev/attestations/validation/v1",
      "predicate": {"producer": "rackform Validate stage", "stack", "cluster", "environment",
-                   "pin": {blueprint, promotion, rackform, roles, images} (evidence/pin.py),
+                   "pin": {blueprint, promotion, rackform, roles, images} (`pin`),
                    "validated_at", "nodes": {"expected": [hosts], "reported": [hosts]},
                    "passed", "report": {"checks": [...], "nodes": {...}}}}
 
-It travels as a DSSE envelope (rackform/evidence/signing.py) in the stack output `evidence`. A
+It travels as a DSSE envelope (`signing`) in the stack output `evidence`. A
 `rackform smoke` report is not evidence: it ran wherever it was started, not on the cluster's
 nodes through the stage that counts them.
 """

@@ -10,7 +10,7 @@ It holds public keys only:
           MCowBQYDK2VwAyEA...
           -----END PUBLIC KEY-----
 
-A signature counts only where its key id (the fingerprint, rackform/evidence/signing.py) is the
+A signature counts only where its key id (the fingerprint, `signing.key_id`) is the
 fingerprint of a key listed here for the environment the statement is about; an id that is not
 listed, a key listed for another environment, or a signature that does not verify under the
 listed key, is refused with the reason.

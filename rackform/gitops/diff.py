@@ -27,12 +27,12 @@ from rackform.rollout.measured import Measured
 from rackform.rollout.plan import Basis, basis, rollout
 from rackform.targets.runtimes import runtime
 
-# A stack's name -> what its last rolling change measured (rackform/rollout/measured.py).
+# A stack's name -> what its last rolling change measured (`rollout.measured`).
 Timings = Callable[[str], Measured | None]
 
 # Resources that are running nodes, as each target's runtime names them: deleting or replacing
 # one (or an update that rolls a group's instances) is shown red, with the reason
-# (rackform/stack/replacement.py).
+# (`stack.replacement`).
 NODE_TYPES = frozenset(t for c in COMPILERS.values() for t in c.node_types)
 
 
@@ -48,7 +48,7 @@ class Side:
     run: float | None
     planned: bool = True  # False: an unwaived preflight error kept the program from running
     promoted_from: str | None = None  # the promotion rule into this environment, if any
-    nodes: Basis | None = None  # what a software change's rollout reads (rackform/rollout)
+    nodes: Basis | None = None  # what a software change's rollout reads (`rackform.rollout`)
     stack: str = ""  # the stack it deploys (its rollout record's name)
 
 

@@ -1,4 +1,4 @@
-"""Making a promotion: what `rackform promote` does (promotion.py states the rule, and verifies
+"""Making a promotion: what `rackform promote` does (`stack.promotion` states the rule, and verifies
 a record where the cluster is applied).
 
 The evidence is the source stack's `evidence` output, read through the Automation API (or the

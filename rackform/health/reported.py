@@ -1,7 +1,7 @@
 """The node's last validation report as `rackform heal` evidence: the Validate stage's signed
 statement (the stack's `evidence` output, saved with `pulumi stack output evidence --json` and
 given as `--evidence FILE`). A node that failed `node_perf` there (slower than its node group's
-median: rackform/acceptance/outliers.py) is a `performance` fault; a node that failed any other
+median: `acceptance.outliers`) is a `performance` fault; a node that failed any other
 check of its own, a `validation` fault. A check that did not run says nothing.
 
 A report says how a node was then. Where rackform re-validated the node since (heal's or a
@@ -9,7 +9,7 @@ rolling change's batch passed: the stack's audit log), the report is older than 
 of it and is not read for that node.
 
 The statement is read, not verified: heal names and drains, promotion is what trusts
-(rackform/evidence/statement.py verifies against promotion-keys.yaml); the statement's stack must
+(`evidence.statement` verifies against promotion-keys.yaml); the statement's stack must
 be the cluster's."""
 
 from __future__ import annotations

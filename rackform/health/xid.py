@@ -1,4 +1,4 @@
-"""NVIDIA's XID catalog as data (rackform/catalog/xid.yaml) and the action each code asks of
+"""NVIDIA's XID catalog as data (the catalog's `xid.yaml`) and the action each code asks of
 `rackform heal`: the catalog's immediate-action bucket made into a heal action, unless the
 blueprint's policy names the code."""
 

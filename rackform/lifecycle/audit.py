@@ -6,7 +6,7 @@ mid-way leaves at most a cut last line, which readers skip. Before an action sta
 says so; a rerun that finds it (within the cluster's window) does not act again, whether or not
 the first run lived to record the result.
 
-The decisions read it through an incremental view (audit_view.py): each run reads only the
+The decisions read it through an incremental view (`audit_view`): each run reads only the
 entries appended since the last, whatever the log's length.
 """
 

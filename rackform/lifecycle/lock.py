@@ -1,6 +1,6 @@
 """The lock a run takes before it touches a stack's nodes or its records, and `Held`, what a run
-that finds it taken is told: one exception for every lock, whether the lock is this flock on a
-file in the state directory or the lease on the cluster's Slurm controller (lease.py).
+that finds it taken is told: one exception for every lock, whether the lock is this flock on a file
+in the state directory or the lease on the cluster's Slurm controller (`lease.controller_lock`).
 
 `FileLock.hold` never waits: a second run finds the lock held and stops, naming the holder from
 the words the holder wrote into the file (its pid and since when; anything unprintable in them

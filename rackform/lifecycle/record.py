@@ -1,7 +1,7 @@
 """A stack's lifecycle records, in the state directory: what a rolling change or heal is doing
 to its nodes, batch by batch, and what the nodes run.
 
-`<stack>.json` is the rollout: its batches in order and the stage each stands at (states.py),
+`<stack>.json` is the rollout: its batches in order and the stage each stands at (`states.Stage`),
 written whole after every step (a temporary file, fsync, rename), so a run killed at any moment
 leaves the last step it finished, and a later run resumes there without touching a finished
 batch twice; `<stack>.heal.json` is heal's, the same way. `<stack>.applied.json` is what the
@@ -140,7 +140,7 @@ class Store:
         digest: str,
         measured: dict[str, Any] | None = None,
     ) -> None:
-        """`measured`: what the rolling run that got there measured (rollout/measured.py);
+        """`measured`: what the rolling run that got there measured (`rollout.measured`);
         without one (a full configure, a rollout that timed nothing), the last one is kept."""
         doc = {"variables": variables, "nodes": nodes, "digest": digest, "at": time.time()}
         if measured is None:

@@ -8,7 +8,7 @@ with the node's re-validation.
   (/proc/sys/kernel/random/boot_id), within `back_s`.
 - power-cycle: Redfish ComputerSystem.Reset ForceRestart through the host's BMC, then the BMC
   reporting On and the node's SSH answering with a new boot id, within `back_s`.
-- replace is not a remedy here: the node is given up, not re-validated (replace.py).
+- replace is not a remedy here: the node is given up, not re-validated (`replace.replace`).
 """
 
 from __future__ import annotations

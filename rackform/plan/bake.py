@@ -1,8 +1,8 @@
 """What a baked node image holds: the site playbook's roles that install the same thing on every
 node of a cluster, run once on an image builder instead of on each node, and what the image
 records of them (`/etc/rackform/image.json`, and on AWS the AMI's tags). Each target that builds
-images (AWS: rackform/targets/aws/node_image.py) runs the roles by these tags; a node's boot
-compares the record with its blueprint (rackform/boot/image_check.py).
+images (AWS: its EC2 Image Builder resources) runs the roles by these tags; a node's boot
+compares the record with its blueprint (`boot.image_check`).
 
 Never baked: what differs from node to node or needs the cluster around it: the checkpoint array
 from the node's own drives (nvme_raid), the shared tier's mounts (shared_storage), and Slurm's
@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# The site playbook's tags (collection/playbooks/site.yml: roles, and slurm_packages a task) a
-# bake runs, in its order.
+# The site playbook's tags (roles, and slurm_packages a task) a bake runs, in the playbook's
+# order.
 BAKED_TAGS = ("nvidia_driver", "nccl_rdma", "dcgm", "slurm_packages", "smoke_train")
 NEVER_BAKED = ("nvme_raid", "shared_storage", "slurm")
 
 # What needs the cluster's GPUs on the builder: the driver's role installs a driver only where it
 # finds an NVIDIA GPU (its preflight refuses a host without one where GPUs are expected), and
 # DCGM's checks need the driver loaded. A builder without a GPU (the local disk-image builder
-# for bare metal and colocation, a QEMU VM: rackform/testbed/builder.py) leaves these to each
+# for bare metal and colocation, a QEMU VM: `testbed.builder`) leaves these to each
 # node's first boot; the image's record says which tags it holds, and a node runs the others.
 NEEDS_GPU = ("nvidia_driver", "dcgm")
 
@@ -69,5 +69,5 @@ def image_record(
     roles: str, variables: Mapping[str, Any], tags: tuple[str, ...] = BAKED_TAGS
 ) -> dict[str, Any]:
     """What the bake writes into the image (and a node's artifact carries to compare with it):
-    the roles' hash (rackform/evidence/shipped.py), the tags baked and what they installed."""
+    the roles' hash (`shipped.roles_hash`), the tags baked and what they installed."""
     return {"roles": roles, "tags": list(tags), "contents": contents(variables)}

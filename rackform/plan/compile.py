@@ -56,7 +56,7 @@ def stack_config(
 # again (`rackform up --revalidate`).
 REVALIDATE = "rackform:revalidate"
 # Another: `rackform up`'s wait for the nodes configured at boot, as the check the Validate stage
-# adds to its report (rackform/boot/reports.py `recorded_value`; "" or absent: none).
+# adds to its report (`reports.recorded_value`; "" or absent: none).
 BOOT_VERDICT = "rackform:boot"
 # Two more, of a data tier's stack only: "true" lifts its protection, for `rackform destroy
 # --data`; and the pieces `rackform up` found in the cloud that the stack's state lacks, to import

@@ -1,6 +1,6 @@
 """How each node group gets its configuration, and about how long that takes: what `rackform
 plan` says before anything is bought, from the catalog's measured figures (`configure` in
-rackform/catalog/preflight.yaml).
+the catalog's preflight.yaml).
 
 - push: the controller runs the roles over SSH (Ansible). Every pushed node of the cluster is
   in one run, `width` at a time: one per node, but no more connections than an EC2 Instance

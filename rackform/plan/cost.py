@@ -1,8 +1,8 @@
 """What a cluster costs, per hour and per month, and what a training run on it costs.
 
-- Capacity: the target's compiler prices it (`targets/<type>/compile.py`): AWS instances at the
-  catalog's price for the market, bare metal as amortized hardware plus electricity, colocation
-  as committed kW plus amortized hardware.
+- Capacity: the target's compiler prices it: AWS instances at the catalog's price for the
+  market, bare metal as amortized hardware plus electricity, colocation as committed kW plus
+  amortized hardware.
 - Checkpoint storage: size x checkpoints retained (what each job keeps on the object tier,
   `storage.object`: the Slurm prolog gives jobs that figure) x $/GB-month of object storage.
 - A training run, when the workload gives tokens: 6 x params x tokens / (GPUs x peak x MFU)

@@ -54,7 +54,7 @@ class Expectations:
 
     def threshold_args(self) -> list[str]:
         """The expectations and thresholds as `validators.smoke` arguments: the end of the job's
-        command line (rackform/acceptance/argv.py builds the whole; the smoke_train role is
+        command line (`acceptance.argv` builds the whole; the smoke_train role is
         handed these, since it counts the nodes of the run itself)."""
         out: list[str] = []
         if self.gpus_per_node is not None:

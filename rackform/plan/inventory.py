@@ -54,7 +54,7 @@ SLURM_CONTROLLER_GROUP = "slurm_controller"
 def host_vars(host: HostPlan) -> dict[str, Any]:
     """A listed host's own variables: its rack, its NVMe drives where the blueprint names them
     (the inventory's host entry; a node that configures itself at boot gets them in its user
-    data, rackform/boot/controller.py)."""
+    data from the boot controller)."""
     out: dict[str, Any] = {}
     if host.rack:
         out["rack"] = host.rack
@@ -237,8 +237,8 @@ def configure_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _smoke_expectations(exp: Expectations | None) -> dict[str, Any]:
-    """The smoke job's and host checks' expectations (rackform/plan/thresholds.py), the parts
-    of their command lines (rackform/acceptance/argv.py) that come from the blueprint. The role
+    """The smoke job's and host checks' expectations (`thresholds.for_group`), the parts
+    of their command lines (`acceptance.argv`) that come from the blueprint. The role
     puts the run's own in front (--expect-nodes from the nodes actually in the run). A cluster
     of several node groups gets none: one job across different groups has no single set of
     expectations."""

@@ -175,7 +175,7 @@ class Basis:
     stack_config: Mapping[str, str]  # what `Pulumi.<stack>.yaml` holds
     project: Path | None = field(compare=False)  # the Pulumi project (Pulumi.yaml), if any
     directory: Path = field(compare=False)  # the blueprint file's directory (its siblings' stacks)
-    # Every environment of the blueprints beside this one (rackform/blueprint/repository.py).
+    # Every environment of the blueprints beside this one (`repository.siblings`).
     siblings: tuple[Effective, ...] = field(repr=False, compare=False)
     figures: PreflightFigures = field(repr=False, compare=False)
     catalog: Catalog = field(repr=False, compare=False)

@@ -1,6 +1,6 @@
-"""Prices as values: a cost line with its source, a run, the utilization gap, a whole cost.
-Targets price their own capacity with these (`targets/<type>/compile.py`); `cost`
-assembles them with the parts every target shares."""
+"""Prices as values: a cost line with its source, a run, the utilization gap, a whole cost. The
+targets' compilers price their own capacity with these; `cost` assembles them with the parts every
+target shares."""
 
 from __future__ import annotations
 

@@ -128,8 +128,8 @@ def switches(
 
 
 def slurm_vars(s: SchedulerPlan | None, interface: str) -> dict[str, Any]:
-    """The slurm role's variables (roles/slurm/meta/argument_specs.yml): none but
-    `slurm_enabled: false` without a scheduler, so site.yml skips the role."""
+    """The slurm role's variables (as its argument specs declare them): none but
+    `slurm_enabled: false` without a scheduler, so the site playbook skips the role."""
     if s is None:
         return {"slurm_enabled": False}
     return {

@@ -4,7 +4,7 @@ Pure arithmetic over the workload and the catalog's figures. Compile computes it
 (`size`, kept as `Plan.sizing`); the rules and the cost report read that value, so a finding
 and a cost line can never disagree.
 
-Approximations (each figure comes from `catalog/preflight.yaml` with its source):
+Approximations (each figure comes from the catalog's `preflight.yaml` with its source):
 - Shape from size: a dense decoder has about 12 x layers x hidden^2 parameters (Kaplan et al.),
   and LLaMA-family models keep hidden at about 128 x layers, so
   layers = round((params / (12 x 128^2))^(1/3)) and hidden = sqrt(params / (12 x layers)).

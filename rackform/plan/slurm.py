@@ -44,7 +44,7 @@ class ControllerInstance:
     """The Slurm controller a stack creates for the cluster (AWS): an instance of its own that
     runs slurmctld and is no node (no slurmd, in no partition)."""
 
-    name: str  # its inventory name, the stack's instance name (rackform/blueprint/targets/aws/names.py)
+    name: str  # its inventory name, the stack's instance name (`names.controller_name`)
     instance_type: str
 
 

@@ -32,5 +32,5 @@ def codes() -> dict[str, str]:
 
 
 def missing_rules() -> list[str]:
-    """Codes in `codes.py` that no rule checks (a test keeps this empty)."""
+    """Codes in `codes` that no rule checks (a test keeps this empty)."""
     return sorted(set(CODES) - {r.code for r in RULES})

@@ -8,7 +8,7 @@ An Alertmanager or webhook behind basic auth takes it in the URL (`https://user:
 as amtool does): sent as the Authorization header, never shown (a message, the audit log and
 the decision name Alertmanager by its URL without it, a webhook by its origin only, for a
 webhook's path is often its secret), and never sent to another host (a redirect elsewhere is
-refused: rackform/http_opener.py)."""
+refused: `http_opener`)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ role skips its job on a run over part of the cluster and where the same job's re
 exists, and a run that skipped must never read as a pass. So the batch is the job's whole
 cluster (`smoke_train_cluster_hosts`, /etc/hosts left as the full converge wrote it), the job
 runs again whatever report is there (`smoke_train_force`), and the reports are fetched into a
-directory of this validation's own and judged by the one verdict rule (rackform/evidence)."""
+directory of this validation's own and judged by the one verdict rule (`evidence.verdict`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What a change to the roles' variables does to nodes that run jobs: each variable's class
-from rackform/catalog/rollout.yaml (reboot, drain, slurm, in_place, none), compared between
+from the catalog's rollout.yaml (reboot, drain, slurm, in_place, none), compared between
 two revisions' variables (`Plan.group_vars`) and each node's own (its checkpoint drives)."""
 
 from __future__ import annotations

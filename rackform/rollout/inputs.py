@@ -1,5 +1,5 @@
-"""The configure resource's `rollout` input (rackform/stack/cluster.py): what the resource needs
-to roll a change to node software through Slurm under `rackform up` (rackform/rollout/stage.py,
+"""The configure resource's `rollout` input, as the cluster's stack gives it: what the resource
+needs to roll a change to node software through Slurm under `rackform up` (`rollout.stage`,
 imported only in the provider's process, when it runs)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 re-validate) in seconds, summed up as the median over the batches that finished. A rollout that
 finishes keeps it with the record of what the nodes run (`<stack>.applied.json`, `measured`), and
 the next rollout's estimate (`rackform diff`, a rolling `rackform configure`) is made from it
-instead of the catalog's per-node minutes (rackform/catalog/rollout.yaml).
+instead of the catalog's per-node minutes (the catalog's rollout.yaml).
 
 The apply step ran the roles that rollout changed (and a reboot where it needed one): its time is
 shared among them in the proportions of the catalog's minutes, so a later change to one of those

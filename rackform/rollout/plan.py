@@ -1,5 +1,5 @@
 """A software change's rollout, offline: whether it rolls (a change that needs a drain or a
-reboot, rackform/rollout/changes.py), the roles it touches, the batches in order (a canary node
+reboot, as `rollout.changes` classes it), the roles it touches, the batches in order (a canary node
 first, then batches within one failure domain and no larger than the out-of-service budget) and
 the expected time from the catalog's per-node minutes. `rackform diff` shows it for every
 changed environment; a rolling `rackform configure` carries it out batch by batch."""
@@ -191,7 +191,7 @@ def _affected(every: set[str], changes: list[Change]) -> set[str]:
 def _minutes(r: Rollout, measured: Measured | None = None) -> int:
     """One batch, start to end: its jobs checkpointed and requeued (or waited for), the changed
     roles' converges, a reboot where one is needed, and its re-validation; each from what the
-    last rolling change measured where it measured it (rollout/measured.py), else the catalog's."""
+    last rolling change measured where it measured it (`rollout.measured`), else the catalog's."""
     c = catalog()
     pace: dict[str, float] = {}  # minutes per catalog minute, where measured (else 1)
     requeue, validate = float(c.requeue), float(c.validate)

@@ -1,7 +1,7 @@
 """`rackform up` (and a bare `pulumi up`) rolling by default: when the configure resource's
 update changes node software on a cluster whose nodes are listed hosts and whose Slurm controller
 is one of them (bare metal, colocation), a change that needs a drain is rolled batch by batch
-(rackform/rollout/run.py) before the resource's usual converge, which then finds those nodes
+(`run.carry_out`) before the resource's usual converge, which then finds those nodes
 already changed, and converges what rolling leaves (nodes that joined, changes applied in place,
 drift). A change that needs no drain converges as before, every node at once.
 
@@ -11,7 +11,7 @@ resumes a rollout the other stopped. A rollout that stops fails the update, nami
 stopped; `up` again resumes it (the Pulumi state still holds the old configuration, so the
 update comes again).
 
-Contract (the configure resource's, rackform/stack/stages.py), JSON in:
+Contract (the configure resource's, `stages.ConfigureProvider`), JSON in:
 
     roll(*, inventory, group_vars, rollout, known, access) -> {"rolled": bool, "log": [...]}
         # raises RollingStopped where the rollout stopped or was refused

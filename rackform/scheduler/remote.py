@@ -89,7 +89,7 @@ def ssh_argv(
     nothing more, so the remote words are never options either). `remote`: the words the host's
     login shell gets, joined with spaces: each one already quoted for that shell by the caller.
     Whatever the blueprint's schema or a stack's outputs let through, nothing here is read as an
-    option (the schema refuses such names too: rackform/blueprint/schema/names.py)."""
+    option (the schema refuses such names too: `schema.names`)."""
     return ["ssh", *options, "-p", str(port), "-l", user, "--", address, *remote]
 
 
@@ -105,7 +105,7 @@ class Ssh:
     identity: str | None = None
     known_hosts: str | None = None
     # A command whose stdin and stdout are the connection (ssh_config(5) ProxyCommand), for a
-    # host reached through a tunnel (an EC2 Instance Connect Endpoint): rackform/targets/aws.
+    # host reached through a tunnel (an EC2 Instance Connect Endpoint on AWS).
     proxy: str | None = None
 
     @property
@@ -183,7 +183,7 @@ def ssh_to(plan: Plan, h: HostPlan, identity=None, known_hosts=None) -> Ssh:
 def controller(plan: Plan, identity=None, known_hosts=None) -> Runner:
     """The scheduler's controller among the listed hosts, over SSH as the plan's user (with the
     key and known_hosts file given, if any). A target whose stack creates the controller
-    reaches it its own way (its runtime's `reach`: rackform/targets/runtimes.py `controller`)."""
+    reaches it its own way (its runtime's `reach`: `runtimes.controller`)."""
     if plan.scheduler is None:
         raise RemoteError(f"cluster {plan.name} declares no scheduler")
     h = host(plan, plan.scheduler.controller)

@@ -26,7 +26,7 @@ from rackform.stack.target import StackTarget
 def validation_input(plan: Plan) -> dict:
     """What the Validate stage checks the cluster against that its nodes do not already hold:
     what the cluster is supposed to have. The thresholds and the smoke job's settings reach the
-    nodes once, resolved, through the group variables (rackform/plan/inventory.py), and whether
+    nodes once, resolved, through the group variables (the plan's inventory), and whether
     a failure fails `up` is the program's (`validation.strict`)."""
     return {
         "expected": {

@@ -1,5 +1,5 @@
 """The data tier's own stack (`Plan.data_stack`) as the commands meet it, on the real Pulumi CLI
-(rackform/stack/workspace.py): `rackform up` and `preview` bring it up first, `rackform destroy`
+(through `stack.workspace`): `rackform up` and `preview` bring it up first, `rackform destroy`
 leaves it and only `--data` destroys it, `rackform data move` moves an existing stack's pieces
 into it, and every command that would act refuses a cluster's stack that still holds them.
 

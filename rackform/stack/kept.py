@@ -5,7 +5,7 @@ A resource `destroy` leaves (Pulumi's `retain_on_delete` or `protect`, or anythi
 part-way, or is left pointing at nothing: AWS refuses to delete a subnet or a security group
 while a kept file system's network interfaces sit in it (DependencyViolation, EC2 API
 reference, DeleteSubnet and DeleteSecurityGroup). `violations` walks the offline plan's
-resource graph (rackform/stack/offline.py) to find every such pair.
+resource graph (`offline.record`) to find every such pair.
 
 What counts as "depends on", as the engine and the cloud see it:
 - the registration's dependencies: `depends_on`, and every resource whose output is an input

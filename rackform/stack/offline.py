@@ -391,7 +391,7 @@ def _record(
     gc.disable()
     pickler = dict(vars(pickle._Pickler))
     # A private function of the SDK (pulumi/runtime/resource.py): where a release has it no
-    # more, the recorder runs as the SDK is (tests/stack/test_offline_speed.py says when).
+    # more, the recorder runs as the SDK is (the offline plan's speed test says when).
     traced = getattr(sdk_resource, STACK_TRACE, None)
     try:
         set_mocks(

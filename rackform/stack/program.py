@@ -1,9 +1,9 @@
-"""The Pulumi program. `stacks/__main__.py` calls `main`: the stack config names the blueprint
-and environment, the engine compiles and checks it (an unwaived preflight error stops the
-program before any resource is registered), and `build` creates every resource; a stack whose
-config says `rackform:tier: data` is the blueprint's data tier (`build_data`). `rackform plan`
-calls the same functions under Pulumi's mock runtime, so the offline plan and a real `pulumi up`
-cannot disagree about what would be created."""
+"""The Pulumi program. The Pulumi project's entry point calls `main`: the stack config names the
+blueprint and environment, the engine compiles and checks it (an unwaived preflight error stops the
+program before any resource is registered), and `build` creates every resource; a stack whose config
+says `rackform:tier: data` is the blueprint's data tier (`build_data`). `rackform plan` calls the
+same functions under Pulumi's mock runtime, so the offline plan and a real `pulumi up` cannot
+disagree about what would be created."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def build(plan: Plan, runtime: StackTarget, **providers) -> Cluster:
     # `rackform up --revalidate` (or `pulumi config set rackform:revalidate <anything new>`)
     # asks for a validation run without any other change.
     revalidate = stack_setting(REVALIDATE) or ""
-    # `rackform up`'s last wait for the nodes configured at boot (rackform/boot/waiting.py).
+    # `rackform up`'s last wait for the nodes configured at boot (`waiting.wait_for_boot`).
     boot = stack_setting(BOOT_VERDICT) or ""
     cluster = Cluster(
         plan.stack,

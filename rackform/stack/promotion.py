@@ -8,7 +8,7 @@ differ from the validated SRC only by its own override block (`environments.ENV`
 anything else (the base, or SRC's override) changes SRC's digest, so it needs new evidence; a
 change to ENV's override changes ENV's digest, so it needs a new promotion. What reaches the
 nodes besides the blueprint (rackform's version, the roles and validators, the promotion rules,
-the images: rackform/evidence/pin.py) must be what SRC validated.
+the images: the evidence's `pin`) must be what SRC validated.
 
 `rackform up` and the Pulumi program (`pulumi up`) on ENV verify all of it themselves
 (`require_promotion`): a record's existence proves nothing, and a hand-written or edited record

@@ -4,7 +4,7 @@ resource: each target compiler's `replace_rules`) and each
 resource's options (ignore_changes, replace_on_changes, delete_before_replace).
 
 Under Pulumi's mocks an output the engine learns only after `up` is a placeholder naming its
-resource (`<subnet>.id`, `<template>.latestVersion`, rackform/stack/offline.py), identical in
+resource (`<subnet>.id`, `<template>.latestVersion`: `offline.RecordingMocks`), identical in
 both plans. A real engine gives a replaced resource a new id, and a launch template a new
 version when what it launches changes: the placeholders that name such a resource are read as
 changed here, so the change travels to every input that refers to it (a new zone replaces the

@@ -136,7 +136,7 @@ class TargetRuntime:
     def await_boot(self, plan: Plan, groups: list[NodeGroupPlan], how: BootWait) -> Judged:
         """Wait until every node of `groups` (configured at boot) configured itself and passed
         its checks, or `how.deadline_s` passes: each node judged passed, failed, stale or
-        missing, with what to do (rackform/boot/reports.py)."""
+        missing, with what to do (`reports.judge`)."""
         raise NotImplementedError
 
     def bmc(self, plan: Plan, node: str) -> Any | None:

@@ -1,7 +1,7 @@
 """The names reap, heal and the alert rules select dcgm-exporter's series by, and a cluster's
 identity among them. The label names are the
-ones the `dcgm` role's scrape config writes on every target (roles/dcgm/templates/
-prometheus-scrape.yml.j2; a test holds the two together); `gpu` is dcgm-exporter's own."""
+ones the `dcgm` role's Prometheus scrape config writes on every target (a test holds the two
+together); `gpu` is dcgm-exporter's own."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"  # uncorrectable (double-bit) ECC erro
 ROW_REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"  # pending row remaps (not in the role's
 # default counters: the rule is inert until it is added to dcgm_exporter_counters)
 # A job's progress: the unix time of its last completed step, per node, carrying the scrape
-# labels. The smoke job writes it (validators/heartbeat.py); a user's job exports the same gauge.
+# labels. The smoke job writes it (the validators' heartbeat); a user's job exports the same gauge.
 HEARTBEAT = "rackform_job_heartbeat_timestamp_seconds"
 
 # A GPU is one series however its other labels change (a re-addressed node's `instance`, a new

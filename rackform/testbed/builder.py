@@ -1,7 +1,7 @@
 """A node disk image for bare metal and colocation, baked on a testbed VM: one VM boots from a
 base image (the testbed's Debian 12 by default), fetches the bake's artifact from this machine
-(rackform/boot/artifact.py, served on loopback), runs rackform/boot/bake.py in it (the site
-playbook's baked tags, rackform/plan/bake.py; a reboot where the roles ask for one, then the
+(served on loopback), runs the bake script (`boot.bake`) in it (the site playbook's baked tags;
+a reboot where the roles ask for one, then the
 converge again), records what it baked in /etc/rackform/image.json and is shut down; its root
 drive, flattened, is the image.
 
@@ -47,7 +47,7 @@ MANIFEST = "image.json"
 GUEST_HOST = "10.0.2.2"  # this machine's loopback, from a guest on QEMU's user network
 BAKE_SCRIPT = Path(__file__).resolve().parents[1] / "boot" / "bake.py"
 ON_GUEST = "/opt/rackform/bake.py"
-# Written by the nvidia_driver role under a local connection (rackform/boot/bake.py).
+# Written by the nvidia_driver role under a local connection (`boot.bake`).
 REBOOT_REQUEST = "/var/lib/rackform/image-reboot-requested"
 CONVERGE_TIMEOUT_S = 7200.0
 BUILD_LOG = (

@@ -30,7 +30,7 @@ SIZE = "4G"
 # minbase skips Recommends, so udev, dbus and kmod are named. Nothing a role installs or needs
 # pre-installed is here (not even python3-apt, which Ansible's apt module needs): the roles bring
 # what they need, as they must on a host built elsewhere; the tests serve those packages from a
-# local repository (rackform/testbed/apt.py), so a converge reaches nothing outside the machine.
+# local repository (`testbed.apt`), so a converge reaches nothing outside the machine.
 PACKAGES = (
     "linux-image-amd64",
     "systemd-sysv",

@@ -123,7 +123,7 @@ def up(
     """Boot `nodes` VMs and wait for SSH. On any failure every VM started is stopped again.
     Every VM boots from the base image (`image.ensure_image`), or with `image` from this image
     directory (a node image `rackform image build` made for bare metal,
-    rackform/testbed/builder.py: rootfs.raw, vmlinuz, initrd.img)."""
+    `builder`'s output: rootfs.raw, vmlinuz, initrd.img)."""
     if not 1 <= nodes <= 16:
         raise TestbedError(f"--nodes must be between 1 and 16, not {nodes}")
     state_dir = state_dir.resolve()

@@ -2,7 +2,7 @@
 repository the tests serve to the VMs (each a cached no-op once built).
 
 Standard library only, like the rest of `rackform.testbed`'s image code, so that
-scripts/setup.sh can run it with the system Python while pip fills the virtualenv:
+the checkout's setup script can run it with the system Python while pip fills the virtualenv:
 
     python3 -m rackform.testbed.prepare [--no-packages]
 

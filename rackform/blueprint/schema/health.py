@@ -1,6 +1,6 @@
 """`lifecycle.health`: how `rackform heal` judges a cluster's nodes and what it may do about a
 failed one. Defaults a team can use as they are: NVIDIA's recommended action for each XID code
-(rackform/catalog/xid.yaml), a GPU reset for uncorrectable memory errors, a drain (a person's
+(the catalog's `xid.yaml`), a GPU reset for uncorrectable memory errors, a drain (a person's
 ticket) for storage and fabric faults. How many nodes may be out of service at once is the
 lifecycle's budget (`lifecycle.max_out_of_service`, shared with rolling changes). Which remediations a target can carry out is the target's schema rule
 (`TargetSchema.heal_actions`): a GPU reset and a reboot everywhere, a Redfish power cycle on

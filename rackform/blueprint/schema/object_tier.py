@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 
 from rackform.blueprint.schema.base import Strict
 
-# A bucket name S3 accepts (also the datasets' bucket of FSx: rackform/blueprint/schema/shared.py).
+# A bucket name S3 accepts (also the datasets' bucket of FSx, in the shared tier's schema).
 S3_BUCKET = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 _URL = re.compile(rf"^s3://({S3_BUCKET})(/[A-Za-z0-9._/-]*)?$")
 

@@ -19,7 +19,7 @@ from rackform.blueprint.schema.sections import Name
 # nodes, partitions and jobs in memory and writes its state to the root volume; a cluster of
 # tens of nodes and a few thousand jobs fits in a fraction of that.
 CONTROLLER_TYPE = "m7i.large"
-# An EC2 instance type's name (rackform/blueprint/targets/aws/scheduler.py checks it): family, generation
+# An EC2 instance type's name (the AWS target's scheduler rules check it): family, generation
 # and capabilities, a period, then the size (m7i.large, c7i.xlarge, m7i-flex.large,
 # u-6tb1.metal; EC2 Instance Types guide, "Amazon EC2 instance type naming conventions").
 # Whether EC2 sells it in the blueprint's zone is only known to EC2: `pulumi up` says so.

@@ -95,7 +95,7 @@ def strategy(venv_root: Path = VENV) -> tuple[dict, list[str]]:
 
 def image_env(root: Path, spec: dict) -> dict:
     """Where the blueprint bakes a node image: whether this node's image holds what the
-    blueprint's roles install (image_check.py, shipped beside this script then); the tags it
+    blueprint's roles install (the image check, shipped beside this script then); the tags it
     holds are skipped, and a mismatch is configured in full with a WARNING line."""
     if not spec.get("image"):
         return {}

@@ -1,12 +1,11 @@
 """The key material a stack's nodes are reached with, made by the stack and kept in its state.
 
-One ed25519 key pair for the controller's SSH login and one host key pair every node of the
-cluster presents. Both go to the nodes through user data (rackform/boot/artifact.py), and the
-controller writes a known_hosts file holding only the cluster's host key, so a node is verified
-from the first connection through a channel that proves it: whoever can launch from the
-launch template could read the host key too, which is the same trust as the instances' own IAM
-role (say so in the README). The private keys are Pulumi secrets: encrypted in the state, never
-printed.
+One ed25519 key pair for the controller's SSH login and one host key pair every node of the cluster
+presents. Both go to the nodes through their user data, and the controller writes a known_hosts file
+holding only the cluster's host key, so a node is verified from the first connection through a
+channel that proves it: whoever can launch from the launch template could read the host key too,
+which is the same trust as the instances' own IAM role (say so in the README). The private keys are
+Pulumi secrets: encrypted in the state, never printed.
 
 A dynamic provider: created once, never changed by any later `up` (no input but the cluster's
 name), so the launch template that carries the keys stays the same version.
@@ -85,7 +84,7 @@ def known_hosts_line(host_public_key: str) -> str:
 
 
 def access(keys: NodeKeys) -> pulumi.Output:
-    """What the Configure and Validate stages need to reach the nodes (see rackform/stack/stages.py)."""
+    """What the Configure and Validate stages need to reach the nodes (their `access` input)."""
     return pulumi.Output.all(keys.client_private_key, keys.host_public_key).apply(
         lambda pair: (
             {"private_key": pair[0], "known_hosts": known_hosts_line(pair[1])}

@@ -1,19 +1,18 @@
 """Finding the data tier's pieces that outlived their stack's state, by their tags, so `rackform
 up` imports them into the data tier's stack instead of creating a second file system.
 
-When: the data tier's stack does not hold a piece (rackform/plan/targets/aws/data_layout.py) at its
-first `up`, or after its state was lost (`pulumi stack rm --force`, a backend moved), or after a
-destroy from before the data tier had its own stack left a retained file system behind. The
-pieces carry the cluster's tags (`rackform:cluster`, `rackform:environment`) and their logical
-name as their `Name` tag (rackform/targets/aws/tags.py), which is how they are found; two with
-the same tags are refused, never guessed between.
+When: the data tier's stack does not hold a piece of the plan's data layout at its first `up`, or
+after its state was lost (`pulumi stack rm --force`, a backend moved), or after a destroy from
+before the data tier had its own stack left a retained file system behind. The pieces carry the
+cluster's tags (`rackform:cluster`, `rackform:environment`) and their logical name as their `Name`
+tag, which is how they are found; two with the same tags are refused, never guessed between.
 
 Each answer is the id Pulumi's `import` option takes for its type (pulumi-aws's resource docs,
 "Import": `vpc-...`, `subnet-...`, `sg-...`, an FSx file system's `fs-...`, a data repository
 association's `dra-...`, an EFS file system's `fs-...`, a mount target's `fsmt-...`); a security
-group also gives its name (rackform/targets/aws/data_tier.py `Kept.args`). boto3 is imported
-where it is used (the deploy extra); tests/targets/test_aws_adopt.py runs this against moto's
-server on loopback, and against a stand-in where moto has no answer."""
+group also gives its name (`data_tier.Kept.args`). boto3 is imported where it is used (the deploy
+extra); it is tested against moto's server on loopback, and against a stand-in where moto has no
+answer."""
 
 from __future__ import annotations
 

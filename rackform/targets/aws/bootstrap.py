@@ -1,6 +1,6 @@
 """Where nodes that configure themselves (an inference autoscaling group's) and the node image's
-builder (rackform/targets/aws/node_image.py) get their artifact on AWS: a private S3 bucket of
-the stack's, readable only through the VPC's S3 gateway endpoint.
+builder get their artifact on AWS: a private S3 bucket of the stack's, readable only through the
+VPC's S3 gateway endpoint.
 
 The node fetches the artifact with a plain HTTPS GET, no credentials and no AWS CLI on the
 image: the bucket policy allows `s3:GetObject` to requests that arrive through this VPC
@@ -36,7 +36,7 @@ HEARTBEAT_S = HOOK_TIMEOUT_S // 6
 
 
 def group_artifact(plan: Plan, group: NodeGroupPlan, asg_name: str) -> Artifact:
-    """The group's artifact (rackform/boot/groups.py), with what a joining node does on AWS:
+    """The group's artifact (`groups.group_spec`), with what a joining node does on AWS:
     its lifecycle hook and heartbeat."""
     aws = {"region": plan.target.region, "asg": asg_name, "hook": HOOK, "heartbeat_s": HEARTBEAT_S}
     return boot_group_artifact(plan, group, aws)

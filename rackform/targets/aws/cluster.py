@@ -1,11 +1,9 @@
-"""A cluster on AWS: network (with the controller's Instance Connect Endpoint; where the
-blueprint keeps a file system, its VPC, subnet and security groups are read from the data tier's
-own stack, rackform/targets/aws/data_tier.py), the stack's key
-material, node identity (IAM role and instance profile), the machine image (pinned, and baked
-into a node image where the blueprint says so), a cluster placement group for training, the
-bootstrap artifacts of groups that configure themselves, one
-AwsNodeGroup per node group, and Slurm's controller instance where the blueprint has a
-scheduler."""
+"""A cluster on AWS: network (with the controller's Instance Connect Endpoint; where the blueprint
+keeps a file system, its VPC, subnet and security groups are read from the data tier's own stack),
+the stack's key material, node identity (IAM role and instance profile), the machine image (pinned,
+and baked into a node image where the blueprint says so), a cluster placement group for training,
+the bootstrap artifacts of groups that configure themselves, one AwsNodeGroup per node group, and
+Slurm's controller instance where the blueprint has a scheduler."""
 
 from __future__ import annotations
 
@@ -131,7 +129,7 @@ class AwsCluster(pulumi.ComponentResource):
                 opts=pulumi.InvokeOutputOptions(parent=self),
             ).id
         # Pinned at the first `up`: a newer image of the kind never replaces running nodes, a
-        # new kind or id replaces them, planned (rackform/targets/aws/image_pin.py).
+        # new kind or id replaces them, planned (`ImagePin`).
         ami = ImagePin(f"{name}-image", target.ami.id or tp.image.key, lookup, opts=child).image_id
 
         placement: pulumi.Input[str] | None = tp.existing_placement_group

@@ -1,7 +1,7 @@
 """An autoscaling group's nodes that configure themselves at boot, as `rackform up` waits for
 them after the stack's update: a node has passed when its group holds it InService and it tagged
 itself `rackform:configured=<sha256>` with the artifact the blueprint pins for its group now
-(rackform/boot/node.py tags it only once configured and checked, then completes the launch
+(the node script tags it only once configured and checked, then completes the launch
 hook; a node that fails abandons the hook, and Auto Scaling terminates it and launches
 another).
 
@@ -14,7 +14,7 @@ Each instance of the group that is not leaving it (terminating, detaching) is ju
 
 and a group running fewer instances than its desired capacity is named too (Auto Scaling has
 not launched the rest). moto's server stands in for EC2 and Auto Scaling in
-tests/targets/test_aws_configured.py."""
+its tests."""
 
 from __future__ import annotations
 

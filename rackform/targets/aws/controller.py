@@ -67,14 +67,14 @@ class SlurmController(pulumi.ComponentResource):
             opts=pulumi.InvokeOutputOptions(parent=self),
         ).id
         # Pinned at the first `up`, as the nodes' image is: a newer Ubuntu 24.04 never replaces
-        # the running controller (rackform/targets/aws/image_pin.py).
+        # the running controller (`ImagePin`).
         ami = ImagePin(f"{name}-image", IMAGE.key, lookup, opts=child).image_id
         tags = {**aws_tags(plan, spec.name), CONTROLLER_TAG[0]: CONTROLLER_TAG[1]}
         self.instance = aws.ec2.Instance(
             spec.name,
             ami=ami,
             # Updated in place (stop, modify, start), never a replacement: the provider's
-            # aws_instance `instance_type` is not ForceNew (rackform/plan/targets/aws/replaces.py).
+            # aws_instance `instance_type` is not ForceNew (the compiler's replace rules).
             # The GPU nodes take none of the controller's inputs, so they never follow it.
             instance_type=spec.instance_type,
             subnet_id=subnet.id,

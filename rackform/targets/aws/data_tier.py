@@ -1,18 +1,18 @@
-"""The data tier's own stack on AWS (`<stack>-data`, `Plan.data_stack`): the file system the
-stack keeps and the network it sits in (rackform/plan/targets/aws/data_layout.py says which pieces
-and why), and what the cluster's stack reads of it.
+"""The data tier's own stack on AWS (`<stack>-data`, `Plan.data_stack`): the file system the stack
+keeps and the network it sits in (the plan's data layout says which pieces and why), and what the
+cluster's stack reads of it.
 
-Its program (`rackform.stack.program.build_data`) protects every resource (Pulumi's `protect`,
-which children inherit: a bare `pulumi destroy` of it refuses, and so does a change that would
-replace the file system or its subnet), and `rackform destroy` never destroys it: only
-`rackform destroy --data` lifts the protection (`rackform:release`, plan/compile.py) and destroys it after the
-cluster. Nothing in it depends on the cluster's stack; the cluster's stack reads its ids
-through a StackReference, so the cluster's destroy deletes nothing a kept piece depends on.
+Its program (`rackform.stack.program.build_data`) protects every resource (Pulumi's `protect`, which
+children inherit: a bare `pulumi destroy` of it refuses, and so does a change that would replace the
+file system or its subnet), and `rackform destroy` never destroys it: only `rackform destroy --data`
+lifts the protection (`rackform:release`, set by the compiler) and destroys it after the cluster.
+Nothing in it depends on the cluster's stack; the cluster's stack reads its ids through a
+StackReference, so the cluster's destroy deletes nothing a kept piece depends on.
 
 Each piece declares, as an alias, the URN `pulumi state move` gives it when an existing stack's
 pieces move here (`rackform data move`): the moved state is then the same resource, never a
 replacement. A piece `rackform up` found in AWS by its tags while the stack's state lacks it
-(`rackform:adopt`, rackform/targets/aws/adopt.py) is imported (Pulumi's `import` option) instead
+(`rackform:adopt`, `adopt.Finder`) is imported (Pulumi's `import` option) instead
 of created a second time."""
 
 from __future__ import annotations

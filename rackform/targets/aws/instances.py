@@ -3,16 +3,16 @@ changes, jobs, status): reached over SSH through the stack's EC2 Instance Connec
 given up for a new one (heal's `replace`).
 
 A name is what the plan and Slurm call the host: a training node `{stack}-{group}-{i}` and the
-controller `{stack}-slurmctld` (their `Name` tags, rackform/blueprint/targets/aws/names.py), or an
+controller `{stack}-slurmctld` (their `Name` tags, from the AWS target's `names`), or an
 instance id (a serving group's nodes, named by their ids in the stack's outputs). Only running
 instances carrying the cluster's `rackform:cluster` and `rackform:environment` tags count, so
 `llm-train-a` never reaches `llm-train-a2`'s hosts, and a name two running instances carry is
 refused rather than guessed.
 
 The key and known_hosts file are the stack's (its `ssh_access` output: `pulumi stack output
-ssh_access --show-secrets`), given to a command as --private-key and --known-hosts. moto's
-server stands in for EC2 and Auto Scaling in tests/targets/test_aws_instances.py; the tunnel
-itself (the AWS CLI's `open-tunnel`) is not yet run against AWS."""
+ssh_access --show-secrets`), given to a command as --private-key and --known-hosts. moto's server
+stands in for EC2 and Auto Scaling in its tests; the tunnel itself (the AWS CLI's `open-tunnel`) is
+not yet run against AWS."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def ssh_rules(cidrs: tuple[str, ...], endpoint_sg) -> list[dict[str, object]]:
 
 class Held:
     """A resource another stack holds, known here by its id: what the cluster's stack reads of
-    the data tier's stack (rackform/targets/aws/data_tier.py)."""
+    the data tier's stack."""
 
     def __init__(self, id_: pulumi.Input[str]):
         self.id = id_
@@ -62,7 +62,7 @@ class Placement:
     """How a piece of the nodes' network (or the shared tier) is registered: the options and
     arguments it gets beyond its own. The plain one, in the cluster's stack, adds nothing; the
     data tier's stack adds an alias and, for a piece found in AWS, its import
-    (rackform/targets/aws/data_tier.py)."""
+    (`data_tier.Kept`)."""
 
     def options(self, parent, name: str, **kw) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=parent, **kw)
@@ -75,7 +75,7 @@ class Placement:
 class NodesNetwork:
     """The VPC, the nodes' subnet, their security group and the one SSH comes from: what a kept
     file system sits in, so they live in the data tier's stack where there is one
-    (rackform/plan/targets/aws/data_layout.py says why)."""
+    (the plan's data layout says why)."""
 
     vpc: aws.ec2.Vpc | Held
     subnet: aws.ec2.Subnet | Held
@@ -273,8 +273,8 @@ class AwsNetwork(pulumi.ComponentResource):
             opts=child,
         )
         # Nodes that configure themselves fetch their artifact from S3 through a gateway
-        # endpoint: the bucket admits requests from this endpoint only (rackform/targets/aws/
-        # bootstrap.py), and the traffic stays off the NAT gateway.
+        # endpoint: the bucket admits requests from this endpoint only (the
+        # bootstrap bucket's policy), and the traffic stays off the NAT gateway.
         self.s3_endpoint = None
         if s3_endpoint:
             self.s3_endpoint = aws.ec2.VpcEndpoint(

@@ -4,17 +4,17 @@ plain image.
 
 - The build component fetches the bake's artifact from the stack's artifact bucket (the kind a
   node that configures itself fetches: the collection, its roles and the cluster's
-  configuration variables, rackform/boot/artifact.py) and runs rackform/boot/bake.py on it:
-  the site playbook over `localhost`, only the tags rackform/plan/bake.py bakes; then it reboots
+  configuration variables) and runs the bake script (`boot.bake`) on it: the site playbook over
+  `localhost`, only the tags the plan bakes (`baked_tags`); then it reboots
   (the driver's kernel module loads at boot; the component's Reboot step, after which the next
   step runs: EC2 Image Builder user guide, "Action modules supported by AWSTOE", Reboot),
-  converges again, and records what it baked in /etc/rackform/image.json.
-- The recipe starts from the pinned base image (ImagePin, rackform/targets/aws/image_pin.py).
+  converges again, and records what it baked in the image.
+- The recipe starts from the pinned base image (`ImagePin`).
 - The builder: the stack's subnet and security group (it reaches the artifact through the S3
   gateway endpoint, the package mirrors through the NAT gateway), an instance profile with the
   two managed policies Image Builder's builder needs, AmazonSSMManagedInstanceCore and
   EC2InstanceProfileForImageBuilder (EC2 Image Builder user guide, "Set up IAM prerequisites:
-  instance profile"), and a GPU instance type (rackform/blueprint/targets/aws/image_fields.py says why).
+  instance profile"), and a GPU instance type (`image_fields.builder_type` says why).
   A failed build terminates its instance (`terminate_instance_on_failure`).
 - The distribution tags the AMI with the cluster's tags, `rackform:roles` (the roles' hash) and
   `rackform:image-contents`.
@@ -22,11 +22,11 @@ plain image.
   output AMI, so they depend on it: a build that fails fails `up` before any launch template
   changes, and the nodes keep the previous image.
 
-Every input of a component, recipe and image replaces it (replaces.py), and a component's and
-a recipe's name and version must be new for each: their names carry a hash of what they build
-from. No pipeline: a scheduled rebuild would make AMIs no launch template uses (the templates
-take this Image's), so the image is rebuilt when what it is built from changes, or on request.
-"""
+Every input of a component, recipe and image replaces it (the compiler's replace rules), and a
+component's and a recipe's name and version must be new for each: their names carry a hash of what
+they build from. No pipeline: a scheduled rebuild would make AMIs no launch template uses (the
+templates take this Image's), so the image is rebuilt when what it is built from changes, or on
+request."""
 
 from __future__ import annotations
 

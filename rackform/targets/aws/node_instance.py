@@ -9,7 +9,7 @@ provider and the stack's state see the same resource either way: the same type t
 parent and options, the same inputs on the wire, the provider version the SDK class asks for;
 the provider returns its whole state and the engine keeps it, while the SDK ignores returned
 properties the program did not declare (pulumi/runtime/rpc.py `resolve_properties`).
-tests/targets/test_aws_node_instance.py holds the registration equal to the SDK class's.
+A test holds the registration equal to the SDK class's.
 """
 
 from __future__ import annotations

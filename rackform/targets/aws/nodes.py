@@ -203,7 +203,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         # placement group or reservation sized to the cluster cannot hold. delete-first takes
         # the old node down first (Pulumi docs, resource option `deleteBeforeReplace`).
         first = plan.target_plan.rollout == "delete-first"
-        # The names the plan gave Slurm's nodes (rackform/blueprint/targets/aws/names.py), and the
+        # The names the plan gave Slurm's nodes (`names.node_names`), and the
         # inventory's host names through the `nodes` output.
         names = node_names(plan.stack, group.name, group.count)
         instances = [
@@ -218,7 +218,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         ]
         self.resources = list(instances)
         # Gathered once over every instance's two scalars (an Output.all per instance inside
-        # another would copy each pair again: rackform/stack/outputs.py).
+        # another would copy each pair again: `stack.outputs`).
         self.nodes = gathered([out for x in instances for out in (x.private_ip, x.id)]).apply(
             lambda flat: [
                 [n, ip, SSH_PORT, iid]

@@ -1,11 +1,11 @@
 """`rackform reap` on AWS: the cluster's live state from EC2 and Auto Scaling (tags, instance
 state, launch times, group sizes), its idle actions, and snoozes written as tags
-(rackform/blueprint/targets/aws/idle.py says what each action means and why it leaves no drift).
+(the AWS target's idle schema says what each action means and why it leaves no drift).
 
 Everything is found by the cluster's tags (rackform:cluster and rackform:environment, both exact
 values), never by a name prefix, so `llm-train-a` never reaches `llm-train-a2`'s instances.
 
-boto3 is imported where it is used (the deploy extra). tests/reap/test_aws_reaper.py runs this
+boto3 is imported where it is used (the deploy extra). It is tested
 against moto's server on loopback, since AWS cannot be reached from the test machines."""
 
 from __future__ import annotations

@@ -5,12 +5,12 @@ control with Amazon VPC", FSx for Lustre user guide). The datasets' S3 bucket is
 data repository association on PERSISTENT_2 (the deployment type that has them), as the file
 system's import path on the others ("Linking your file system to an Amazon S3 bucket").
 
-Kept on `destroy` unless the blueprint says otherwise (`retain`): datasets outlive clusters. A
-kept one is created in the data tier's own stack (rackform/targets/aws/data_tier.py), with the
-network it sits in, all of it protected, and `rackform destroy` never destroys that stack: never
-`retain_on_delete` in a stack that deletes its subnet (AWS refuses to delete a subnet or a
-security group while the file system's network interfaces remain). One that is not kept goes
-with the cluster's stack, deleted before its subnet."""
+Kept on `destroy` unless the blueprint says otherwise (`retain`): datasets outlive clusters. A kept
+one is created in the data tier's own stack, with the network it sits in, all of it protected, and
+`rackform destroy` never destroys that stack: never `retain_on_delete` in a stack that deletes its
+subnet (AWS refuses to delete a subnet or a security group while the file system's network
+interfaces remain). One that is not kept goes with the cluster's stack, deleted before its
+subnet."""
 
 from __future__ import annotations
 

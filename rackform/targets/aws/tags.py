@@ -16,7 +16,7 @@ def aws_tags(plan: Plan, name: str) -> dict[str, str]:
 
 def asg_tags(plan: Plan, name: str) -> list[dict[str, object]]:
     """An autoscaling group's own tag shape, propagated to the instances it launches: the
-    launch template carries only what a node is (rackform/targets/aws/nodes.py), so an edit of
+    launch template carries only what a node is (`nodes.identity_tags`), so an edit of
     the owner or the idle policy updates the group in place and reaches the nodes it launches
     next (instances already running keep the tags they were launched with)."""
     return [

@@ -4,12 +4,11 @@ objects under it (a job copies its checkpoints up, prunes the old ones and resto
 
 IAM, from the Amazon S3 user guide ("Policy actions for Amazon S3", "Controlling access to a bucket
 with user policies"): ListObjectsV2 is authorized by `s3:ListBucket` on the bucket, narrowed with
-the `s3:prefix` condition key; GetObject, PutObject (and the multipart upload boto3's
-upload_file uses for large files: `s3:PutObject` covers creating and completing it,
-`s3:AbortMultipartUpload` its abort) and DeleteObject by their actions on `bucket/prefix/*`
-(https://docs.aws.amazon.com/AmazonS3/latest/userguide/security_iam_service-with-iam.html).
-The nodes reach S3 through the VPC's gateway endpoint (rackform/targets/aws/network.py), off the
-NAT gateway's per-GB charge."""
+the `s3:prefix` condition key; GetObject, PutObject (and the multipart upload boto3's upload_file
+uses for large files: `s3:PutObject` covers creating and completing it, `s3:AbortMultipartUpload`
+its abort) and DeleteObject by their actions on `bucket/prefix/*`
+(https://docs.aws.amazon.com/AmazonS3/latest/userguide/security_iam_service-with-iam.html). The
+nodes reach S3 through the VPC's gateway endpoint, off the NAT gateway's per-GB charge."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ class OnPremCluster(pulumi.ComponentResource):
                 self.node_resources.append(host)
         # {group: [[host name, address, port], ...]} from the hosts' own outputs, gathered once
         # over every host's two scalars (an Output.all per host, then per group, would copy
-        # each host's list twice more: rackform/stack/outputs.py).
+        # each host's list twice more: `stack.outputs`).
         groups = [(g.name, [h.name for h in g.hosts]) for g in plan.node_groups]
         self.nodes = gathered(
             [out for host in self.node_resources for out in (host.address, host.port)]

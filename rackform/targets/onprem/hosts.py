@@ -168,7 +168,7 @@ class Host(pulumi.dynamic.Resource, module="rackform", name="Host"):
     checkers only: the SDK reads a resource class's annotations with typing.get_type_hints for
     every resource it registers (0.3 s of CPU in a 4,096-host plan), and only to turn a number
     a declared int back from the wire's double, which `port`'s reader does itself
-    (onprem/cluster.py, by_group). An input without a value is not given at all: the wire
+    (`cluster.by_group`). An input without a value is not given at all: the wire
     leaves it out either way, and each one given is an output the SDK makes and resolves."""
 
     if TYPE_CHECKING:

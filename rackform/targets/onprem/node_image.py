@@ -1,8 +1,8 @@
 """The node image on bare metal and colocation: a disk image built on this machine, for the
 site's provisioning (PXE, Ironic, MAAS) to deploy. The bake's artifact is the kind any target's
-builder runs (rackform/boot/groups.py `bake_spec`); the builder is a testbed VM under QEMU
-(rackform/testbed/builder.py), which has no GPU: for a cluster whose nodes have GPUs the driver's
-and DCGM's roles are left to each node's first boot (rackform/plan/bake.py `baked_tags`), and
+builder runs (`groups.bake_spec`); the builder is a testbed VM under QEMU
+(`testbed.builder`), which has no GPU: for a cluster whose nodes have GPUs the driver's
+and DCGM's roles are left to each node's first boot (the plan's `baked_tags`), and
 the image's record says so."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Credentials come from the environment variables or the file the blueprint names; they go into
 the Authorization header and nowhere else: no message, log line or audit entry carries them,
-and no request to another host (a redirect elsewhere is refused: rackform/http_opener.py; a
+and no request to another host (a redirect elsewhere is refused: `http_opener`; a
 system path the BMC names is used only as a path on the BMC itself)."""
 
 from __future__ import annotations

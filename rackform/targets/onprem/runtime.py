@@ -39,7 +39,7 @@ class OnPremRuntime(TargetRuntime):
         check_bind(how.bind, how.url, how.tls)
 
     def await_boot(self, plan, groups, how):
-        """A boot server round for the listed hosts of `groups` (rackform/boot/controller.py):
+        """A boot server round for the listed hosts of `groups` (the boot controller's):
         a new key, each node's user data (its own token) for the site's provisioning to hand
         it, the artifacts served and the reports taken until every node reported or the
         deadline."""

@@ -4,7 +4,7 @@ fighting the next `pulumi up`.
 - `destroy`: the whole stack, through the Pulumi Automation API (rackform.stack.workspace).
 - `stop` (training): EC2 StopInstances on the cluster's instances. `instance_state` is an
   output of the provider's `aws:ec2/instance:Instance`, never an input (the stack gives it
-  none: rackform/targets/aws/node_instance.py), so the next `pulumi up` shows no change and
+  none: the training node's `NodeInstance`), so the next `pulumi up` shows no change and
   leaves them stopped; start them again from the console or `aws ec2 start-instances`. Their
   instance-store drives (the checkpoint array) are wiped by the stop, so the next
   `rackform configure` builds the array again.

@@ -1,7 +1,7 @@
 """The AWS target's part of the blueprint's `scheduler:` section: the stack creates Slurm's
 controller instance, so no host of the blueprint is named the controller, its type is a small
 EC2 type without GPUs, and the nodes' image carries a Slurm the slurm role supports. The rules
-every target shares are rackform/blueprint/schema/scheduler.py's."""
+every target shares are the common schema's (`schema.scheduler`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rackform.blueprint.targets.aws.names import CONTROLLER_SUFFIX
 from rackform.blueprint.targets.schema import Cluster
 from rackform.catalog import Catalog
 
-# The images whose Slurm the slurm role supports (roles/slurm/vars/main.yml: 22.05 or newer;
+# The images whose Slurm the slurm role supports (the role's vars: 22.05 or newer;
 # Ubuntu 24.04 ships 23.11, Ubuntu 22.04 21.08).
 SLURM_IMAGES = ("ubuntu-24.04", "dlami-ubuntu-24.04")
 

@@ -1,5 +1,5 @@
 """The AWS target's part of the blueprint: where and how capacity is bought, the fields its node
-groups add (`groups.py`), and the rules that need the whole blueprint or the catalog (EFA only
+groups add, and the rules that need the whole blueprint or the catalog (EFA only
 where the type has it, a VPC large enough for the subnets the plan cuts from it)."""
 
 from __future__ import annotations

@@ -129,8 +129,8 @@ class OnPremSchema(TargetSchema):
         return controller_host_rules(bp)
 
     def image_rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
-        # `image.bake` is a disk image built on this machine (`rackform image build`,
-        # rackform/targets/onprem/node_image.py); the section adds no field here.
+        # `image.bake` is a disk image built on this machine (`rackform image build`);
+        # the section adds no field here.
         return []
 
     def idle_actions(self, purpose: str) -> tuple[str, ...]:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from rackform.plan.model import Plan
 
 PROJECT = "rackform"  # Pulumi.yaml's name: the project part of every URN
-# The components a piece sat under in the cluster's stack (rackform/stack/cluster.py's Cluster,
-# then rackform/targets/aws/cluster.py's AwsCluster, then the network or the shared tier).
+# The components a piece sat under in the cluster's stack (the stack's `Cluster`, then the AWS
+# target's `AwsCluster`, then the network or the shared tier).
 _CLUSTER = "rackform:cluster:Cluster$rackform:aws:Cluster"
 NETWORK_CHAIN = f"{_CLUSTER}$rackform:aws:Network"
 SHARED_CHAIN = f"{_CLUSTER}$rackform:aws:SharedStorage"
@@ -38,7 +38,7 @@ class Piece:
     type: str  # the Pulumi type token
     name: str  # the logical name, and the Name tag of a taggable piece
     chain: str  # the parent components' types in the cluster's stack before the split
-    lookup: str  # how `rackform up` finds it in AWS (rackform/targets/aws/adopt.py)
+    lookup: str  # how `rackform up` finds it in AWS (the AWS target's `adopt`)
 
     def urn(self, stack: str, chain: str | None = None) -> str:
         """Its URN in `stack` under the components `chain` (default: its former ones)."""
@@ -55,8 +55,8 @@ EFS_MOUNT = "aws:efs/mountTarget:MountTarget"
 
 
 def network_pieces(stack: str) -> tuple[Piece, ...]:
-    """The network the nodes and the file system share (rackform/targets/aws/network.py
-    `nodes_network`), named after the cluster's stack as their Name tags are."""
+    """The network the nodes and the file system share (`network.nodes_network`
+    in the AWS stack), named after the cluster's stack as their Name tags are."""
     return (
         Piece(VPC, f"{stack}-vpc", NETWORK_CHAIN, "vpc"),
         Piece(SUBNET, f"{stack}-nodes", NETWORK_CHAIN, "subnet"),
@@ -70,7 +70,7 @@ def pieces(plan: Plan) -> tuple[Piece, ...]:
     if plan.data_stack is None:
         return ()
     stack, shared = plan.stack, plan.shared
-    fs = f"{stack}-shared"  # rackform/targets/aws/shared.py names its resources after this
+    fs = f"{stack}-shared"  # the shared tier's resources are named after this
     if shared.efs is not None:
         tier = (
             Piece(EFS, fs, SHARED_CHAIN, "efs"),

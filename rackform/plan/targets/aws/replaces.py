@@ -19,7 +19,7 @@ REPLACED_BY: dict[str, dict[str, str]] = {
     "aws:ec2/vpc:Vpc": {"cidrBlock": TF + "ec2/vpc_.go: cidr_block ForceNew"},
     "aws:ec2/subnet:Subnet": {
         # A subnet lives in one zone with one block: moving it is a new subnet, and a
-        # create-before-delete one with the same CIDR conflicts (rackform/stack/replacement.py
+        # create-before-delete one with the same CIDR conflicts (`stack.replacement`
         # says so in the reason).
         "availabilityZone": TF + "ec2/vpc_subnet.go: availability_zone ForceNew",
         "cidrBlock": TF + "ec2/vpc_subnet.go: cidr_block ForceNew",
@@ -60,7 +60,7 @@ REPLACED_BY: dict[str, dict[str, str]] = {
         # (terraform-provider-aws PR #10807, website/docs/r/instance.html.markdown): a new
         # template version is a new instance. instance_type alone updates in place (stop,
         # modify, start): the GPU nodes take it from the template, Slurm's controller instance
-        # (rackform/targets/aws/controller.py) sets it directly, and a new one resizes it in
+        # sets it directly, and a new one resizes it in
         # place. So do its user_data (user_data_replace_on_change defaults to false),
         # vpc_security_group_ids, iam_instance_profile and metadata_options.
         "launchTemplate": TF + "ec2/ec2_instance.go: launch_template ForceNew (PR #10807)",
@@ -93,7 +93,7 @@ REPLACED_BY: dict[str, dict[str, str]] = {
         "bucket": TF + "s3/bucket_public_access_block.go: bucket ForceNew"
     },
     "aws:s3/bucketPolicy:BucketPolicy": {"bucket": TF + "s3/bucket_policy.go: bucket ForceNew"},
-    # The node image (rackform/targets/aws/node_image.py): a component, recipe and image are
+    # The node image (EC2 Image Builder): a component, recipe and image are
     # immutable, every argument but tags ForceNew; the infrastructure and distribution
     # configurations update in place but for their name.
     "aws:imagebuilder/component:Component": {

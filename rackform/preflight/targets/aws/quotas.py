@@ -7,7 +7,7 @@ Which stacks: every environment (the base blueprint included) of every blueprint
 directory of the file being checked, which is how a repository keeps them (`blueprints/`):
 each is a stack `<name>-<env>` that `up` may create. So `rackform plan` or `validate` of any
 one of them, or of several at once, counts the same set, and one `up` warns about the others
-before it creates its own. The engine reads them (rackform/blueprint/repository.py) and the
+before it creates its own. The engine reads them (`repository.siblings`) and the
 plan carries them (`plan.siblings`): the rule itself reads nothing from disk.
 
 The defaults are adjustable and per account: an account whose quota is raised, or whose other

@@ -1,7 +1,7 @@
-"""AWS's own catalog: its GPU instance types (`instances.yaml`: GPUs, EFA interfaces, NVMe
-drives, prices) and the Regions the provider accepts (`regions.yaml`), with the default quotas
-a stack draws on (`quotas.yaml`, quotas.py). Read with the shared catalog's loader: every
-figure with its dated source, and each instance type's GPU a model of the shared catalog."""
+"""AWS's own catalog: its GPU instance types (`instances.yaml`: GPUs, EFA interfaces, NVMe drives,
+prices) and the Regions the provider accepts (`regions.yaml`), with the default quotas a stack draws
+on (`quotas.yaml`). Read with the shared catalog's loader: every figure with its dated source, and
+each instance type's GPU a model of the shared catalog."""
 
 from __future__ import annotations
 
