@@ -14,8 +14,9 @@ plain image.
   gateway endpoint, the package mirrors through the NAT gateway), an instance profile with the
   two managed policies Image Builder's builder needs, AmazonSSMManagedInstanceCore and
   EC2InstanceProfileForImageBuilder (EC2 Image Builder user guide, "Set up IAM prerequisites:
-  instance profile"), and a GPU instance type (`image_fields.builder_type` says why).
-  A failed build terminates its instance (`terminate_instance_on_failure`).
+  instance profile"), and a GPU instance type (`image.builder_instance_type`: the driver role
+  installs a driver only where it finds a GPU). A failed build terminates its instance
+  (`terminate_instance_on_failure`).
 - The distribution tags the AMI with the cluster's tags, `rackform:roles` (the roles' hash) and
   `rackform:image-contents`.
 - The image (`aws.imagebuilder.Image`): created during `up`; the launch templates take its
