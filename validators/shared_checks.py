@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import socket
 import time
 from collections.abc import Sequence
@@ -192,7 +193,7 @@ def visible_check(
     try:
         with shared_dir(mount, "validate", run) as base:
             owner = _write_token(base, node, token)
-            seen = _wait_for(base[0], others, run, start, owner, wait_s, poll_s)
+            seen = _wait_for(base[0], others, run, start, nodes_owners(owner), wait_s, poll_s)
     except nofollow.Unsafe as e:
         return failed(
             name, e.strerror, measured="unwritable", expected="shared", op="==", node=node
@@ -247,7 +248,7 @@ def _wait_for(
     others: list[str],
     run: str,
     start: float,
-    owner: int,
+    owners: frozenset[int],
     wait_s: float,
     poll_s: float,
 ) -> set[str]:
@@ -259,7 +260,7 @@ def _wait_for(
         with contextlib.suppress(OSError):
             os.listdir(run_fd)
         for peer in others:
-            if peer not in seen and _fresh(run_fd, peer, run, start, owner):
+            if peer not in seen and _fresh(run_fd, peer, run, start, owners):
                 seen.add(peer)
         if len(seen) == len(others) or time.time() - start >= wait_s:
             return seen
@@ -268,19 +269,33 @@ def _wait_for(
 
 # A token counts if it names its node and this run and was written around this check (a run
 # repeated later with the same id must not pass on what an earlier one left), and if it is a
-# regular file (no link) owned by the uid this node's own token got: a peer's token is written
-# as this one is (every node root, or every node nobody under root_squash), and one a user of
-# the tier wrote for it does not count.
+# regular file (no link) owned as a node's token is: by root, or by the uid root's files get on
+# the tier (this node's own token's owner; nobody, where an NFS export squashes root). A node
+# that serves the export writes as root while its clients' tokens arrive as nobody, so each of
+# these counts on every node; one a user of the tier wrote for a peer (its own uid) does not.
 FRESH_S = 600
 
 
-def _fresh(run_fd: int, peer: str, run: str, start: float, owner: int) -> bool:
+def nodes_owners(own: int) -> frozenset[int]:
+    """The uids a node's token may be owned by on the tier: root, this node's own token's, and
+    the uid an export squashes root to (nobody)."""
+    owners = {0, own}
+    for name in ("nobody", "nfsnobody"):
+        with contextlib.suppress(KeyError):
+            owners.add(pwd.getpwnam(name).pw_uid)
+    return frozenset(owners)
+
+
+def _fresh(run_fd: int, peer: str, run: str, start: float, owners: frozenset[int]) -> bool:
     try:
         d = os.open(peer, nofollow.DIR, dir_fd=run_fd)
     except OSError:
         return False
     try:
-        fd = nofollow.open_file(TOKEN, d, owner)
+        fd = nofollow.open_file(TOKEN, d)
+        if os.fstat(fd).st_uid not in owners:
+            os.close(fd)
+            return False
         with open(fd, encoding="utf-8") as f:
             t = json.load(f)
     except (OSError, ValueError):

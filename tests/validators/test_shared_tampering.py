@@ -146,3 +146,19 @@ def test_a_probe_of_its_own_is_kept_across_runs(tier):
     assert first.status == PASS and again.status == NOT_RUN and again.measured > 0
     assert probe.stat().st_mtime_ns == before
     assert sorted(p.name for p in probe.parent.iterdir()) == ["read-probe"]
+
+
+@root_only
+def test_a_token_the_export_squashed_counts_on_the_node_that_serves_it(tier):
+    # NFS with root_squash, one node serving the export: that node writes its token as root,
+    # its clients' tokens arrive owned by nobody. Each is a node's token on every node.
+    import pwd
+
+    nobody = pwd.getpwnam("nobody").pw_uid
+    run = tier / ".rackform" / "validate" / "r1"
+    (run / "n2").mkdir(parents=True)
+    token = run / "n2" / "token"
+    token.write_text(json.dumps({"node": "n2", "run": "r1", "host": "n2", "time": time.time()}))
+    os.chown(token, nobody, nobody)  # n2, a client: root squashed
+    c = shared_checks.visible_check(str(tier), "r1", "n1", ["n1", "n2"], 0.3, 0.05)
+    assert c.status == PASS and c.measured == "2/2 nodes", c
