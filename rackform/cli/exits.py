@@ -122,6 +122,11 @@ EXITS: dict[str, dict[int | str, str]] = {
         4: "the target's tags could not be written (the state directory's snooze stands)",
     },
     "alerts": {0: "written", 1: INTERNAL, 2: INVALID},
+    "metrics": {
+        0: "written (lines of a log that cannot be read named and skipped)",
+        1: INTERNAL,
+        2: INVALID + "; or the file cannot be written there",
+    },
     "jobs": {
         0: "reported",
         1: INTERNAL,

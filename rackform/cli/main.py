@@ -19,6 +19,7 @@ from rackform.cli import (  # noqa: F401
     image_cmd,
     init_cmd,
     jobs_cmd,
+    metrics_cmd,
     plan_cmd,
     promote_cmd,
     reap_cmd,
