@@ -127,6 +127,13 @@ EXITS: dict[str, dict[int | str, str]] = {
         1: INTERNAL,
         2: INVALID + "; or the file cannot be written there",
     },
+    "report": {
+        0: "written (each part whose input was not given left out, saying so)",
+        1: INTERNAL,
+        2: INVALID
+        + "; or a jobs or goodput file that cannot be read, or the page cannot be written",
+        3: "Prometheus unreachable, refusing the credentials, too slow or answering garbage: nothing written",
+    },
     "jobs": {
         0: "reported",
         1: INTERNAL,

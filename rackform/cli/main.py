@@ -23,6 +23,7 @@ from rackform.cli import (  # noqa: F401
     plan_cmd,
     promote_cmd,
     reap_cmd,
+    report_cmd,
     schema_cmd,
     smoke_cmd,
     snooze_cmd,
