@@ -129,7 +129,7 @@ EXITS: dict[str, dict[int | str, str]] = {
     },
     "report": {
         0: "written (each part whose input was not given left out, saying so)",
-        1: INTERNAL,
+        1: INTERNAL + "; or the report extra is not installed",
         2: INVALID
         + "; or a jobs or goodput file that cannot be read, or the page cannot be written",
         3: "Prometheus unreachable, refusing the credentials, too slow or answering garbage: nothing written",

@@ -70,7 +70,9 @@ def report(
     """Write a static HTML report, opened offline (every picture inside it), with each
     cluster's utilization against the target and idle GPU-hours, cost per job and per team,
     time to repair per node, failures over time, and goodput lost by cause."""
-    from rackform.cli.common import prometheus_client
+    from rackform.cli.common import need, prometheus_client
+
+    need("matplotlib", "rackform report", "report")
     from rackform.lifecycle.directory import state_dir as directory
     from rackform.lifecycle.record import Store
     from rackform.lifecycle.repairs import from_log
