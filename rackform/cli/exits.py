@@ -127,6 +127,11 @@ EXITS: dict[str, dict[int | str, str]] = {
         1: INTERNAL,
         2: INVALID + "; or the file cannot be written there",
     },
+    "dashboards": {
+        0: "written",
+        1: INTERNAL + "; or the report extra is not installed",
+        2: "the directory cannot be written",
+    },
     "report": {
         0: "written (each part whose input was not given left out, saying so)",
         1: INTERNAL + "; or the report extra is not installed",

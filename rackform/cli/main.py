@@ -12,6 +12,7 @@ from rackform.cli import (  # noqa: F401
     boot_cmd,
     compile_cmd,
     configure_cmd,
+    dashboards_cmd,
     data_cmd,
     diff_cmd,
     drift_cmd,
