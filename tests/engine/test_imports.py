@@ -182,6 +182,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "alerts",
         "testbed",
         "report",
+        "dashboards",
     ),
     ("targets",),
     ("engine", "stage_work"),
