@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -18,19 +17,15 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, PrometheusCa, PrometheusTimeout, prepare_files, user_error
-from rackform.cli.metrics_cmd import StateDirOption
+from rackform.cli.metrics_cmd import (
+    JobsOption,
+    StateDirOption,
+    jobs_files,
+    jobs_usage,
+    known_stacks,
+)
 
 EXIT_TELEMETRY = 3
-
-
-def _jobs_files(pairs: list[str]) -> dict[str, Path]:
-    out = {}
-    for pair in pairs:
-        stack, sep, path = pair.partition("=")
-        if not sep or not stack or not path:
-            raise user_error(f"--jobs {pair!r}: give STACK=PATH (a stack is <name>-<environment>)")
-        out[stack] = Path(path)
-    return out
 
 
 @app.command()
@@ -48,14 +43,7 @@ def report(
     hours: Annotated[
         int, typer.Option("--hours", help="Hours of utilization shown.", min=1, max=24 * 92)
     ] = 168,
-    jobs: Annotated[
-        list[str],
-        typer.Option(
-            "--jobs",
-            help="STACK=PATH: the stack's job records (a copied jobcomp log or sacct "
-            "--parsable2 output), for cost per job and per team. Repeatable.",
-        ),
-    ] = [],  # noqa: B006 (typer's way to a repeatable option)
+    jobs: JobsOption = [],  # noqa: B006 (typer's way to a repeatable option)
     goodput: Annotated[
         Path | None,
         typer.Option(
@@ -76,27 +64,21 @@ def report(
     from rackform.lifecycle.directory import state_dir as directory
     from rackform.lifecycle.record import Store
     from rackform.lifecycle.repairs import from_log
-    from rackform.reap.run import usd_per_gpu_hour
-    from rackform.reap.verdict import REPORT_ONLY, gpus_by_node
+    from rackform.reap.verdict import REPORT_ONLY
     from rackform.report.model import ClusterReport, GoodputError, load_goodput
     from rackform.report.page import page
     from rackform.report.utilization import fetch
-    from rackform.scheduler.records import RecordError, parse
-    from rackform.scheduler.usage import usage
     from rackform.telemetry.labels import Key
     from rackform.telemetry.prometheus import TelemetryError
 
-    records = _jobs_files(jobs)
+    records = jobs_files(jobs)
     try:
         lost = load_goodput(goodput) if goodput is not None else {}
     except GoodputError as exc:
         raise user_error(str(exc)) from None
     prepared = [p for _, ps in prepare_files(files, env) for p in ps]
     stacks = {p.plan.stack for p in prepared}
-    for stack in sorted((set(records) | set(lost)) - stacks):
-        raise user_error(
-            f"{stack}: no such stack among the blueprints given ({', '.join(sorted(stacks))})"
-        )
+    known_stacks(set(records) | set(lost), stacks)
     prom = prometheus_client(prometheus, timeout, prometheus_ca) if prometheus else None
     now = time.time()
     where = directory(state_dir)
@@ -122,15 +104,7 @@ def report(
             if not c.utilization.util:
                 c.notes.append(f"utilization: no GPU of {plan.name} reported in the last {hours} h")
         if plan.stack in records:
-            path = records[plan.stack]
-            try:
-                text = path.read_text(errors="replace")
-                c.usage = usage(list(parse(text, str(path))), gpus_by_node(plan),
-                                usd_per_gpu_hour(p), datetime.now())  # fmt: skip
-            except OSError as exc:
-                raise user_error(f"{path}: {exc.strerror}") from None
-            except RecordError as exc:
-                raise user_error(str(exc)) from None
+            c.usage = jobs_usage(p, records[plan.stack])
             c.notes += [f"jobs: {n}" for n in c.usage.notes]
         else:
             c.notes.append(f"cost per job: not shown (give --jobs {plan.stack}=LOG)")

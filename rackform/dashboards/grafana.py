@@ -2,8 +2,9 @@
 and environment), built with grafana-foundation-sdk rather than written as JSON: each panel's
 query selects the series rackform exports (`rackform metrics`' lifecycle figures), the
 recording rules `rackform alerts` writes, and dcgm-exporter's series as the dcgm role's scrape
-config labels them; the same views as `rackform report`'s page (goodput, a simulation's
-output, is the report's alone: Prometheus holds no series of it)."""
+config labels them; the same views as `rackform report`'s page, cost per team rather than per
+job (a series per job would grow without end), and without goodput (a simulation's output:
+Prometheus holds no series of it)."""
 
 from __future__ import annotations
 
@@ -122,6 +123,27 @@ def _lifecycle() -> list:
     ]
 
 
+def _cost() -> list:
+    def per_team(title: str, expr: str, unit: str) -> bargauge.Panel:
+        return (
+            bargauge.Panel()
+            .title(title)
+            .description(
+                "From the job records `rackform metrics --jobs` was given, per Slurm account."
+            )
+            .with_target(_query(expr, "{{account}}", instant=True))
+            .unit(unit)
+            .orientation(cm.VizOrientation.HORIZONTAL)
+            .span(12)
+            .height(8)
+        )
+
+    return [
+        per_team("GPU-hours per team", f"{L.JOBS_ACCOUNT_GPU_SECONDS}{SEL} / 3600", "h"),
+        per_team("Cost per team", f"{L.JOBS_ACCOUNT_USD}{SEL}", "currencyUSD"),
+    ]
+
+
 def dashboard(target_pct: float) -> db.Dashboard:
     d = (
         db.Dashboard("rackform: clusters")
@@ -136,6 +158,9 @@ def dashboard(target_pct: float) -> db.Dashboard:
         d = d.with_panel(p)
     d = d.with_row(db.Row("Failures and repairs"))
     for p in _lifecycle():
+        d = d.with_panel(p)
+    d = d.with_row(db.Row("Cost"))
+    for p in _cost():
         d = d.with_panel(p)
     return d
 

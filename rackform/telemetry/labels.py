@@ -82,3 +82,7 @@ LIFECYCLE_TBF = "rackform_lifecycle_tbf_seconds"  # mean time between failures (
 LIFECYCLE_MAINTENANCE_SECONDS = "rackform_lifecycle_maintenance_seconds_total"  # planned, rollouts
 LIFECYCLE_NODE_FAILURES = "rackform_lifecycle_node_failures_total"  # per node
 LIFECYCLE_NODE_MTTR = "rackform_lifecycle_node_mttr_seconds"  # per node
+# With job records (`rackform metrics --jobs`): per team (Slurm account, `account` label).
+JOBS_ACCOUNT_GPU_SECONDS = "rackform_jobs_account_gpu_seconds"
+JOBS_ACCOUNT_USD = "rackform_jobs_account_usd"
+ACCOUNT = "account"

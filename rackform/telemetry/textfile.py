@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rackform.lifecycle.repairs import Reliability
+from rackform.scheduler.usage import Usage
 from rackform.telemetry import labels as L
 
 
@@ -26,6 +27,7 @@ class Measured:
 
     key: L.Key
     reliability: Reliability
+    usage: Usage | None = None  # the jobs' GPU-hours and cost, where their records were given
 
 
 # name -> (type, help), in the file's order.
@@ -39,6 +41,8 @@ FAMILIES = {
     L.LIFECYCLE_MAINTENANCE_SECONDS: ("counter", "Node-seconds out for rolling changes."),
     L.LIFECYCLE_NODE_FAILURES: ("counter", "Failures detected on the node."),
     L.LIFECYCLE_NODE_MTTR: ("gauge", "The node's mean time to repair, in seconds."),
+    L.JOBS_ACCOUNT_GPU_SECONDS: ("gauge", "GPU-seconds of the team's jobs in the records given."),
+    L.JOBS_ACCOUNT_USD: ("gauge", "Their cost at the catalog's price per GPU-hour."),
 }
 
 
@@ -47,10 +51,12 @@ def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _labels(key: L.Key, node: str | None = None) -> str:
+def _labels(key: L.Key, node: str | None = None, account: str | None = None) -> str:
     pairs = [(L.CLUSTER, key.cluster), (L.ENVIRONMENT, key.environment), (L.PURPOSE, key.purpose)]
     if node is not None:
         pairs.append((L.NODE, node))
+    if account is not None:
+        pairs.append((L.ACCOUNT, account))
     return "{" + ",".join(f'{k}="{escape(v)}"' for k, v in pairs) + "}"
 
 
@@ -70,6 +76,11 @@ def _samples(m: Measured) -> dict[str, list[str]]:
         out[L.LIFECYCLE_NODE_FAILURES].append(f"{_labels(m.key, n.node)} {n.failures}")
         if n.mttr_s is not None:
             out[L.LIFECYCLE_NODE_MTTR].append(f"{_labels(m.key, n.node)} {n.mttr_s:.3f}")
+    for a in m.usage.accounts if m.usage is not None else ():
+        lab = _labels(m.key, account=a.account)
+        out[L.JOBS_ACCOUNT_GPU_SECONDS].append(f"{lab} {a.gpu_hours * 3600:.0f}")
+        if a.usd is not None:
+            out[L.JOBS_ACCOUNT_USD].append(f"{lab} {a.usd:.2f}")
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import datetime
 
 import yaml
 from blueprint_helpers import ROOT, rackform
@@ -15,6 +16,8 @@ from servers import Gpu, Series, prometheus, query
 
 from rackform.lifecycle.record import Store
 from rackform.lifecycle.repairs import from_log
+from rackform.scheduler.records import parse
+from rackform.scheduler.usage import usage
 from rackform.telemetry.labels import Key
 from rackform.telemetry.textfile import FAMILIES, Measured, exposition
 
@@ -29,6 +32,10 @@ node_groups:
     gpus_per_node: 8
     hosts: [{name: gpu-a-01, address: 10.9.0.1}]
 network: {fabric: ethernet}
+"""
+JOBS = """\
+JobID|User|Account|Partition|State|Start|End|ElapsedRaw|AllocTRES|NodeList
+41|alice|ml|batch|COMPLETED|2026-11-25T10:00:00|2026-11-25T12:00:00|7200||gpu-a-01
 """
 VARS = {"$cluster": "dc-a", "$environment": "default"}
 
@@ -71,7 +78,8 @@ def test_every_query_selects_exported_series_and_answers(tmp_path):
     store.audit("heal", kind="heal", nodes={"gpu-a-01": "reboot"}, ts=t0)
     store.audit("batch", kind="heal", nodes=["gpu-a-01"], status="done", ts=t0 + 1200)
     rel, _ = from_log(store.log.path, "dc-a-default")
-    text = exposition([Measured(Key("dc-a", "default", "training"), rel)])
+    jobs = usage(parse(JOBS, "sacct"), {"gpu-a-01": 8}, 2.5, datetime.now())
+    text = exposition([Measured(Key("dc-a", "default", "training"), rel, jobs)])
     series = []
     for line in text.splitlines():
         if line.startswith("#"):
@@ -93,3 +101,5 @@ def test_every_query_selects_exported_series_and_answers(tmp_path):
     assert value["Mean time to repair per node"] == 1200.0
     assert value["Failed nodes not returned"] == 0.0
     assert value["Failures in the last 24 h"] == 0.0  # the one failure predates the series
+    assert value["GPU-hours per team"] == 16.0  # 8 GPUs x 2 h
+    assert value["Cost per team"] == 40.0  # at $2.5 a GPU-hour

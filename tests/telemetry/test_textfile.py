@@ -37,6 +37,13 @@ network: {fabric: ethernet}
 """
 
 
+JOBS = """\
+JobID|User|Account|Partition|State|Start|End|ElapsedRaw|AllocTRES|NodeList
+41|alice|ml|batch|COMPLETED|2026-11-25T10:00:00|2026-11-25T12:00:00|7200||gpu-a-0[1-2]
+42|bob|re"search|batch|COMPLETED|2026-11-25T12:00:00|2026-11-25T13:00:00|3600||gpu-a-0[1-2]
+"""
+
+
 def need(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
@@ -79,9 +86,12 @@ def test_the_command_writes_what_node_exporter_serves(tmp_path):
     store.audit("ticket", kind="heal", node="gpu-a-02", action="drain", ts=T0 + 3600)
     with store.log.path.open("a") as f:
         f.write('{"event": "heal", "ts": 18000')  # a line cut short by hand
+    jobs = tmp_path / "sacct.txt"
+    jobs.write_text(JOBS)
     out = tmp_path / "textfile"
     out.mkdir()
-    r = rackform("metrics", bp, "--state-dir", state, "--textfile", out / "rackform.prom")
+    r = rackform("metrics", bp, "--state-dir", state, "--textfile", out / "rackform.prom",
+                 "--jobs", f"dc-a-default={jobs}")  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert f"{store.log.path}:5: not a JSON entry (cut short or edited): skipped" in r.stderr
     text = (out / "rackform.prom").read_text()
@@ -102,8 +112,13 @@ def test_the_command_writes_what_node_exporter_serves(tmp_path):
         # node_exporter writes the labels in order of their names
         f'rackform_lifecycle_node_mttr_seconds{{{node},purpose="training"}} 900',
         f'rackform_lifecycle_node_failures_total{{{node},purpose="training"}} 2',
+        # Two jobs of 16 GPUs (their nodes' GPUs: no TRES), 2 h for ml and 1 h for research;
+        # bare metal has no catalog price: no USD series.
+        f'rackform_jobs_account_gpu_seconds{{account="ml",{ident}}} 115200',
+        f'rackform_jobs_account_gpu_seconds{{account="re\\"search",{ident}}} 57600',
     ):
         assert line in served.splitlines(), line
+    assert "rackform_jobs_account_usd" not in served
 
 
 def test_a_node_name_from_a_log_cannot_break_the_file(tmp_path):
