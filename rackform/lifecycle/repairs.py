@@ -27,6 +27,7 @@ is skipped and named (file and line) in the problems, never guessed at.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -177,8 +178,8 @@ def read_lines(path: Path) -> tuple[list[Line], list[Problem]]:
 
 def _ts(e: dict) -> float | None:
     ts = e.get("ts")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or ts != ts:  # NaN
-        return None
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+        return None  # JSON's NaN and Infinity too
     return float(ts)
 
 

@@ -49,7 +49,7 @@ class Goodput:
     def fraction(self) -> float | None:
         if not self.paid_gpu_hours:
             return None
-        return max(0.0, 1 - sum(self.lost.values()) / self.paid_gpu_hours)
+        return 1 - sum(self.lost.values()) / self.paid_gpu_hours
 
 
 @dataclass
@@ -95,7 +95,10 @@ def load_goodput(path: Path) -> dict[str, Goodput]:
             raise GoodputError(f"{where}: unknown key {sorted(map(str, unknown))[0]!r}")
         lost = {str(c): _hours(v, f"{where}: lost: {c}") for c, v in entry["lost"].items()}
         paid = entry.get("paid_gpu_hours")
-        out[str(stack)] = Goodput(
-            lost, None if paid is None else _hours(paid, f"{where}: paid_gpu_hours")
-        )
+        paid = None if paid is None else _hours(paid, f"{where}: paid_gpu_hours")
+        if paid is not None and sum(lost.values()) > paid:
+            raise GoodputError(
+                f"{where}: {sum(lost.values()):g} GPU-hours lost is more than the {paid:g} paid for"
+            )
+        out[str(stack)] = Goodput(lost, paid)
     return out

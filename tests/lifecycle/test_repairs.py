@@ -94,6 +94,7 @@ def test_edited_and_cut_lines_are_named_and_skipped_never_counted(tmp_path):
             }
         ),
         '{"event": "batch", "kind": "heal", "nodes": ["gpu-a-0',  # a kill cut it
+        f'{{"event": "heal", "nodes": {{"gpu-z-09": "reboot"}}, "stack": "{STACK}", "ts": Infinity}}',
     ]
     path.write_text(good + "\n".join(bad) + "\n")
     n = good.count("\n")
@@ -103,6 +104,7 @@ def test_edited_and_cut_lines_are_named_and_skipped_never_counted(tmp_path):
         (f"{path}:{n + 5}", "not a JSON object: skipped"),
         (f"{path}:{n + 7}", "not a JSON entry (cut short or edited): skipped"),
         (f"{path}:{n + 4}", "an entry without a time (`ts`): skipped"),
+        (f"{path}:{n + 8}", "an entry without a time (`ts`): skipped"),
         (f"{path}:{n + 2}", "a heal entry whose `nodes` is not node -> action: skipped"),
         (f"{path}:{n + 3}", "a ticket entry without its `node`: skipped"),
         (f"{path}:{n + 6}", "a batch entry without its `nodes` and `status`: skipped"),
