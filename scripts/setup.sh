@@ -69,8 +69,8 @@ fi
 if [[ ! -x .venv/bin/python ]]; then
   "$py" -m venv .venv
 fi
-extras="deploy"
-((want_test)) && extras="deploy,test"
+extras="deploy,report"
+((want_test)) && extras="deploy,report,test"
 # pip's resolver is a no-op when everything is already installed at the right versions. Its
 # chatter goes to a log that is shown only when it fails.
 log=.venv/setup.log

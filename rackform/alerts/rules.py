@@ -118,11 +118,48 @@ def group(plan: Plan) -> dict:
             "Reset the GPU when it is idle to apply the remap.",
         ),
     ]
+    alerts += lifecycle_alerts(plan, sel)
     # Each rule also carries its cluster's labels as its own: the series already have them, and
     # with them the same rule for two environments is two rules (promtool's duplicate lint).
     for rule in rules + alerts:
         rule["labels"] = {**rule.get("labels", {}), **ident}
     return {"name": f"rackform-{plan.stack}", "rules": rules + alerts}
+
+
+def lifecycle_alerts(plan: Plan, sel: str) -> list[dict]:
+    """Failures and repairs, from `rackform metrics`' counters (its audit log, exported by
+    node_exporter's textfile collector). A counter's growth over a window is its value less
+    its least in the window: exact counts, where `increase()` would extrapolate one failure in
+    a short series to more than one; a log rotated (the counter reset) counts from there."""
+    lc = plan.lifecycle
+
+    def grown(name: str, window: str) -> str:
+        return f"({name}{sel} - min_over_time({name}{sel}[{window}]))"
+
+    hours = f"{lc.mttr_alert_hours:g}"
+    limit = max(1.0, lc.failures_alert_node_share * plan.nodes)
+    return [
+        _alert(
+            "RackformRepairsSlow",
+            f"{grown(L.LIFECYCLE_REPAIR_SECONDS, '7d')} / {grown(L.LIFECYCLE_REPAIRS, '7d')}"
+            f" > {lc.mttr_alert_hours * 3600:g}",
+            "warning",
+            f"{plan.name} ({plan.environment}): failed nodes take over {hours} h to return",
+            "Mean time to repair over the last 7 days {{ $value | humanizeDuration }} "
+            f"(lifecycle.mttr_alert_hours: {hours}): look at the tickets heal left and the "
+            "nodes waiting for a person (`rackform status`).",
+        ),
+        _alert(
+            "RackformFailuresHigh",
+            f"{grown(L.LIFECYCLE_FAILURES, '1d')} > {limit:g}",
+            "warning",
+            f"{plan.name} ({plan.environment}): more than {limit:g} node failures in a day",
+            "{{ $value }} failures detected in the last 24 h "
+            f"(lifecycle.failures_alert_node_share: {lc.failures_alert_node_share:g} of "
+            f"{plan.nodes} nodes): a fleet-wide cause (driver, firmware, power, cooling) is "
+            "likelier than that many bad nodes.",
+        ),
+    ]
 
 
 def _alert(

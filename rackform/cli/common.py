@@ -68,8 +68,8 @@ def prometheus_client(url: str, timeout: float, ca: str | None) -> Prometheus:
         raise user_error(str(exc)) from None
 
 
-def need(module: str, command: str) -> None:
-    """Exit 1 with the install line when `module` (of the deploy extra) is not installed."""
+def need(module: str, command: str, extra: str = "deploy") -> None:
+    """Exit 1 with the install line when `module` (of `extra`) is not installed."""
     import importlib.util
 
     try:
@@ -78,8 +78,8 @@ def need(module: str, command: str) -> None:
         found = False
     if not found:
         print(
-            f"rackform: `{command}` needs {module}, from the deploy extra "
-            "(pip install 'rackform[deploy]')",
+            f"rackform: `{command}` needs {module}, from the {extra} extra "
+            f"(pip install 'rackform[{extra}]')",
             file=sys.stderr,
         )
         raise typer.Exit(1)

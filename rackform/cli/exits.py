@@ -122,6 +122,23 @@ EXITS: dict[str, dict[int | str, str]] = {
         4: "the target's tags could not be written (the state directory's snooze stands)",
     },
     "alerts": {0: "written", 1: INTERNAL, 2: INVALID},
+    "metrics": {
+        0: "written (lines of a log that cannot be read named and skipped)",
+        1: INTERNAL,
+        2: INVALID + "; or the file cannot be written there",
+    },
+    "dashboards": {
+        0: "written",
+        1: INTERNAL + "; or the report extra is not installed",
+        2: "the directory cannot be written",
+    },
+    "report": {
+        0: "written (each part whose input was not given left out, saying so)",
+        1: INTERNAL + "; or the report extra is not installed",
+        2: INVALID
+        + "; or a jobs or goodput file that cannot be read, or the page cannot be written",
+        3: "Prometheus unreachable, refusing the credentials, too slow or answering garbage: nothing written",
+    },
     "jobs": {
         0: "reported",
         1: INTERNAL,

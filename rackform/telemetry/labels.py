@@ -68,3 +68,21 @@ def re2_escape(value: str) -> str:
 def quote(value: str) -> str:
     """A PromQL string literal: double quotes, with backslash and quote escaped."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# What rackform exports of a cluster's node lifecycle, measured from its audit log
+# (`rackform metrics`, node_exporter's textfile collector), each carrying the cluster's three
+# labels (and `node` where per node). The alert rules and the Grafana dashboards select by them.
+LIFECYCLE_FAILURES = "rackform_lifecycle_failures_total"  # failures detected, ever
+LIFECYCLE_REPAIRS = "rackform_lifecycle_repairs_total"  # failures whose return is recorded
+LIFECYCLE_REPAIR_SECONDS = "rackform_lifecycle_repair_seconds_total"  # their detection to return
+LIFECYCLE_OPEN = "rackform_lifecycle_open_failures"  # failed nodes not recorded as returned
+LIFECYCLE_MTTR = "rackform_lifecycle_mttr_seconds"  # mean time to repair over the whole log
+LIFECYCLE_TBF = "rackform_lifecycle_tbf_seconds"  # mean time between failures (any node)
+LIFECYCLE_MAINTENANCE_SECONDS = "rackform_lifecycle_maintenance_seconds_total"  # planned, rollouts
+LIFECYCLE_NODE_FAILURES = "rackform_lifecycle_node_failures_total"  # per node
+LIFECYCLE_NODE_MTTR = "rackform_lifecycle_node_mttr_seconds"  # per node
+# With job records (`rackform metrics --jobs`): per team (Slurm account, `account` label).
+JOBS_ACCOUNT_GPU_SECONDS = "rackform_jobs_account_gpu_seconds"
+JOBS_ACCOUNT_USD = "rackform_jobs_account_usd"
+ACCOUNT = "account"

@@ -159,7 +159,8 @@ def test_the_pair_finder_sees_a_lazy_pair():
 # stages: a target's part is handed to it); what touches hosts (push, the boot path, the
 # acceptance run); the node lifecycle (its core and what Prometheus holds of the nodes; reap,
 # heal, rolling changes, the Slurm steps and the
-# SSH that reaches a host, the alert rules from the same definition of idleness, the local
+# SSH that reaches a host, the alert rules from the same definition of idleness, the report
+# and the Grafana dashboard of what they measure, the local
 # testbed VMs an on-premises node image is baked on); each target's running world (its Pulumi
 # components, reaching nodes, power, instances); the engine, which puts a target's layers
 # together, and the work it hands the stack's stages; the commands' own logic, which calls the engine (GitOps, `rackform init`); the CLI;
@@ -171,7 +172,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("preflight", "evidence"),
     ("stack",),
     ("push", "boot", "acceptance"),
-    ("lifecycle", "telemetry", "reap", "health", "rollout", "scheduler", "alerts", "testbed"),
+    (
+        "lifecycle",
+        "telemetry",
+        "reap",
+        "health",
+        "rollout",
+        "scheduler",
+        "alerts",
+        "testbed",
+        "report",
+        "dashboards",
+    ),
     ("targets",),
     ("engine", "stage_work"),
     ("gitops", "init"),

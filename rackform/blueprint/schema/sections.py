@@ -360,6 +360,22 @@ class LifecycleSpec(Strict):
             le=1440,
         ),
     ] = 30
+    mttr_alert_hours: Annotated[
+        float,
+        Field(
+            description="`rackform alerts`: a cluster whose failed nodes took longer than this on average from detection to their return to service, over the last 7 days (`rackform metrics`' series, from heal's and the rolling changes' audit log), alerts.",
+            gt=0,
+            le=8760,
+        ),
+    ] = 24
+    failures_alert_node_share: Annotated[
+        float,
+        Field(
+            description="`rackform alerts`: a cluster with more node failures in a day than this share of its nodes (and more than one) alerts. The default, 2%, is about five times the rate of Meta's Llama 3 run: 419 unexpected interruptions in 54 days on 16,384 H100s, 2,048 nodes, about 0.4% of the nodes a day (arXiv 2407.21783, section 3.3.4).",
+            gt=0,
+            le=1,
+        ),
+    ] = 0.02
     idle: Annotated[
         IdlePolicy | None,
         Field(description="Idle policy for `rackform reap`; none = never reaped."),
