@@ -148,10 +148,10 @@ def run(
     time is out is never sent (the records say so)."""
     rng = random.Random(seed)
     prompts = [
-        [rng.randrange(*PROMPT_IDS) for _ in range(load.prompt_tokens)]
-        for _ in range(load.requests)
+        [rng.randrange(*PROMPT_IDS) for _token in range(load.prompt_tokens)]
+        for _request in range(load.requests)
     ]
-    records = [Request(sent=0.0) for _ in range(load.requests)]
+    records = [Request(sent=0.0) for _request in range(load.requests)]
     todo = iter(range(load.requests))
     lock = threading.Lock()
 
@@ -169,7 +169,7 @@ def run(
             client.complete(model, prompts[i], load, records[i], min(stall_s, left), until, clock)
             beat(f"request {i + 1} of {load.requests}")
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(load.concurrency)]
+    threads = [threading.Thread(target=worker, daemon=True) for _stream in range(load.concurrency)]
     for t in threads:
         t.start()
     for t in threads:

@@ -170,7 +170,7 @@ def run_local(
         kv = cache[:, :, :n]
         prompts = torch.randint(0, vocab, (n, load.prompt_tokens), generator=g).to(device)
         _sync(device)
-        batch = [Request(sent=clock()) for _ in range(n)]
+        batch = [Request(sent=clock()) for _request in range(n)]
         records += batch
         tok = decoder.step(prompts, kv, 0)
         for i in range(load.output_tokens):
