@@ -267,6 +267,7 @@ def phases(args, job: Job, deadline: Deadline, device) -> None:
             Check("model_load", report.PASS, model, model, "", "", f"served by {args.endpoint}")
         )
         if args.model_path:
+            deadline.check("reading the model's config and sizes on the mount")
             shape = serving_model.model_shape(args.model_path)
             found = _shape_dict(shape)
             weight_bytes = serving_model.weight_bytes_on_disk(args.model_path)
@@ -380,9 +381,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     except (ModelError, OSError, serving_endpoint.EndpointError) as exc:
-        # Before the model loaded, it is what failed; after, the phase that raised.
-        loaded = any(c.name == "model_load" for c in job.checks)
-        job.add(failed("serving" if loaded else "model_load", f"{deadline.phase}: {exc}"))
+        # Before the model loaded, it is what failed; after, the job, naming the phase.
+        why = f"{deadline.phase}: {exc}"
+        if any(c.name == "model_load" for c in job.checks):
+            job.add(failed("serving_job", why))
+        else:
+            job.add(failed("model_load", why))
     finally:
         deadline.stop()
     job.facts["duration_s"] = round(time.monotonic() - t0, 3)
