@@ -151,6 +151,14 @@ class Decoder:
     def weight_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.w.values())
 
+    @property
+    def step_read_bytes(self) -> int:
+        """The weights a decode step reads: all of them but an untied embedding table, of
+        which it looks up one row per stream."""
+        return step_read_bytes(
+            self.weight_bytes, self.w["model.embed_tokens.weight"], self.shape.tied
+        )
+
     def new_cache(self, batch: int, length: int) -> torch.Tensor:
         s = self.shape
         dims = (s.layers, 2, batch, s.kv_heads, length, s.head_dim)
@@ -254,19 +262,34 @@ def open_model(path: str) -> int:
     return nofollow.open_dir(path, shown=path)[0]
 
 
+def step_read_bytes(total: int, embed, tied: bool) -> int:
+    """`total` weight bytes less an untied embedding table (`embed`: its tensor, or its
+    safetensors header entry), which a decode step only looks rows up in."""
+    if tied or embed is None:
+        return total
+    if isinstance(embed, torch.Tensor):
+        return total - embed.numel() * embed.element_size()
+    return total - (embed["data_offsets"][1] - embed["data_offsets"][0])
+
+
 def weight_bytes_on_disk(path: str) -> int:
-    """The bytes of a model directory's tensors, from the safetensors headers alone (the engine
-    path: the job loads nothing, the engine holds the weights)."""
+    """The weight bytes a decode step reads (`step_read_bytes`), from the model directory's
+    config and safetensors headers alone (the engine path: the job loads nothing, the engine
+    holds the weights)."""
     fd = open_model(path)
     try:
-        total = 0
+        cfg = safetensors_io.read_json(CONFIG, fd, shown=f"{path}/{CONFIG}")
+        shape = Shape.from_config(cfg, f"{path}/{CONFIG}")
+        total, embed = 0, None
         for f in _weight_files(fd, path):
             ffd = nofollow.open_file(f, fd, shown=f"{path}/{f}")
             try:
-                total += safetensors_io.tensor_bytes(safetensors_io.header(ffd, f"{path}/{f}")[1])
+                head = safetensors_io.header(ffd, f"{path}/{f}")[1]
             finally:
                 os.close(ffd)
-        return total
+            total += safetensors_io.tensor_bytes(head)
+            embed = head.get("model.embed_tokens.weight", embed)
+        return step_read_bytes(total, embed, shape.tied)
     finally:
         os.close(fd)
 

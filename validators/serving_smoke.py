@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import socket
 import sys
 import time
 
@@ -297,7 +298,7 @@ def phases(args, job: Job, deadline: Deadline, device) -> None:
             allocator = torch.cuda.max_memory_allocated(device)
         # Bytes as the blueprint's dtype holds them.
         scale = args.dtype_bytes / dtype.itemsize
-        weight_bytes = round(loaded.decoder.weight_bytes * scale)
+        weight_bytes = round(loaded.decoder.step_read_bytes * scale)
         kv_per_token = loaded.shape.kv_bytes_per_token(args.dtype_bytes)
         why_memory = (
             "a stand-in model: preflight's estimate is for the blueprint's" if standin else ""
@@ -349,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     job = Job(
         args.report,
         {
+            "host": socket.gethostname(),
             "device": device.type,
             "torch": torch.__version__,
             "engine": args.endpoint or "in process",

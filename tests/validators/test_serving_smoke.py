@@ -262,3 +262,16 @@ def test_the_figures_come_from_the_records():
     assert f.output_tps == pytest.approx(6 / 1.2) and f.complete == 2
     short = figures(Load(2, 10, 3, 2), [Request(0.0, [1.0], 1), Request(0.0, [], 0, "HTTP 500")])
     assert short.complete == 0 and short.errors == ("HTTP 500",)
+
+
+def test_a_step_reads_the_same_bytes_by_the_headers_as_by_the_loaded_model(mount):
+    # The engine path reads the mount's headers, the in-process path the loaded tensors: the
+    # MBU of both rests on the same figure (every weight but the untied embedding table).
+    fd = serving_model.open_model(mount)
+    try:
+        loaded = serving_model.load_dir(fd, mount, torch.device("cpu"), torch.bfloat16)
+    finally:
+        os.close(fd)
+    embed = TINY.vocab * TINY.hidden * 2
+    step = loaded.decoder.step_read_bytes
+    assert serving_model.weight_bytes_on_disk(mount) == step == loaded.decoder.weight_bytes - embed
