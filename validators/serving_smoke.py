@@ -120,6 +120,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         v = getattr(args, name)
         if v is not None and (not v.startswith("/") or "\0" in v or "/../" in f"{v}/"):
             p.error(f"--{name.replace('_', '-')} {v!r}: give an absolute path without '..'")
+    if args.output_tokens < 2:
+        p.error("--output-tokens must be at least 2 (inter-token latency needs two tokens)")
     if args.requests is None:
         args.requests = 2 * args.concurrency
     return args
@@ -301,7 +303,12 @@ def phases(args, job: Job, deadline: Deadline, device) -> None:
         weight_bytes = round(loaded.decoder.step_read_bytes * scale)
         kv_per_token = loaded.shape.kv_bytes_per_token(args.dtype_bytes)
         why_memory = (
-            "a stand-in model: preflight's estimate is for the blueprint's" if standin else ""
+            "a stand-in model: preflight's estimate is for the blueprint's"
+            if standin
+            else "one-byte (FP8) weights are held in bf16 by this decoder: drive an engine"
+            " (--endpoint) to measure an FP8 model"
+            if args.dtype_bytes == 1
+            else ""
         )
         job.metrics["memory"] = {
             "weights_bytes": loaded.decoder.weight_bytes,

@@ -201,6 +201,7 @@ def test_a_job_stuck_past_its_deadline_is_stopped_by_the_backstop(tmp_path):
         ["--endpoint", "ftp://host"],
         ["--endpoint", "http://user:pw@host:8000"],
         ["--concurrency", "0"],
+        ["--output-tokens", "1"],
     ],
 )
 def test_bad_arguments_are_refused(argv, capsys):
