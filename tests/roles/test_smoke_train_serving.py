@@ -58,7 +58,7 @@ def test_a_failed_serving_check_fails_the_node_with_its_report_fetched(tmp_path)
     done = play(tmp_path, tasks, name="serving")
     assert recap(done)["failed"] == 1, output(done)
     assert "the serving smoke job failed on localhost (exit 1)" in done.stdout, output(done)
-    doc = json.loads((tmp_path / "fetch/serving/localhost.json").read_text())
+    doc = json.loads((tmp_path / "fetch/serving_smoke/localhost.json").read_text())
     checks = {c["name"]: c["status"] for c in doc["checks"]}
     assert checks["model_load"] == checks["generation"] == checks["model_shape"] == "pass"
     assert checks["ttft_p99"] == checks["itl_p99"] == "fail"
