@@ -33,7 +33,7 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
             fp.close()
             shown = " to ".join(u.split("?")[0] for u in (req.full_url, new))
             raise RedirectRefused(
-                f"refused a redirect ({code}) from {shown}: nothing is sent to another host"
+                f"refused a redirect ({code}) from {shown}: credentials are not sent to another host"
             )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
