@@ -276,3 +276,32 @@ def test_a_step_reads_the_same_bytes_by_the_headers_as_by_the_loaded_model(mount
     embed = TINY.vocab * TINY.hidden * 2
     step = loaded.decoder.step_read_bytes
     assert serving_model.weight_bytes_on_disk(mount) == step == loaded.decoder.weight_bytes - embed
+
+
+def test_decoding_with_the_kv_cache_gives_the_tokens_a_full_recompute_gives(mount):
+    # The cache is what makes a decode step read the context instead of recomputing it: the
+    # same tokens either way (grouped-query attention included: 4 heads share 2 KV heads).
+    fd = serving_model.open_model(mount)
+    try:
+        dec = serving_model.load_dir(fd, mount, torch.device("cpu"), torch.float32).decoder
+    finally:
+        os.close(fd)
+    # Random weights at 0.02 attend almost evenly; sharper queries and keys make the tokens
+    # depend on where each key sits (its rotary position, its slot in the cache).
+    for name, w in dec.w.items():
+        if name.endswith(("q_proj.weight", "k_proj.weight")):
+            w.mul_(40)
+    prompts = torch.randint(0, TINY.vocab, (3, 7), generator=torch.Generator().manual_seed(3))
+    cache = dec.new_cache(3, 12)
+    tok = dec.step(prompts, cache, 0)
+    cached = [tok]
+    for i in range(4):
+        tok = dec.step(tok[:, None], cache, 7 + i)
+        cached.append(tok)
+    seq, full = prompts, []
+    for _step in range(5):
+        nxt = dec.step(seq, dec.new_cache(3, seq.shape[1]), 0)
+        full.append(nxt)
+        seq = torch.cat((seq, nxt[:, None]), dim=1)
+    assert torch.equal(torch.stack(cached), torch.stack(full))
+    assert len({tuple(t.tolist()) for t in full}) > 1  # the tokens are not all one
