@@ -32,6 +32,7 @@ import re
 import socket
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -242,6 +243,86 @@ def _shape_dict(shape: serving_model.Shape) -> dict:
     }
 
 
+@dataclass
+class Served:
+    """What one way of serving gives the judge."""
+
+    records: list[Request]
+    weight_bytes: int | None  # the weights a decode step reads (None: not known)
+    kv_per_token: int
+    standin: bool = False
+    held: int | None = None  # weights + KV cache at its fullest (in process only)
+    allocator: int | None = None  # a GPU allocator's peak
+    why_memory: str = ""  # why the memory is not judged
+
+
+def drive_endpoint(args, job: Job, expect: Expect, load: Load, deadline: Deadline) -> Served:
+    """The load against the engine's endpoint; the model's shape and weight bytes read from
+    the mount's config and headers where --model-path names it."""
+    client = serving_endpoint.Client(
+        args.endpoint, serving_endpoint.api_key(args.api_key_env), min(args.stall_s, 30)
+    )
+    deadline.check("asking the endpoint for its model")
+    model = args.served_model or client.served_model()
+    job.add(Check("model_load", report.PASS, model, model, "", "", f"served by {args.endpoint}"))
+    found = weight_bytes = None
+    if args.model_path:
+        deadline.check("reading the model's config and sizes on the mount")
+        found = _shape_dict(serving_model.model_shape(args.model_path))
+        weight_bytes = serving_model.weight_bytes_on_disk(args.model_path)
+    job.add(serving_checks.shape_check(expect, found, False))
+    job.flush()
+    deadline.check("driving the endpoint")
+    records = serving_endpoint.run(
+        client, model, load, args.stall_s, args.seed, deadline.left, clock=time.perf_counter
+    )
+    kv = 2 * args.layers * args.kv_heads * args.head_dim * args.dtype_bytes
+    why = "the engine holds the model: its memory is the engine's to report"
+    return Served(records, weight_bytes, kv, why_memory=why)
+
+
+def serve_in_process(
+    args, job: Job, expect: Expect, load: Load, deadline: Deadline, device
+) -> Served:
+    """The model loaded here (or a stand-in) and generated from at the load."""
+    # One-byte weights (FP8) are held in bf16 here: this decoder has no FP8 kernels; the bytes
+    # it judges are the blueprint's (--dtype-bytes).
+    dtype = DTYPES[args.dtype_bytes] or torch.bfloat16
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    loaded, standin = _load_model(args, job, device, dtype, deadline)
+    job.add(serving_checks.shape_check(expect, _shape_dict(loaded.shape), standin))
+    job.flush()
+    deadline.check("generating")
+    records = run_local(loaded.decoder, load, device, deadline, args.seed, time.perf_counter)
+    length = load.prompt_tokens + load.output_tokens
+    cache_bytes = load.concurrency * length * loaded.shape.kv_bytes_per_token(dtype.itemsize)
+    allocator = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    job.metrics["memory"] = {
+        "weights_bytes": loaded.decoder.weight_bytes,
+        "kv_cache_bytes": cache_bytes,
+        "allocator_peak_bytes": allocator,
+    }
+    why = (
+        "a stand-in model: preflight's estimate is for the blueprint's"
+        if standin
+        else "one-byte (FP8) weights are held in bf16 by this decoder: drive an engine"
+        " (--endpoint) to measure an FP8 model"
+        if args.dtype_bytes == 1
+        else ""
+    )
+    return Served(
+        records,
+        # Bytes as the blueprint's dtype holds them.
+        round(loaded.decoder.step_read_bytes * args.dtype_bytes / dtype.itemsize),
+        loaded.shape.kv_bytes_per_token(args.dtype_bytes),
+        standin,
+        loaded.decoder.weight_bytes + cache_bytes,
+        allocator,
+        why,
+    )
+
+
 def phases(args, job: Job, deadline: Deadline, device) -> None:
     expect = expect_of(args)
     load = Load(args.concurrency, args.prompt_tokens, args.output_tokens, args.requests)
@@ -251,70 +332,16 @@ def phases(args, job: Job, deadline: Deadline, device) -> None:
         "output_tokens": load.output_tokens,
         "requests": load.requests,
     }
-    # One-byte weights (FP8) are held in bf16 here: this decoder has no FP8 kernels; the bytes
-    # it judges are the blueprint's (--dtype-bytes).
-    dtype = DTYPES[args.dtype_bytes] or torch.bfloat16
-    clock = time.perf_counter
-    standin = False
-    found = None
-    held = allocator = None
-    weight_bytes = None
-    kv_per_token = 2 * args.layers * args.kv_heads * args.head_dim * args.dtype_bytes
     if args.endpoint:
-        client = serving_endpoint.Client(
-            args.endpoint, serving_endpoint.api_key(args.api_key_env), min(args.stall_s, 30)
-        )
-        deadline.check("asking the endpoint for its model")
-        model = args.served_model or client.served_model()
-        job.add(
-            Check("model_load", report.PASS, model, model, "", "", f"served by {args.endpoint}")
-        )
-        if args.model_path:
-            deadline.check("reading the model's config and sizes on the mount")
-            shape = serving_model.model_shape(args.model_path)
-            found = _shape_dict(shape)
-            weight_bytes = serving_model.weight_bytes_on_disk(args.model_path)
-        job.add(serving_checks.shape_check(expect, found, False))
-        job.flush()
-        deadline.check("driving the endpoint")
-        records = serving_endpoint.run(
-            client, model, load, args.stall_s, args.seed, deadline.left, clock=clock
-        )
-        why_memory = "the engine holds the model: its memory is the engine's to report"
+        served = drive_endpoint(args, job, expect, load, deadline)
     else:
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        loaded, standin = _load_model(args, job, device, dtype, deadline)
-        found = _shape_dict(loaded.shape)
-        job.add(serving_checks.shape_check(expect, found, standin))
-        job.flush()
-        deadline.check("generating")
-        records = run_local(loaded.decoder, load, device, deadline, args.seed, clock)
-        cache_bytes = (
-            load.concurrency
-            * (load.prompt_tokens + load.output_tokens)
-            * loaded.shape.kv_bytes_per_token(dtype.itemsize)
-        )
-        held = loaded.decoder.weight_bytes + cache_bytes
-        if device.type == "cuda":
-            allocator = torch.cuda.max_memory_allocated(device)
-        # Bytes as the blueprint's dtype holds them.
-        scale = args.dtype_bytes / dtype.itemsize
-        weight_bytes = round(loaded.decoder.step_read_bytes * scale)
-        kv_per_token = loaded.shape.kv_bytes_per_token(args.dtype_bytes)
-        why_memory = (
-            "a stand-in model: preflight's estimate is for the blueprint's"
-            if standin
-            else "one-byte (FP8) weights are held in bf16 by this decoder: drive an engine"
-            " (--endpoint) to measure an FP8 model"
-            if args.dtype_bytes == 1
-            else ""
-        )
-        job.metrics["memory"] = {
-            "weights_bytes": loaded.decoder.weight_bytes,
-            "kv_cache_bytes": cache_bytes,
-            "allocator_peak_bytes": allocator,
-        }
+        served = serve_in_process(args, job, expect, load, deadline, device)
+    judge(job, expect, load, served, _endpoint_kind(args) if args.endpoint else device.type)
+
+
+def judge(job: Job, expect: Expect, load: Load, served: Served, kind: str) -> None:
+    """The checks on what was served, alike for both ways."""
+    records, standin = served.records, served.standin
     fig = figures(load, records)
     job.metrics["serving"] = fig.as_dict()
     job.add(serving_checks.generation_check(fig, load))
@@ -328,16 +355,17 @@ def phases(args, job: Job, deadline: Deadline, device) -> None:
         job.add(*serving_checks.latency_checks(fig, expect))
     job.add(*serving_checks.rate_checks(fig, load, expect, standin))
     per_step = (
-        decode_bytes_per_step(weight_bytes, kv_per_token, load, args.tensor_parallel)
-        if weight_bytes is not None
+        decode_bytes_per_step(
+            served.weight_bytes, served.kv_per_token, load, expect.tensor_parallel
+        )
+        if served.weight_bytes is not None
         else None
     )
-    kind = _endpoint_kind(args) if args.endpoint else device.type
     mbu, pct = serving_checks.mbu_check(kind, fig, per_step, expect)
     if pct is not None:
         job.metrics["serving"]["mbu_pct"] = pct
     job.add(mbu)
-    job.add(serving_checks.memory_check(held, allocator, expect, why_memory))
+    job.add(serving_checks.memory_check(served.held, served.allocator, expect, served.why_memory))
     cost, usd = serving_checks.cost_check(fig, expect)
     job.metrics["serving"]["usd_per_mtok"] = usd
     job.add(cost)
