@@ -343,6 +343,7 @@ def _guide_table(guide: Path, head: str) -> str:
 def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str:
     sys.path.insert(0, str(ROOT))
     from validators.serving import CHECKS as SERVING_CHECKS
+    from validators.serving_checks import CHECKS as SERVING_SMOKE_CHECKS
     from validators.smoke import CHECKS, TIER_CHECKS
 
     described = _guide_checks(guide)
@@ -365,6 +366,8 @@ def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str
         )
         if n in SERVING_CHECKS:
             where = f"{where}, serving checks" if n in not_serving else "serving checks"
+        elif n in (*SERVING_SMOKE_CHECKS, "deadline", "serving_job"):
+            where = "serving smoke job"
         rows.append([f"`{n}`", where, *described[n]])
     return (
         "# Validation checks\n\n"

@@ -1,6 +1,7 @@
 """No credential follows a redirect to another host, for every HTTP client rackform has
-(rackform/http_opener.py on the controller; the nodes' own lines in rackform/boot/node/, the
-user data's fetch in rackform/boot/artifact.py and the bake's in rackform/boot/bake.py).
+(rackform/http_opener.py on the controller; the nodes' own lines in rackform/boot/node/ and in
+the validators, validators/redirects.py, the user data's fetch in rackform/boot/artifact.py and
+the bake's in rackform/boot/bake.py).
 
 Two real servers on loopback: the one each client is told of answers every request with a
 redirect (301, 302, 307 or 308) to the second, on another port; the second records whatever
@@ -45,6 +46,7 @@ from rackform.telemetry.prometheus import (
     Prometheus,
     TelemetryError,
 )
+from validators import serving_endpoint
 
 SECRET = "s3cret-Pa55-" + "q" * 12
 CODES = [301, 302, 307, 308]
@@ -305,6 +307,29 @@ def test_the_nodes_opener_follows_a_redirect_on_its_own_origin(monkeypatch):
         monkeypatch.setattr(node_aws, "IMDS", f"{url}/latest")
         assert node_aws.imds("old") == "i-0abc"
     assert seen[2]["headers"]["X-Aws-Ec2-Metadata-Token"] == "tok"
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_the_serving_smoke_jobs_engine_key_goes_to_no_other_host(code):
+    with elsewhere(code) as w:
+        client = serving_endpoint.Client(w.first, SECRET, timeout_s=5)
+        said = attempt(client.served_model, serving_endpoint.EndpointError)
+    never_reached(w.reached)
+    refused(said, f"{w.first}/v1/models", w.second, code)
+    assert w.asked[0]["headers"]["Authorization"] == f"Bearer {SECRET}"
+
+
+def test_the_serving_smoke_job_follows_a_redirect_on_its_engines_own_origin():
+    def engine(h, base):
+        if h.path == "/v1/models":
+            reply(h, 308, b"", {"Location": "/v2/models"})
+        else:
+            reply(h, 200, json.dumps({"data": [{"id": "llama"}]}).encode())
+
+    with server(engine) as (url, seen):
+        assert serving_endpoint.Client(url, SECRET, timeout_s=5).served_model() == "llama"
+    assert [s["path"] for s in seen] == ["/v1/models", "/v2/models"]
+    assert seen[1]["headers"]["Authorization"] == f"Bearer {SECRET}"
 
 
 @pytest.mark.parametrize("code", [302, 307])

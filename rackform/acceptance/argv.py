@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rackform.catalog import GpuModel
+from rackform.plan.expectations import Threshold
 from rackform.plan.thresholds import Expectations
+
+# The serving smoke job's whole-run deadline (rackform's choice): the stand-in model written
+# and loaded, a warm-up and two batches at the concurrency take well under a minute on a GPU;
+# a model of tens of GB read from its mount at 1-2 GB/s takes minutes.
+SERVING_DEADLINE_S = 900
 
 
 def job_argv(exp: Expectations, *, steps: int, checkpoint_dir: str, nodes: int | None) -> list[str]:
@@ -42,3 +49,66 @@ def host_argv(
     if exp.shared_mount and run and peers:
         out += ["--shared-run", run, "--shared-peers", ",".join(peers)]
     return out
+
+
+def serving_thresholds(gpu: GpuModel | None) -> tuple[Threshold, Threshold]:
+    """The GPU's HBM bandwidth (TB/s) and the serving smoke job's MBU floor (percent): the
+    catalog's figures with their sources; a floor never measured on this GPU is None (the
+    job reports MBU as still to be measured, never passes it on a guess)."""
+    if gpu is None:
+        none = Threshold(None, "no GPU in this node group")
+        return none, none
+    hbm = gpu.hbm_tbps
+    bw = Threshold(hbm.value, f"catalog {gpu.key} hbm_tbps ({hbm.source.key}, {hbm.source.date})")
+    fig = gpu.serving_mbu_pct_min
+    if fig is None:
+        return bw, Threshold(None, f"{gpu.key}'s serving MBU floor is still to be measured")
+    src = f"catalog {gpu.key} serving_mbu_pct_min ({fig.source.key}, {fig.source.date})"
+    return bw, Threshold(fig.value, src)
+
+
+def serving_argv(
+    *,
+    concurrency: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    ttft_p99_ms: float,
+    itl_p99_ms: float,
+    layers: int,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype_bytes: int,
+    gpu: GpuModel | None,
+    model_path: str | None = None,
+    price_usd_hr: float | None = None,
+    expected_peak_bytes: int | None = None,
+    endpoint: str | None = None,
+    deadline_s: float = SERVING_DEADLINE_S,
+) -> list[str]:
+    """`validators.serving_smoke`'s arguments: the serving workload and its objectives, the
+    model preflight sized for, and the GPU's catalog figures (`serving_thresholds`). The job
+    validates every one again on the node."""
+    out = [
+        "--concurrency", str(concurrency),
+        "--prompt-tokens", str(prompt_tokens),
+        "--output-tokens", str(output_tokens),
+        "--ttft-p99-ms", f"{ttft_p99_ms:g}",
+        "--itl-p99-ms", f"{itl_p99_ms:g}",
+        "--layers", str(layers),
+        "--hidden", str(hidden),
+        "--heads", str(heads),
+        "--kv-heads", str(kv_heads),
+        "--head-dim", str(head_dim),
+        "--dtype-bytes", str(dtype_bytes),
+        "--deadline-s", f"{deadline_s:g}",
+    ]  # fmt: skip
+    out += ["--model-path", model_path] if model_path else []
+    out += ["--expected-peak-bytes", str(expected_peak_bytes)] if expected_peak_bytes else []
+    out += ["--price-usd-hr", f"{price_usd_hr:g}"] if price_usd_hr else []
+    out += ["--endpoint", endpoint] if endpoint else []
+    if gpu is not None:
+        out += ["--gpu-model", gpu.key]
+    hbm, mbu = serving_thresholds(gpu)
+    return out + hbm.arg("--hbm-tbps") + mbu.arg("--mbu-min")

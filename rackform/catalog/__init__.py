@@ -56,6 +56,9 @@ class GpuModel:
     # The smoke job's MFU floor (percent), calibrated from this project's measured runs of its
     # default preset on this GPU; None where none was measured (still to be measured).
     smoke_mfu_pct_min: Figure | None = None
+    # The serving smoke job's MBU floor (percent of hbm_tbps), calibrated from this project's
+    # measured runs on this GPU; None where none was measured (still to be measured).
+    serving_mbu_pct_min: Figure | None = None
     # NVLink links per GPU and the PCIe generation it runs at: what the host checks want up
     # (None: not checked, e.g. an NVLink bridge that is optional on a PCIe card).
     nvlinks: Figure | None = None

@@ -33,6 +33,8 @@ from validators import (
     link_checks,
     report,
     serving,
+    serving_checks,
+    serving_smoke,
     shared_checks,
     storage,
 )
@@ -41,6 +43,8 @@ from validators.device_checks import device_checks, node_count
 from validators.model import config
 from validators.report import FAIL, NOT_RUN, PASS, Check
 from validators.resumable_train import steps_check
+from validators.serving_checks import Expect
+from validators.serving_load import Figures, Load
 from validators.tier_checks import nodes_tier_check, tier_check, unused
 from validators.train import TrainResult
 from validators.train_checks import replicas_verdict, training_checks
@@ -104,6 +108,33 @@ def hung(argv, **kw):
 def no_systemctl(monkeypatch, tmp_path) -> Check:
     monkeypatch.setattr(link_checks.shutil, "which", lambda exe: None)
     return link_checks.fabric_manager_check(True, switches=lambda: [])
+
+
+# The serving smoke job: 8 streams of 512 + 128 tokens, a p99 TTFT objective of 500 ms and
+# inter-token of 50 ms, on an H100 (its HBM bandwidth; no MBU floor measured yet).
+SERVE_LOAD = Load(concurrency=8, prompt_tokens=512, output_tokens=128, requests=16)
+SERVE = Expect(
+    ttft_p99_ms=500, itl_p99_ms=50, dtype_bytes=2, gpu_model="H100-SXM", hbm_tbps=3.35,
+    shape={"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128},
+    expected_peak_bytes=20_000_000_000, price_usd_hr=98.32,
+)  # fmt: skip
+
+
+def serving_fig(complete=16, ttft=(100.0, 200.0), itl=(10.0, 20.0), decode=800.0, output=700.0):
+    return Figures(16, complete, ttft, itl, 4e4, decode, output, 3.0, ())
+
+
+def serve(tmp_path: Path, *extra: str) -> Check:
+    """The serving smoke job run on this CPU (a tiny stand-in or what `extra` names); its last
+    check, the one the run ended on."""
+    out = tmp_path / "serving.json"
+    serving_smoke.main(
+        ["--device", "cpu", "--report", str(out), "--no-table", "--dtype-bytes", "2",
+         "--concurrency", "2", "--prompt-tokens", "4", "--output-tokens", "2",
+         "--ttft-p99-ms", "1000", "--itl-p99-ms", "1000", "--layers", "2", "--hidden", "64",
+         "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--scratch", str(tmp_path), *extra]
+    )  # fmt: skip
+    return report.checks_of(json.loads(out.read_text()))[-1]
 
 
 def by_name(checks) -> dict[str, Check]:
@@ -493,6 +524,48 @@ CASES: list[tuple[str, str, str, Callable]] = [
          "smoke_job_checks"]),
     ("host_checks", "the host checks wrote no report", FAIL,
      lambda: report.checks_of(launch.host_missing(launch.Proc(1, ["Segmentation fault"], False)))[0]),
+    # the serving smoke job: its judge (pure), and its own run where the verdict is the job's
+    ("model_load", "the mount does not exist", FAIL,
+     lambda monkeypatch, tmp_path: serve(tmp_path, "--model-path", str(tmp_path / "none"))),
+    ("serving_job", "the mount vanished after the engine answered", FAIL,
+     lambda monkeypatch, tmp_path: serve(tmp_path, "--endpoint", "http://127.0.0.1:9",
+                                         "--served-model", "m", "--model-path", str(tmp_path / "x"))),
+    ("deadline", "the deadline passed", FAIL,
+     lambda monkeypatch, tmp_path: serve(tmp_path, "--deadline-s", "0.000001")),
+    ("model_shape", "another model on the mount", FAIL,
+     lambda: serving_checks.shape_check(SERVE, {**SERVE.shape, "layers": 2}, False)),
+    ("model_shape", "a stand-in model", NOT_RUN,
+     lambda: serving_checks.shape_check(SERVE, SERVE.shape, True)),
+    ("generation", "two requests short", FAIL,
+     lambda: serving_checks.generation_check(serving_fig(complete=14), SERVE_LOAD)),
+    ("ttft_p99", "over the objective", FAIL,
+     lambda: serving_checks.latency_checks(serving_fig(ttft=(100.0, 900.0)), SERVE)[0]),
+    ("ttft_p99", "no token ever came", FAIL,
+     lambda: serving_checks.latency_checks(serving_fig(ttft=(None, None)), SERVE)[0]),
+    ("itl_p99", "over the objective", FAIL,
+     lambda: serving_checks.latency_checks(serving_fig(itl=(20.0, 80.0)), SERVE)[1]),
+    ("prefill_tokens_per_s", "no calibrated floor", NOT_RUN,
+     lambda: serving_checks.rate_checks(serving_fig(), SERVE_LOAD, SERVE)[0]),
+    ("decode_tokens_per_s", "below what the objective implies", FAIL,
+     lambda: serving_checks.rate_checks(serving_fig(decode=100.0), SERVE_LOAD, SERVE)[1]),
+    ("decode_tokens_per_s", "nothing decoded", FAIL,
+     lambda: serving_checks.rate_checks(serving_fig(decode=None), SERVE_LOAD, SERVE)[1]),
+    ("mbu", "below the calibrated floor", FAIL,
+     lambda: serving_checks.mbu_check("cuda", serving_fig(itl=(40.0, 45.0)), 14e9,
+                                      Expect(**{**SERVE.__dict__, "mbu_min_pct": 50.0}))[0]),
+    ("mbu", "no floor measured on this GPU", NOT_RUN,
+     lambda: serving_checks.mbu_check("cuda", serving_fig(), 14e9, SERVE)[0]),
+    ("mbu", "no decode step timed", FAIL,
+     lambda: serving_checks.mbu_check("cuda", serving_fig(itl=(None, None)), 14e9, SERVE)[0]),
+    ("mbu", "on a CPU", NOT_RUN, lambda: serving_checks.mbu_check("cpu", serving_fig(), 14e9, SERVE)[0]),
+    ("peak_memory", "over preflight's estimate", FAIL,
+     lambda: serving_checks.memory_check(21_000_000_000, None, SERVE)),
+    ("peak_memory", "no estimate given", NOT_RUN,
+     lambda: serving_checks.memory_check(1, None, Expect(**{**SERVE.__dict__, "expected_peak_bytes": None}))),
+    ("cost_per_mtok", "no output measured", FAIL,
+     lambda: serving_checks.cost_check(serving_fig(output=None), SERVE)[0]),
+    ("cost_per_mtok", "informational", NOT_RUN,
+     lambda: serving_checks.cost_check(serving_fig(), SERVE)[0]),
 ]  # fmt: skip
 
 
@@ -545,6 +618,14 @@ def test_the_healthy_evidence_does_pass():
         comm_checks.nccl_version_check("2.21.5", "2.21.5"),
         comm_checks.nccl_transport_check(transport("AWS Libfabric"), "efa", "log"),
         job(job_report({"ranks": 2, "world_size": 2})),
+        serving_checks.shape_check(SERVE, SERVE.shape, False),
+        serving_checks.generation_check(serving_fig(), SERVE_LOAD),
+        *serving_checks.latency_checks(serving_fig(), SERVE),
+        serving_checks.rate_checks(serving_fig(), SERVE_LOAD, SERVE)[1],
+        serving_checks.mbu_check(
+            "cuda", serving_fig(), 14e9, Expect(**{**SERVE.__dict__, "mbu_min_pct": 30.0})
+        )[0],
+        serving_checks.memory_check(19_000_000_000, None, SERVE),
     ]
     assert [c.name for c in good if c.status != PASS] == []
 
