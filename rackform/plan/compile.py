@@ -20,6 +20,7 @@ from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import shown_in_config
 from rackform.plan.cost import estimate
+from rackform.plan.interval import CheckpointInterval, FailureRate, Measured, interval
 from rackform.plan.inventory import access_vars, build_inventory, group_vars
 from rackform.plan.model import Basis, Plan, cluster_expectations, frozen, stack_name
 from rackform.plan.scheduler import compile_scheduler
@@ -71,10 +72,12 @@ def compile_plan(
     compiler: TargetCompiler,
     project: Path | None,
     siblings: tuple[Effective, ...] = (),
+    measured: Measured | None = None,
 ) -> Plan:
     """`schema`, `compiler`: the blueprint's target's parts. `project`: the Pulumi project the
-    stack runs in (None: none), and `siblings` the blueprints beside this one, as the caller
-    found them (compile reads no file)."""
+    stack runs in (None: none), `siblings` the blueprints beside this one, and `measured` what
+    the cluster measured of itself (its checkpoint's blocking time, its failure rate), as the
+    caller found them (compile reads no file)."""
     basis = compile_basis(effective, schema, compiler, project, siblings)
     sizing = sizing_of(basis)
     expectations = {g.name: for_group(basis, g.name) for g in basis.node_groups}
@@ -87,6 +90,7 @@ def compile_plan(
     return Plan(
         **{f.name: getattr(basis, f.name) for f in dataclasses.fields(Basis)},
         sizing=sizing,
+        interval=interval_of(basis, sizing, measured or Measured()),
         cost=estimate(basis, compiler.cost(basis), sizing),
         group_expectations=MappingProxyType(expectations),
         inventory=frozen(inv),
@@ -173,3 +177,42 @@ def sizing_of(basis: Basis) -> Sizing:
         arrays=[g.array for g in basis.writing_groups],
         f=basis.figures.memory,
     )
+
+
+def catalog_rate(basis: Basis) -> FailureRate:
+    """The catalog's published failure rate, with its source."""
+    f = basis.figures.failures
+    return FailureRate(
+        f.per_node_hour.value,
+        f"catalog: {f.per_node_hour.source.key} ({f.per_node_hour.source.url})",
+        f.hardware_share.value,
+        f.software_share.value,
+        f.network_share.value,
+    )
+
+
+def failure_rate(basis: Basis, measured: Measured) -> FailureRate:
+    """The cluster's own rate where its audit log has enough node-hours in service, else the
+    catalog's (`failures.min_node_hours`)."""
+    own = measured.failures
+    floor = basis.figures.failures.min_node_hours.value
+    if own is not None and own.node_hours is not None and own.node_hours >= floor:
+        return own
+    return catalog_rate(basis)
+
+
+def interval_of(basis: Basis, sizing: Sizing, measured: Measured) -> CheckpointInterval | None:
+    """A training plan's checkpoint interval against the best one: C measured in the
+    cluster's last validation where given, else estimated from the tier's speed (sizing); R the
+    checkpoint read back at the same speed (NVMe arrays read at least as fast as they write)."""
+    t, w = sizing.checkpoint, basis.workload
+    if t is None or w is None:
+        return None
+    c_s, source = t.seconds, f"estimated: {t.size_gb:g} GB at {t.node_gbps:g} GB/s per node"
+    if t.writers > 1:
+        source += f" x {t.writers} nodes"
+    if measured.checkpoint_s is not None:
+        c_s, source = measured.checkpoint_s, measured.checkpoint_source
+    nodes = basis.gpu_nodes or 1
+    declared = None if w.checkpoint_interval_min is None else w.checkpoint_interval_min * 60
+    return interval(c_s, source, t.seconds, nodes, failure_rate(basis, measured), declared)

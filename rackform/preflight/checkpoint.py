@@ -56,6 +56,40 @@ class CheckpointOverhead(Rule):
         )
 
 
+def _pct(g: float) -> str:
+    return f"{g * 100:.1f}%"
+
+
+class CheckpointInterval(Rule):
+    """The declared interval against Daly's (`rackform.plan.interval`): C from the cluster's
+    last validation or the tier's speed, the failure rate from its audit log or the catalog."""
+
+    code = "checkpoint-interval"
+
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        iv = plan.interval
+        if iv is None or iv.loss_points is None:
+            return
+        limit = plan.figures.checkpoint.max_goodput_loss.value * 100
+        if iv.loss_points <= limit:
+            return
+        mtbf_h = iv.job_mtbf_s / 3600
+        why = (
+            f"checkpointing every {iv.declared_s / 60:g} min keeps {_pct(iv.goodput_declared)} "
+            f"of the GPU-hours as training, every {iv.best_s / 60:.0f} min would keep "
+            f"{_pct(iv.goodput_best)} ({iv.loss_points:.1f} points; limit {limit:g}): "
+            f"a checkpoint blocks {iv.c_s:.1f} s ({iv.c_source}), the job's {iv.nodes} nodes "
+            f"fail every {mtbf_h:.1f} h ({iv.rate.source})"
+        )
+        if not iv.first_order_holds:
+            why += "; failures come within a few intervals, so the first-order figures are rough"
+        yield self.finding(
+            ("workload", "checkpoint_interval_min"),
+            why,
+            f"set workload.checkpoint_interval_min to {iv.best_s / 60:.0f}",
+        )
+
+
 class CheckpointSlow(Rule):
     code = "checkpoint-slow"
 
@@ -131,6 +165,7 @@ class CheckpointRaidDrives(Rule):
 
 RULES: tuple[Rule, ...] = (
     CheckpointOverhead(),
+    CheckpointInterval(),
     CheckpointSlow(),
     CheckpointThroughputUnknown(),
     CheckpointCapacity(),

@@ -160,7 +160,8 @@ def test_the_pair_finder_sees_a_lazy_pair():
 # acceptance run); the node lifecycle (its core and what Prometheus holds of the nodes; reap,
 # heal, rolling changes, the Slurm steps and the
 # SSH that reaches a host, the alert rules from the same definition of idleness, the local
-# testbed VMs an on-premises node image is baked on); each target's running world (its Pulumi
+# testbed VMs an on-premises node image is baked on, the goodput simulation that runs heal's
+# decisions); each target's running world (its Pulumi
 # components, reaching nodes, power, instances); the engine, which puts a target's layers
 # together, and the work it hands the stack's stages; the commands' own logic, which calls the engine (GitOps, `rackform init`); the CLI;
 # the reference generated from all of it.
@@ -171,7 +172,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("preflight", "evidence"),
     ("stack",),
     ("push", "boot", "acceptance"),
-    ("lifecycle", "telemetry", "reap", "health", "rollout", "scheduler", "alerts", "testbed"),
+    (
+        "lifecycle",
+        "telemetry",
+        "reap",
+        "health",
+        "rollout",
+        "scheduler",
+        "alerts",
+        "testbed",
+        "goodput",
+    ),
     ("targets",),
     ("engine", "stage_work"),
     ("gitops", "init"),
