@@ -64,6 +64,7 @@ class Result:
     waits: Counter = field(default_factory=Counter)  # heal's reasons a broken node waited
     restarts: int = 0
     min_size: int = 0
+    up_at_end: int = 0  # nodes in service when the run ends
 
     @property
     def paid_gpu_hours(self) -> float:
@@ -272,6 +273,7 @@ def simulate(sc: Scenario, mode: str, seed: int, days: float) -> Result:
     w = _World(sc, mode, seed, until)
     w.env.run(until=until)
     w.flush()
+    w.res.up_at_end = len(w.up())
     return w.res
 
 

@@ -201,18 +201,46 @@ def failure_rate(basis: Basis, measured: Measured) -> FailureRate:
     return catalog_rate(basis)
 
 
+def _staging_s(basis: Basis, size_gb: float, writers: int) -> tuple[float, str] | None:
+    """An asynchronous checkpoint's blocking part: each GPU's shard (a writing node's share
+    over its GPUs) copied to host memory over PCIe x16 at the slowest GPU's generation."""
+    table = basis.figures.checkpoint.pcie_x16_gbps.value
+    gens = [
+        int(g.gpu.pcie_gen.value)
+        for _, g in basis.gpu_groups
+        if g.gpu is not None and g.gpu.pcie_gen is not None
+    ]
+    if not gens or min(gens) not in table:
+        return None
+    gbps = float(table[min(gens)])
+    per_gpu = size_gb / writers / max(g.gpus_per_node for _, g in basis.gpu_groups)
+    return (
+        per_gpu / gbps,
+        f"asynchronous: a {per_gpu:.2g} GB shard per GPU to host memory at {gbps:g} GB/s (PCIe Gen{min(gens)} x16)",
+    )
+
+
 def interval_of(basis: Basis, sizing: Sizing, measured: Measured) -> CheckpointInterval | None:
-    """A training plan's checkpoint interval against the best one: C measured in the
-    cluster's last validation where given, else estimated from the tier's speed (sizing); R the
-    checkpoint read back at the same speed (NVMe arrays read at least as fast as they write)."""
+    """A training plan's checkpoint interval against the best one. C: one synchronous
+    checkpoint at the speed the cluster's last validation measured (the slowest node's write)
+    where given, else at the tier's estimated speed (sizing); an asynchronous one blocks only
+    for the shards' copy to host memory. R: the checkpoint read back at the same speed (NVMe
+    arrays read at least as fast as they write)."""
     t, w = sizing.checkpoint, basis.workload
     if t is None or w is None:
         return None
-    c_s, source = t.seconds, f"estimated: {t.size_gb:g} GB at {t.node_gbps:g} GB/s per node"
+    gbps, source = t.node_gbps, f"estimated: {t.size_gb:g} GB at {t.node_gbps:g} GB/s per node"
+    if measured.checkpoint_gbps is not None:
+        gbps, source = measured.checkpoint_gbps, measured.checkpoint_source
+        source += f": {t.size_gb:g} GB at {gbps:g} GB/s per node"
     if t.writers > 1:
         source += f" x {t.writers} nodes"
-    if measured.checkpoint_s is not None:
-        c_s, source = measured.checkpoint_s, measured.checkpoint_source
+    write_s = t.size_gb / (gbps * t.writers)
+    c_s = write_s
+    staging = _staging_s(basis, t.size_gb, t.writers) if w.checkpoint_async else None
+    if staging is not None:
+        c_s, source = staging
     nodes = basis.gpu_nodes or 1
     declared = None if w.checkpoint_interval_min is None else w.checkpoint_interval_min * 60
-    return interval(c_s, source, t.seconds, nodes, failure_rate(basis, measured), declared)
+    rate = failure_rate(basis, measured)
+    return interval(c_s, source, write_s, nodes, rate, declared, staging is not None)

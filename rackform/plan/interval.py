@@ -80,13 +80,18 @@ class FailureRate:
 
 @dataclass(frozen=True)
 class Measured:
-    """What a cluster measured of itself, where it has: one checkpoint's blocking time (from
-    its last validation report) and its failure rate (from heal's audit log). None: not
-    measured, so compile estimates C from the tier and takes the catalog's rate."""
+    """What a cluster measured of itself, where it has: its checkpoint write speed (the slowest
+    node's, GB/s, from its last validation report's `checkpoint_write`) and its failure rate
+    (from heal's audit log). None: not measured, so compile estimates C from the tier's speed
+    and takes the catalog's rate."""
 
-    checkpoint_s: float | None = None
+    checkpoint_gbps: float | None = None
     checkpoint_source: str = ""
     failures: FailureRate | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.checkpoint_gbps is None and self.failures is None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,18 @@ def _speed_path(plan: Plan) -> tuple[str, ...]:
     return ("storage", "checkpoint")
 
 
+def _asynchronous(plan: Plan) -> bool:
+    return plan.interval is not None and plan.interval.asynchronous
+
+
+def _blocking_s(plan: Plan) -> float:
+    """What one checkpoint holds training for: the write, or an asynchronous one's copy to
+    host memory (`Plan.interval`)."""
+    if _asynchronous(plan):
+        return plan.interval.c_s
+    return plan.sizing.checkpoint.seconds
+
+
 class CheckpointOverhead(Rule):
     code = "checkpoint-overhead"
 
@@ -40,17 +52,18 @@ class CheckpointOverhead(Rule):
         if t is None or w is None or w.checkpoint_interval_min is None:
             return
         limit = plan.figures.checkpoint.max_overhead_fraction.value
-        overhead = t.seconds / (w.checkpoint_interval_min * 60)
+        overhead = _blocking_s(plan) / (w.checkpoint_interval_min * 60)
         if overhead <= limit:
             return
-        minutes = t.seconds / limit / 60
+        minutes = _blocking_s(plan) / limit / 60
         fixes = [f"checkpoint every {minutes:.0f} min or more"]
         if w.checkpoint_contents == "full" and w.method in ("pretrain", "full"):
             fixes.append("keep optimizer state out (workload.checkpoint_contents: weights)")
         fixes.append("write to faster storage (local NVMe RAID0) or checkpoint asynchronously")
+        what = describe(t) if not _asynchronous(plan) else plan.interval.c_source
         yield self.finding(
             ("workload", "checkpoint_interval_min"),
-            f"{describe(t)} every {w.checkpoint_interval_min:g} min: {overhead:.1%} of "
+            f"{what} every {w.checkpoint_interval_min:g} min: {overhead:.1%} of "
             f"training time spent checkpointing (limit {limit:.0%})",
             "; ".join(fixes),
         )
@@ -96,8 +109,8 @@ class CheckpointSlow(Rule):
     def check(self, plan: Plan) -> Iterable[Finding]:
         t = plan.sizing.checkpoint
         limit = plan.figures.checkpoint.max_seconds.value
-        if t is None or t.seconds <= limit:
-            return
+        if t is None or t.seconds <= limit or _asynchronous(plan):
+            return  # an asynchronous write does not hold the GPUs
         fixes = ["use faster storage (more NVMe drives in RAID0)"]
         if plan.workload.sharding == "ddp" and plan.gpu_nodes > 1:
             fixes.append("shard the checkpoint over the nodes (workload.sharding: fsdp)")

@@ -1,0 +1,95 @@
+"""`rackform goodput FILE [--env ENV] [--seed N] [--days D] [--json]`: what share of the
+GPU-hours a training cluster is paid for would become training, by a seeded simulation of a
+run (`rackform.goodput`), requeue-only and elastic side by side, with heal's own decisions in
+the loop. Offline: nothing is reached; the cluster's own measurements are read where given
+(its saved validation statement, its state directory's audit log)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rackform.cli.app import app
+from rackform.cli.common import Env, File, prepared, user_error
+from rackform.lifecycle.directory import HELP
+
+
+@app.command("goodput")
+def goodput(
+    file: File,
+    env: Env = None,
+    seed: Annotated[int, typer.Option("--seed", help="The simulation's seed.", min=0)] = 1,
+    days: Annotated[
+        float, typer.Option("--days", help="The run's length in days.", min=0.01, max=366)
+    ] = 7.0,
+    interval: Annotated[
+        str,
+        typer.Option(
+            "--interval",
+            help="The checkpoint interval simulated: best (Daly's, from the measured or "
+            "estimated costs) or declared (workload.checkpoint_interval_min).",
+        ),
+    ] = "best",
+    min_nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--min-nodes",
+            help="The fewest nodes the elastic job goes on with (default: the nodes the "
+            "out-of-service budget leaves).",
+            min=1,
+        ),
+    ] = None,
+    evidence: Annotated[
+        Path | None,
+        typer.Option(
+            "--evidence",
+            help="The cluster's saved validation statement (`pulumi stack output evidence "
+            "--json`): its checkpoint_write speed gives the checkpoint's blocking time.",
+        ),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            help=f"Where heal's audit log is, for the cluster's own failure rate ({HELP}).",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Simulate a run of a training blueprint's cluster: node failures at the cluster's own
+    rate (heal's audit log, with enough node-hours in service) or the catalog's published one,
+    heal's decisions, and the job requeued at full size or going on elastic; goodput and the
+    GPU-hours lost by cause, against first-order theory."""
+    from rackform.engine import prepare
+    from rackform.evidence.statement import EvidenceError
+    from rackform.goodput.measured import measured
+    from rackform.goodput.report import document, text
+    from rackform.goodput.scenario import NotTraining, from_plan
+    from rackform.lifecycle.directory import state_dir as directory
+    from rackform.lifecycle.record import Store
+    from rackform.plan.compile import catalog_rate
+
+    if interval not in ("best", "declared"):
+        raise user_error(f"--interval {interval!r}: best or declared")
+    plan = prepared(file, env).plan
+    try:
+        m = measured(
+            plan.stack, catalog_rate(plan), evidence, Store(directory(state_dir), plan.stack)
+        )
+    except EvidenceError as exc:
+        raise user_error(str(exc)) from None
+    if not m.empty:
+        plan = prepare(file, env, measured=m).plan
+    try:
+        sc = from_plan(plan, interval=interval, min_nodes=min_nodes)
+    except NotTraining as exc:
+        raise user_error(str(exc)) from None
+    doc = document(sc, plan.figures, seed, days)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        for line in text(doc):
+            typer.echo(line)
