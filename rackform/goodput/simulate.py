@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -180,7 +181,7 @@ class _World:
             judge_cluster(nodes, policy, budget=self.sc.budget)
             for n in nodes:
                 if n.waits:
-                    self.res.waits[n.waits.split(" (")[0]] += 1
+                    self.res.waits[re.sub(r" \(\d+ out\)$", "", n.waits)] += 1
             since = self.env.now - policy.retry_window_hours * HOUR
             failed = Counter(
                 {n: c for n, ts in self.remedy_failed.items() if (c := sum(t >= since for t in ts))}
