@@ -1,8 +1,8 @@
-"""`rackform goodput FILE [--env ENV] [--seed N] [--days D] [--json]`: what share of the
-GPU-hours a training cluster is paid for would become training, by a seeded simulation of a
-run (`rackform.goodput`), requeue-only and elastic side by side, with heal's own decisions in
-the loop. Offline: nothing is reached; the cluster's own measurements are read where given
-(its saved validation statement, its state directory's audit log)."""
+"""`rackform goodput FILE... [--env ENV] [--seed N] [--days D] [--json | --markdown]`: what
+share of the GPU-hours a training cluster is paid for would become training, by a seeded
+simulation of a run (`rackform.goodput`), requeue-only and elastic side by side, with heal's
+own decisions in the loop. Offline: nothing is reached; the cluster's own measurements are
+read where there are any (its saved validation statement, its state directory's audit log)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from typing import Annotated
 import typer
 
 from rackform.cli.app import app
-from rackform.cli.common import Env, File, prepared, user_error
+from rackform.cli.common import Env, prepared, user_error
 from rackform.lifecycle.directory import HELP
 
 
 @app.command("goodput")
 def goodput(
-    file: File,
+    files: Annotated[list[Path], typer.Argument(help="Blueprint files.", show_default=False)],
     env: Env = None,
     seed: Annotated[int, typer.Option("--seed", help="The simulation's seed.", min=0)] = 1,
     days: Annotated[
@@ -58,6 +58,10 @@ def goodput(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    markdown: Annotated[
+        bool,
+        typer.Option("--markdown", help="One table row per blueprint (the goodput guide's)."),
+    ] = False,
 ) -> None:
     """Simulate a run of a training blueprint's cluster: node failures at the cluster's own
     rate (heal's audit log, with enough node-hours in service) or the catalog's published one,
@@ -66,7 +70,7 @@ def goodput(
     from rackform.engine import prepare
     from rackform.evidence.statement import EvidenceError
     from rackform.goodput.measured import measured
-    from rackform.goodput.report import document, text
+    from rackform.goodput.report import document, table, text
     from rackform.goodput.scenario import NotTraining, from_plan
     from rackform.lifecycle.directory import state_dir as directory
     from rackform.lifecycle.record import Store
@@ -74,22 +78,29 @@ def goodput(
 
     if interval not in ("best", "declared"):
         raise user_error(f"--interval {interval!r}: best or declared")
-    plan = prepared(file, env).plan
-    try:
-        m = measured(
-            plan.stack, catalog_rate(plan), evidence, Store(directory(state_dir), plan.stack)
-        )
-    except EvidenceError as exc:
-        raise user_error(str(exc)) from None
-    if not m.empty:
-        plan = prepare(file, env, measured=m).plan
-    try:
-        sc = from_plan(plan, interval=interval, min_nodes=min_nodes)
-    except NotTraining as exc:
-        raise user_error(str(exc)) from None
-    doc = document(sc, plan.figures, seed, days)
+    if evidence is not None and len(files) > 1:
+        raise user_error("--evidence is one cluster's statement: give one blueprint with it")
+    docs = []
+    for file in files:
+        plan = prepared(file, env).plan
+        try:
+            m = measured(
+                plan.stack, catalog_rate(plan), evidence, Store(directory(state_dir), plan.stack)
+            )
+        except EvidenceError as exc:
+            raise user_error(str(exc)) from None
+        if not m.empty:
+            plan = prepare(file, env, measured=m).plan
+        try:
+            sc = from_plan(plan, interval=interval, min_nodes=min_nodes)
+        except NotTraining as exc:
+            raise user_error(f"{file}: {exc}") from None
+        docs.append({"file": file.as_posix(), **document(sc, plan.figures, seed, days)})
     if as_json:
-        typer.echo(json.dumps(doc, indent=2))
-    else:
-        for line in text(doc):
+        typer.echo(json.dumps({"clusters": docs}, indent=2))
+    elif markdown:
+        for line in table(docs):
             typer.echo(line)
+    else:
+        for i, doc in enumerate(docs):
+            typer.echo(("\n" if i else "") + "\n".join(text(doc)))

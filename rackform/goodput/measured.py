@@ -17,16 +17,22 @@ CHECK = "checkpoint_write"
 
 
 def checkpoint_gbps(evidence: Path, stack: str) -> float | None:
-    """The slowest node's checkpoint write speed in the statement at `evidence`; None where
-    the check did not run (EvidenceError, one line, for a file that is not a statement or is
-    another stack's)."""
+    """The slowest checkpoint write speed in the statement at `evidence` (the cluster-wide
+    job's `checkpoint_write`, or each node's `<node>/checkpoint_write` where the nodes ran
+    their own); None where none ran. EvidenceError (one line) for a file that is not a
+    statement, or is another stack's."""
     rep = load(evidence)
     if rep.stack != stack:
         raise EvidenceError(f"{evidence}: the statement is stack {rep.stack!r}'s, not {stack!r}")
-    for c in rep.checks:
-        if c.get("name") == CHECK and isinstance(c.get("measured"), int | float):
-            return float(c["measured"]) if c["measured"] > 0 else None
-    return None
+    speeds = [
+        float(c["measured"])
+        for c in rep.checks
+        if str(c.get("name", "")).rpartition("/")[2] == CHECK
+        and isinstance(c.get("measured"), int | float)
+        and not isinstance(c.get("measured"), bool)
+        and c["measured"] > 0
+    ]
+    return min(speeds, default=None)
 
 
 def failure_rate(store: Store, shares: FailureRate) -> FailureRate | None:

@@ -184,3 +184,22 @@ def text(doc: dict) -> list[str]:
         f"faults fixed by remediation, a person's repair {a['ticket_s'] / HOUR:g} h"
     )
     return lines
+
+
+def table(docs: list[dict]) -> list[str]:
+    """One markdown row per blueprint: what the goodput guide shows."""
+    lines = [
+        "| blueprint | nodes x GPUs | interval | checkpoint blocks | job fails every "
+        "| failures | requeue-only | elastic | first order |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for d in docs:
+        c, m, f = d["checkpoint"], d["modes"], d["failures"]
+        mtbf = "never" if f["job_mtbf_h"] is None else f"{f['job_mtbf_h']:,.1f} h"
+        lines.append(
+            f"| `{d['file']}` | {d['nodes']} x {d['gpus_per_node']} "
+            f"| {c['interval_min']:,.1f} min | {c['blocking_s']:g} s | {mtbf} "
+            f"| {sum(m[REQUEUE]['failures'].values())} | {_pct(m[REQUEUE]['goodput'])} | {_pct(m[ELASTIC]['goodput'])} "
+            f"| {_pct(d['theory']['first_order'])} |"
+        )
+    return lines
