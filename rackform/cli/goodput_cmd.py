@@ -42,6 +42,15 @@ def goodput(
             min=1,
         ),
     ] = None,
+    spares: Annotated[
+        int,
+        typer.Option(
+            "--spares",
+            help="Nodes kept out of the job to stand in for a failed one (the job runs on the "
+            "rest; a requeue-only job then waits only while more than the spares are out).",
+            min=0,
+        ),
+    ] = 0,
     evidence: Annotated[
         Path | None,
         typer.Option(
@@ -92,7 +101,7 @@ def goodput(
         if not m.empty:
             plan = prepare(file, env, measured=m).plan
         try:
-            sc = from_plan(plan, interval=interval, min_nodes=min_nodes)
+            sc = from_plan(plan, interval=interval, min_nodes=min_nodes, spares=spares)
         except NotTraining as exc:
             raise user_error(f"{file}: {exc}") from None
         docs.append({"file": file.as_posix(), **document(sc, plan.figures, seed, days)})

@@ -21,6 +21,7 @@ from rackform.cli.common import EXIT_INVALID, Env, File, fail, need, prepared
 from rackform.cli.plan_render import render_text
 from rackform.plan.configuring import configuring
 from rackform.plan.cost import render as render_cost
+from rackform.plan.interval import CheckpointInterval
 from rackform.plan.model import Plan
 from rackform.plan.targets.compilers import compiler
 from rackform.targets.runtimes import runtime
@@ -73,6 +74,8 @@ def plan_document(
         "counts": counts(resources),
         "rollout": compiler(plan.target.type).replacement(plan, resources),
         "configuration": configuration_document(plan),
+        # A training plan's checkpoint interval against the best one (docs/guides/goodput.md).
+        "checkpoint_interval": None if plan.interval is None else plan.interval.as_json(),
     }
     if plan.data_stack is not None:
         doc["data"] = {
@@ -92,6 +95,17 @@ def configuration_document(plan: Plan) -> dict[str, Any]:
         "node_converge_s": figure.value,
         "source": f"{figure.source.title} ({figure.source.url}, {figure.source.date})",
     }
+
+
+def interval_line(iv: CheckpointInterval) -> str:
+    """The checkpoint interval's line of the text plan."""
+    best = f"best every {iv.best_s / 60:.0f} min: {iv.goodput_best:.1%} goodput"
+    if iv.goodput_declared is not None:
+        best = f"every {iv.declared_s / 60:g} min: {iv.goodput_declared:.1%} goodput; " + best
+    return (
+        f"checkpoint interval: {best} (a checkpoint blocks {iv.c_s:.3g} s, the job fails "
+        f"every {iv.job_mtbf_s / 3600:,.1f} h; rackform goodput simulates it)"
+    )
 
 
 @app.command()
@@ -126,6 +140,8 @@ def plan(
             typer.echo(render_text(doc, width), nl=False)
             typer.echo("")
         typer.echo("\n".join(render_cost(p.report.cost, width)))
+        if p.plan.interval is not None:
+            typer.echo(interval_line(p.plan.interval))
         for lf in p.report.findings:
             typer.echo(str(lf), err=True)
         if p.blocked:

@@ -41,7 +41,7 @@ def why(sc: Scenario, r: Result) -> list[str]:
     if not th.holds:
         seg = (sc.interval_s + sc.checkpoint_s + sc.restart_s) / 60
         out.append(
-            f"the job's {sc.nodes} nodes fail every {th.job_mtbf_h:.1f} h, under 10 segments "
+            f"the job's {sc.job_nodes} nodes fail every {th.job_mtbf_h:.1f} h, under 10 segments "
             f"of {seg:.0f} min: failures come within a few intervals, so first-order theory "
             "does not hold (Daly's exponential figure is the nearer)"
         )
@@ -53,8 +53,8 @@ def why(sc: Scenario, r: Result) -> list[str]:
             f"the requeue-only job waited for a full allocation: {waited:,.0f} GPU-hours of "
             "nodes in service stood idle while a failed node was repaired"
         )
-    if r.mode == ELASTIC and r.min_size < sc.nodes:
-        out.append(f"the elastic job ran on as few as {r.min_size} of {sc.nodes} nodes")
+    if r.mode == ELASTIC and r.min_size < sc.job_nodes:
+        out.append(f"the elastic job ran on as few as {r.min_size} of {sc.job_nodes} nodes")
     out_h = r.gpu_hours(OUT)
     if out_h > 0.01 * r.paid_gpu_hours:
         out.append(
@@ -74,6 +74,7 @@ def document(sc: Scenario, figures: PreflightFigures, seed: int, days: float) ->
         "seed": seed,
         "days": days,
         "nodes": sc.nodes,
+        "spares": sc.spares,
         "gpus_per_node": sc.gpus_per_node,
         "paid_gpu_hours": round(runs[REQUEUE].paid_gpu_hours, 1),
         "checkpoint": {
@@ -140,8 +141,9 @@ def text(doc: dict) -> list[str]:
     rq, el = m[REQUEUE], m[ELASTIC]
     mtbf = "never" if f["job_mtbf_h"] is None else f"every {f['job_mtbf_h']:g} h"
     sh = f["shares"]
+    spares = f" ({doc['spares']} spare)" if doc["spares"] else ""
     lines = [
-        f"{doc['scenario']}: {doc['nodes']} nodes x {doc['gpus_per_node']} GPUs, "
+        f"{doc['scenario']}: {doc['nodes']} nodes{spares} x {doc['gpus_per_node']} GPUs, "
         f"{doc['days']:g} days, seed {doc['seed']}",
         f"  checkpoint every {c['interval_min']:g} min, blocking {c['blocking_s']:g} s; "
         f"a restart {c['restart_s']:g} s",
@@ -197,7 +199,9 @@ def table(docs: list[dict]) -> list[str]:
         c, m, f = d["checkpoint"], d["modes"], d["failures"]
         mtbf = "never" if f["job_mtbf_h"] is None else f"{f['job_mtbf_h']:,.1f} h"
         lines.append(
-            f"| `{d['file']}` | {d['nodes']} x {d['gpus_per_node']} "
+            f"| `{d['file']}` | {d['nodes']} x {d['gpus_per_node']}"
+            + (f" ({d['spares']} spare)" if d["spares"] else "")
+            + " "
             f"| {c['interval_min']:,.1f} min | {c['blocking_s']:g} s | {mtbf} "
             f"| {sum(m[REQUEUE]['failures'].values())} | {_pct(m[REQUEUE]['goodput'])} | {_pct(m[ELASTIC]['goodput'])} "
             f"| {_pct(d['theory']['first_order'])} |"

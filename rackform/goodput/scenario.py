@@ -52,6 +52,12 @@ class Scenario:
     budget: int  # nodes out of service at once (lifecycle.max_out_of_service)
     min_nodes: int  # elastic: the fewest nodes the job goes on with
     assumptions: Assumptions = Assumptions()
+    spares: int = 0  # nodes paid for and kept out of the job, to stand in for a failed one
+
+    @property
+    def job_nodes(self) -> int:
+        """The nodes the job runs on at full size."""
+        return self.nodes - self.spares
 
     @property
     def restart_s(self) -> float:
@@ -70,20 +76,26 @@ def from_plan(
     *,
     interval: str = "best",
     min_nodes: int | None = None,
+    spares: int = 0,
     assumptions: Assumptions | None = None,
 ) -> Scenario:
     """The scenario of a training plan: its GPU nodes, its checkpoint (C, R) and failure rate
     (`plan.interval`), its health policy (the default where it declares none) and budget.
-    `interval`: "best" (Daly's) or "declared" (the blueprint's, else the best). `min_nodes`:
-    the elastic job's floor (default: the nodes the budget leaves)."""
+    `interval`: "best" (Daly's) or "declared" (the blueprint's, else the best). `spares`:
+    nodes kept out of the job to stand in for a failed one (the job runs on the rest; the
+    interval stays the plan's). `min_nodes`: the elastic job's floor (default: the job's
+    nodes less the budget)."""
     iv = plan.interval
     if iv is None:
         raise NotTraining(f"{plan.name}: no training checkpoint to simulate (purpose, workload)")
     nodes = plan.gpu_nodes
     gpus = sum(g.count * g.gpus_per_node for _, g in plan.gpu_groups)
     budget = plan.lifecycle.budget(nodes)
+    if not 0 <= spares < nodes:
+        raise NotTraining(f"{plan.name}: {spares} spares of {nodes} nodes leave no job")
     tau = iv.declared_s if interval == "declared" and iv.declared_s else iv.best_s
-    floor = max(1, nodes - budget) if min_nodes is None else min_nodes
+    job = nodes - spares
+    floor = max(1, job - budget) if min_nodes is None else min_nodes
     return Scenario(
         name=plan.stack,
         nodes=nodes,
@@ -94,6 +106,7 @@ def from_plan(
         rate=iv.rate,
         policy=plan.lifecycle.health or HealthPolicy(),
         budget=budget,
-        min_nodes=max(1, min(floor, nodes)),
+        min_nodes=max(1, min(floor, job)),
         assumptions=assumptions or Assumptions(),
+        spares=spares,
     )

@@ -101,7 +101,7 @@ class _World:
         self.last = 0.0
         self.capacity = self.env.event()
         self.res = Result(sc.name, mode, seed, until / HOUR, sc.nodes, sc.gpus_per_node, self.acc)
-        self.res.min_size = sc.nodes
+        self.res.min_size = sc.job_nodes
         self.shares = [sc.rate.hardware, sc.rate.software, sc.rate.network]
         self.job_proc = self.env.process(self.run_job())
         for n in self.state:
@@ -223,7 +223,7 @@ class _World:
 
     def run_job(self):
         sc, first = self.sc, True
-        need = sc.nodes if self.mode == REQUEUE else sc.min_nodes
+        need = sc.job_nodes if self.mode == REQUEUE else sc.min_nodes
         while True:
             up = self.up()
             if len(up) < need:
@@ -232,7 +232,7 @@ class _World:
                     self.capacity = self.env.event()
                 yield self.capacity  # no node of its own: nothing interrupts the wait
                 continue
-            nodes = set(up[: sc.nodes])
+            nodes = set(up[: sc.job_nodes])
             self.res.min_size = min(self.res.min_size, len(nodes))
             try:
                 if not first:
@@ -257,7 +257,7 @@ class _World:
                     # the larger size).
                     if (
                         self.mode == ELASTIC
-                        and len(nodes) < sc.nodes
+                        and len(nodes) < sc.job_nodes
                         and len(self.up()) > len(nodes)
                     ):
                         break
@@ -290,7 +290,7 @@ class Theory:
 
 
 def theory(sc: Scenario, extra_restart_s: float = 0.0) -> Theory:
-    m = sc.rate.job_mtbf_s(sc.nodes)
+    m = sc.rate.job_mtbf_s(sc.job_nodes)
     r = sc.restart_s + extra_restart_s
     fo = first_order_goodput(sc.interval_s, sc.checkpoint_s, r, m)
     ex = exponential_goodput(sc.interval_s, sc.checkpoint_s, r, m)

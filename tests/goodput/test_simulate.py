@@ -64,6 +64,10 @@ def test_elastic_goes_on_where_requeue_waits():
     assert el.min_size < sc.nodes and rq.min_size == sc.nodes
     assert el.repairs and all(s > 0 for _, s, _ in el.repairs)
     assert any("waited for a full allocation" in w for w in why(sc, rq))
+    # Spare nodes stand in for failed ones: the requeue-only job runs on the rest and waits
+    # far less (the spares' idle hours are paid for and counted as waiting).
+    spared = simulate(sc.with_(spares=6), REQUEUE, 3, days=7)
+    assert spared.goodput > rq.goodput and spared.min_size == sc.nodes - 6
 
 
 def test_many_failures_per_interval_theory_does_not_hold():
