@@ -14,7 +14,7 @@ import typer
 
 from rackform.cli.app import app
 from rackform.cli.common import Env, prepared, user_error
-from rackform.lifecycle.directory import HELP
+from rackform.cli.measured import Evidence, StateDir, with_measured
 
 
 @app.command("goodput")
@@ -51,21 +51,8 @@ def goodput(
             min=0,
         ),
     ] = 0,
-    evidence: Annotated[
-        Path | None,
-        typer.Option(
-            "--evidence",
-            help="The cluster's saved validation statement (`pulumi stack output evidence "
-            "--json`): its checkpoint_write speed gives the checkpoint's blocking time.",
-        ),
-    ] = None,
-    state_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--state-dir",
-            help=f"Where heal's audit log is, for the cluster's own failure rate ({HELP}).",
-        ),
-    ] = None,
+    evidence: Evidence = None,
+    state_dir: StateDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     markdown: Annotated[
         bool,
@@ -76,14 +63,8 @@ def goodput(
     rate (heal's audit log, with enough node-hours in service) or the catalog's published one,
     heal's decisions, and the job requeued at full size or going on elastic; goodput and the
     GPU-hours lost by cause, against first-order theory."""
-    from rackform.engine import prepare
-    from rackform.evidence.statement import EvidenceError
-    from rackform.goodput.measured import measured
     from rackform.goodput.report import document, table, text
     from rackform.goodput.scenario import NotTraining, from_plan
-    from rackform.lifecycle.directory import state_dir as directory
-    from rackform.lifecycle.record import Store
-    from rackform.plan.compile import catalog_rate
 
     if interval not in ("best", "declared"):
         raise user_error(f"--interval {interval!r}: best or declared")
@@ -91,15 +72,7 @@ def goodput(
         raise user_error("--evidence is one cluster's statement: give one blueprint with it")
     docs = []
     for file in files:
-        plan = prepared(file, env).plan
-        try:
-            m = measured(
-                plan.stack, catalog_rate(plan), evidence, Store(directory(state_dir), plan.stack)
-            )
-        except EvidenceError as exc:
-            raise user_error(str(exc)) from None
-        if not m.empty:
-            plan = prepare(file, env, measured=m).plan
+        plan = with_measured(file, env, prepared(file, env), evidence, state_dir).plan
         try:
             sc = from_plan(plan, interval=interval, min_nodes=min_nodes, spares=spares)
         except NotTraining as exc:

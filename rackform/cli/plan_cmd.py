@@ -18,6 +18,7 @@ import typer
 from rackform.cli import jsontext
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, File, fail, need, prepared
+from rackform.cli.measured import Evidence, StateDir, with_measured
 from rackform.cli.plan_render import render_text
 from rackform.plan.configuring import configuring
 from rackform.plan.cost import render as render_cost
@@ -113,12 +114,17 @@ def plan(
     file: File,
     env: Env = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    evidence: Evidence = None,
+    state_dir: StateDir = None,
 ) -> None:
     """Show every resource `rackform up` would create, offline and deterministically (the same
     Pulumi program under Pulumi's mock runtime), with the preflight findings and the cost.
     Exits 2 when the blueprint is invalid or a preflight error is not waived (then the program
     is not run: only the findings and the cost are shown)."""
     p = prepared(file, env)
+    if evidence is not None or state_dir is not None:
+        # The checkpoint interval from what the cluster measured (docs/guides/goodput.md).
+        p = with_measured(file, env, p, evidence, state_dir)
     stacks: list[tuple[str, list[dict[str, Any]]]] = [(p.plan.stack, [])]
     if not p.blocked:
         need("pulumi", "plan")

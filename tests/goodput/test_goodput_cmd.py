@@ -92,3 +92,15 @@ def test_what_it_refuses(tmp_path):
     assert r.exit_code == 2 and "not 'dc1-train-default'" in r.output
     r = run(TRAINING, "--interval", "sometimes")
     assert r.exit_code == 2 and "best or declared" in r.output
+
+
+def test_plan_shows_the_interval_from_the_clusters_measurements(tmp_path):
+    ev = statement(tmp_path, STACK, {"hgx-01": 1.5})
+    r = CliRunner().invoke(app, ["plan", TRAINING, "--json", "--evidence", str(ev),
+                                 "--state-dir", str(tmp_path / "state")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    iv = json.loads(r.output)["checkpoint_interval"]
+    assert iv["checkpoint_source"] == f"measured in {ev}: 182 GB at 1.5 GB/s per node x 4 nodes"
+    assert iv["failure_rate_source"].startswith("catalog: llama3-2024")  # no audit log
+    r = CliRunner().invoke(app, ["plan", TRAINING, "--state-dir", str(tmp_path / "state")])
+    assert "checkpoint interval: every 60 min:" in r.output
