@@ -23,6 +23,7 @@ from rackform.blueprint.repository import siblings
 from rackform.blueprint.targets.schemas import SCHEMAS
 from rackform.paths import project_root
 from rackform.plan.compile import compile_plan
+from rackform.plan.interval import Measured
 from rackform.plan.model import Plan
 from rackform.plan.targets.compilers import COMPILERS
 from rackform.preflight.prepared import Prepared
@@ -47,10 +48,13 @@ def target(target_type: str) -> Target:
     return Target(SCHEMAS[target_type], COMPILERS[target_type], RUNTIMES[target_type])
 
 
-def compile_effective(effective: Effective, project: Path | None = None) -> Plan:
+def compile_effective(
+    effective: Effective, project: Path | None = None, measured: Measured | None = None
+) -> Plan:
     """The effective blueprint compiled with its own target's parts, in the Pulumi project
     holding it unless `project` says another (`rackform.paths.project_root`), with the
-    blueprints beside it where its target's rules count them: what compile knows of the disk."""
+    blueprints beside it where its target's rules count them, and what the cluster `measured`
+    of itself where the caller read it: what compile knows of the disk."""
     here, kind = effective.path.parent, effective.blueprint.target.type
     compiler = COMPILERS[kind]
     return compile_plan(
@@ -59,6 +63,7 @@ def compile_effective(effective: Effective, project: Path | None = None) -> Plan
         compiler,
         project or project_root(here),
         siblings(here) if compiler.reads_siblings else (),
+        measured,
     )
 
 
@@ -66,10 +71,18 @@ def _prepare(plan: Plan) -> Prepared:
     return Prepared(plan, run(plan))
 
 
-def prepare(file: str | Path, env: str | None = None, *, project: Path | None = None) -> Prepared:
-    """One environment (None or "default": the base blueprint). Raises BlueprintError with
-    every located problem when the file is not a valid blueprint."""
-    return _prepare(compile_effective(load_effective(file, environment_name(env)), project))
+def prepare(
+    file: str | Path,
+    env: str | None = None,
+    *,
+    project: Path | None = None,
+    measured: Measured | None = None,
+) -> Prepared:
+    """One environment (None or "default": the base blueprint), with what the cluster
+    `measured` of itself where given (its checkpoint interval's inputs). Raises BlueprintError
+    with every located problem when the file is not a valid blueprint."""
+    effective = load_effective(file, environment_name(env))
+    return _prepare(compile_effective(effective, project, measured))
 
 
 def prepare_all(file: str | Path, *, project: Path | None = None) -> list[Prepared]:

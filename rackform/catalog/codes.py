@@ -48,6 +48,10 @@ CODES: dict[str, Code] = {
     "checkpoint-overhead": Code(
         "error", "checkpoint time / checkpoint interval above 2% of training time"
     ),
+    "checkpoint-interval": Code(
+        "warning",
+        "the declared checkpoint interval's expected goodput more than a point below the best",
+    ),
     "checkpoint-slow": Code("warning", "one checkpoint takes longer than 10 s"),
     "checkpoint-throughput-unknown": Code(
         "warning", "checkpoint time cannot be checked: no write speed in the blueprint or catalog"

@@ -33,6 +33,27 @@ class MemoryFigures:
 class CheckpointFigures:
     max_overhead_fraction: Figure  # checkpoint time / interval above this is an error
     max_seconds: Figure  # one checkpoint slower than this is a warning
+    max_goodput_loss: Figure  # the declared interval's goodput this far below the best's
+    pcie_x16_gbps: Figure  # {PCIe generation: GB/s one direction over x16}
+
+
+@dataclass(frozen=True)
+class FailureFigures:
+    """A published node failure rate, for a cluster whose audit log has too few node-hours."""
+
+    per_node_hour: Figure  # unexpected interruptions per node-hour in service
+    hardware_share: Figure  # ...of which each class
+    software_share: Figure
+    network_share: Figure
+    min_node_hours: Figure  # an audit log with fewer node-hours in service is not used
+
+
+@dataclass(frozen=True)
+class PublishedFigures:
+    """Goodput others published, shown beside a simulated one."""
+
+    llama3_effective_training: Figure  # "over 90% effective training time"
+    hyperpod_goodput_claim: Figure  # "up to 95% training goodput"
 
 
 @dataclass(frozen=True)
@@ -88,6 +109,8 @@ class PreflightFigures:
     cost: CostFigures
     shared: SharedFigures
     configure: ConfigureFigures
+    failures: FailureFigures
+    published: PublishedFigures
 
 
 def _section(doc: dict, name: str, cls: type, sources: dict) -> object:
@@ -117,4 +140,6 @@ def load_preflight_figures() -> PreflightFigures:
         cost=_section(doc, "cost", CostFigures, src),
         shared=_section(doc, "shared", SharedFigures, src),
         configure=_section(doc, "configure", ConfigureFigures, src),
+        failures=_section(doc, "failures", FailureFigures, src),
+        published=_section(doc, "published", PublishedFigures, src),
     )

@@ -13,6 +13,12 @@ INVALID = "a user mistake (invalid blueprint, bad option, unwaived preflight err
 EXITS: dict[str, dict[int | str, str]] = {
     "validate": {0: "every file valid", 1: INTERNAL, 2: INVALID},
     "schema": {0: "printed", 1: INTERNAL},
+    "goodput": {
+        0: "simulated",
+        1: INTERNAL,
+        2: INVALID
+        + "; or not a training blueprint, a --evidence file that is not the cluster's statement",
+    },
     "compile": {0: "written", 1: INTERNAL, 2: INVALID + "; nothing written"},
     "plan": {
         0: "planned",

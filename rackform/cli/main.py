@@ -16,6 +16,7 @@ from rackform.cli import (  # noqa: F401
     data_cmd,
     diff_cmd,
     drift_cmd,
+    goodput_cmd,
     heal_cmd,
     image_cmd,
     init_cmd,

@@ -18,9 +18,11 @@ import typer
 from rackform.cli import jsontext
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, File, fail, need, prepared
+from rackform.cli.measured import Evidence, StateDir, with_measured
 from rackform.cli.plan_render import render_text
 from rackform.plan.configuring import configuring
 from rackform.plan.cost import render as render_cost
+from rackform.plan.interval import CheckpointInterval
 from rackform.plan.model import Plan
 from rackform.plan.targets.compilers import compiler
 from rackform.targets.runtimes import runtime
@@ -73,6 +75,8 @@ def plan_document(
         "counts": counts(resources),
         "rollout": compiler(plan.target.type).replacement(plan, resources),
         "configuration": configuration_document(plan),
+        # A training plan's checkpoint interval against the best one (docs/guides/goodput.md).
+        "checkpoint_interval": None if plan.interval is None else plan.interval.as_json(),
     }
     if plan.data_stack is not None:
         doc["data"] = {
@@ -94,17 +98,33 @@ def configuration_document(plan: Plan) -> dict[str, Any]:
     }
 
 
+def interval_line(iv: CheckpointInterval) -> str:
+    """The checkpoint interval's line of the text plan."""
+    best = f"best every {iv.best_s / 60:.0f} min: {iv.goodput_best:.1%} goodput"
+    if iv.goodput_declared is not None:
+        best = f"every {iv.declared_s / 60:g} min: {iv.goodput_declared:.1%} goodput; " + best
+    return (
+        f"checkpoint interval: {best} (a checkpoint blocks {iv.c_s:.3g} s, the job fails "
+        f"every {iv.job_mtbf_s / 3600:,.1f} h; rackform goodput simulates it)"
+    )
+
+
 @app.command()
 def plan(
     file: File,
     env: Env = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    evidence: Evidence = None,
+    state_dir: StateDir = None,
 ) -> None:
     """Show every resource `rackform up` would create, offline and deterministically (the same
     Pulumi program under Pulumi's mock runtime), with the preflight findings and the cost.
     Exits 2 when the blueprint is invalid or a preflight error is not waived (then the program
     is not run: only the findings and the cost are shown)."""
     p = prepared(file, env)
+    if evidence is not None or state_dir is not None:
+        # The checkpoint interval from what the cluster measured (docs/guides/goodput.md).
+        p = with_measured(file, env, p, evidence, state_dir)
     stacks: list[tuple[str, list[dict[str, Any]]]] = [(p.plan.stack, [])]
     if not p.blocked:
         need("pulumi", "plan")
@@ -126,6 +146,8 @@ def plan(
             typer.echo(render_text(doc, width), nl=False)
             typer.echo("")
         typer.echo("\n".join(render_cost(p.report.cost, width)))
+        if p.plan.interval is not None:
+            typer.echo(interval_line(p.plan.interval))
         for lf in p.report.findings:
             typer.echo(str(lf), err=True)
         if p.blocked:

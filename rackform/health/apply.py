@@ -23,6 +23,7 @@ from rackform.lifecycle.clock import WALL, Clock
 from rackform.lifecycle.maintenance import Jobs, Maintenance, Nodes, Scheduler
 from rackform.lifecycle.record import DONE, FAILED, Record, Store, new_record
 from rackform.lifecycle.replace import replace as give_up
+from rackform.lifecycle.service import record as in_service
 from rackform.lifecycle.states import TICKET
 
 KEPT = 2 * GIVE_UP_AFTER  # the latest failures kept per node: enough for any window
@@ -128,6 +129,8 @@ def apply_cluster(
     (else the clock's time as it acts). `replace(node)`: the target's, for nodes whose action is
     `replace`."""
     now = clock() if now is None else now
+    # The node-hours in service a measured failure rate is counted over (lifecycle.service).
+    in_service(store.log, stack, sum(not n.out_of_service for n in nodes), len(nodes))
     acting = [n for n in nodes if n.acts]
     since = now - policy.retry_window_hours * 3600
     t = triage(acting, failures(store, since) if acting else Counter())

@@ -20,6 +20,7 @@ from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import shown_in_config
 from rackform.plan.cost import estimate
+from rackform.plan.interval import CheckpointInterval, FailureRate, Measured, interval
 from rackform.plan.inventory import access_vars, build_inventory, group_vars
 from rackform.plan.model import Basis, Plan, cluster_expectations, frozen, stack_name
 from rackform.plan.scheduler import compile_scheduler
@@ -71,10 +72,12 @@ def compile_plan(
     compiler: TargetCompiler,
     project: Path | None,
     siblings: tuple[Effective, ...] = (),
+    measured: Measured | None = None,
 ) -> Plan:
     """`schema`, `compiler`: the blueprint's target's parts. `project`: the Pulumi project the
-    stack runs in (None: none), and `siblings` the blueprints beside this one, as the caller
-    found them (compile reads no file)."""
+    stack runs in (None: none), `siblings` the blueprints beside this one, and `measured` what
+    the cluster measured of itself (its checkpoint's blocking time, its failure rate), as the
+    caller found them (compile reads no file)."""
     basis = compile_basis(effective, schema, compiler, project, siblings)
     sizing = sizing_of(basis)
     expectations = {g.name: for_group(basis, g.name) for g in basis.node_groups}
@@ -87,6 +90,7 @@ def compile_plan(
     return Plan(
         **{f.name: getattr(basis, f.name) for f in dataclasses.fields(Basis)},
         sizing=sizing,
+        interval=interval_of(basis, sizing, measured or Measured()),
         cost=estimate(basis, compiler.cost(basis), sizing),
         group_expectations=MappingProxyType(expectations),
         inventory=frozen(inv),
@@ -173,3 +177,70 @@ def sizing_of(basis: Basis) -> Sizing:
         arrays=[g.array for g in basis.writing_groups],
         f=basis.figures.memory,
     )
+
+
+def catalog_rate(basis: Basis) -> FailureRate:
+    """The catalog's published failure rate, with its source."""
+    f = basis.figures.failures
+    return FailureRate(
+        f.per_node_hour.value,
+        f"catalog: {f.per_node_hour.source.key} ({f.per_node_hour.source.url})",
+        f.hardware_share.value,
+        f.software_share.value,
+        f.network_share.value,
+    )
+
+
+def failure_rate(basis: Basis, measured: Measured) -> FailureRate:
+    """The cluster's own rate where its audit log has enough node-hours in service, else the
+    catalog's (`failures.min_node_hours`)."""
+    own = measured.failures
+    floor = basis.figures.failures.min_node_hours.value
+    if own is not None and own.node_hours is not None and own.node_hours >= floor:
+        return own
+    return catalog_rate(basis)
+
+
+def _staging_s(basis: Basis, size_gb: float, writers: int) -> tuple[float, str] | None:
+    """An asynchronous checkpoint's blocking part: each GPU's shard (a writing node's share
+    over its GPUs) copied to host memory over PCIe x16 at the slowest GPU's generation."""
+    table = basis.figures.checkpoint.pcie_x16_gbps.value
+    gens = [
+        int(g.gpu.pcie_gen.value)
+        for _, g in basis.gpu_groups
+        if g.gpu is not None and g.gpu.pcie_gen is not None
+    ]
+    if not gens or min(gens) not in table:
+        return None
+    gbps = float(table[min(gens)])
+    per_gpu = size_gb / writers / max(g.gpus_per_node for _, g in basis.gpu_groups)
+    return (
+        per_gpu / gbps,
+        f"asynchronous: a {per_gpu:.2g} GB shard per GPU to host memory at {gbps:g} GB/s (PCIe Gen{min(gens)} x16)",
+    )
+
+
+def interval_of(basis: Basis, sizing: Sizing, measured: Measured) -> CheckpointInterval | None:
+    """A training plan's checkpoint interval against the best one. C: one synchronous
+    checkpoint at the speed the cluster's last validation measured (the slowest node's write)
+    where given, else at the tier's estimated speed (sizing); an asynchronous one blocks only
+    for the shards' copy to host memory. R: the checkpoint read back at the same speed (NVMe
+    arrays read at least as fast as they write)."""
+    t, w = sizing.checkpoint, basis.workload
+    if t is None or w is None:
+        return None
+    gbps, source = t.node_gbps, f"estimated: {t.size_gb:g} GB at {t.node_gbps:g} GB/s per node"
+    if measured.checkpoint_gbps is not None:
+        gbps, source = measured.checkpoint_gbps, measured.checkpoint_source
+        source += f": {t.size_gb:g} GB at {gbps:g} GB/s per node"
+    if t.writers > 1:
+        source += f" x {t.writers} nodes"
+    write_s = t.size_gb / (gbps * t.writers)
+    c_s = write_s
+    staging = _staging_s(basis, t.size_gb, t.writers) if w.checkpoint_async else None
+    if staging is not None:
+        c_s, source = staging
+    nodes = basis.gpu_nodes or 1
+    declared = None if w.checkpoint_interval_min is None else w.checkpoint_interval_min * 60
+    rate = failure_rate(basis, measured)
+    return interval(c_s, source, write_s, nodes, rate, declared, staging is not None)

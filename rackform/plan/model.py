@@ -31,6 +31,7 @@ from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
 from rackform.plan.arrays import ArrayPlan
 from rackform.plan.expectations import Expectations
+from rackform.plan.interval import CheckpointInterval
 from rackform.plan.pricing import Cost
 from rackform.plan.sizing import Sizing, usable_gb
 from rackform.plan.slurm import SchedulerPlan
@@ -281,6 +282,8 @@ class Plan(Basis):
     """One cluster in one environment, compiled: its basis and every fact derived from it."""
 
     sizing: Sizing
+    # A training plan's checkpoint interval against the best one (None: nothing checkpointed).
+    interval: CheckpointInterval | None
     cost: Cost
     group_expectations: Mapping[str, Expectations]  # each node group's smoke run, by name
     inventory: Mapping[str, Any]  # Ansible inventory (AWS groups empty until the nodes exist)

@@ -32,6 +32,18 @@ def _speed_path(plan: Plan) -> tuple[str, ...]:
     return ("storage", "checkpoint")
 
 
+def _asynchronous(plan: Plan) -> bool:
+    return plan.interval is not None and plan.interval.asynchronous
+
+
+def _blocking_s(plan: Plan) -> float:
+    """What one checkpoint holds training for: the write, or an asynchronous one's copy to
+    host memory (`Plan.interval`)."""
+    if _asynchronous(plan):
+        return plan.interval.c_s
+    return plan.sizing.checkpoint.seconds
+
+
 class CheckpointOverhead(Rule):
     code = "checkpoint-overhead"
 
@@ -40,19 +52,54 @@ class CheckpointOverhead(Rule):
         if t is None or w is None or w.checkpoint_interval_min is None:
             return
         limit = plan.figures.checkpoint.max_overhead_fraction.value
-        overhead = t.seconds / (w.checkpoint_interval_min * 60)
+        overhead = _blocking_s(plan) / (w.checkpoint_interval_min * 60)
         if overhead <= limit:
             return
-        minutes = t.seconds / limit / 60
+        minutes = _blocking_s(plan) / limit / 60
         fixes = [f"checkpoint every {minutes:.0f} min or more"]
         if w.checkpoint_contents == "full" and w.method in ("pretrain", "full"):
             fixes.append("keep optimizer state out (workload.checkpoint_contents: weights)")
         fixes.append("write to faster storage (local NVMe RAID0) or checkpoint asynchronously")
+        what = describe(t) if not _asynchronous(plan) else plan.interval.c_source
         yield self.finding(
             ("workload", "checkpoint_interval_min"),
-            f"{describe(t)} every {w.checkpoint_interval_min:g} min: {overhead:.1%} of "
+            f"{what} every {w.checkpoint_interval_min:g} min: {overhead:.1%} of "
             f"training time spent checkpointing (limit {limit:.0%})",
             "; ".join(fixes),
+        )
+
+
+def _pct(g: float) -> str:
+    return f"{g * 100:.1f}%"
+
+
+class CheckpointInterval(Rule):
+    """The declared interval against Daly's (`rackform.plan.interval`): C from the cluster's
+    last validation or the tier's speed, the failure rate from its audit log or the catalog."""
+
+    code = "checkpoint-interval"
+
+    def check(self, plan: Plan) -> Iterable[Finding]:
+        iv = plan.interval
+        if iv is None or iv.loss_points is None:
+            return
+        limit = plan.figures.checkpoint.max_goodput_loss.value * 100
+        if iv.loss_points <= limit:
+            return
+        mtbf_h = iv.job_mtbf_s / 3600
+        why = (
+            f"checkpointing every {iv.declared_s / 60:g} min keeps {_pct(iv.goodput_declared)} "
+            f"of the GPU-hours as training, every {iv.best_s / 60:.0f} min would keep "
+            f"{_pct(iv.goodput_best)} ({iv.loss_points:.1f} points; limit {limit:g}): "
+            f"a checkpoint blocks {iv.c_s:.1f} s ({iv.c_source}), the job's {iv.nodes} nodes "
+            f"fail every {mtbf_h:.1f} h ({iv.rate.source})"
+        )
+        if not iv.first_order_holds:
+            why += "; failures come within a few intervals, so the first-order figures are rough"
+        yield self.finding(
+            ("workload", "checkpoint_interval_min"),
+            why,
+            f"set workload.checkpoint_interval_min to {iv.best_s / 60:.0f}",
         )
 
 
@@ -62,8 +109,8 @@ class CheckpointSlow(Rule):
     def check(self, plan: Plan) -> Iterable[Finding]:
         t = plan.sizing.checkpoint
         limit = plan.figures.checkpoint.max_seconds.value
-        if t is None or t.seconds <= limit:
-            return
+        if t is None or t.seconds <= limit or _asynchronous(plan):
+            return  # an asynchronous write does not hold the GPUs
         fixes = ["use faster storage (more NVMe drives in RAID0)"]
         if plan.workload.sharding == "ddp" and plan.gpu_nodes > 1:
             fixes.append("shard the checkpoint over the nodes (workload.sharding: fsdp)")
@@ -131,6 +178,7 @@ class CheckpointRaidDrives(Rule):
 
 RULES: tuple[Rule, ...] = (
     CheckpointOverhead(),
+    CheckpointInterval(),
     CheckpointSlow(),
     CheckpointThroughputUnknown(),
     CheckpointCapacity(),

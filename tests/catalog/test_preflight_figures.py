@@ -47,7 +47,12 @@ def test_missing_unknown_or_unsourced_figures_are_refused():
     from rackform.catalog import _sources
 
     src = _sources({"sources": SRC}, "x")
-    good = {"max_overhead_fraction": {"v": 0.02, "src": "s"}, "max_seconds": {"v": 10, "src": "s"}}
+    good = {
+        "max_overhead_fraction": {"v": 0.02, "src": "s"},
+        "max_seconds": {"v": 10, "src": "s"},
+        "max_goodput_loss": {"v": 0.01, "src": "s"},
+        "pcie_x16_gbps": {"v": {5: 64}, "src": "s"},
+    }
     assert (
         _section({"checkpoint": good}, "checkpoint", CheckpointFigures, src).max_seconds.value == 10
     )

@@ -161,7 +161,8 @@ def test_the_pair_finder_sees_a_lazy_pair():
 # heal, rolling changes, the Slurm steps and the
 # SSH that reaches a host, the alert rules from the same definition of idleness, the report
 # and the Grafana dashboard of what they measure, the local
-# testbed VMs an on-premises node image is baked on); each target's running world (its Pulumi
+# testbed VMs an on-premises node image is baked on, the goodput simulation that runs heal's
+# decisions); each target's running world (its Pulumi
 # components, reaching nodes, power, instances); the engine, which puts a target's layers
 # together, and the work it hands the stack's stages; the commands' own logic, which calls the engine (GitOps, `rackform init`); the CLI;
 # the reference generated from all of it.
@@ -183,6 +184,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "testbed",
         "report",
         "dashboards",
+        "goodput",
     ),
     ("targets",),
     ("engine", "stage_work"),

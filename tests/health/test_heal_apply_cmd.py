@@ -73,7 +73,9 @@ def test_apply_drains_the_node_for_a_person_and_leaves_the_other(slurm, tmp_path
         json.loads(line)
         for line in (tmp_path / "state" / "slurm-a-default.log").read_text().splitlines()
     ]
-    assert [e["event"] for e in log] == ["ticket"] and log[0]["node"] == NODES[0]
+    # The run's in-service sample first (both nodes in service as it judged), then the ticket.
+    assert [e["event"] for e in log] == ["in-service", "ticket"] and log[1]["node"] == NODES[0]
+    assert (log[0]["in_service"], log[0]["nodes"]) == (2, 2)
 
 
 def test_a_cluster_heal_cannot_act_on_says_why(slurm, tmp_path):

@@ -230,6 +230,12 @@ class WorkloadSpec(Strict):
             description="full: weights plus optimizer state (resumable training; the default); weights: model weights only (LoRA / QLoRA: the adapters only, either way)."
         ),
     ] = "full"
+    checkpoint_async: Annotated[
+        bool,
+        Field(
+            description="The checkpoint is written off the training path (e.g. torch.distributed.checkpoint's async_save): training waits only for each GPU's shard copied to host memory, and that copy is what the checkpoint interval is computed from."
+        ),
+    ] = False
     checkpoints_retained: Annotated[
         int,
         Field(
