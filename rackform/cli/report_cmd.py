@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +27,11 @@ from rackform.cli.metrics_cmd import (
 )
 
 EXIT_TELEMETRY = 3
+
+
+class GoodputMode(StrEnum):
+    elastic = "elastic"
+    requeue = "requeue"
 
 
 @app.command()
@@ -49,9 +55,16 @@ def report(
         typer.Option(
             "--goodput",
             help="GPU-hours lost by cause per stack (YAML or JSON: {STACK: {lost: {CAUSE: "
-            "HOURS}, paid_gpu_hours: N}}).",
+            "HOURS}, paid_gpu_hours: N}}), or what `rackform goodput --json` wrote.",
         ),
     ] = None,
+    goodput_mode: Annotated[
+        GoodputMode,
+        typer.Option(
+            "--goodput-mode",
+            help="The simulation's mode shown from a `rackform goodput --json` file.",
+        ),
+    ] = GoodputMode.elastic,
     timeout: PrometheusTimeout = 30.0,
     prometheus_ca: PrometheusCa = None,
 ) -> None:
@@ -73,7 +86,7 @@ def report(
 
     records = jobs_files(jobs)
     try:
-        lost = load_goodput(goodput) if goodput is not None else {}
+        lost = load_goodput(goodput, goodput_mode.value) if goodput is not None else {}
     except GoodputError as exc:
         raise user_error(str(exc)) from None
     prepared = [p for _, ps in prepare_files(files, env) for p in ps]

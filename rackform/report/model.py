@@ -74,15 +74,36 @@ def _hours(v: object, where: str) -> float:
     return float(v)
 
 
-def load_goodput(path: Path) -> dict[str, Goodput]:
+def _simulated(path: Path, doc: dict, mode: str) -> dict:
+    """What `rackform goodput --json` writes, as the file below: each cluster's scenario (its
+    stack) with the GPU-hours lost by cause in the simulation's `mode` and the GPU-hours paid."""
+    out = {}
+    for i, c in enumerate(doc["clusters"] if isinstance(doc["clusters"], list) else [None]):
+        where = f"{path}: clusters[{i}]"
+        if not isinstance(c, dict) or not isinstance(c.get("modes"), dict):
+            raise GoodputError(f"{where}: not a cluster of `rackform goodput --json`")
+        if mode not in c["modes"]:
+            raise GoodputError(
+                f"{where}: no {mode!r} mode (it has {', '.join(map(str, c['modes']))})"
+            )
+        got = c["modes"][mode]
+        lost = got.get("lost_gpu_hours") if isinstance(got, dict) else None
+        out[str(c.get("scenario"))] = {"lost": lost, "paid_gpu_hours": c.get("paid_gpu_hours")}
+    return out
+
+
+def load_goodput(path: Path, mode: str = "elastic") -> dict[str, Goodput]:
     """A goodput file (YAML or JSON) by stack: `{<stack>: {lost: {<cause>: GPU-hours},
-    paid_gpu_hours: N}}`, where `paid_gpu_hours` may be left out."""
+    paid_gpu_hours: N}}`, where `paid_gpu_hours` may be left out; or what `rackform goodput
+    --json` writes, read in the simulation's `mode` (`elastic` or `requeue`)."""
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise GoodputError(f"{path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise GoodputError(f"{path}: not YAML or JSON ({exc.__class__.__name__})") from None
+    if isinstance(doc, dict) and set(doc) == {"clusters"}:
+        doc = _simulated(path, doc, mode)
     if not isinstance(doc, dict):
         raise GoodputError(f"{path}: give a mapping of stack -> {{lost: ..., paid_gpu_hours: ...}}")
     out = {}

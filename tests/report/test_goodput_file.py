@@ -4,6 +4,9 @@ refuses a stack none of the blueprints is."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from blueprint_helpers import rackform
 
@@ -58,3 +61,24 @@ def test_the_command_refuses_a_stack_no_blueprint_is(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "dc-a-prod: no such stack among the blueprints given (dc-a-default)" in r.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_what_rackform_goodput_writes_is_read_in_the_mode_asked(tmp_path):
+    example = Path(__file__).parents[2] / "examples" / "goodput" / "h100-512.yaml"
+    sim = rackform("goodput", example, "--json", "--days", "1")
+    assert sim.returncode == 0, sim.stderr
+    path = tmp_path / "sim.json"
+    path.write_text(sim.stdout)
+    doc = json.loads(sim.stdout)
+    (cluster,) = doc["clusters"]
+    for mode in ("elastic", "requeue"):
+        (g,) = load_goodput(path, mode).values()
+        assert dict(g.lost) == pytest.approx(cluster["modes"][mode]["lost_gpu_hours"])
+        assert g.paid_gpu_hours == cluster["paid_gpu_hours"]
+        assert g.fraction == pytest.approx(
+            cluster["modes"][mode]["goodput"], abs=1e-5
+        )  # printed to 5 places
+    assert list(load_goodput(path)) == [cluster["scenario"]] == ["h100-512-default"]
+    path.write_text(json.dumps({"clusters": [{"scenario": "x", "modes": {"requeue": {}}}]}))
+    with pytest.raises(GoodputError, match=r"clusters\[0\]: no 'elastic' mode \(it has requeue\)"):
+        load_goodput(path)
