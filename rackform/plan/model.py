@@ -89,6 +89,16 @@ class NodeGroupPlan:
     # and after) or "boot" (each node configures itself at first boot from its pinned
     # artifact: an autoscaling group's nodes, which join long after `up`).
     configured: str = "push"
+    # AWS: how the group's capacity is bought (its own market, else the target's) and the
+    # capacity reservation or block it launches into (None: none).
+    market: str | None = None
+    reservation_id: str | None = None
+
+    @property
+    def reserved(self) -> bool:
+        """Its capacity was bought beforehand (a capacity block or reservation): it launches
+        where that capacity is, never into a placement group the stack creates."""
+        return self.reservation_id is not None
 
     @property
     def gpus(self) -> int:

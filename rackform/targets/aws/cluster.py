@@ -115,22 +115,13 @@ class AwsCluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        if target.ami.id:
-            lookup: pulumi.Input[str] = target.ami.id
-        else:
-            lookup = aws.ec2.get_ami_output(
-                most_recent=True,
-                owners=[tp.image.owner],
-                filters=[
-                    {"name": "name", "values": [tp.image.name_filter]},
-                    {"name": "architecture", "values": ["x86_64"]},
-                    {"name": "state", "values": ["available"]},
-                ],
-                opts=pulumi.InvokeOutputOptions(parent=self),
-            ).id
-        # Pinned at the first `up`: a newer image of the kind never replaces running nodes, a
-        # new kind or id replaces them, planned (`ImagePin`).
-        ami = ImagePin(f"{name}-image", target.ami.id or tp.image.key, lookup, opts=child).image_id
+        # One pinned image per CPU architecture the node groups run (arm64 for Grace): x86_64's
+        # keeps the name it always had, so a stack of x86_64 nodes is as it was.
+        amis = {
+            arch: self._image(name, plan, arch, child)
+            for arch in dict.fromkeys(g.instance.arch for g in plan.node_groups)
+        }
+        ami = amis.get("x86_64")
 
         placement: pulumi.Input[str] | None = tp.existing_placement_group
         if tp.placement_group:
@@ -166,6 +157,7 @@ class AwsCluster(pulumi.ComponentResource):
                 opts=child,
             )
             ami = self.node_image.ami
+            amis["x86_64"] = ami  # the schema refuses a baked image beside arm64 groups
 
         self.groups = []
         for g in plan.node_groups:
@@ -184,7 +176,7 @@ class AwsCluster(pulumi.ComponentResource):
                     f"{name}-{g.name}",
                     plan,
                     g,
-                    ami=ami,
+                    ami=amis[g.instance.arch],
                     subnet=self.network.subnet,
                     security_group=self.network.security_group,
                     instance_profile=profile,
@@ -230,6 +222,27 @@ class AwsCluster(pulumi.ComponentResource):
                 "instance_connect_endpoint": self.network.endpoint.id,
             }
         )
+
+    def _image(self, name: str, plan: Plan, arch: str, child) -> pulumi.Output:
+        """The image the nodes of `arch` boot: the blueprint's explicit id, or the newest of its
+        kind built for `arch`, pinned at the first `up`: a newer image of the kind never
+        replaces running nodes, a new kind or id replaces them, planned (`ImagePin`)."""
+        target, image = plan.target, plan.target_plan.image
+        if target.ami.id:
+            lookup: pulumi.Input[str] = target.ami.id
+        else:
+            lookup = aws.ec2.get_ami_output(
+                most_recent=True,
+                owners=[image.owner],
+                filters=[
+                    {"name": "name", "values": [image.name_filter_for(arch)]},
+                    {"name": "architecture", "values": [arch]},
+                    {"name": "state", "values": ["available"]},
+                ],
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).id
+        pin = f"{name}-image" if arch == "x86_64" else f"{name}-image-{arch}"
+        return ImagePin(pin, target.ami.id or image.key, lookup, opts=child).image_id
 
     @staticmethod
     def _user_data(
