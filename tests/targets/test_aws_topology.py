@@ -174,3 +174,79 @@ def test_read_topology_asks_the_region_given():
     topo = read_topology("eu-west-1", {"n-0": "i-00000000000000001"}, client)
     assert asked == [("ec2", "eu-west-1")]
     assert topo["slurm_switches"][0] == {"name": "x3", "nodes": ["n-0"], "switches": []}
+
+
+# The stack's part, under Pulumi's mock runtime (the engine and AWS are not reachable here).
+
+
+def test_a_slurm_cluster_reads_its_tree_after_the_instances_exist(tmp_path):
+    from planhelp import AWS_SLURM, of_type, one, plan
+
+    from rackform.stack.offline import KNOWN_AFTER_UP
+
+    recs = plan(tmp_path, AWS_SLURM, env="dev")
+    topo = one(recs, "rackform:InstanceTopology")
+    assert topo.name == "llm-train-a-dev-topology"
+    # Each node's name with its instance id: known only once the instances exist.
+    assert topo.inputs == {"region": "us-east-1", "nodes": KNOWN_AFTER_UP}
+    nodes = [r for r in of_type(recs, "ec2/instance:Instance") if not r.name.endswith("slurmctld")]
+    assert len(nodes) == 3
+    assert topo.dependency_urns == {n.urn for n in nodes}  # it waits for every node instance
+    # Configure writes topology.conf from the tree the stack read, not the plan's one leaf; the
+    # offline plan names where it comes from, and every other variable stays as it was.
+    got = one(recs, "rackform:Configure").inputs["group_vars"]
+    assert got["slurm_switches"] == "<llm-train-a-dev-topology>.slurm_switches"
+    assert got["slurm_spot_agent"] is True
+
+
+def test_no_scheduler_no_topology_read(tmp_path):
+    from planhelp import AWS_TRAINING, of_type, plan
+
+    assert not of_type(plan(tmp_path, AWS_TRAINING), "rackform:InstanceTopology")
+
+
+def test_the_provider_reads_on_create_update_and_refresh_and_never_replaces(monkeypatch):
+    from rackform.targets.aws import api
+    from rackform.targets.aws.topology import InstanceTopologyProvider
+
+    calls = []
+
+    def client(service, region):
+        calls.append(region)
+        c = ec2()
+        stub = Stubber(c)
+        stub.add_response(OP, {"Instances": [answer("i-00000000000000001", ["a", "b", "c"])]})
+        stub.activate()
+        return c
+
+    monkeypatch.setattr(api, "boto3_client", client)
+    p = InstanceTopologyProvider()
+    props = {"region": "us-east-1", "nodes": {"n-0": "i-00000000000000001"}}
+    made = p.create(props)
+    assert made.outs["slurm_switches"][0] == {"name": "c", "nodes": ["n-0"], "switches": []}
+    assert p.diff("t", made.outs, {**props, "slurm_switches": None}).changes is False
+    moved = {"region": "us-east-1", "nodes": {"n-0": "i-00000000000000001", "n-1": "i-2"}}
+    change = p.diff("t", made.outs, moved)
+    assert change.changes is True and change.replaces == []
+    assert p.read("t", props).outs["slurm_switches"] == made.outs["slurm_switches"]
+    assert calls == ["us-east-1", "us-east-1"]
+
+
+def test_an_aws_error_is_one_line_naming_the_permission(monkeypatch):
+    from botocore.exceptions import ClientError
+
+    from rackform.targets.aws import api
+    from rackform.targets.aws.topology import InstanceTopologyProvider
+
+    def client(service, region):
+        c = ec2()
+        stub = Stubber(c)
+        stub.add_client_error(OP, "UnauthorizedOperation", "not allowed")
+        stub.activate()
+        return c
+
+    monkeypatch.setattr(api, "boto3_client", client)
+    with pytest.raises(RuntimeError, match="ec2:DescribeInstanceTopology") as err:
+        InstanceTopologyProvider().create({"region": "us-east-1", "nodes": {"n": "i-1"}})
+    assert "UnauthorizedOperation" in str(err.value)
+    assert isinstance(ClientError, type)

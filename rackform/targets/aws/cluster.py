@@ -27,6 +27,7 @@ from rackform.targets.aws.nodes import AwsNodeGroup
 from rackform.targets.aws.shared import AwsSharedStorage
 from rackform.targets.aws.tags import aws_tags
 from rackform.targets.aws.tier import on_aws, tier_policy
+from rackform.targets.aws.topology import InstanceTopology
 
 SSM_POLICY = "policy/AmazonSSMManagedInstanceCore"
 
@@ -192,6 +193,24 @@ class AwsCluster(pulumi.ComponentResource):
         self.nodes = applied(
             lambda *lists: dict(zip(names, lists, strict=True)), *[g.nodes for g in self.groups]
         )
+        # Slurm's tree from the placement AWS gave the instances, read after they exist: it
+        # replaces the plan's one leaf before Configure writes topology.conf.
+        self.topology = None
+        if plan.scheduler is not None and plan.purpose == "training":
+            self.topology = InstanceTopology(
+                f"{name}-topology",
+                target.region,
+                applied(
+                    lambda nodes: {n[0]: n[3] for group in nodes.values() for n in group},
+                    self.nodes,
+                ),
+                # The node instances (a copy: the controller joins the list below).
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.node_resources)),
+            )
+            self.role_outputs = {
+                **self.role_outputs,
+                "slurm_switches": self.topology.slurm_switches,
+            }
         # Slurm's controller, where the blueprint declares a scheduler: no node (not in
         # `nodes`, so nothing that reads the GPU nodes sees it), but configured with them.
         self.slurm_controller: pulumi.Output | None = None
@@ -218,6 +237,14 @@ class AwsCluster(pulumi.ComponentResource):
                 **({"slurm_controller": self.slurm_controller} if self.slurm_controller else {}),
                 **({"shared_file_system": self.shared.file_system_id} if self.shared else {}),
                 **({"node_image": self.node_image.ami} if self.node_image else {}),
+                **(
+                    {
+                        "slurm_switches": self.topology.slurm_switches,
+                        "slurm_blocks": self.topology.slurm_blocks,
+                    }
+                    if self.topology
+                    else {}
+                ),
                 "vpc_id": self.network.vpc.id,
                 "instance_connect_endpoint": self.network.endpoint.id,
             }

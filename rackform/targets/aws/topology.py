@@ -16,13 +16,23 @@ tests give botocore's Stubber responses in the documented shape) and checks ever
 write into topology.conf (`names.switch_name`); `slurm_topology` turns the placement into the
 Slurm role's variables, the one function an integrator routes through the shared topology
 renderer. The plain shape between them is `Placed`: (node name, network nodes top to bottom,
-capacity block or None)."""
+capacity block or None).
+
+Where it enters: `InstanceTopology`, a dynamic resource of the stack that depends on the
+instances, reads EC2 when it is created and whenever the cluster's instances change (their
+names or ids: a replaced node is a new instance, placed anew), and a refresh (`rackform drift`,
+`up --refresh`) reads it again through the provider's `read`, so a placement that moved shows as
+a difference. Its `slurm_switches` is a role variable only the stack knows, merged over the
+plan's one-leaf tree before Configure runs; the offline plan shows it as known after up."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from rackform.blueprint.schema import names
 from rackform.plan.slurm import Switch
@@ -128,3 +138,52 @@ def read_topology(
     if client is None:
         from rackform.targets.aws.api import boto3_client as client
     return slurm_topology(read(client("ec2", region), nodes))
+
+
+# What the resource computes (declared as None inputs: unknown in the offline plan).
+OUTPUTS = ("slurm_switches", "slurm_blocks")
+
+
+class InstanceTopologyProvider(ResourceProvider):
+    serialize_as_secret_always = False
+
+    def _read(self, props: dict[str, Any]) -> dict[str, Any]:
+        from rackform.targets.aws.api import aws_errors, one_line
+
+        try:
+            got = read_topology(props["region"], props["nodes"])
+        except aws_errors() as exc:
+            raise RuntimeError(
+                f"cannot read the instances' placement ({SOURCE}; the deploying role needs "
+                f"ec2:DescribeInstanceTopology): {one_line(exc)}"
+            ) from None
+        return {"region": props["region"], "nodes": props["nodes"], **got}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(f"topology-{props['region']}", self._read(props))
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = [k for k in ("region", "nodes") if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=[], stables=[])
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(self._read(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_, self._read(props))
+
+
+class InstanceTopology(pulumi.dynamic.Resource, module="rackform", name="InstanceTopology"):
+    slurm_switches: pulumi.Output[list]
+    slurm_blocks: pulumi.Output[list]
+
+    def __init__(
+        self,
+        name: str,
+        region: str,
+        nodes: pulumi.Input[Mapping[str, str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        """`nodes`: node name -> instance id, every training node of the cluster."""
+        props = {"region": region, "nodes": nodes, **dict.fromkeys(OUTPUTS)}
+        super().__init__(InstanceTopologyProvider(), name, props, opts)
