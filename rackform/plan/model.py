@@ -295,6 +295,10 @@ class Plan(Basis):
     group_expectations: Mapping[str, Expectations]  # each node group's smoke run, by name
     inventory: Mapping[str, Any]  # Ansible inventory (AWS groups empty until the nodes exist)
     group_vars: Mapping[str, Any]  # the roles' variables
+    # What the cloud says of the capacity the groups launch into (AWS's reservations and
+    # capacity blocks), observed at `up` for preflight's capacity rules; None in every offline
+    # command, which reads nothing from the cloud.
+    capacity: Any = field(default=None, compare=False)
 
     @property
     def expectations(self) -> Expectations | None:

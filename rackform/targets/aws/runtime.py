@@ -83,6 +83,21 @@ class AwsRuntime(TargetRuntime):
         pins = {g.name: group_artifact(plan, g, asg_name(plan, g)).sha256 for g in groups}
         return Configured().wait(plan, groups, pins, how.deadline_s, how.poll_s)
 
+    def capacity(self, plan: Plan):
+        """The groups' capacity reservations and blocks, from EC2 DescribeCapacityReservations;
+        a failed read refuses `up` in one line (nothing is created unchecked)."""
+        from rackform.targets.aws.api import aws_errors, one_line
+        from rackform.targets.aws.capacity import observe
+
+        try:
+            return observe(plan)
+        except aws_errors() as exc:
+            raise ProgramError(
+                f"cannot read the node groups' capacity reservations from EC2: {one_line(exc)}",
+                path=("target", "reservation_id"),
+                fix="give the deploying credentials ec2:DescribeCapacityReservations",
+            ) from None
+
     def replace(self, plan: Plan, node: str) -> str:
         from rackform.targets.aws.instances import Instances
 

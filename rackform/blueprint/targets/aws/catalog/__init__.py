@@ -10,6 +10,7 @@ from functools import cache
 
 from rackform.catalog import (
     CatalogError,
+    Figure,
     InstanceType,
     Source,
     _figures,
@@ -24,6 +25,8 @@ class AwsCatalog:
     instances: dict[str, InstanceType]
     regions: tuple[str, ...]  # AWS region codes
     regions_source: Source
+    # Minutes before a capacity block's end date its instances begin to be terminated.
+    capacity_block_end_lead_min: Figure
 
     def instance(self, key: str) -> InstanceType:
         return self.instances[key]
@@ -71,4 +74,7 @@ def load_aws_catalog() -> AwsCatalog:
     for it in instances.values():
         if it.gpu not in gpus:
             raise CatalogError(f"instances.yaml:{it.key}: unknown gpu {it.gpu!r}")
-    return AwsCatalog(instances, regions, rsrc[rdoc["source"]])
+    lead = _figures(
+        {"lead": idoc["capacity_block_end_lead_min"]}, isrc, "instances.yaml:capacity_block"
+    )["lead"]
+    return AwsCatalog(instances, regions, rsrc[rdoc["source"]], lead)
