@@ -154,3 +154,19 @@ def test_the_architecture_comes_from_the_instance_type(tmp_path, monkeypatch):
         bad["target"]["ami"] = ami
         with pytest.raises(BlueprintError, match=field.split(".")[-1]):
             load_effective(write_blueprint(tmp_path, bad))
+
+
+def test_p6_b200_is_unpriced_and_names_the_quota_it_draws_on(tmp_path):
+    doc = copy.deepcopy(AWS_TRAINING)
+    doc["node_groups"][0]["instance_type"] = "p6-b200.48xlarge"
+    p = compile_effective(load_effective(write_blueprint(tmp_path, doc)))
+    assert p.node_groups[0].gpu.key == "B200" and p.node_groups[0].efa_interfaces == 8
+    assert p.cost.usd_per_hour is None
+    notes = "\n".join(p.cost.notes)
+    assert "the catalog has no on-demand price for p6-b200.48xlarge" in notes
+    assert "draws 384 vCPUs on AWS quota L-417A185B" in notes
+    # On a capacity block it draws on no vCPU quota, and has no recorded price either.
+    doc["node_groups"][0] |= {"market": "capacity-block", "reservation_id": BLOCK}
+    p = compile_effective(load_effective(write_blueprint(tmp_path, doc)))
+    assert not [n for n in p.cost.notes if "quota" in n]
+    assert any("no capacity-block price for p6-b200.48xlarge" in n for n in p.cost.notes)

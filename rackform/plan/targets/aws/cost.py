@@ -22,7 +22,8 @@ def cost(plan: Basis) -> TargetCost:
     t, c = plan.target, plan.figures.cost
     name = basis(plan)
     hours = c.hours_per_month.value
-    lines, notes, lo, hi = [], [], 0.0, 0.0
+    lines, lo, hi = [], 0.0, 0.0
+    notes = _quotas(plan)  # whatever the prices, the quotas the groups need
     unpriced = sorted(
         {g.instance.key for g in plan.node_groups if t.region not in g.instance.priced_in}
     )
@@ -76,6 +77,24 @@ def cost(plan: Basis) -> TargetCost:
         f"${lo:,.2f}-${hi:,.2f}/hour"
     )
     return TargetCost(name, tuple(lines), (lo, hi), tuple(notes))
+
+
+def _quotas(plan: Basis) -> list[str]:
+    """The vCPU-counted Service Quotas a group's market draws on, where the catalog knows its
+    instance type's codes (capacity blocks and reservations draw on none): an account's value
+    is its own, so the plan says what to ask for, not whether it is there."""
+    out = []
+    for g in plan.node_groups:
+        it, market = g.instance, g.market or plan.target.market
+        code = (it.quota_codes or {}).get(market)
+        if code is None or it.vcpus is None:
+            continue
+        vcpus = int(it.vcpus.value) * g.max_nodes
+        out.append(
+            f"{g.name}: {market} {it.key} draws {vcpus:,} vCPUs on AWS quota {code} "
+            f"({it.quota_source.url}); ask for it in Service Quotas before `up`"
+        )
+    return out
 
 
 def _fsx(plan: Basis, notes: list[str]) -> list[Line]:
