@@ -5,6 +5,7 @@ are what this machine cannot reach), with the located errors of what cannot be b
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from planhelp import AWS_TRAINING, of_type, plan, write_blueprint
@@ -80,7 +81,7 @@ def test_a_group_without_a_market_of_its_own_follows_the_target(tmp_path):
         ({"market": "capacity-block"}, "reservation_id", "needs the group's reservation_id"),
         ({"reservation_id": BLOCK}, "reservation_id", "needs the group's own market"),
         ({"market": "spot", "reservation_id": BLOCK}, "reservation_id", "not 'spot'"),
-        ({"market": "bid"}, "market", "market"),
+        ({"market": "bid"}, "market", "Input should be 'on-demand'"),
     ],
 )
 def test_a_groups_market_errors_are_located(tmp_path, group, field, says):
@@ -89,9 +90,10 @@ def test_a_groups_market_errors_are_located(tmp_path, group, field, says):
     with pytest.raises(BlueprintError) as err:
         load_effective(write_blueprint(tmp_path, doc))
     text = str(err.value)
-    assert f"node_groups[0].{field}" in text or f"node_groups.0.{field}" in text, text
-    assert says in text
-    assert ":" in text.splitlines()[0]  # file:line
+    # file:line:col, then the field, then what is wrong.
+    assert re.search(rf"bp\.yaml:\d+:\d+: node_groups\[0\]\.{field}: .*{re.escape(says)}", text), (
+        text
+    )
 
 
 def test_spot_group_in_training_needs_a_checkpoint_interval(tmp_path):
@@ -145,15 +147,25 @@ def test_the_architecture_comes_from_the_instance_type(tmp_path, monkeypatch):
     lts = templates(recs)
     assert "arm64" in lts["grace"]["imageId"] and "amd64" not in lts["grace"]["imageId"]
     assert "amd64" in lts["gpu"]["imageId"]
-    # One explicit AMI cannot boot both architectures; a DLAMI has no arm64 build known here.
-    for ami, field in (
-        ({"id": "ami-0123456789abcdef0"}, "ami.id"),
-        ({"image": "dlami-ubuntu-22.04"}, "instance_type"),
+    # One explicit AMI cannot boot both architectures; a DLAMI has no arm64 build known here;
+    # the node image is baked on x86_64 only.
+    for change, says in (
+        ({"target.ami": {"id": "ami-0123456789abcdef0"}}, "target.ami.id: one AMI cannot boot"),
+        (
+            {"target.ami": {"image": "dlami-ubuntu-22.04"}},
+            "node_groups[1].instance_type: x-grace is arm64, and no arm64 build of dlami",
+        ),
+        ({"image": {"bake": True}}, "image.bake: the node image is baked on an x86_64 builder"),
     ):
         bad = copy.deepcopy(doc)
-        bad["target"]["ami"] = ami
-        with pytest.raises(BlueprintError, match=field.split(".")[-1]):
+        for key, value in change.items():
+            if key.startswith("target."):
+                bad["target"][key.split(".", 1)[1]] = value
+            else:
+                bad[key] = value
+        with pytest.raises(BlueprintError) as err:
             load_effective(write_blueprint(tmp_path, bad))
+        assert says in str(err.value)
 
 
 def test_p6_b200_is_unpriced_and_names_the_quota_it_draws_on(tmp_path):
