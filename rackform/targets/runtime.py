@@ -95,6 +95,12 @@ class TargetRuntime:
         have them reached (`cluster_inventory` says so)."""
         return None
 
+    def observed_vars(self, plan: Plan, inventory: Mapping[str, Any]) -> dict[str, Any]:
+        """Role variables only the cloud knows, read now for the nodes of `inventory` (a host
+        level check, drift, compares the hosts with them rather than with the plan's); none
+        where the plan holds them all. RemoteError where they cannot be read."""
+        return {}
+
     def capacity(self, plan: Plan) -> Any | None:
         """What the cloud says of the capacity the node groups launch into (AWS: their
         reservations and capacity blocks), read by `up` before anything is created so

@@ -247,3 +247,51 @@ def test_an_aws_error_is_one_line_naming_the_permission(monkeypatch):
     with pytest.raises(RuntimeError, match="ec2:DescribeInstanceTopology") as err:
         InstanceTopologyProvider().create({"region": "us-east-1", "nodes": {"n": "i-1"}})
     assert "UnauthorizedOperation" in str(err.value)
+
+
+def test_drift_compares_the_hosts_with_the_tree_ec2_gives_now(tmp_path, monkeypatch):
+    """`drift --hosts` takes Slurm's tree from EC2 (as `up` did), not the plan's one leaf."""
+    from planhelp import AWS_SLURM, AWS_TRAINING, write_blueprint
+
+    from rackform.blueprint.loader import load_effective
+    from rackform.engine import compile_effective
+    from rackform.plan.inventory import with_nodes
+    from rackform.targets.aws import api
+    from rackform.targets.aws.runtime import RUNTIME
+
+    asked = []
+
+    def client(service, region):
+        c = ec2()
+        stub = Stubber(c)
+        stub.add_response(
+            OP,
+            {"Instances": [answer("i-00000000000000001", ["t1", "t2", "t3"])]},
+            {"InstanceIds": ["i-00000000000000001", "i-00000000000000002"]},
+        )
+        stub.activate()
+        asked.append(region)
+        return c
+
+    monkeypatch.setattr(api, "boto3_client", client)
+    plan = compile_effective(load_effective(write_blueprint(tmp_path, AWS_SLURM), "dev"))
+    nodes = {
+        "gpu-a": [
+            ["llm-train-a-dev-gpu-a-0", "10.0.0.5", 22, "i-00000000000000001"],
+            ["llm-train-a-dev-gpu-a-1", "10.0.0.6", 22, "i-00000000000000002"],
+        ],
+        "gpu-a-1": [],
+    }
+    got = RUNTIME.observed_vars(plan, with_nodes(plan, nodes))
+    assert asked == ["us-east-1"]
+    assert got == {
+        "slurm_switches": [
+            {"name": "t3", "nodes": ["llm-train-a-dev-gpu-a-0"], "switches": []},
+            {"name": "t2", "nodes": [], "switches": ["t3"]},
+            {"name": "t1", "nodes": [], "switches": ["t2"]},
+            {"name": UNPLACED, "nodes": ["llm-train-a-dev-gpu-a-1"], "switches": []},
+            {"name": ROOT, "nodes": [], "switches": ["t1", UNPLACED]},
+        ]
+    }
+    plain = compile_effective(load_effective(write_blueprint(tmp_path, AWS_TRAINING)))
+    assert RUNTIME.observed_vars(plain, with_nodes(plain, {})) == {}  # no Slurm: nothing read
