@@ -14,6 +14,7 @@ is refused everywhere with the same located lines `validate` prints.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -126,6 +127,18 @@ def require_clear(*prepared: Prepared) -> None:
     blocked = [p for p in prepared if p.blocked]
     if blocked:
         raise Blocked(blocked)
+
+
+def with_capacity(prepared: Prepared, capacity: object | None) -> Prepared:
+    """`prepared` checked again with what the cloud says of its capacity (the runtime's
+    `capacity`, read at `up`): its capacity rules find what the offline check could not.
+    Raises Blocked on an unwaived error; the same plan where there was nothing to read."""
+    if capacity is None:
+        return prepared
+    plan = dataclasses.replace(prepared.plan, capacity=capacity)
+    checked = Prepared(plan, run(plan))
+    require_clear(checked)
+    return checked
 
 
 def for_action(

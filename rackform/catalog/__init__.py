@@ -78,9 +78,17 @@ class InstanceType:
     nvme_drives: Figure
     nvme_drive_gb: Figure
     nvme_write_gbps_per_drive: Figure
-    on_demand_usd_hr: Figure
+    # None where the provider publishes no on-demand price (capacity blocks only).
+    on_demand_usd_hr: Figure | None
     capacity_block_usd_hr: Figure | None = None
     priced_in: tuple[str, ...] = ()  # the regions the prices are for
+    vcpus: Figure | None = None  # what the provider's vCPU-based quotas count
+    memory_gib: Figure | None = None
+    arch: str = "x86_64"  # the CPU architecture its machine images are built for (or arm64)
+    # The provider's quota codes (AWS Service Quotas) launching it on each market draws on,
+    # market -> code, with their source.
+    quota_codes: dict[str, str] | None = None
+    quota_source: Source | None = None
 
     @property
     def gpu_count(self) -> int:

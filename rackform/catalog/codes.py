@@ -74,6 +74,18 @@ CODES: dict[str, Code] = {
         "warning", "expected GPU utilization below the 85% target, with what the gap costs"
     ),
     "aws-default-quota": Code("warning", "a region's stacks over the default VPC/EIP/NAT quota"),
+    "aws-reservation-unusable": Code(
+        "error", "a node group's capacity reservation or block is unknown, over, or of another type"
+    ),
+    "aws-reservation-short": Code(
+        "error", "a capacity reservation or block holds fewer instances than its groups' nodes"
+    ),
+    "aws-reservation-zone": Code(
+        "error", "a capacity reservation or block in another zone than the cluster's subnet"
+    ),
+    "aws-capacity-block-ends": Code(
+        "warning", "a capacity block whose instances are terminated before the run would end"
+    ),
     "utilization-ownership": Code(
         "warning", "owned hardware expected to run below break-even, or on-demand cloud run busy"
     ),

@@ -96,13 +96,22 @@ def drift(
     if hosts:
         need("ansible_runner", "drift")
         from rackform.gitops import hostdrift
+        from rackform.scheduler.remote import RemoteError
+        from rackform.targets.runtimes import RUNTIMES
 
         echo = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else None
+        try:
+            # What only the cloud knows (AWS: Slurm's tree as EC2 placed the nodes), so the
+            # hosts are compared with what `up` gave them, not with the plan's stand-in.
+            observed = RUNTIMES[plan.target_type].observed_vars(plan, inventory)
+        except RemoteError as exc:
+            raise user_error(f"{file}: host level: {exc}") from None
         items, rc = hostdrift.check(
             plan,
             inventory=inventory,
             private_key=private_key,
             known_hosts=known_hosts,
+            extravars=observed or None,
             echo=echo,
             roles=role or (),
         )

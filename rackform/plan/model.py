@@ -90,6 +90,16 @@ class NodeGroupPlan:
     # and after) or "boot" (each node configures itself at first boot from its pinned
     # artifact: an autoscaling group's nodes, which join long after `up`).
     configured: str = "push"
+    # AWS: how the group's capacity is bought (its own market, else the target's) and the
+    # capacity reservation or block it launches into (None: none).
+    market: str | None = None
+    reservation_id: str | None = None
+
+    @property
+    def reserved(self) -> bool:
+        """Its capacity was bought beforehand (a capacity block or reservation): it launches
+        where that capacity is, never into a placement group the stack creates."""
+        return self.reservation_id is not None
 
     @property
     def gpus(self) -> int:
@@ -288,6 +298,10 @@ class Plan(Basis):
     group_expectations: Mapping[str, Expectations]  # each node group's smoke run, by name
     inventory: Mapping[str, Any]  # Ansible inventory (AWS groups empty until the nodes exist)
     group_vars: Mapping[str, Any]  # the roles' variables
+    # What the cloud says of the capacity the groups launch into (AWS's reservations and
+    # capacity blocks), observed at `up` for preflight's capacity rules; None in every offline
+    # command, which reads nothing from the cloud.
+    capacity: Any = field(default=None, compare=False)
 
     @property
     def expectations(self) -> Expectations | None:

@@ -12,6 +12,7 @@ from rackform.preflight import (
     utilization,
 )
 from rackform.preflight.base import Rule
+from rackform.preflight.targets.aws import capacity as aws_capacity
 from rackform.preflight.targets.aws import quotas as aws_quotas
 
 RULES: tuple[Rule, ...] = (
@@ -23,6 +24,8 @@ RULES: tuple[Rule, ...] = (
     *utilization.RULES,
     # Each target's own (a cloud's quotas), run on that target's plans only.
     *aws_quotas.RULES,
+    # What EC2 says of the groups' reservations, read at `up` (offline: nothing to check).
+    *aws_capacity.RULES,
 )
 
 

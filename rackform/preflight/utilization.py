@@ -65,7 +65,9 @@ class UtilizationOwnership(Rule):
                 f"{it.key} capacity blocks at ${it.capacity_block_usd_hr.value:g}/h vs "
                 f"${it.on_demand_usd_hr.value:g}/h on-demand"
                 for it in (g.instance for g in plan.node_groups)
-                if it is not None and it.capacity_block_usd_hr is not None
+                if it is not None
+                and it.capacity_block_usd_hr is not None
+                and it.on_demand_usd_hr is not None
             ]
             hint = f" (catalog: {'; '.join(dict.fromkeys(cheaper))})" if cheaper else ""
             yield self.finding(

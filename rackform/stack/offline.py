@@ -152,8 +152,12 @@ class RecordingMocks(Mocks):
         if args.typ.startswith("pulumi-python:dynamic"):
             # Outputs a dynamic provider computes (declared as None inputs): unknown until up.
             state = {k: (UNKNOWN if v is None else v) for k, v in state.items()}
-        for attr in (*COMPUTED, *self.computed.get(args.typ, ())):
+        for attr in COMPUTED:
             state.setdefault(attr, f"<{args.name}>.{attr}")
+        # What the target says the resource computes: a reference, even where a dynamic
+        # provider declared it (as a None input) to receive it.
+        for attr in self.computed.get(args.typ, ()):
+            state[attr] = f"<{args.name}>.{attr}"
         for attr in self.unknown.get(args.typ, ()):
             state[attr] = UNKNOWN
         return f"<{args.name}>.id", state

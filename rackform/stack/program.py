@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 
 from rackform.blueprint.problems import BlueprintError
-from rackform.engine import Blocked, for_action, prepare, target
+from rackform.engine import Blocked, for_action, prepare, target, with_capacity
 from rackform.evidence.boot_record import BOOT_CHECK
 from rackform.evidence.verdict import verdict
 from rackform.paths import config_path
@@ -127,6 +127,9 @@ def main(project: Path) -> None:
         # A bare `pulumi up` is gated as `rackform up` is.
         before_up(prepared.plan, project, prepare)
         runtime = target(prepared.plan.target_type).runtime
+        # The capacity the groups launch into, as the cloud says it is now: preflight's
+        # capacity rules, which no offline command can run.
+        prepared = with_capacity(prepared, runtime.capacity(prepared.plan))
         if config.get("tier") == "data":
             if prepared.plan.data_stack is None:
                 raise ProgramError(

@@ -95,6 +95,19 @@ class TargetRuntime:
         have them reached (`cluster_inventory` says so)."""
         return None
 
+    def observed_vars(self, plan: Plan, inventory: Mapping[str, Any]) -> dict[str, Any]:
+        """Role variables only the cloud knows, read now for the nodes of `inventory` (a host
+        level check, drift, compares the hosts with them rather than with the plan's); none
+        where the plan holds them all. RemoteError where they cannot be read."""
+        return {}
+
+    def capacity(self, plan: Plan) -> Any | None:
+        """What the cloud says of the capacity the node groups launch into (AWS: their
+        reservations and capacity blocks), read by `up` before anything is created so
+        preflight's capacity rules can check it (`Plan.capacity`); None where there is nothing
+        to read. Raises the target's API errors."""
+        return None
+
     def replace(self, plan: Plan, node: str) -> str:
         """Give a node up for a new one (heal's `replace`): its machine released, the successor
         the stack or its group launches; what was done, one line. ActionError where it failed;

@@ -78,6 +78,12 @@ def test_preflight_and_cost_hold_for_any_valid_cluster(tmp_path, data):
         assert lf.finding.path and lf.finding.message and lf.finding.fix
         assert lf.line >= 1 and lf.col >= 1
     c = report.cost
+    types = [g.get("instance_type") for g in data.get("node_groups", [])]
+    unpriced = [t for t in types if t and load_aws_catalog().instance(t).on_demand_usd_hr is None]
+    if unpriced:  # a type whose price the catalog does not record: said, never guessed
+        assert c.usd_per_hour is None
+        assert any(f"price for {unpriced[0]}" in n for n in c.notes)
+        return
     assert c.usd_per_hour is not None and c.usd_per_hour > 0
     assert c.usd_per_month >= c.usd_per_hour * c.hours_per_month
     if c.run is not None:

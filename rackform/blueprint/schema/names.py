@@ -175,3 +175,11 @@ def port(value: object, source: str) -> object:
     if not ok:
         raise UnsafeValue(f"{source} gives port {value!r}, which is no port number: refused")
     return value
+
+
+def switch_name(value: object, source: str) -> str:
+    """`value` where it can name a Slurm switch or block in topology.conf (RACK: no white space,
+    `=`, `,` or brackets, which the file's parser reads), else UnsafeValue naming the source."""
+    if not _matches(RACK, value):  # type: ignore[arg-type]
+        raise UnsafeValue(f"{source} gives {value!r}, which cannot name a switch: refused")
+    return value  # type: ignore[return-value]

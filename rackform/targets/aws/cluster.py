@@ -27,6 +27,7 @@ from rackform.targets.aws.nodes import AwsNodeGroup
 from rackform.targets.aws.shared import AwsSharedStorage
 from rackform.targets.aws.tags import aws_tags
 from rackform.targets.aws.tier import on_aws, tier_policy
+from rackform.targets.aws.topology import InstanceTopology
 
 SSM_POLICY = "policy/AmazonSSMManagedInstanceCore"
 
@@ -115,22 +116,13 @@ class AwsCluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        if target.ami.id:
-            lookup: pulumi.Input[str] = target.ami.id
-        else:
-            lookup = aws.ec2.get_ami_output(
-                most_recent=True,
-                owners=[tp.image.owner],
-                filters=[
-                    {"name": "name", "values": [tp.image.name_filter]},
-                    {"name": "architecture", "values": ["x86_64"]},
-                    {"name": "state", "values": ["available"]},
-                ],
-                opts=pulumi.InvokeOutputOptions(parent=self),
-            ).id
-        # Pinned at the first `up`: a newer image of the kind never replaces running nodes, a
-        # new kind or id replaces them, planned (`ImagePin`).
-        ami = ImagePin(f"{name}-image", target.ami.id or tp.image.key, lookup, opts=child).image_id
+        # One pinned image per CPU architecture the node groups run (arm64 for Grace): x86_64's
+        # keeps the name it always had, so a stack of x86_64 nodes is as it was.
+        amis = {
+            arch: self._image(name, plan, arch, child)
+            for arch in dict.fromkeys(g.instance.arch for g in plan.node_groups)
+        }
+        ami = amis.get("x86_64")
 
         placement: pulumi.Input[str] | None = tp.existing_placement_group
         if tp.placement_group:
@@ -166,6 +158,7 @@ class AwsCluster(pulumi.ComponentResource):
                 opts=child,
             )
             ami = self.node_image.ami
+            amis["x86_64"] = ami  # the schema refuses a baked image beside arm64 groups
 
         self.groups = []
         for g in plan.node_groups:
@@ -184,7 +177,7 @@ class AwsCluster(pulumi.ComponentResource):
                     f"{name}-{g.name}",
                     plan,
                     g,
-                    ami=ami,
+                    ami=amis[g.instance.arch],
                     subnet=self.network.subnet,
                     security_group=self.network.security_group,
                     instance_profile=profile,
@@ -200,6 +193,24 @@ class AwsCluster(pulumi.ComponentResource):
         self.nodes = applied(
             lambda *lists: dict(zip(names, lists, strict=True)), *[g.nodes for g in self.groups]
         )
+        # Slurm's tree from the placement AWS gave the instances, read after they exist: it
+        # replaces the plan's one leaf before Configure writes topology.conf.
+        self.topology = None
+        if plan.scheduler is not None and plan.purpose == "training":
+            self.topology = InstanceTopology(
+                f"{name}-topology",
+                target.region,
+                applied(
+                    lambda nodes: {n[0]: n[3] for group in nodes.values() for n in group},
+                    self.nodes,
+                ),
+                # The node instances (a copy: the controller joins the list below).
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.node_resources)),
+            )
+            self.role_outputs = {
+                **self.role_outputs,
+                "slurm_switches": self.topology.slurm_switches,
+            }
         # Slurm's controller, where the blueprint declares a scheduler: no node (not in
         # `nodes`, so nothing that reads the GPU nodes sees it), but configured with them.
         self.slurm_controller: pulumi.Output | None = None
@@ -226,10 +237,39 @@ class AwsCluster(pulumi.ComponentResource):
                 **({"slurm_controller": self.slurm_controller} if self.slurm_controller else {}),
                 **({"shared_file_system": self.shared.file_system_id} if self.shared else {}),
                 **({"node_image": self.node_image.ami} if self.node_image else {}),
+                **(
+                    {
+                        "slurm_switches": self.topology.slurm_switches,
+                        "slurm_blocks": self.topology.slurm_blocks,
+                    }
+                    if self.topology
+                    else {}
+                ),
                 "vpc_id": self.network.vpc.id,
                 "instance_connect_endpoint": self.network.endpoint.id,
             }
         )
+
+    def _image(self, name: str, plan: Plan, arch: str, child) -> pulumi.Output:
+        """The image the nodes of `arch` boot: the blueprint's explicit id, or the newest of its
+        kind built for `arch`, pinned at the first `up`: a newer image of the kind never
+        replaces running nodes, a new kind or id replaces them, planned (`ImagePin`)."""
+        target, image = plan.target, plan.target_plan.image
+        if target.ami.id:
+            lookup: pulumi.Input[str] = target.ami.id
+        else:
+            lookup = aws.ec2.get_ami_output(
+                most_recent=True,
+                owners=[image.owner],
+                filters=[
+                    {"name": "name", "values": [image.name_filter_for(arch)]},
+                    {"name": "architecture", "values": [arch]},
+                    {"name": "state", "values": ["available"]},
+                ],
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).id
+        pin = f"{name}-image" if arch == "x86_64" else f"{name}-image-{arch}"
+        return ImagePin(pin, target.ami.id or image.key, lookup, opts=child).image_id
 
     @staticmethod
     def _user_data(

@@ -68,12 +68,11 @@ def efa_interfaces(efa: int, cards: int, subnet_id, security_group_id) -> list[d
     return [primary, *rest]
 
 
-def market_options(target) -> dict[str, object]:
-    """Launch-template arguments for how capacity is bought."""
-    reservation = {
-        "capacity_reservation_target": {"capacity_reservation_id": target.reservation_id}
-    }
-    if target.market == "spot":
+def market_options(group: NodeGroupPlan) -> dict[str, object]:
+    """Launch-template arguments for how the group's capacity is bought (its own market, else
+    the target's: the plan resolved which)."""
+    reservation = {"capacity_reservation_target": {"capacity_reservation_id": group.reservation_id}}
+    if group.market == "spot":
         # One-time spot that terminates on interruption: a cluster placement group refuses spot
         # instances that stop or hibernate, and the job resumes from its last checkpoint.
         return {
@@ -85,12 +84,12 @@ def market_options(target) -> dict[str, object]:
                 },
             }
         }
-    if target.market == "capacity-block":
+    if group.market == "capacity-block":
         return {
             "instance_market_options": {"market_type": "capacity-block"},
             "capacity_reservation_specification": reservation,
         }
-    if target.market == "reservation":
+    if group.market == "reservation":
         return {"capacity_reservation_specification": reservation}
     return {}
 
@@ -163,7 +162,13 @@ class AwsNodeGroup(pulumi.ComponentResource):
             instance_type=it.key,
             key_name=target.key_name,
             iam_instance_profile={"arn": instance_profile.arn},
-            placement={"group_name": placement_group} if placement_group else None,
+            # A group on reserved capacity launches where its reservation is, never into the
+            # placement group the stack created for the cluster's other groups.
+            placement=(
+                {"group_name": placement_group}
+                if placement_group and not (group.reserved and plan.target_plan.placement_group)
+                else None
+            ),
             metadata_options={
                 "http_endpoint": "enabled",
                 "http_tokens": "required",  # IMDSv2 only
@@ -185,7 +190,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
             ],
             tags=identity,
             **network,
-            **market_options(target),
+            **market_options(group),
             # No ignore_changes: the image is pinned by ImagePin (a newer image of the same kind
             # changes nothing, a new kind is a new version, planned and shown).
             opts=pulumi.ResourceOptions(parent=self),

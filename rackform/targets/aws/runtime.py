@@ -83,6 +83,43 @@ class AwsRuntime(TargetRuntime):
         pins = {g.name: group_artifact(plan, g, asg_name(plan, g)).sha256 for g in groups}
         return Configured().wait(plan, groups, pins, how.deadline_s, how.poll_s)
 
+    def observed_vars(self, plan: Plan, inventory):
+        """A Slurm training cluster's tree as EC2 places its instances now (the stack's
+        InstanceTopology reads the same at `up`), for the nodes of `inventory`."""
+        if plan.scheduler is None or plan.purpose != "training":
+            return {}
+        from rackform.scheduler.remote import RemoteError
+        from rackform.targets.aws.api import aws_errors, one_line
+        from rackform.targets.aws.topology import read_topology
+
+        groups = inventory["all"]["children"]["gpu_nodes"]["children"].values()
+        nodes = {
+            host: entry["rackform_instance_id"]
+            for group in groups
+            for host, entry in (group.get("hosts") or {}).items()
+            if entry.get("rackform_instance_id")
+        }
+        try:
+            got = read_topology(plan.target.region, nodes)
+        except aws_errors() as exc:
+            raise RemoteError(f"cannot read the instances' placement: {one_line(exc)}") from None
+        return {"slurm_switches": got["slurm_switches"]}
+
+    def capacity(self, plan: Plan):
+        """The groups' capacity reservations and blocks, from EC2 DescribeCapacityReservations;
+        a failed read refuses `up` in one line (nothing is created unchecked)."""
+        from rackform.targets.aws.api import aws_errors, one_line
+        from rackform.targets.aws.capacity import observe
+
+        try:
+            return observe(plan)
+        except aws_errors() as exc:
+            raise ProgramError(
+                f"cannot read the node groups' capacity reservations from EC2: {one_line(exc)}",
+                path=("target", "reservation_id"),
+                fix="give the deploying credentials ec2:DescribeCapacityReservations",
+            ) from None
+
     def replace(self, plan: Plan, node: str) -> str:
         from rackform.targets.aws.instances import Instances
 

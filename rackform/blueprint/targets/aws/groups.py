@@ -1,16 +1,25 @@
-"""What an AWS node group adds to the shared NodeGroup (an instance type from the catalog, and
-autoscaling bounds for inference), and the rules each group follows on its own: the rules run
-for every group that parsed, even when the rest of the blueprint did not."""
+"""What an AWS node group adds to the shared NodeGroup (an instance type from the catalog,
+autoscaling bounds for inference, and how its capacity is bought where it differs from the
+target's), and the rules each group follows on its own: the rules run for every group that
+parsed, even when the rest of the blueprint did not."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from rackform.blueprint.schema.base import Strict, Violation, closest
 from rackform.blueprint.targets.aws.catalog import load_aws_catalog
 from rackform.catalog import Catalog
+
+# How EC2 capacity is bought, for the target and for a node group of its own.
+Market = Literal["on-demand", "spot", "capacity-block", "reservation"]
+# Markets whose capacity was bought beforehand and is named by its reservation's id.
+RESERVED_MARKETS = ("capacity-block", "reservation")
+# A capacity reservation's id (capacity blocks are capacity reservations too): EC2 API
+# reference, CapacityReservation.CapacityReservationId, "cr-" and 17 hex digits (8 for older).
+RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
 
 
 class AwsGroupFields(Strict):
@@ -22,6 +31,22 @@ class AwsGroupFields(Strict):
     ] = None
     max_count: Annotated[
         int | None, Field(description="Autoscaling maximum (inference on AWS).", ge=1)
+    ] = None
+    market: Annotated[
+        Market | None,
+        Field(
+            description="How this group's capacity is bought, where it differs from "
+            "target.market (e.g. a capacity block for the GPUs beside on-demand nodes). Default: "
+            "the target's market and reservation."
+        ),
+    ] = None
+    reservation_id: Annotated[
+        str | None,
+        Field(
+            description="This group's capacity reservation / capacity block id (cr-...), with "
+            "its own market: capacity-block or reservation.",
+            pattern=RESERVATION_ID,
+        ),
     ] = None
 
 
@@ -73,7 +98,42 @@ def _group(g: Any, at: tuple, purpose: str | None, cat: Catalog) -> list[Violati
                 "remove gpus_per_node: it comes from the instance type",
             )
         )
-    return out + _autoscaling(g, at, purpose)
+    return out + _autoscaling(g, at, purpose) + _market(g, at)
+
+
+def _market(g: Any, at: tuple) -> list[Violation]:
+    """A group's own market comes with its own reservation where the market needs one, and a
+    reservation id only with a market of its own (the target's market has the target's)."""
+    market = getattr(g, "market", None)
+    reservation = getattr(g, "reservation_id", None)
+    if market is None:
+        if reservation is None:
+            return []
+        return [
+            Violation(
+                (*at, "reservation_id"),
+                "a node group's reservation_id needs the group's own market",
+                "add market: capacity-block (or reservation) to the group, or remove "
+                "reservation_id (the group then uses the target's)",
+            )
+        ]
+    if market in RESERVED_MARKETS and reservation is None:
+        return [
+            Violation(
+                (*at, "reservation_id"),
+                f"market {market!r} needs the group's reservation_id",
+                "add reservation_id: cr-... to the group",
+            )
+        ]
+    if market not in RESERVED_MARKETS and reservation is not None:
+        return [
+            Violation(
+                (*at, "reservation_id"),
+                f"reservation_id is only used with capacity-block or reservation, not {market!r}",
+                "remove reservation_id or change the group's market",
+            )
+        ]
+    return []
 
 
 def _autoscaling(g: Any, at: tuple, purpose: str | None) -> list[Violation]:

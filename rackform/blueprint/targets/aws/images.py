@@ -18,6 +18,11 @@ Sources:
   (https://docs.aws.amazon.com/dlami/latest/devguide/aws-deep-learning-x86-base-oss-nvidia-driver-gpu-ami-ubuntu-22-04.html):
   owner `amazon`, user `ubuntu`, NVIDIA driver, CUDA, EFA, NCCL and DCGM preinstalled, and the
   instance store mounted at /opt/dlami/nvme.
+- Architecture: Canonical names its arm64 images the same way with `arm64` in place of `amd64`
+  (same page); EC2 tells the two apart by the image's `architecture` (x86_64 or arm64,
+  DescribeImages filter `architecture`). A Grace-based type (arm64) boots the arm64 image of
+  the blueprint's kind. The DLAMI's arm64 variant is not known here yet: a DLAMI blueprint with
+  an arm64 node group is refused (docs/operations/limits.md).
 """
 
 from __future__ import annotations
@@ -37,6 +42,19 @@ class Image:
     preinstalled: bool
     # Where the image mounts the instance-store NVMe drives itself ("" = it leaves them alone).
     instance_store_mount: str
+    # The name filter of its arm64 build ("" = none known here).
+    arm64_name_filter: str = ""
+
+    def name_filter_for(self, arch: str) -> str:
+        """The name filter of the build for `arch` (EC2's x86_64 or arm64)."""
+        if arch == "x86_64":
+            return self.name_filter
+        if arch == "arm64" and self.arm64_name_filter:
+            return self.arm64_name_filter
+        raise ValueError(f"no {arch} build of {self.key} is known")
+
+    def serves(self, arch: str) -> bool:
+        return arch == "x86_64" or (arch == "arm64" and bool(self.arm64_name_filter))
 
 
 IMAGES = {
@@ -49,6 +67,7 @@ IMAGES = {
             "ubuntu",
             False,
             "",
+            "ubuntu/images/*/ubuntu-jammy-22.04-arm64-server-*",
         ),
         Image(
             "ubuntu-24.04",
@@ -57,6 +76,7 @@ IMAGES = {
             "ubuntu",
             False,
             "",
+            "ubuntu/images/*/ubuntu-noble-24.04-arm64-server-*",
         ),
         Image(
             "dlami-ubuntu-22.04",

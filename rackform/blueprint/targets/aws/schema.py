@@ -15,7 +15,13 @@ from rackform.blueprint.schema.base import Cidr, Strict, Violation, check, close
 from rackform.blueprint.targets.aws import idle
 from rackform.blueprint.targets.aws.catalog import load_aws_catalog
 from rackform.blueprint.targets.aws.exposure import public_share
-from rackform.blueprint.targets.aws.groups import AwsGroupFields, group_rules
+from rackform.blueprint.targets.aws.groups import (
+    RESERVATION_ID,
+    RESERVED_MARKETS,
+    AwsGroupFields,
+    Market,
+    group_rules,
+)
 from rackform.blueprint.targets.aws.image_fields import AwsImageFields, image_rules
 from rackform.blueprint.targets.aws.images import DEFAULT_IMAGE, IMAGES
 from rackform.blueprint.targets.aws.scheduler import scheduler_rules
@@ -105,14 +111,14 @@ class AwsTarget(Strict):
         Cidr, Field(description="CIDR of the cluster's VPC: IPv4, a /27 or larger.")
     ] = "10.0.0.0/16"
     market: Annotated[
-        Literal["on-demand", "spot", "capacity-block", "reservation"],
-        Field(description="How capacity is bought."),
+        Market,
+        Field(description="How capacity is bought (a node group may say otherwise: its market)."),
     ] = "on-demand"
     reservation_id: Annotated[
         str | None,
         Field(
             description="Capacity reservation / capacity block id (cr-...), for those markets.",
-            pattern=r"^cr-[0-9a-f]{8,17}$",
+            pattern=RESERVATION_ID,
         ),
     ] = None
     placement_group: Annotated[
@@ -181,7 +187,7 @@ class AwsTarget(Strict):
                     f"use a /{SMALLEST_VPC_PREFIX} or larger IPv4 block, e.g. 10.0.0.0/16",
                 )
             )
-        needs_res = self.market in ("capacity-block", "reservation")
+        needs_res = self.market in RESERVED_MARKETS
         if needs_res and not self.reservation_id:
             out.append(
                 Violation(
@@ -214,6 +220,51 @@ def region_rules(region: object, catalog: Catalog) -> list[Violation]:
             closest(region, list(regions)),
         )
     ]
+
+
+def arch_rules(bp: Cluster) -> list[Violation]:
+    """Every node group's CPU architecture (its instance type's: arm64 for Grace) needs a
+    build of the machine image for it; one explicit AMI serves one architecture; the node
+    image is baked on an x86_64 builder only."""
+    instances = load_aws_catalog().instances
+    arches = {
+        i: instances[g.instance_type].arch
+        for i, g in enumerate(bp.node_groups)
+        if g.instance_type in instances
+    }
+    t, out = bp.target, []
+    image = IMAGES[t.ami.image]
+    for i, arch in arches.items():
+        if not t.ami.id and not image.serves(arch):
+            out.append(
+                Violation(
+                    ("node_groups", i, "instance_type"),
+                    f"{bp.node_groups[i].instance_type} is {arch}, and no {arch} build of "
+                    f"{image.key} is known",
+                    "use ami.image: ubuntu-22.04 or ubuntu-24.04 (both have arm64 builds), or "
+                    f"an explicit ami.id of an {arch} image",
+                )
+            )
+    if t.ami.id and len(set(arches.values())) > 1:
+        out.append(
+            Violation(
+                ("target", "ami", "id"),
+                f"one AMI cannot boot node groups of {' and '.join(sorted(set(arches.values())))}",
+                "remove ami.id (each architecture gets its own image of ami.image), or split "
+                "the cluster",
+            )
+        )
+    bake = getattr(bp.image, "bake", False) if bp.image is not None else False
+    if bake and any(a != "x86_64" for a in arches.values()):
+        out.append(
+            Violation(
+                ("image", "bake"),
+                "the node image is baked on an x86_64 builder only; an arm64 node group "
+                "cannot boot it",
+                "remove image.bake (the roles configure arm64 nodes after launch)",
+            )
+        )
+    return out
 
 
 def rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
@@ -259,14 +310,19 @@ def rules(bp: Cluster, catalog: Catalog) -> list[Violation]:
                     "set storage.checkpoint.allow_wipe: true, or instance_store: adopt",
                 )
             )
+    out += arch_rules(bp)
     w = bp.workload
     no_interval = w is None or w.checkpoint_interval_min is None
-    if bp.target.market == "spot" and bp.purpose == "training" and no_interval:
+    spot = [("target", "market")] if bp.target.market == "spot" else []
+    spot += [
+        ("node_groups", i, "market") for i, g in enumerate(bp.node_groups) if g.market == "spot"
+    ]
+    if spot and bp.purpose == "training" and no_interval:
         # Spot capacity is reclaimed with two minutes' notice: only a job that checkpoints
         # and resumes can use it without losing its work.
         out.append(
             Violation(
-                ("target", "market"),
+                spot[0],
                 "spot training needs a job that checkpoints and resumes; this blueprint states no checkpoint interval",
                 "set workload.checkpoint_interval_min, or use market: on-demand",
             )

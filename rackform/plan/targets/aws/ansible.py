@@ -20,7 +20,7 @@ def role_vars(plan: Basis) -> Mapping[str, object]:
         # EC2 reclaims a spot instance with a two-minute notice in the instance metadata
         # (EC2 user guide, "Spot Instance interruption notices"): the agent drains the node
         # and has its job checkpoint and requeue. Off elsewhere, where no notice comes.
-        out["slurm_spot_agent"] = plan.target.market == "spot"
+        out["slurm_spot_agent"] = any(g.market == "spot" for g in plan.node_groups)
     if image.preinstalled:
         out |= {
             "nvidia_driver_adopt_preinstalled": True,

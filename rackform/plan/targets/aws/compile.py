@@ -13,6 +13,7 @@ from typing import Any
 from rackform.blueprint.schema.model import Blueprint, NodeGroup
 from rackform.blueprint.schema.scheduler import CONTROLLER_TYPE
 from rackform.blueprint.targets.aws.catalog import load_aws_catalog
+from rackform.blueprint.targets.aws.groups import RESERVED_MARKETS
 from rackform.blueprint.targets.aws.images import IMAGES, Image
 from rackform.blueprint.targets.aws.names import controller_name, node_names
 from rackform.catalog import Catalog
@@ -24,10 +25,18 @@ from rackform.plan.targets.aws import ansible, cost, data_layout, replacement, r
 from rackform.plan.targets.aws.offline import ANSWERS
 from rackform.plan.targets.compile import TargetCompiler
 
-# Markets whose capacity already has a place: a capacity block or an On-Demand Capacity
-# Reservation was bought in a given spot of a zone, and launching it into a placement group that
-# rackform just created (and the reservation therefore is not in) is refused by EC2.
-RESERVED_MARKETS = ("capacity-block", "reservation")
+# Markets whose capacity already has a place (RESERVED_MARKETS): a capacity block or an
+# On-Demand Capacity Reservation was bought in a given spot of a zone, and launching it into a
+# placement group that rackform just created (and the reservation therefore is not in) is
+# refused by EC2.
+
+
+def group_market(bp: Blueprint, group: NodeGroup) -> tuple[str, str | None]:
+    """(market, reservation id) of a node group: its own where it names a market, else the
+    target's."""
+    if group.market is not None:
+        return group.market, group.reservation_id
+    return bp.target.market, bp.target.reservation_id
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,8 @@ class AwsPlan:
     image: Image  # the machine image's kind: filter, user, what it preinstalled
     rollout: str  # delete-first | create-first: how a node whose template changes is replaced
     rollout_why: str  # the reason, in words (capacity bound, or the blueprint's choice)
+    # The CPU architectures the node groups run (their instance types'): one image each.
+    arches: tuple[str, ...] = ("x86_64",)
 
 
 def partition(region: str) -> str:
@@ -69,6 +80,10 @@ def capacity_bound(bp: Blueprint) -> str:
     t = bp.target
     if t.market in RESERVED_MARKETS:
         return f"{t.market} {t.reservation_id} holds only the cluster's own instances"
+    for g in bp.node_groups:
+        market, reservation = group_market(bp, g)
+        if market in RESERVED_MARKETS:
+            return f"{g.name}'s {market} {reservation} holds only its own instances"
     if bp.purpose == "training":
         return "training nodes share a cluster placement group"
     return ""
@@ -114,6 +129,7 @@ class AwsCompiler(TargetCompiler):
 
     def compile_group(self, bp: Blueprint, group: NodeGroup, catalog: Catalog) -> NodeGroupPlan:
         it = load_aws_catalog().instance(group.instance_type)
+        market, reservation = group_market(bp, group)
         # Launch templates attach every EFA interface the type has, and only with an EFA fabric.
         efa = int(it.efa_interfaces.value) if bp.network.fabric == "efa" else 0
         array = array_plan(
@@ -136,6 +152,8 @@ class AwsCompiler(TargetCompiler):
             array=array,
             # Inference groups scale on their own: their nodes configure themselves at boot.
             configured="boot" if bp.purpose == "inference" else "push",
+            market=market,
+            reservation_id=reservation if market in RESERVED_MARKETS else None,
         )
 
     def node_names(self, stack: str, group: NodeGroupPlan) -> tuple[str, ...]:
@@ -155,15 +173,24 @@ class AwsCompiler(TargetCompiler):
         t = bp.target
         nodes, public = split_vpc(t.vpc_cidr)
         # Reserved capacity sits where it was bought: it may name the placement group it was
-        # reserved in, but rackform never creates one around it.
-        create = (
-            bp.purpose == "training" and t.market not in RESERVED_MARKETS and not t.placement_group
-        )
+        # reserved in, but rackform never creates one around it; groups of the cluster that
+        # buy theirs by the hour share one the stack creates.
+        unbound = [g for g in groups if not g.reserved]
+        create = bp.purpose == "training" and bool(unbound) and not t.placement_group
         image = IMAGES[t.ami.image]
         strategy, why = rollout(bp)
+        arches = tuple(dict.fromkeys(g.instance.arch for g in groups))
         return (
             AwsPlan(
-                nodes, public, partition(t.region), create, t.placement_group, image, strategy, why
+                nodes,
+                public,
+                partition(t.region),
+                create,
+                t.placement_group,
+                image,
+                strategy,
+                why,
+                arches,
             ),
             (),
         )
@@ -174,7 +201,12 @@ class AwsCompiler(TargetCompiler):
         if target.ami.id:
             return {"ami": target.ami.id}
         image = target_plan.image
-        return {"ami": f"lookup owner={image.owner} name={image.name_filter} (resolved at launch)"}
+        out = {}
+        for arch in target_plan.arches:
+            key = "ami" if arch == "x86_64" else f"ami-{arch}"
+            name = image.name_filter_for(arch)
+            out[key] = f"lookup owner={image.owner} name={name} (resolved at launch)"
+        return out
 
     def cost(self, plan: Basis) -> TargetCost:
         return cost.cost(plan)

@@ -1,7 +1,8 @@
 """What AWS capacity costs: the catalog's price of each node group's instance type in the
-blueprint's region, for its market (on-demand, spot as a discount range, a reservation's rate,
-a capacity block's own price). A region the catalog has no price for is left unpriced, never
-priced from another region."""
+blueprint's region, for the group's market (on-demand, spot as a discount range, a
+reservation's rate, a capacity block's own price). A region the catalog has no price for, or a
+type AWS publishes no price of for the market, is left unpriced, never priced from another
+region or market."""
 
 from __future__ import annotations
 
@@ -9,10 +10,20 @@ from rackform.plan.model import Basis
 from rackform.plan.pricing import UNPRICED, Line, TargetCost, src
 
 
+def basis(plan: Basis) -> str:
+    """The markets the cost is for: the target's, or each market its groups buy in."""
+    markets = list(dict.fromkeys(g.market or plan.target.market for g in plan.node_groups))
+    if markets == [plan.target.market] or not markets:
+        return f"aws {plan.target.market}"
+    return f"aws {' + '.join(markets)}"
+
+
 def cost(plan: Basis) -> TargetCost:
     t, c = plan.target, plan.figures.cost
+    name = basis(plan)
     hours = c.hours_per_month.value
-    lines, notes, lo, hi = [], [], 0.0, 0.0
+    lines, lo, hi = [], 0.0, 0.0
+    notes = _quotas(plan)  # whatever the prices, the quotas the groups need
     unpriced = sorted(
         {g.instance.key for g in plan.node_groups if t.region not in g.instance.priced_in}
     )
@@ -22,27 +33,35 @@ def cost(plan: Basis) -> TargetCost:
             f"{UNPRICED}: the catalog has no price for {', '.join(unpriced)} in "
             f"{t.region} (it prices {where}); another region's price is not used"
         )
-        return TargetCost(f"aws {t.market}", (), None, tuple(notes))
+        return TargetCost(name, (), None, tuple(notes))
+    spot = False
     for g in plan.node_groups:
         it = g.instance
         od = it.on_demand_usd_hr
-        what = f"{g.count} x {it.key} {t.market}"
-        if t.market == "on-demand":
+        market = g.market or t.market
+        what = f"{g.count} x {it.key} {market}"
+        if market != "capacity-block" and od is None:
+            notes.append(f"{UNPRICED}: the catalog has no {market} price for {it.key}")
+            return TargetCost(name, (), None, tuple(notes))
+        if market == "on-demand":
             price, where = od.value, src(od)
-        elif t.market == "spot":
+        elif market == "spot":
+            spot = True
             price = od.value * (1 - c.spot_discount_low.value)
             lo += g.count * od.value * (1 - c.spot_discount_high.value)
             hi += g.count * price
             what += f" (on-demand less {c.spot_discount_low.value:.0%})"
             where = src(od, c.spot_discount_low)
-        elif t.market == "reservation":
+        elif market == "reservation":
             price = od.value * c.reservation_rate_of_on_demand.value
             where = src(od, c.reservation_rate_of_on_demand)
         else:  # capacity-block
             if it.capacity_block_usd_hr is None:
                 notes.append(f"{UNPRICED}: the catalog has no capacity-block price for {it.key}")
-                return TargetCost(f"aws {t.market}", (), None, tuple(notes))
+                return TargetCost(name, (), None, tuple(notes))
             price, where = it.capacity_block_usd_hr.value, src(it.capacity_block_usd_hr)
+        if market != "spot":  # the spot range below covers the whole cluster's compute
+            lo, hi = lo + g.count * price, hi + g.count * price
         lines.append(Line(what, g.count * price, g.count * price * hours, where))
         if g.max_count is not None and g.max_count > g.count:
             notes.append(
@@ -50,15 +69,32 @@ def cost(plan: Basis) -> TargetCost:
                 f"${g.max_count * price * hours:,.0f}/month"
             )
     lines += _fsx(plan, notes)
-    spot = None
-    if t.market == "spot":
-        spot = (lo, hi)
-        notes.append(
-            f"spot prices vary; the catalog's discount range "
-            f"{c.spot_discount_low.value:.0%}-{c.spot_discount_high.value:.0%} gives "
-            f"${lo:,.2f}-${hi:,.2f}/hour"
+    if not spot:
+        return TargetCost(name, tuple(lines), None, tuple(notes))
+    notes.append(
+        f"spot prices vary; the catalog's discount range "
+        f"{c.spot_discount_low.value:.0%}-{c.spot_discount_high.value:.0%} gives "
+        f"${lo:,.2f}-${hi:,.2f}/hour"
+    )
+    return TargetCost(name, tuple(lines), (lo, hi), tuple(notes))
+
+
+def _quotas(plan: Basis) -> list[str]:
+    """The vCPU-counted Service Quotas a group's market draws on, where the catalog knows its
+    instance type's codes (capacity blocks and reservations draw on none): an account's value
+    is its own, so the plan says what to ask for, not whether it is there."""
+    out = []
+    for g in plan.node_groups:
+        it, market = g.instance, g.market or plan.target.market
+        code = (it.quota_codes or {}).get(market)
+        if code is None or it.vcpus is None:
+            continue
+        vcpus = int(it.vcpus.value) * g.max_nodes
+        out.append(
+            f"{g.name}: {market} {it.key} draws {vcpus:,} vCPUs on AWS quota {code} "
+            f"({it.quota_source.url}); ask for it in Service Quotas before `up`"
         )
-    return TargetCost(f"aws {t.market}", tuple(lines), spot, tuple(notes))
+    return out
 
 
 def _fsx(plan: Basis, notes: list[str]) -> list[Line]:

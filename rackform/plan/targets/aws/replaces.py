@@ -171,6 +171,8 @@ RULES = ReplaceRules(
         f"{_DYNAMIC}ImagePin": dict.fromkeys(
             PIN_IDENTITY, "rackform/targets/aws/image_pin.py diff"
         ),
+        # Never replaced: a changed set of instances is read again, in place (its `diff`).
+        f"{_DYNAMIC}InstanceTopology": {},
     },
     VERSIONED,
     ROLLS,

@@ -10,6 +10,7 @@ from functools import cache
 
 from rackform.catalog import (
     CatalogError,
+    Figure,
     InstanceType,
     Source,
     _figures,
@@ -24,9 +25,38 @@ class AwsCatalog:
     instances: dict[str, InstanceType]
     regions: tuple[str, ...]  # AWS region codes
     regions_source: Source
+    # Minutes before a capacity block's end date its instances begin to be terminated.
+    capacity_block_end_lead_min: Figure
 
     def instance(self, key: str) -> InstanceType:
         return self.instances[key]
+
+
+# The CPU architectures EC2 names (DescribeImages' `architecture`): Grace-based types are arm64.
+ARCHES = ("x86_64", "arm64")
+
+
+def _instance(key: str, raw: dict, sources: dict[str, Source], priced: tuple) -> InstanceType:
+    where = f"instances.yaml:{key}"
+    raw = dict(raw)
+    quotas = dict(raw.pop("quota_codes", None) or {})
+    source = None
+    if quotas:
+        source = sources.get(quotas.pop("src", None))
+        if source is None:
+            raise CatalogError(f"{where}.quota_codes: needs a src in `sources`")
+    arch = raw.get("arch", "x86_64")
+    if arch not in ARCHES:
+        raise CatalogError(f"{where}.arch: {arch!r} is not one of {', '.join(ARCHES)}")
+    fields = _figures(raw, sources, where)
+    fields.setdefault("on_demand_usd_hr", None)
+    return InstanceType(
+        key=key,
+        priced_in=priced,
+        quota_codes=quotas or None,
+        quota_source=source,
+        **fields,
+    )
 
 
 @cache
@@ -39,12 +69,12 @@ def load_aws_catalog() -> AwsCatalog:
     priced = tuple(idoc.get("price_regions") or ())
     if not priced or set(priced) - set(regions):
         raise CatalogError(f"instances.yaml: price_regions {list(priced)} are not known regions")
-    instances = {
-        key: InstanceType(key=key, priced_in=priced, **_figures(raw, isrc, f"instances.yaml:{key}"))
-        for key, raw in idoc["instances"].items()
-    }
+    instances = {key: _instance(key, raw, isrc, priced) for key, raw in idoc["instances"].items()}
     gpus = load_catalog().gpus
     for it in instances.values():
         if it.gpu not in gpus:
             raise CatalogError(f"instances.yaml:{it.key}: unknown gpu {it.gpu!r}")
-    return AwsCatalog(instances, regions, rsrc[rdoc["source"]])
+    lead = _figures(
+        {"lead": idoc["capacity_block_end_lead_min"]}, isrc, "instances.yaml:capacity_block"
+    )["lead"]
+    return AwsCatalog(instances, regions, rsrc[rdoc["source"]], lead)
