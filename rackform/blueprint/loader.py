@@ -92,9 +92,16 @@ def digest_of(blueprint: Blueprint) -> str:
     """Same effective content, same digest: canonical JSON of the validated model (defaults
     filled in, environments and the promotion policy dropped), so formatting, key order and
     comments do not count. A blueprint without an `image` section has the digest it had before
-    the section existed: leaving it out changes nothing on the nodes."""
+    the section existed: leaving it out changes nothing on the nodes. So do the topology's
+    fields left at their defaults (no `topology`, no group `system`, `expert_parallel` 1)."""
     dropped = {"environments", "promotion"} | ({"image"} if blueprint.image is None else set())
+    dropped |= {"topology"} if blueprint.topology is None else set()
     body = blueprint.model_dump(mode="json", exclude=dropped)
+    for group in body["node_groups"]:
+        if group.get("system") is None:
+            group.pop("system", None)
+    if body.get("workload") and body["workload"].get("expert_parallel") == 1:
+        del body["workload"]["expert_parallel"]
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 
