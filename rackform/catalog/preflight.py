@@ -80,6 +80,13 @@ class ConfigureFigures:
 
 
 @dataclass(frozen=True)
+class TopologyFigures:
+    # The gradients' all-reduce across NVLink domains may take at most this share of a step's
+    # compute (beyond it the overlap with the backward pass cannot hide it).
+    allreduce_max_step_fraction: Figure
+
+
+@dataclass(frozen=True)
 class PreflightFigures:
     memory: MemoryFigures
     checkpoint: CheckpointFigures
@@ -88,6 +95,7 @@ class PreflightFigures:
     cost: CostFigures
     shared: SharedFigures
     configure: ConfigureFigures
+    topology: TopologyFigures
 
 
 def _section(doc: dict, name: str, cls: type, sources: dict) -> object:
@@ -117,4 +125,5 @@ def load_preflight_figures() -> PreflightFigures:
         cost=_section(doc, "cost", CostFigures, src),
         shared=_section(doc, "shared", SharedFigures, src),
         configure=_section(doc, "configure", ConfigureFigures, src),
+        topology=_section(doc, "topology", TopologyFigures, src),
     )
