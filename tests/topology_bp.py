@@ -39,7 +39,7 @@ def nvl72_site(racks: int = 3, trays: int = 18, **top: Any) -> dict:
                 "gpus_per_node": 4,
                 "system": "GB200-NVL72",
                 "hosts": hosts,
-            }  # fmt: skip
+            }
         ],
         "network": {"fabric": "infiniband", "gbps_per_node": 1600},
         "scheduler": {

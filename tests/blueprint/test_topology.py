@@ -97,7 +97,7 @@ def test_aws_takes_domains_from_the_system_not_from_lists(tmp_path):
             "region": "us-east-1",
             "availability_zone": "us-east-1a",
             "ssh_cidrs": ["10.0.0.0/16"],
-        },  # fmt: skip
+        },
         "node_groups": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
         "network": {"fabric": "efa"},
         "topology": {"switches": [{"name": "leaf", "nodes": ["x"]}]},

@@ -47,7 +47,7 @@ def test_the_loader_refuses_what_is_both_given_and_pending_and_unknown_models():
         _system("X", {**base, **pending}, src, {"B200"})
     with pytest.raises(CatalogError, match="'nvlinks' is not a figure a system has"):
         _system("X", {**base, "to_be_measured": ["nvlinks"]}, src, {"B200"})
-    with pytest.raises(CatalogError, match="is not a GPU model of gpus.yaml"):
+    with pytest.raises(CatalogError, match=r"is not a GPU model of gpus\.yaml"):
         _system("X", {**base, "gpu": "Z100"}, src, {"B200"})
     with pytest.raises(CatalogError, match="host_arch: one of amd64, arm64"):
         _system("X", {**base, "host_arch": "x86"}, src, {"B200"})
