@@ -26,7 +26,8 @@ class JobNotDomainMultiple(Rule):
 
     def check(self, plan: Plan) -> Iterable[Finding]:
         domains = plan.topology.domains
-        if plan.workload is None or not plan.training or not domains:
+        # Where every node is its own domain (HGX), any node count is whole domains.
+        if plan.workload is None or not plan.training or not plan.topology.spans_nodes:
             return
         full = max(d.gpus for d in domains)
         short = [d for d in domains if d.gpus < full]

@@ -201,7 +201,7 @@ class Blueprint(Strict):
         if self.scheduler is not None and self.purpose == "training":
             out += SCHEMAS[self.target.type].scheduler_rules(self, load_catalog())
         out += rollout_rules(self.lifecycle, self.node_groups)
-        out += topology_rules(self)
+        out += topology_rules(self, SCHEMAS[self.target.type].unnamed_nodes)
         if DEFAULT_ENV in self.environments:
             out.append(
                 Violation(

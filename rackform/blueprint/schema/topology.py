@@ -96,16 +96,17 @@ def system_rules(groups: Sequence[Any]) -> list[Violation]:
     return out
 
 
-def topology_rules(bp: Any) -> list[Violation]:
+def topology_rules(bp: Any, unnamed_nodes: str | None = None) -> list[Violation]:
     """What cannot be built: a name that is no node or switch, a node in two domains or on two
-    leaves, a domain larger than its system allows or spread over two racks."""
+    leaves, a domain larger than its system allows or spread over two racks. `unnamed_nodes`:
+    why the target's blueprint cannot name its nodes (its stack names them), if it cannot."""
     out = system_rules(bp.node_groups)
     t = bp.topology
     if t is None:
         return out
     hosts = {h.name: (g, h) for g in bp.node_groups for h in getattr(g, "hosts", ())}
-    if bp.target.type == "aws":
-        why = "on AWS the nodes' names are the stack's"
+    if unnamed_nodes:
+        why = unnamed_nodes
         if t.nvlink_domains:
             out.append(
                 Violation(
