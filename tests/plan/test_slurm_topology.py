@@ -36,9 +36,11 @@ def test_nvl72_racks_are_blocks_of_18_trays(tmp_path):
     assert v["smoke_train_slurm_placement"] == ("--segment=18",)
 
 
-def test_four_racks_make_every_power_of_two_of_the_base():
+def test_block_sizes_are_the_base_and_the_powers_of_two_the_blocks_make(tmp_path):
     plan = compile_effective(load_effective(ROOT / "blueprints" / "nvl72-slurm.yaml"))
-    assert topology_conf(plan.topology).text.endswith("BlockSizes=18,36\n")  # two racks: 18, 36
+    assert topology_conf(plan.topology).text.endswith("BlockSizes=18,36\n")  # two racks
+    four = topology_conf(plan_of(tmp_path, nvl72_site(racks=4)).topology)
+    assert four.text.endswith("BlockSizes=18,36,72\n")  # 4 x 18 trays: 18, 36 and 72 nodes
 
 
 def test_declared_domains_replace_the_default_and_partial_ones_are_blocks_too(tmp_path):
