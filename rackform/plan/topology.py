@@ -64,7 +64,15 @@ def compile_topology(
     )
 
 
-def _domain(name, nodes, gpus, systems, groups, members) -> Domain:
+def _domain(
+    name: str,
+    nodes: Sequence[str],
+    gpus: Mapping[str, int],
+    systems: Mapping[str, System | None],
+    groups: Sequence[NodeGroupPlan],
+    members: Mapping[str, Sequence[str]],
+) -> Domain:
+    """A domain the blueprint lists, of the system of its first node's group."""
     group = next((g for g in groups if nodes[0] in members[g.name]), None)
     s: System | None = systems.get(group.name) if group else None
     return Domain(
@@ -76,7 +84,13 @@ def _domain(name, nodes, gpus, systems, groups, members) -> Domain:
     )
 
 
-def _trays(group: str, nodes: list[str], racks, s: System, gpus) -> list[Domain]:
+def _trays(
+    group: str,
+    nodes: list[str],
+    racks: Mapping[str, str | None],
+    s: System,
+    gpus: Mapping[str, int],
+) -> list[Domain]:
     """A rack-scale group's nodes as domains: rack by rack, each at most a full domain."""
     by_rack: dict[str | None, list[str]] = {}
     for n in nodes:
