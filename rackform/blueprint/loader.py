@@ -93,13 +93,20 @@ def digest_of(blueprint: Blueprint) -> str:
     filled in, environments and the promotion policy dropped), so formatting, key order and
     comments do not count. A blueprint without an `image` section has the digest it had before
     the section existed: leaving it out changes nothing on the nodes. So does a node group
-    that buys its capacity as the target does (no `market` or `reservation_id` of its own)."""
+    that buys its capacity as the target does (no `market` or `reservation_id` of its own),
+    and so do the topology's fields left at their defaults (no `topology`, no group `system`,
+    `expert_parallel` 1)."""
     dropped = {"environments", "promotion"} | ({"image"} if blueprint.image is None else set())
+    dropped |= {"topology"} if blueprint.topology is None else set()
     body = blueprint.model_dump(mode="json", exclude=dropped)
     for group in body["node_groups"]:
         for key in ("market", "reservation_id"):
             if group.get(key, "") is None:
                 del group[key]
+        if group.get("system") is None:
+            group.pop("system", None)
+    if body.get("workload") and body["workload"].get("expert_parallel") == 1:
+        del body["workload"]["expert_parallel"]
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 

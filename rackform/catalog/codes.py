@@ -32,7 +32,15 @@ CODES: dict[str, Code] = {
     "fabric-missing": Code(
         "error", "multi-node pre-training or full fine-tuning without an RDMA fabric"
     ),
-    "tensor-parallel-across-nodes": Code("error", "tensor_parallel larger than a node's GPUs"),
+    "tensor-parallel-across-nodes": Code(
+        "error", "tensor_parallel x expert_parallel larger than one NVLink domain's GPUs"
+    ),
+    "job-not-domain-multiple": Code(
+        "warning", "a job larger than one NVLink domain but not a multiple of it"
+    ),
+    "allreduce-across-domains-slow": Code(
+        "warning", "the gradients' ring all-reduce across NVLink domains outlasts a step's compute"
+    ),
     "inference-training-fabric": Code(
         "warning", "an inference cluster with an RDMA training fabric"
     ),

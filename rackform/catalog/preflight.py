@@ -101,6 +101,13 @@ class ConfigureFigures:
 
 
 @dataclass(frozen=True)
+class TopologyFigures:
+    # The gradients' all-reduce across NVLink domains may take at most this share of a step's
+    # compute (beyond it the overlap with the backward pass cannot hide it).
+    allreduce_max_step_fraction: Figure
+
+
+@dataclass(frozen=True)
 class PreflightFigures:
     memory: MemoryFigures
     checkpoint: CheckpointFigures
@@ -111,6 +118,7 @@ class PreflightFigures:
     configure: ConfigureFigures
     failures: FailureFigures
     published: PublishedFigures
+    topology: TopologyFigures
 
 
 def _section(doc: dict, name: str, cls: type, sources: dict) -> object:
@@ -142,4 +150,5 @@ def load_preflight_figures() -> PreflightFigures:
         configure=_section(doc, "configure", ConfigureFigures, src),
         failures=_section(doc, "failures", FailureFigures, src),
         published=_section(doc, "published", PublishedFigures, src),
+        topology=_section(doc, "topology", TopologyFigures, src),
     )

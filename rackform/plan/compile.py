@@ -23,10 +23,11 @@ from rackform.plan.cost import estimate
 from rackform.plan.interval import CheckpointInterval, FailureRate, Measured, interval
 from rackform.plan.inventory import access_vars, build_inventory, group_vars
 from rackform.plan.model import Basis, Plan, cluster_expectations, frozen, stack_name
-from rackform.plan.scheduler import compile_scheduler
+from rackform.plan.scheduler import compile_scheduler, switches
 from rackform.plan.sizing import Sizing, size
 from rackform.plan.targets.compile import TargetCompiler
 from rackform.plan.thresholds import for_group
+from rackform.plan.topology import compile_topology
 
 
 def idle_policy_tag(effective: Effective) -> str:
@@ -112,6 +113,11 @@ def compile_basis(
     groups = tuple(compiler.compile_group(bp, g, catalog) for g in bp.node_groups)
     stack = stack_name(effective)
     target_plan, racks = compiler.compile_target(bp, groups, catalog)
+    names = {g.name: compiler.node_names(stack, g) for g in groups}
+    members = {g.name: tuple(names.get(g.name, tuple(h.name for h in g.hosts))) for g in groups}
+    topology = compile_topology(
+        bp.topology, bp.node_groups, groups, members, switches(groups, members)
+    )
     tags = (
         ("rackform:cluster", bp.name),
         ("rackform:purpose", bp.purpose),
@@ -154,9 +160,11 @@ def compile_basis(
             bp.scheduler,
             groups,
             bp.storage.checkpoint.mount,
-            names={g.name: compiler.node_names(stack, g) for g in groups},
+            names=names,
             instance=compiler.slurm_controller(bp, stack),
+            topology=topology,
         ),
+        topology=topology,
         directory=effective.path.parent,
         siblings=siblings,
         promoted_from=effective.promoted_from,

@@ -31,6 +31,7 @@ from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
 from rackform.plan.arrays import ArrayPlan
 from rackform.plan.expectations import Expectations
+from rackform.plan.fabric import TopologyPlan
 from rackform.plan.interval import CheckpointInterval
 from rackform.plan.pricing import Cost
 from rackform.plan.sizing import Sizing, usable_gb
@@ -182,6 +183,8 @@ class Basis:
     owned: bool  # the target's hardware is bought outright (bare metal, colocation)
     on_demand: bool  # capacity rented by the hour with no commitment
     scheduler: SchedulerPlan | None  # None: no scheduler on the cluster
+    # Every GPU node's NVLink domain and the fabric's switches (`rackform.plan.topology`).
+    topology: TopologyPlan
     promoted_from: str | None  # the environment this one takes the blueprint from by promotion
     stack_config: Mapping[str, str]  # what `Pulumi.<stack>.yaml` holds
     project: Path | None = field(compare=False)  # the Pulumi project (Pulumi.yaml), if any

@@ -11,6 +11,7 @@ from typing import Any
 
 from rackform.blueprint.schema.fairness import Fairness
 from rackform.blueprint.schema.scheduler import SlurmScheduler
+from rackform.plan.fabric import TopologyPlan
 from rackform.plan.model import NodeGroupPlan
 from rackform.plan.slurm import (
     AccountPlan,
@@ -22,6 +23,7 @@ from rackform.plan.slurm import (
     SlurmNode,
     Switch,
 )
+from rackform.plan.slurm_topology import placement, topology_conf
 
 # Hosts listed in no rack share one leaf switch: the blueprint says nothing that would split them.
 UNRACKED_SWITCH = "cluster"
@@ -39,10 +41,13 @@ def compile_scheduler(
     checkpoint_dir: str,
     names: Mapping[str, Sequence[str]] | None = None,
     instance: ControllerInstance | None = None,
+    topology: TopologyPlan | None = None,
 ) -> SchedulerPlan | None:
     """`names`: each node group's node names as the inventory will hold them (default: its
     listed hosts'; the AWS compiler names the instances its stack will create). `instance`: the
-    controller a stack creates (AWS), else the controller is the blueprint's host."""
+    controller a stack creates (AWS), else the controller is the blueprint's host. `topology`:
+    the plan's; where the blueprint declares one, topology.conf is written from it
+    (`slurm_topology.topology_conf`) and the smoke job placed within it."""
     if spec is None:
         return None
     members = {
@@ -74,12 +79,14 @@ def compile_scheduler(
         controller=instance.name if instance else spec.controller or "",
         nodes=nodes,
         partitions=partitions,
-        switches=switches(groups, members),
+        switches=topology.switches if topology else switches(groups, members),
         preempt_mode=spec.preemption.mode,
         grace_s=spec.preemption.grace_s,
         checkpoint_dir=checkpoint_dir,
         instance=instance,
         fairness=compile_fairness(spec.fairness),
+        topology=topology_conf(topology) if topology and topology.declared else None,
+        placement=placement(topology, [n.name for n in nodes]) if topology else (),
     )
 
 
@@ -155,6 +162,14 @@ def slurm_vars(s: SchedulerPlan | None, interface: str) -> dict[str, Any]:
             {"name": w.name, "nodes": list(w.nodes), "switches": list(w.switches)}
             for w in s.switches
         ],
+        # Where the blueprint declares a topology: topology.conf as one function writes it
+        # (block or tree) and its plugin; else the role writes one leaf per rack from the
+        # switches, as it always has.
+        **(
+            {"slurm_topology_plugin": s.topology.plugin, "slurm_topology_conf": s.topology.text}
+            if s.topology
+            else {}
+        ),
         "slurm_preempt_mode": s.preempt_mode,
         "slurm_grace_time_s": s.grace_s,
         "slurm_checkpoint_dir": s.checkpoint_dir,
@@ -214,4 +229,6 @@ def smoke_vars(s: SchedulerPlan) -> dict[str, Any]:
         "smoke_train_slurm": True,
         "smoke_train_slurm_submit_host": s.controller,
         "smoke_train_slurm_gres": f"gpu:{gpu_type}:{gpus}" if gpus and gpu_type else "",
+        # Within one NVLink domain (--segment) or under one leaf (--switches=1) where it fits.
+        **({"smoke_train_slurm_placement": list(s.placement)} if s.placement else {}),
     }

@@ -34,6 +34,12 @@ class Switch:
     switches: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SlurmTopology:
+    plugin: str  # slurm.conf's TopologyPlugin: topology/block, topology/tree or topology/none
+    text: str  # topology.conf below the role's `ansible_managed` line
+
+
 # The tag on a controller instance a stack creates (the cluster's tags say whose it is): people,
 # and `rackform diff` when a change would replace it, tell it from the nodes by it.
 CONTROLLER_TAG = ("rackform:slurm", "controller")
@@ -92,6 +98,11 @@ class SchedulerPlan:
     # the blueprint, and it runs slurmd too), or an instance the stack creates (AWS: no node).
     instance: ControllerInstance | None = None
     fairness: FairnessPlan | None = None  # None: no accounting (no slurmdbd)
+    # topology.conf as `rackform.plan.slurm_topology` writes it, and the TopologyPlugin, where
+    # the blueprint declares a topology (None: one leaf per rack, written as it always was).
+    topology: SlurmTopology | None = None
+    # sbatch's options that keep the smoke job (every node) in one NVLink domain or leaf.
+    placement: tuple[str, ...] = ()
 
     @property
     def controller_is_node(self) -> bool:

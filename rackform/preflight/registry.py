@@ -9,6 +9,7 @@ from rackform.preflight import (
     power,
     rightsizing,
     shared,
+    topology,
     utilization,
 )
 from rackform.preflight.base import Rule
@@ -21,6 +22,7 @@ RULES: tuple[Rule, ...] = (
     *checkpoint.RULES,
     *shared.RULES,
     *power.RULES,
+    *topology.RULES,
     *utilization.RULES,
     # Each target's own (a cloud's quotas), run on that target's plans only.
     *aws_quotas.RULES,

@@ -83,22 +83,33 @@ class FabricMissing(Rule):
 
 
 class TensorParallelAcrossNodes(Rule):
+    """The tensor x expert parallel group exchanges activations (and the experts' all-to-all)
+    every layer: it must fit one NVLink domain, a node's GPUs on HGX and 72 on an NVL72."""
+
     code = "tensor-parallel-across-nodes"
 
     def check(self, plan: Plan) -> Iterable[Finding]:
         w = plan.workload
-        if w is None or w.tensor_parallel == 1 or not plan.gpu_groups:
+        if w is None or not plan.gpu_groups:
             return
-        per_node = min(g.gpus_per_node for _, g in plan.gpu_groups)
-        if w.tensor_parallel > per_node:
-            yield self.finding(
-                ("workload", "tensor_parallel"),
-                f"tensor_parallel {w.tensor_parallel} spans nodes of {per_node} GPUs: tensor "
-                "parallelism exchanges activations every layer and needs NVLink-class "
-                "bandwidth, which only exists inside a node",
-                f"keep tensor_parallel <= {per_node} and add pipeline or data parallelism "
-                "across nodes",
-            )
+        group = w.tensor_parallel * w.expert_parallel
+        domain = plan.topology.domain_gpus
+        if group == 1 or group <= domain:
+            return
+        what = (
+            f"tensor_parallel {w.tensor_parallel}"
+            if w.expert_parallel == 1
+            else f"tensor_parallel x expert_parallel = {w.tensor_parallel} x {w.expert_parallel} = {group}"
+        )
+        where = "a node" if plan.topology.domain_nodes == 1 else "an NVLink domain"
+        yield self.finding(
+            ("workload", "tensor_parallel"),
+            f"{what} spans NVLink domains of {domain} GPUs ({where}): tensor parallelism "
+            "exchanges activations every layer (expert parallelism its all-to-all) and needs "
+            "NVLink-class bandwidth, which only exists inside a domain",
+            f"keep the group <= {domain} GPUs and add pipeline or data parallelism across "
+            "domains, or declare a rack-scale system (node_groups[].system) whose domain holds it",
+        )
 
 
 class InferenceTrainingFabric(Rule):

@@ -56,7 +56,7 @@ def test_tensor_parallel_across_nodes(tmp_path):
     w = {**FULL_13B, "tensor_parallel": 16}
     f = found(tmp_path, aws(count=2, workload=w))["tensor-parallel-across-nodes"]
     assert (f.level, f.path) == ("error", ("workload", "tensor_parallel"))
-    assert "tensor_parallel <= 8" in f.fix
+    assert "keep the group <= 8 GPUs" in f.fix
     w["tensor_parallel"] = 8
     assert "tensor-parallel-across-nodes" not in found(tmp_path, aws(count=2, workload=w))
 

@@ -530,3 +530,21 @@ def test_without_a_tier_a_job_gets_only_its_directory(example, tmp_path):
     assert _task_env(example["task_prolog.sh"], tmp_path) == {
         "RACKFORM_CHECKPOINT_DIR": "/mnt/checkpoints/slurm/4242"
     }
+
+
+def test_topology_conf_is_the_plans_where_declared_and_the_racks_otherwise(example, tmp_path):
+    """The role writes topology.conf as `slurm_topology.topology_conf` writes it: for a
+    blueprint with no topology, byte for byte the racks' tree it always wrote (so existing
+    clusters do not change); for NVL72 racks, their blocks, with TopologyPlugin=topology/block."""
+    from topology_bp import nvl72_site, write
+
+    from rackform.plan.slurm_topology import topology_conf
+
+    plan = compile_effective(load_effective(ROOT / "blueprints" / "baremetal-slurm.yaml"))
+    assert example["topology.conf"] == "# Ansible managed\n" + topology_conf(plan.topology).text
+    site = write(tmp_path, nvl72_site(racks=2))
+    conf = render(site)
+    text = topology_conf(compile_effective(load_effective(site)).topology).text
+    assert conf["topology.conf"] == "# Ansible managed\n" + text
+    assert "BlockName=nvl-r2 Nodes=gb2-t01," in text
+    assert lines(conf["slurm.conf"], "TopologyPlugin=") == [{"TopologyPlugin": "topology/block"}]

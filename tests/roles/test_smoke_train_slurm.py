@@ -72,6 +72,19 @@ def test_a_partition_and_no_gpus_are_asked_as_given():
     assert "--partition=batch" in argv and not any(a.startswith("--gres") for a in argv)
 
 
+def test_nvl72_racks_place_the_job_one_segment_per_domain():
+    """The plan's placement reaches sbatch: the example's two NVL72 racks (36 trays) run the
+    smoke job as two segments of 18, each inside one NVLink domain (Slurm's topology/block)."""
+    plan = compile_effective(load_effective(ROOT / "blueprints" / "nvl72-slurm.yaml"))
+    hosts = [n["name"] for n in plan.group_vars["slurm_nodes"]]
+    argv = [str(a) for a in render("_smoke_train_sbatch", thaw(plan.group_vars), hosts)]
+    assert argv[argv.index("--gres=gpu:gb200:4") + 1] == "--segment=18"
+    assert "--nodes=36" in argv
+    # A blueprint without a topology asks for no placement, as before.
+    assert not any(a.startswith(("--segment", "--switches")) for a in render(
+        "_smoke_train_sbatch", example_vars()))  # fmt: skip
+
+
 def scontrol(tmp_path: Path, states: list[str]) -> Path:
     """A scontrol that answers `show job` with each state in turn (the last one after),
     logging its calls."""

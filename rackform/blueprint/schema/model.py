@@ -24,6 +24,7 @@ from rackform.blueprint.schema.sections import (
     ValidationSpec,
     WorkloadSpec,
 )
+from rackform.blueprint.schema.topology import TopologySpec, topology_rules
 from rackform.blueprint.schema.waivers import Waiver, duplicate_waivers
 from rackform.blueprint.targets.schemas import SCHEMAS
 from rackform.catalog import load_catalog
@@ -139,6 +140,12 @@ class Blueprint(Strict):
     software: Annotated[SoftwareSpec, Field(description="Versions installed on the nodes.")] = (
         SoftwareSpec()
     )
+    topology: Annotated[
+        TopologySpec | None,
+        Field(
+            description="NVLink domains and the scale-out fabric's switches, for Slurm's topology.conf, job placement and preflight; none: each node is its own NVLink domain (a rack-scale system's trays form domains) and each rack a leaf under one root."
+        ),
+    ] = None
     workload: Annotated[
         WorkloadSpec | None, Field(description="What will run, for sizing and cost findings.")
     ] = None
@@ -194,6 +201,7 @@ class Blueprint(Strict):
         if self.scheduler is not None and self.purpose == "training":
             out += SCHEMAS[self.target.type].scheduler_rules(self, load_catalog())
         out += rollout_rules(self.lifecycle, self.node_groups)
+        out += topology_rules(self, SCHEMAS[self.target.type].unnamed_nodes)
         if DEFAULT_ENV in self.environments:
             out.append(
                 Violation(

@@ -40,6 +40,8 @@ PATH = r"^/[A-Za-z0-9._/-]*$"
 DRIVE = r"^(/dev/([A-Za-z0-9_:+-][A-Za-z0-9._:+-]*/)*)?[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$"
 # A rack (a Slurm switch name in topology.conf, a failure domain's name).
 RACK = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+# A fabric switch or an NVLink domain (topology.conf's SwitchName= / BlockName=): a rack's characters.
+SWITCH = RACK
 # A Redfish resource id: one segment of a URL path.
 RESOURCE_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 # An NFS export's path or a Lustre file system's name.
@@ -122,6 +124,10 @@ Drive = _typed(
 )
 RackName = _typed(
     RACK, "a rack name: a letter or digit first, then letters, digits, '.', '_' or '-'"
+)
+SwitchName = _typed(
+    SWITCH,
+    "a switch or NVLink domain name: a letter or digit first, then letters, digits, '.', '_' or '-'",
 )
 ResourceId = _typed(RESOURCE_ID, "a Redfish id: letters, digits, '.', '_' or '-'")
 Export = _typed(

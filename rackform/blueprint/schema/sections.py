@@ -58,6 +58,12 @@ class NodeGroup(Strict):
         int | None,
         Field(description="GPUs per node. On AWS it comes from the instance type.", ge=0, le=16),
     ] = None
+    system: Annotated[
+        str | None,
+        Field(
+            description="The GPU system from the catalog (HGX-B200, GB200-NVL72, ...): how the nodes make NVLink domains (a rack-scale system's trays join one domain). Default: the only system the GPU model is sold in, else none (each node its own domain)."
+        ),
+    ] = None
 
 
 class NetworkSpec(Strict):
@@ -212,9 +218,17 @@ class WorkloadSpec(Strict):
     tensor_parallel: Annotated[
         int,
         Field(
-            description="Tensor-parallel degree; it needs NVLink-class bandwidth, so it must fit inside one node.",
+            description="Tensor-parallel degree; it exchanges activations every layer and needs NVLink-class bandwidth, so tensor_parallel x expert_parallel must fit inside one NVLink domain (a node's GPUs on HGX, 72 GPUs on an NVL72).",
             ge=1,
-            le=64,
+            le=72,
+        ),
+    ] = 1
+    expert_parallel: Annotated[
+        int,
+        Field(
+            description="Expert-parallel degree of a mixture-of-experts model; its all-to-all runs inside the tensor x expert group, which must fit one NVLink domain.",
+            ge=1,
+            le=72,
         ),
     ] = 1
     global_batch: Annotated[

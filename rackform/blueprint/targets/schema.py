@@ -64,6 +64,9 @@ class TargetSchema:
     # Fields this target adds to the blueprint's `image` section (None: none); set on another
     # target's blueprint, each is refused with its name.
     image_fields: ClassVar[type[Strict] | None] = None
+    # Why a blueprint of this target cannot name its nodes in `topology` (the stack names them),
+    # or None where it lists its hosts and can.
+    unnamed_nodes: ClassVar[str | None] = None
 
     def rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
         """Cross-field rules of this target that need the whole blueprint or the catalog."""

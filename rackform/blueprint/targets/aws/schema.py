@@ -337,6 +337,8 @@ class AwsSchema(TargetSchema):
     image_fields = AwsImageFields
     # EFA exists only on AWS; InfiniBand and RoCE do not.
     fabrics = ("efa", "ethernet")
+    # Instances are named by the stack (`{stack}-{group}-{i}`), which differs per environment.
+    unnamed_nodes = "on AWS the nodes' names are the stack's"
 
     def rules(self, bp: Cluster, catalog: Catalog) -> list[Violation]:
         return rules(bp, catalog)
