@@ -88,25 +88,37 @@ def environment_name(env: str | None) -> str:
     return DEFAULT_ENV if env in (None, "") else env
 
 
+# Fields added after blueprints were first digested, with the value that means "as before":
+# where a blueprint leaves one at that value it is dropped from the digest, so a release that
+# adds a field changes no existing blueprint's digest (its evidence still matches). Sections
+# by their key in the dumped model; node groups' fields apply to each group.
+LATER_FIELDS: dict[str, dict[str, object]] = {
+    "workload": {"expert_parallel": 1, "checkpoint_async": False},
+    "lifecycle": {"mttr_alert_hours": 24.0, "failures_alert_node_share": 0.02},
+}
+LATER_GROUP_FIELDS: dict[str, object] = {"market": None, "reservation_id": None, "system": None}
+
+
+def _drop_later(section: object, later: dict[str, object]) -> None:
+    if isinstance(section, dict):
+        for key, value in later.items():
+            if key in section and section[key] == value:
+                del section[key]
+
+
 def digest_of(blueprint: Blueprint) -> str:
     """Same effective content, same digest: canonical JSON of the validated model (defaults
     filled in, environments and the promotion policy dropped), so formatting, key order and
-    comments do not count. A blueprint without an `image` section has the digest it had before
-    the section existed: leaving it out changes nothing on the nodes. So does a node group
-    that buys its capacity as the target does (no `market` or `reservation_id` of its own),
-    and so do the topology's fields left at their defaults (no `topology`, no group `system`,
-    `expert_parallel` 1)."""
+    comments do not count. A section or field added after blueprints were first digested
+    (`image`, `topology`, and those in LATER_FIELDS) counts only where a blueprint sets it to
+    something else than what it means by its absence: leaving it out changes nothing."""
     dropped = {"environments", "promotion"} | ({"image"} if blueprint.image is None else set())
     dropped |= {"topology"} if blueprint.topology is None else set()
     body = blueprint.model_dump(mode="json", exclude=dropped)
     for group in body["node_groups"]:
-        for key in ("market", "reservation_id"):
-            if group.get(key, "") is None:
-                del group[key]
-        if group.get("system") is None:
-            group.pop("system", None)
-    if body.get("workload") and body["workload"].get("expert_parallel") == 1:
-        del body["workload"]["expert_parallel"]
+        _drop_later(group, LATER_GROUP_FIELDS)
+    for section, later in LATER_FIELDS.items():
+        _drop_later(body.get(section), later)
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 
