@@ -30,6 +30,7 @@ from rackform.blueprint.schema.shared import SharedStorage
 from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
 from rackform.plan.arrays import ArrayPlan
+from rackform.plan.decode import DecodeBound
 from rackform.plan.expectations import Expectations
 from rackform.plan.pricing import Cost
 from rackform.plan.sizing import Sizing, usable_gb
@@ -285,6 +286,8 @@ class Plan(Basis):
     group_expectations: Mapping[str, Expectations]  # each node group's smoke run, by name
     inventory: Mapping[str, Any]  # Ansible inventory (AWS groups empty until the nodes exist)
     group_vars: Mapping[str, Any]  # the roles' variables
+    # Each GPU node group's serving node on paper (an inference workload; empty otherwise).
+    decode: tuple[DecodeBound, ...] = ()
 
     @property
     def expectations(self) -> Expectations | None:
