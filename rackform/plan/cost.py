@@ -103,6 +103,18 @@ def node_usd_per_hour(plan: Basis, compute_per_hour: float, gpus_per_node: int) 
     return compute_per_hour * gpus_per_node / max(plan.gpus, 1)
 
 
+def cluster_usd_per_million(tokens: Iterable[TokenCost], counts: dict[str, int]) -> float | None:
+    """The cluster's cost per million output tokens: every serving node's hourly cost over the
+    tokens they generate in an hour together (`counts`: each node group's nodes); None where
+    nothing is priced."""
+    usd = rate = 0.0
+    for t in tokens:
+        n = counts.get(t.group, 0)
+        usd += n * t.usd_per_node_hour
+        rate += n * t.tokens_per_s * 3600
+    return usd / rate * 1e6 if rate else None
+
+
 def _tokens(
     plan: Basis, compute: float | None, decode: Iterable[DecodeBound]
 ) -> tuple[TokenCost, ...]:

@@ -1,9 +1,9 @@
 """What the serving smoke job is told about each serving node group: one role variable,
-`serving_smoke_groups`, a plain mapping from the node group's name (as the blueprint writes it)
+`rackform_serving_smoke`, a plain mapping from the node group's name (as the blueprint writes it)
 to the job's arguments. A node finds its own entry by its group (the inventory's
 `ng_<group>`, hyphens as underscores; a node configured at boot has the same in its artifact).
 
-    serving_smoke_groups:
+    rackform_serving_smoke:
       <node group>:
         concurrency: 32               # requests at once
         prompt_tokens: 3968           # per request
@@ -35,7 +35,7 @@ from rackform.plan.model import Basis
 from rackform.plan.pricing import Cost
 from rackform.plan.sizing import GB, ServingMemory
 
-SERVING_VAR = "serving_smoke_groups"
+SERVING_VAR = "rackform_serving_smoke"
 
 
 def serving_args(
@@ -70,7 +70,7 @@ def serving_args(
 def serving_vars(
     plan: Basis, s: ServingMemory | None, decode: Iterable[DecodeBound], cost: Cost
 ) -> dict[str, Any]:
-    """`serving_smoke_groups` for the roles: each serving node group's job arguments."""
+    """`rackform_serving_smoke` for the roles: each serving node group's job arguments."""
     if s is None:
         return {SERVING_VAR: {}}
     compute = None

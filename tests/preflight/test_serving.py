@@ -171,7 +171,7 @@ def test_cost_per_million_output_tokens_on_paper(tmp_path):
 def test_the_serving_smoke_job_arguments_per_node_group(tmp_path):
     s = {"concurrency": 8, "prompt_tokens": 1000, "output_tokens": 200, "itl_p99_ms": 50}
     plan = load(tmp_path, serving_bp(model=LLAMA3_8B, serving=s))
-    args = plan.group_vars["serving_smoke_groups"]["gpu-serve-1"]
+    args = plan.group_vars["rackform_serving_smoke"]["gpu-serve-1"]
     # 16 GB + 8 x 1200 x 131,072 bytes = 17,258,291,200 bytes
     assert dict(args) == {
         "concurrency": 8,
@@ -192,11 +192,11 @@ def test_the_serving_smoke_job_arguments_per_node_group(tmp_path):
     }
     # Defaults: micro_batch sequences of seq_len, 128 of them output; a training cluster, none.
     plan = load(tmp_path, serving_bp(seq_len=4096))
-    args = plan.group_vars["serving_smoke_groups"]["gpu-serve-1"]
+    args = plan.group_vars["rackform_serving_smoke"]["gpu-serve-1"]
     assert (args["concurrency"], args["prompt_tokens"], args["output_tokens"]) == (1, 3968, 128)
-    assert plan.group_vars["serving_smoke_groups"] == {"gpu-serve-1": args}
+    assert plan.group_vars["rackform_serving_smoke"] == {"gpu-serve-1": args}
     training = aws(workload={"model_params_b": 7, "method": "lora"})
-    assert load(tmp_path, training).group_vars["serving_smoke_groups"] == {}
+    assert load(tmp_path, training).group_vars["rackform_serving_smoke"] == {}
 
 
 @pytest.mark.parametrize(
