@@ -16,6 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -91,9 +92,16 @@ def environment_name(env: str | None) -> str:
 def digest_of(blueprint: Blueprint) -> str:
     """Same effective content, same digest: canonical JSON of the validated model (defaults
     filled in, environments and the promotion policy dropped), so formatting, key order and
-    comments do not count. A blueprint without an `image` section has the digest it had before
-    the section existed: leaving it out changes nothing on the nodes."""
-    dropped = {"environments", "promotion"} | ({"image"} if blueprint.image is None else set())
+    comments do not count. A blueprint without an `image` section, or a workload without a
+    `model` or `serving` section, has the digest it had before the section existed: leaving it
+    out changes nothing on the nodes (so an earlier promotion's digest still holds)."""
+    dropped: dict[str, Any] = {"environments": True, "promotion": True}
+    if blueprint.image is None:
+        dropped["image"] = True
+    w = blueprint.workload
+    unset = {k: True for k in ("model", "serving") if w is not None and getattr(w, k) is None}
+    if unset:
+        dropped["workload"] = unset
     body = blueprint.model_dump(mode="json", exclude=dropped)
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
