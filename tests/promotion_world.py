@@ -32,6 +32,51 @@ promotion:
 """
 
 
+# Two serving nodes of one L40S each, bought at $8,760 over a year ($1.00 an hour each) plus
+# 0.63 kW at $0.10/kWh: $1.063 per node-hour.
+SERVE = """\
+name: chat-serve-a
+purpose: inference
+owner: serving@example.com
+target: {type: bare_metal, ssh_user: root, capex_usd_per_gpu: 8760, amortize_months: 12,
+         power_usd_per_kwh: 0.1}
+node_groups:
+  - name: l40s-serve
+    gpu: L40S
+    gpus_per_node: 1
+    hosts:
+      - {name: srv-01, address: 10.0.0.1}
+      - {name: srv-02, address: 10.0.0.2}
+network: {fabric: ethernet}
+workload:
+  model_params_b: 8
+  method: serve
+  seq_len: 8192
+  model: {layers: 32, hidden: 4096, attention_heads: 32, kv_heads: 8}
+  serving: {concurrency: 8, itl_p99_ms: 60}
+environments:
+  staging: {}
+  prod: {}
+promotion:
+  prod: {from: staging}
+"""
+HOSTS = ("srv-01", "srv-02")
+
+
+def served(rate: float, status: str = "pass", cost: float | None = None) -> dict:
+    """One node's report from the serving smoke job (the validators' check format)."""
+    checks = [
+        {"name": "gpu_count", "status": "pass", "measured": 1, "expected": 1},
+        {"name": "decode_tokens_per_s", "status": status, "measured": rate, "expected": 200.0,
+         "unit": "tokens/s", "op": ">=",
+         **({"detail": "the model did not load"} if status == "not-run" else {})},
+    ]  # fmt: skip
+    if cost is not None:
+        checks.append({"name": "cost_per_million_output_tokens", "status": "pass",
+                       "measured": cost, "expected": None, "unit": "USD"})  # fmt: skip
+    return {"checks": checks}
+
+
 NODE = {"checks": [{"name": "loss_drop", "status": "pass", "measured": 0.4, "expected": 0.2}]}
 
 

@@ -53,6 +53,15 @@ CODES: dict[str, Code] = {
     "inference-kv-cache-tight": Code(
         "warning", "an inference node that holds the weights but not a full-length KV cache"
     ),
+    "serving-memory-does-not-fit": Code(
+        "error", "a serving node that cannot hold the weights plus its stated load's KV cache"
+    ),
+    "serving-itl-unreachable": Code(
+        "error", "a p99 inter-token latency objective below one decode step's HBM-bandwidth bound"
+    ),
+    "serving-ttft-unreachable": Code(
+        "error", "a p99 time-to-first-token objective below the prefill's compute bound"
+    ),
     "checkpoint-overhead": Code(
         "error", "checkpoint time / checkpoint interval above 2% of training time"
     ),

@@ -23,6 +23,7 @@ class MemoryFigures:
     lora_adapter_fraction: Figure  # adapter parameters as a fraction of the base
     params_per_layer_per_hidden_sq: Figure  # params ~= this x layers x hidden^2
     hidden_per_layer: Figure  # hidden ~= this x layers (the shape a size is read as)
+    head_size: Figure  # one attention head's size, for a shape read from a size
     activation_bytes_per_layer: Figure  # per layer, per token, per hidden unit, no recompute
     checkpointed_bytes_per_layer: Figure  # the same with full activation checkpointing
     reserve_fraction: Figure  # GPU memory the model cannot have
@@ -89,6 +90,13 @@ class CostFigures:
 
 
 @dataclass(frozen=True)
+class ServingFigures:
+    """What a serving node's decode step and prefill take on paper (`plan.decode`)."""
+
+    forward_flops_per_param_token: Figure  # one forward pass: about 2 FLOPs per parameter
+
+
+@dataclass(frozen=True)
 class ConfigureFigures:
     """How long configuring nodes takes, and what it costs the controller (`rackform plan`'s
     configuration lines; the Ansible driver's forks)."""
@@ -119,6 +127,7 @@ class PreflightFigures:
     failures: FailureFigures
     published: PublishedFigures
     topology: TopologyFigures
+    serving: ServingFigures
 
 
 def _section(doc: dict, name: str, cls: type, sources: dict) -> object:
@@ -151,4 +160,5 @@ def load_preflight_figures() -> PreflightFigures:
         failures=_section(doc, "failures", FailureFigures, src),
         published=_section(doc, "published", PublishedFigures, src),
         topology=_section(doc, "topology", TopologyFigures, src),
+        serving=_section(doc, "serving", ServingFigures, src),
     )

@@ -59,6 +59,8 @@ def promote(
         raise refuse(exc, "nothing was promoted") from None
     except promotion.Refused as exc:
         raise user_error(str(exc)) from None
+    if done.serving:
+        typer.echo(serving_line(done.serving))
     if not done.changed:
         typer.echo(
             f"{done.cluster}: {source} -> {target} already promoted ({done.path}); nothing to do"
@@ -69,3 +71,14 @@ def promote(
     )
     if done.commit:
         typer.echo(f"committed {done.commit[:12]}")
+
+
+def serving_line(served: dict) -> str:
+    """What an inference cluster's serving smoke job measured, on one line."""
+    from rackform.evidence.serving import COST_CHECK, DECODE_CHECK
+
+    line = f"serving: {served[DECODE_CHECK]:,.0f} output tokens/s per node measured"
+    cost = served.get(COST_CHECK)
+    if cost is not None:
+        line += f", ${cost:,.2f} per million output tokens ({served['cost_from']})"
+    return line + f" (median of {served['nodes']} node(s))"

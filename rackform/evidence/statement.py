@@ -20,12 +20,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from rackform.evidence import pin as pins
+from rackform.evidence.serving import measured, serving_problem
 from rackform.evidence.signing import SigningError, envelope, load_signing_key
 from rackform.evidence.trust import Trusted, verified_payload
 from rackform.evidence.verdict import verdict
@@ -104,6 +105,9 @@ class Proven:
     validated_at: str
     nodes: int
     statement: dict[str, Any]
+    # An inference cluster's serving smoke job, measured: the median decode rate and cost per
+    # million output tokens across its nodes (`serving.measured`); empty for training.
+    serving: dict[str, Any] = field(default_factory=dict)
 
 
 def max_age(text: str) -> timedelta:
@@ -187,8 +191,16 @@ def check(
     if not ok or pred.get("passed") is not True:
         raise EvidenceError(f"evidence: the validation failed ({why or 'passed: false'})")
     _every_node(pred.get("nodes") or {}, expected_nodes)
+    served: dict[str, Any] = {}
+    if source.purpose == "inference":
+        report = pred.get("report") or {}
+        why = serving_problem(report, pred["nodes"]["expected"])
+        if why:
+            raise EvidenceError(f"evidence: {why}")
+        prices = {t.usd_per_node_hour for t in source.cost.tokens}
+        served = measured(report, prices.pop() if len(prices) == 1 else None)
     at = _time(pred.get("validated_at"), now, age, source.environment)
-    return Proven(f"sha256:{subject}", pred["pin"], at, len(pred["nodes"]["expected"]), st)
+    return Proven(f"sha256:{subject}", pred["pin"], at, len(pred["nodes"]["expected"]), st, served)
 
 
 def _every_node(nodes: dict[str, Any], expected: tuple[int, int]) -> None:

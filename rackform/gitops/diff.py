@@ -20,6 +20,7 @@ from rackform.blueprint.problems import BlueprintError
 from rackform.engine import Prepared, prepare_all
 from rackform.evidence import pin as pins
 from rackform.gitops.gitrev import Change, changes, show
+from rackform.plan.cost import cluster_usd_per_million
 from rackform.plan.model import Plan
 from rackform.plan.slurm import CONTROLLER_TAG
 from rackform.plan.targets.compilers import COMPILERS
@@ -50,6 +51,9 @@ class Side:
     promoted_from: str | None = None  # the promotion rule into this environment, if any
     nodes: Basis | None = None  # what a software change's rollout reads (`rackform.rollout`)
     stack: str = ""  # the stack it deploys (its rollout record's name)
+    # An inference cluster's cost per million output tokens on paper (None: not serving, or
+    # not priced).
+    tokens: float | None = None
 
 
 @dataclass
@@ -124,6 +128,7 @@ def side_of(p: Prepared, shown: str, rules: dict[str, str]) -> Side:
         rules.get(plan.environment),
         basis(plan),
         plan.stack,
+        cluster_usd_per_million(cost.tokens, {g.name: g.count for g in plan.node_groups}),
     )
 
 
@@ -211,6 +216,7 @@ def compare_env(
         {
             "month": {"old": o.month, "new": n.month, "delta": _delta(o.month, n.month)},
             "run": {"old": o.run, "new": n.run, "delta": _delta(o.run, n.run)},
+            "tokens": {"old": o.tokens, "new": n.tokens, "delta": _delta(o.tokens, n.tokens)},
         },
     )
     if not (o.planned and n.planned):
@@ -227,9 +233,11 @@ def compare_env(
         d.status = "unchanged"
     if old is None:  # a new cluster: every cost is added
         d.cost["month"]["delta"], d.cost["run"]["delta"] = n.month, n.run
+        d.cost["tokens"]["delta"] = n.tokens
     if new is None:
         d.cost["month"]["delta"] = None if o.month is None else -o.month
         d.cost["run"]["delta"] = None if o.run is None else -o.run
+        d.cost["tokens"]["delta"] = None if o.tokens is None else -o.tokens
     return d
 
 

@@ -44,9 +44,20 @@ def _digest(d: str | None) -> str:
     return d.removeprefix("sha256:")[:12] if d else "∅"
 
 
+def _serving(bd: BlueprintDiff) -> bool:
+    """An inference blueprint's: its cost per million output tokens stands where a training
+    blueprint's cost per run does."""
+    return any(
+        e.cost["tokens"]["old"] is not None or e.cost["tokens"]["new"] is not None
+        for e in bd.environments
+    )
+
+
 def _env_rows(bd: BlueprintDiff) -> list[str]:
+    serving = _serving(bd)
+    last = "per million output tokens" if serving else "per run"
     rows = [
-        "| environment | digest | resources | findings | per month | per run |",
+        f"| environment | digest | resources | findings | per month | {last} |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for e in bd.environments:
@@ -66,7 +77,7 @@ def _env_rows(bd: BlueprintDiff) -> list[str]:
         rows.append(
             f"| {e.environment} ({e.status}) | {_digest(e.digest[0])} → {_digest(e.digest[1])}"
             f" | {res} | +{new} -{gone} | {_cost_cell(e.cost['month'])}"
-            f" | {_cost_cell(e.cost['run'])} |"
+            f" | {_cost_cell(e.cost['tokens' if serving else 'run'])} |"
         )
     return rows
 

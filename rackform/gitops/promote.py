@@ -18,7 +18,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,8 @@ class Promoted:
     path: Path  # the record
     changed: bool  # False: this exact promotion was already recorded
     commit: str | None = None  # the commit that holds the record, when asked to commit
+    # An inference cluster's serving smoke job as measured (`evidence.serving.measured`).
+    serving: dict[str, Any] = field(default_factory=dict)
 
 
 def promote(
@@ -102,7 +104,9 @@ def promote(
     path = record_path(
         records_root(dst_plan.effective.path, dst_plan.project), dst_plan.name, target
     )
-    done = Promoted(dst_plan.name, source, target, dst_plan.digest, path, changed=False)
+    done = Promoted(
+        dst_plan.name, source, target, dst_plan.digest, path, changed=False, serving=ev.serving
+    )
     old = read_record(path) if path.exists() else None
     if old and old.get("target_digest") == dst_plan.digest and old.get("evidence") == envelope:
         return done
@@ -169,6 +173,8 @@ def _record(
         "validated_at": ev.validated_at,
         "nodes": ev.nodes,
         "evidence": envelope,
+        # What the serving smoke job measured (an inference cluster), said in the clear.
+        **({"serving": ev.serving} if ev.serving else {}),
         "promoted_at": now.isoformat(timespec="seconds"),
         "promoted_by": who,
     }

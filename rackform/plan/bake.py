@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 # The site playbook's tags (roles, and slurm_packages a task) a bake runs, in the playbook's
-# order.
+# order. smoke_train installs the smoke job's torch environment on every cluster: a training
+# cluster's through the role, a serving cluster's through the play that gives its nodes that
+# environment alone (the serving smoke job runs in it), so the record's smoke_train and torch are
+# true of either image.
 BAKED_TAGS = ("nvidia_driver", "nccl_rdma", "dcgm", "slurm_packages", "smoke_train")
 NEVER_BAKED = ("nvme_raid", "shared_storage", "slurm")
 

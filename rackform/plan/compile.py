@@ -20,10 +20,12 @@ from rackform.catalog import load_catalog
 from rackform.catalog.preflight import load_preflight_figures
 from rackform.paths import shown_in_config
 from rackform.plan.cost import estimate
+from rackform.plan.decode import decode_bounds
 from rackform.plan.interval import CheckpointInterval, FailureRate, Measured, interval
 from rackform.plan.inventory import access_vars, build_inventory, group_vars
 from rackform.plan.model import Basis, Plan, cluster_expectations, frozen, stack_name
 from rackform.plan.scheduler import compile_scheduler, switches
+from rackform.plan.serving_vars import serving_vars
 from rackform.plan.sizing import Sizing, size
 from rackform.plan.targets.compile import TargetCompiler
 from rackform.plan.thresholds import for_group
@@ -81,21 +83,26 @@ def compile_plan(
     caller found them (compile reads no file)."""
     basis = compile_basis(effective, schema, compiler, project, siblings)
     sizing = sizing_of(basis)
+    groups = ((g.name, g.gpu, g.gpus_per_node) for _, g in basis.gpu_groups)
+    decode = decode_bounds(groups, sizing.serving, basis.figures.serving)
+    cost = estimate(basis, compiler.cost(basis), sizing, decode)
     expectations = {g.name: for_group(basis, g.name) for g in basis.node_groups}
     # The target adds its own: how SSH reaches its nodes, what its machine image preinstalled.
     inv = build_inventory(basis, {**access_vars(basis), **compiler.inventory_vars(basis)})
     variables = {
         **group_vars(basis, cluster_expectations(expectations)),
+        **serving_vars(basis, sizing.serving, decode, cost),
         **compiler.role_vars(basis),
     }
     return Plan(
         **{f.name: getattr(basis, f.name) for f in dataclasses.fields(Basis)},
         sizing=sizing,
         interval=interval_of(basis, sizing, measured or Measured()),
-        cost=estimate(basis, compiler.cost(basis), sizing),
+        cost=cost,
         group_expectations=MappingProxyType(expectations),
         inventory=frozen(inv),
         group_vars=frozen(variables),
+        decode=decode,
     )
 
 

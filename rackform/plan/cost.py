@@ -16,8 +16,22 @@ the workload's sizing; a part that cannot be priced is None with a note saying w
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from rackform.plan.decode import DecodeBound
 from rackform.plan.model import Basis
-from rackform.plan.pricing import UNPRICED, Cost, Gap, Line, Run, RunAt, TargetCost, src
+from rackform.plan.pricing import (
+    UNPRICED,
+    Cost,
+    Gap,
+    Line,
+    Run,
+    RunAt,
+    TargetCost,
+    TokenCost,
+    src,
+    token_cost,
+)
 from rackform.plan.sizing import Sizing, training_flops
 
 
@@ -81,8 +95,43 @@ def _gap(plan: Basis, usd_per_month: float | None, run: Run | None) -> Gap | Non
     return Gap(expected, target, month, run_usd)
 
 
-def estimate(plan: Basis, capacity: TargetCost, sizing: Sizing) -> Cost:
-    """`capacity`: the target's price of the plan's capacity (its compiler's `cost`)."""
+ON_PAPER = "on paper: HBM-bandwidth bound"
+
+
+def node_usd_per_hour(plan: Basis, compute_per_hour: float, gpus_per_node: int) -> float:
+    """One node's share of the cluster's hourly compute cost, by its GPUs."""
+    return compute_per_hour * gpus_per_node / max(plan.gpus, 1)
+
+
+def cluster_usd_per_million(tokens: Iterable[TokenCost], counts: dict[str, int]) -> float | None:
+    """The cluster's cost per million output tokens: every serving node's hourly cost over the
+    tokens they generate in an hour together (`counts`: each node group's nodes); None where
+    nothing is priced."""
+    usd = rate = 0.0
+    for t in tokens:
+        n = counts.get(t.group, 0)
+        usd += n * t.usd_per_node_hour
+        rate += n * t.tokens_per_s * 3600
+    return usd / rate * 1e6 if rate else None
+
+
+def _tokens(
+    plan: Basis, compute: float | None, decode: Iterable[DecodeBound]
+) -> tuple[TokenCost, ...]:
+    if compute is None:
+        return ()
+    return tuple(
+        token_cost(d.group, node_usd_per_hour(plan, compute, d.gpus_per_node), d.tokens_per_s,
+                   ON_PAPER)
+        for d in decode
+    )  # fmt: skip
+
+
+def estimate(
+    plan: Basis, capacity: TargetCost, sizing: Sizing, decode: Iterable[DecodeBound] = ()
+) -> Cost:
+    """`capacity`: the target's price of the plan's capacity (its compiler's `cost`); `decode`:
+    each serving node group's decode bound, which prices its output tokens."""
     notes = list(capacity.notes)
     storage = _storage(plan, sizing)
     # A total with a part missing would read as the whole cost: leave it out instead.
@@ -108,6 +157,7 @@ def estimate(plan: Basis, capacity: TargetCost, sizing: Sizing) -> Cost:
         run,
         gap,
         tuple(notes),
+        _tokens(plan, compute, decode),
     )
 
 
@@ -151,5 +201,11 @@ def render(cost: Cost, width: int = 100) -> list[str]:
         if g.run_usd is not None:
             text += f"; the run costs {_usd(g.run_usd)} more"
         out.append(text)
+    for t in cost.tokens:
+        out.append(
+            f"  serving {t.group}: {_usd(t.usd_per_million_output_tokens)} per million output "
+            f"tokens at {t.tokens_per_s:,.0f} tokens/s per node ({t.basis}; "
+            f"{_usd(t.usd_per_node_hour)}/node-hour)"
+        )
     out += [f"  note: {n}" for n in cost.notes]
     return out

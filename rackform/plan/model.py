@@ -30,6 +30,7 @@ from rackform.blueprint.schema.shared import SharedStorage
 from rackform.catalog import Catalog, GpuModel, InstanceType
 from rackform.catalog.preflight import PreflightFigures
 from rackform.plan.arrays import ArrayPlan
+from rackform.plan.decode import DecodeBound
 from rackform.plan.expectations import Expectations
 from rackform.plan.fabric import TopologyPlan
 from rackform.plan.interval import CheckpointInterval
@@ -305,6 +306,8 @@ class Plan(Basis):
     # capacity blocks), observed at `up` for preflight's capacity rules; None in every offline
     # command, which reads nothing from the cloud.
     capacity: Any = field(default=None, compare=False)
+    # Each GPU node group's serving node on paper (an inference workload; empty otherwise).
+    decode: tuple[DecodeBound, ...] = ()
 
     @property
     def expectations(self) -> Expectations | None:

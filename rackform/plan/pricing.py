@@ -50,6 +50,23 @@ class Gap:
 
 
 @dataclass(frozen=True)
+class TokenCost:
+    """What a serving node group's output tokens cost: the node's share of the cluster's hourly
+    cost (by its GPUs) over the tokens it generates in an hour."""
+
+    group: str
+    usd_per_node_hour: float
+    tokens_per_s: float  # the node's decode rate: on paper, the HBM-bandwidth bound
+    usd_per_million_output_tokens: float
+    basis: str  # what the rate is: "on paper (HBM bound)" or the measurement's
+
+
+def token_cost(group: str, usd_per_node_hour: float, tokens_per_s: float, basis: str) -> TokenCost:
+    per_million = usd_per_node_hour / (tokens_per_s * 3600) * 1e6
+    return TokenCost(group, usd_per_node_hour, tokens_per_s, per_million, basis)
+
+
+@dataclass(frozen=True)
 class Cost:
     basis: str
     currency: str
@@ -62,6 +79,8 @@ class Cost:
     run: Run | None
     utilization: Gap | None
     notes: tuple[str, ...]
+    # Each serving node group's cost per million output tokens at its decode rate on paper.
+    tokens: tuple[TokenCost, ...] = ()
 
     def as_dict(self) -> dict:
         """JSON-ready: money and hours to the cent, nothing else changed."""

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 from rackform.blueprint.schema.sections import WorkloadSpec
+from rackform.blueprint.schema.serving import DTYPE_BYTES, ServingLoad, lengths
 from rackform.catalog import GpuModel
 from rackform.catalog.preflight import MemoryFigures
 from rackform.plan.arrays import ArrayPlan, slowest
@@ -114,9 +115,80 @@ def training_memory(w: WorkloadSpec, gpus: int, f: MemoryFigures) -> TrainingMem
 
 
 @dataclass(frozen=True)
+class ModelDims:
+    """The served model's shape as serving reads it: the blueprint's `workload.model`, or one
+    estimated from its size (`estimated`: with as many KV heads as attention heads)."""
+
+    layers: int
+    hidden: int
+    attention_heads: int
+    kv_heads: int
+    head_size: int
+    dtype_bytes: float
+    estimated: bool
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """K and V of every layer for one token: 2 x layers x KV heads x head size x bytes.
+        Grouped-query attention (kv_heads < attention_heads) divides it."""
+        return 2 * self.layers * self.kv_heads * self.head_size * self.dtype_bytes
+
+
+@dataclass(frozen=True)
+class Load:
+    """What each serving node must sustain: `concurrency` requests of `prompt_tokens` in and
+    `output_tokens` out at once, and the p99 objectives (None: none declared)."""
+
+    concurrency: int
+    prompt_tokens: int
+    output_tokens: int
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+
+    @property
+    def context_tokens(self) -> int:
+        """One sequence's tokens at its last decode step: what its KV cache holds then."""
+        return self.prompt_tokens + self.output_tokens
+
+
+def model_dims(w: WorkloadSpec, f: MemoryFigures) -> ModelDims:
+    m = w.model
+    if m is not None:
+        heads = m.attention_heads
+        return ModelDims(
+            m.layers,
+            m.hidden,
+            heads,
+            m.kv_heads or heads,
+            m.head_size or m.hidden // heads,
+            DTYPE_BYTES[m.dtype],
+            estimated=False,
+        )
+    s = shape(w.model_params_b, f)
+    head = int(f.head_size.value)
+    heads = max(1, round(s.hidden / head))
+    return ModelDims(
+        s.layers, s.hidden, heads, heads, head, f.weights_bytes_per_param.value, estimated=True
+    )
+
+
+def serving_load(w: WorkloadSpec) -> Load:
+    prompt, output = lengths(w.serving, w.seq_len)
+    given = w.serving or ServingLoad()
+    return Load(
+        given.concurrency or w.micro_batch, prompt, output, given.ttft_p99_ms, given.itl_p99_ms
+    )
+
+
+@dataclass(frozen=True)
 class ServingMemory:
+    """One replica (one node's) weights and the KV cache of its whole load at full length."""
+
     weights_gb: float
-    kv_cache_gb: float  # micro_batch full-length sequences, without grouped-query attention
+    kv_cache_gb: float  # concurrency x (prompt + output) tokens x the model's KV bytes per token
+    dims: ModelDims
+    load: Load
+    params: float  # the model's parameters
 
     @property
     def total_gb(self) -> float:
@@ -124,10 +196,10 @@ class ServingMemory:
 
 
 def serving_memory(w: WorkloadSpec, f: MemoryFigures) -> ServingMemory:
-    s = shape(w.model_params_b, f)
-    value_bytes = f.weights_bytes_per_param.value  # bf16, like the weights
-    kv = 2 * s.layers * s.hidden * value_bytes * w.seq_len * w.micro_batch  # K and V
-    return ServingMemory(w.model_params_b * GB * value_bytes / GB, kv / GB)
+    dims, load = model_dims(w, f), serving_load(w)
+    params = w.model_params_b * GB
+    kv = dims.kv_bytes_per_token * load.context_tokens * load.concurrency
+    return ServingMemory(params * dims.dtype_bytes / GB, kv / GB, dims, load, params)
 
 
 def checkpoint_gb(w: WorkloadSpec, f: MemoryFigures) -> float:

@@ -8,6 +8,7 @@ from rackform.preflight import (
     memory,
     power,
     rightsizing,
+    serving,
     shared,
     topology,
     utilization,
@@ -19,6 +20,7 @@ from rackform.preflight.targets.aws import quotas as aws_quotas
 RULES: tuple[Rule, ...] = (
     *memory.RULES,
     *rightsizing.RULES,
+    *serving.RULES,
     *checkpoint.RULES,
     *shared.RULES,
     *power.RULES,

@@ -190,15 +190,22 @@ class InferenceKvCacheTight(Rule):
 
     def check(self, plan: Plan) -> Iterable[Finding]:
         for s, w, node in _serving_nodes(plan):
+            if w.serving is not None:
+                continue  # a stated load: serving-memory-does-not-fit judges it, as an error
             if s.weights_gb <= node.usable_gb < s.total_gb:
+                how = (
+                    "estimated from the model's size with as many KV heads as attention heads"
+                    if s.dims.estimated
+                    else f"{s.dims.kv_heads} KV heads of {s.dims.head_size}"
+                )
                 yield self.finding(
                     node.path,
                     f"{gb(s.weights_gb)} of weights plus {gb(s.kv_cache_gb)} of KV cache for "
-                    f"{w.micro_batch} x {w.seq_len}-token sequence(s) (estimated without "
-                    f"grouped-query attention) exceed the {gb(node.usable_gb)} a node of "
-                    f"{node.what} holds",
-                    "choose a larger node type or lower seq_len; a GQA model needs several "
-                    "times less KV cache, so waive it for one with the reason",
+                    f"{s.load.concurrency} x {s.load.context_tokens}-token sequence(s) ({how}) "
+                    f"exceed the {gb(node.usable_gb)} a node of {node.what} holds",
+                    "choose a larger node type or lower seq_len; a model with grouped-query "
+                    "attention needs several times less KV cache: give its shape "
+                    "(workload.model: layers, hidden, attention_heads, kv_heads)",
                 )
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from gitrepo import clone, commit, git, make_remote
 
+from rackform.gitops.diff_render import usd
+
 ROOT = Path(__file__).resolve().parents[2]
 AWS = (ROOT / "blueprints" / "aws-training.yaml").read_text()
 METAL = (ROOT / "blueprints" / "baremetal-training.yaml").read_text()
@@ -217,3 +219,28 @@ def test_a_new_instance_type_marks_every_training_node_replaced_with_the_reason(
     assert "`-/+` `urn:pulumi:llm-train-a-default::rackform::" in text
     assert "gpu-0` 🔴 **replaces running nodes**: replaced, launchTemplate.version" in text
     assert "deleted first, down until replaced" in text
+
+
+def test_an_inference_blueprint_shows_its_cost_per_million_output_tokens(rackform, tmp_path):
+    # colo-inference: 70B in bf16 on nodes of 8 x L40S (6.912 TB/s). One sequence of 8192
+    # tokens: 140 GB + 21.14 GB of KV cache (the estimated shape, 71 x 71 heads of 128) a step;
+    # eight: 140 + 8 x 21.14 = 309.12 GB. Eight sequences a step of 309.12 GB against one of
+    # 161.14 GB: 8 x 161.14 / 309.12 = 4.17 times the tokens for the same node-hour.
+    _, repo = make_remote(tmp_path, {"blueprints/colo.yaml": COLO})
+    busier = COLO.replace("  seq_len: 8192\n", "  seq_len: 8192\n  serving: {concurrency: 8}\n")
+    assert busier != COLO
+    commit(repo, "eight requests at once", {"blueprints/colo.yaml": busier})
+    proc, doc = as_json(rackform, repo)
+    assert proc.returncode == 0, proc.stderr
+    tokens = env(by_path(doc)["blueprints/colo.yaml"], "default")["cost"]["tokens"]
+    assert tokens["old"] / tokens["new"] == pytest.approx(8 * 161.1403 / 309.1224, rel=1e-4)
+    assert tokens["delta"] == pytest.approx(tokens["new"] - tokens["old"])
+    text = rackform("diff", "--base", "HEAD~1", cwd=repo).stdout
+    assert (
+        "| environment | digest | resources | findings | per month | per million output tokens |"
+        in text
+    )
+    row = next(line for line in text.splitlines() if line.startswith("| default "))
+    assert row.endswith(
+        f"{usd(tokens['old'])} → {usd(tokens['new'])} ({usd(tokens['delta'], signed=True)}) |"
+    )

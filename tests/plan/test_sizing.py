@@ -72,8 +72,16 @@ def test_ddp_divides_state_only_by_tensor_parallelism():
 def test_serving_memory():
     s = sizing.serving_memory(work(70, "serve", seq_len=8192), F)
     assert s.weights_gb == pytest.approx(140)
+    # No shape given: estimated from the size (71 layers x 9064), heads of 128, as many KV heads
+    # as attention heads: round(9064 / 128) = 71 heads, so 71 x 128 = 9088 per layer for K
+    # (and as much for V), within 0.3% of the old 2 x layers x hidden estimate.
     shape = sizing.shape(70, F)
-    assert s.kv_cache_gb == pytest.approx(2 * shape.layers * shape.hidden * 2 * 8192 / 1e9)
+    assert (shape.layers, shape.hidden) == (71, 9064)
+    assert s.dims.kv_heads == s.dims.attention_heads == 71 and s.dims.estimated
+    assert s.kv_cache_gb == pytest.approx(2 * 71 * 71 * 128 * 2 * 8192 / 1e9)
+    assert s.kv_cache_gb == pytest.approx(
+        2 * shape.layers * shape.hidden * 2 * 8192 / 1e9, rel=3e-3
+    )
 
 
 def test_checkpoint_sizes():

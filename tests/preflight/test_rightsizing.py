@@ -97,7 +97,8 @@ def test_inference_kv_cache_tight(tmp_path):
     w = serve(70, seq_len=32768)
     out = found(tmp_path, aws("g6e.12xlarge", fabric="ethernet", purpose="inference", workload=w))
     f = out["inference-kv-cache-tight"]
-    assert f.level == "warning" and "grouped-query" in f.message
+    assert f.level == "warning" and "as many KV heads as attention heads" in f.message
+    assert "grouped-query" in f.fix
     assert "inference-node-too-small" not in out
     w["seq_len"] = 4096
     assert not found(

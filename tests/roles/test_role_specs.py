@@ -162,7 +162,12 @@ def test_site_playbook_runs_every_role_once_tagged_with_its_name():
     # ...and is put in the groups of the plays it is for, whatever roles are asked (every host
     # that got this far: the batches are made of them).
     groups = {t["ansible.builtin.group_by"]["key"] for t in grouping}
-    assert groups == {"rackform_answered", "rackform_slurm", "rackform_smoke_train"}
+    assert groups == {
+        "rackform_answered",
+        "rackform_slurm",
+        "rackform_smoke_train",
+        "rackform_serving",
+    }
     assert all(t["tags"] == ["always"] for t in grouping)
     roles = [r for p in plays for r in p.get("roles", [])]
     assert [r["role"] for r in roles] == [f"rackform.gpu.{r}" for r in ROLES]
@@ -216,7 +221,11 @@ def test_site_playbook_batches_only_the_play_that_reads_no_other_host():
     # a play that names none takes Ansible's default strategy, linear or `mitogen_linear`.)
     free_strategy = "{{ rackform_free_strategy | default('free') }}"
     free = sorted(n for n, p in plays.items() if p.get("strategy") == free_strategy)
-    assert free == ["Converge the GPU nodes", "Wait for every node to answer"]
+    assert free == [
+        "Converge the GPU nodes",
+        "Install the serving smoke job's torch on a serving cluster's nodes",
+        "Wait for every node to answer",
+    ]
     assert all(p.get("strategy", "linear") in (free_strategy, "linear") for p in plays.values())
     # Ansible ignores max_fail_percentage under `strategy: free`: the play checks each batch
     # itself, and nothing makes one node's failure every node's.

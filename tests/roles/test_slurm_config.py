@@ -417,6 +417,8 @@ def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_p
     assert plays == {
         "Wait for every node to answer": {CTL, *AWS_NODES},
         "Converge the GPU nodes": set(AWS_NODES),
+        # A training cluster's: no host is grouped for the serving smoke job's torch.
+        "Install the serving smoke job's torch on a serving cluster's nodes": set(),
         "Write the cluster's Prometheus scrape config": set(AWS_NODES),
         "Mount the shared tier on the nodes": set(AWS_NODES),
         "Run Slurm on the nodes and its controller": {CTL, *AWS_NODES},
@@ -425,10 +427,11 @@ def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_p
 
 
 def test_the_site_playbook_runs_slurm_and_the_smoke_job_only_where_they_belong(tmp_path):
-    # An inference cluster is validated by the serving checks: the site playbook leaves
-    # smoke_train out there (its play has no host: no task of the role even looked at, so no
-    # venv, no torch, no job), on this machine through a local connection in check mode. A
-    # training cluster's run reaches the role.
+    # An inference cluster is never validated by the training job: the site playbook's smoke
+    # job play has no host there, and its nodes get the smoke job's torch environment alone (for
+    # the serving smoke job), under the smoke_train tag a bake runs: so an inference bake holds
+    # the torch its image record names. On this machine through a local connection in check
+    # mode. A training cluster's run reaches the role, and never the serving torch play.
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"localhost": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))  # fmt: skip
@@ -443,13 +446,14 @@ def test_the_site_playbook_runs_slurm_and_the_smoke_job_only_where_they_belong(t
             capture_output=True, text=True, env=env, timeout=600,
         )  # fmt: skip
 
-    def results(proc: subprocess.CompletedProcess, role: str) -> list[str]:
-        """The first word of each result line of every task of `role` that ran."""
+    def results(proc: subprocess.CompletedProcess, role: str, task: str = "") -> list[str]:
+        """The first word of each result line of every task of `role` (named `task...`, where
+        given) that ran."""
         blocks = proc.stdout.split("\nTASK [")[1:]
         return [
             line.split(":")[0]
             for b in blocks
-            if b.startswith(f"rackform.gpu.{role} :")
+            if b.startswith(f"rackform.gpu.{role} : {task}")
             for line in b.splitlines()[1:]
             if line.startswith(("ok:", "changed:", "skipping:", "fatal:"))
         ]
@@ -460,19 +464,30 @@ def test_the_site_playbook_runs_slurm_and_the_smoke_job_only_where_they_belong(t
 
     serving = site("inference")
     assert serving.returncode == 0, serving.stdout[-3000:] + serving.stderr[-2000:]
-    assert results(serving, "smoke_train") == results(serving, "slurm") == [], serving.stdout
+    assert results(serving, "slurm") == [], serving.stdout
+    torch = "Install torch and the job's other packages into the virtualenv"
+    assert results(serving, "smoke_train", torch) == ["changed"], serving.stdout
+    # ...and nothing of the training job: the role's own checks and run are never reached.
+    assert results(serving, "smoke_train", "Preflight") == [], serving.stdout
     assert no_hosts(serving, "Validate the GPU nodes with the smoke job"), serving.stdout
     assert no_hosts(serving, "Run Slurm on the nodes and its controller"), serving.stdout
     # A training cluster's run reaches the smoke job's role (its preflight runs, and here fails:
     # no validators where this run says they are); with a scheduler, Slurm's too (its preflight
     # fails on this host: no controller named).
-    assert set(results(site("training"), "smoke_train")) - {"skipping"}
+    training = site("training")
+    assert set(results(training, "smoke_train")) - {"skipping"}
+    assert no_hosts(training, "Install the serving smoke job's torch on a serving cluster's nodes")
     scheduled = site("training", slurm=True)
     assert set(results(scheduled, "slurm")) - {"skipping"}
     # Grouping the hosts changes nothing on them: no change for a second converge or for
-    # `rackform drift` (check mode) to count.
+    # `rackform drift` (check mode) to count. A training cluster's host is in every group but
+    # the serving one.
     grouped = [b for b in scheduled.stdout.split("\nTASK [")[1:] if b.startswith("Group ")]
-    assert len(grouped) == 3 and all("\nok: [localhost]" in b for b in grouped), grouped
+    assert len(grouped) == 4 and not any("\nchanged:" in b for b in grouped), grouped
+    skipped = [b for b in grouped if "\nok: [localhost]" not in b]
+    assert [b.split("]")[0] for b in skipped] == [
+        "Group a serving cluster's nodes for the serving smoke job's torch (rackform_serving)"
+    ]
 
 
 def _with_storage(tmp_path: Path, extra: str) -> Path:

@@ -5,7 +5,7 @@ located errors for a bad `image` section."""
 
 from __future__ import annotations
 
-import hashlib
+import gc
 import json
 import re
 from typing import ClassVar
@@ -14,7 +14,7 @@ import pytest
 import yaml
 from planhelp import AWS_INFERENCE, AWS_TRAINING, BARE_METAL, of_type, one, plan, variant
 
-from rackform.blueprint.loader import digest_of, load_effective
+from rackform.blueprint.loader import load_effective
 from rackform.blueprint.problems import BlueprintError
 from rackform.blueprint.targets.aws.image_fields import DEFAULT_BUILDER
 from rackform.blueprint.targets.aws.names import asg_name
@@ -118,6 +118,13 @@ def test_a_failed_build_fails_the_program_before_any_launch_template(tmp_path, m
     assert IMAGE in FailedBuildMocks.registered
     assert not [t for t in FailedBuildMocks.registered if t.endswith(TEMPLATE)]
     assert not [t for t in FailedBuildMocks.registered if t.endswith("ec2/instance:Instance")]
+    # The failed program leaves the SDK's asyncio tasks pending in reference cycles. Collected
+    # here, not at whatever allocation a later test makes: CPython 3.11's AST constructor
+    # checks its recursion depth around a parse, and a task's finalizer run by the collector
+    # inside one (the node script's, in the next test) made it raise SystemError ("AST
+    # constructor recursion depth mismatch"), two runs in three of this directory after
+    # tests/blueprint.
+    gc.collect()
 
 
 def test_the_ami_carries_the_cluster_tags_the_roles_hash_and_its_contents(tmp_path):
@@ -215,17 +222,9 @@ def _member(path, name):
         return tar.extractfile(name).read()
 
 
-def test_a_blueprint_without_an_image_section_keeps_its_digest(tmp_path):
-    # The digest as it was before the section existed: the examples' stacks see no change.
-    for doc in (AWS_TRAINING, AWS_INFERENCE, BARE_METAL):
-        bp = _plan_of(tmp_path, doc).effective.blueprint
-        body = bp.model_dump(mode="json", exclude={"environments", "promotion", "image"})
-        for group in body["node_groups"]:  # fields added later, unset: not in the digest either
-            for key in ("market", "reservation_id"):
-                if group.get(key, "") is None:
-                    del group[key]
-        canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        assert digest_of(bp) == "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
+def test_an_image_section_counts_in_the_digest(tmp_path):
+    # Without one, a blueprint keeps the digest it had before the section existed (the example
+    # blueprints' recorded digests: tests/blueprint/test_digest_stable.py).
     assert _plan_of(tmp_path, BAKED).digest != _plan_of(tmp_path, AWS_TRAINING).digest
 
 

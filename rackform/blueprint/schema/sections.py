@@ -18,6 +18,7 @@ from rackform.blueprint.schema.rollout import (
     budget,
     parse_budget,
 )
+from rackform.blueprint.schema.serving import ModelShape, ServingLoad, load_rules
 from rackform.blueprint.schema.shared import SharedStorage
 from rackform.catalog.raid import load_raid_levels
 
@@ -266,6 +267,31 @@ class WorkloadSpec(Strict):
             le=1_000_000,
         ),
     ] = 4
+    model: Annotated[
+        ModelShape | None,
+        Field(
+            description="The model's shape (layers, hidden size, attention and KV heads, head size, dtype), as its config states it; sizes serving's weights and KV cache. Default: estimated from model_params_b, bf16, as many KV heads as attention heads (no grouped-query attention: the most KV cache a model of that size needs)."
+        ),
+    ] = None
+    serving: Annotated[
+        ServingLoad | None,
+        Field(
+            description="method serve: the load each node must sustain (concurrency, prompt and output tokens) and the p99 latency objectives (time to first token, inter-token latency) the serving smoke job judges and preflight checks on paper. Default: micro_batch sequences of seq_len tokens, no objectives."
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _serving(self) -> WorkloadSpec:
+        if self.serving is None:
+            return self
+        if self.method != "serve":
+            check([Violation(
+                ("serving",),
+                f"a serving load on a {self.method} workload",
+                "remove workload.serving, or use method: serve on an inference blueprint",
+            )])  # fmt: skip
+        check(load_rules(self.serving, self.seq_len))
+        return self
 
 
 class Thresholds(Strict):
