@@ -371,6 +371,20 @@ def _no_stack_trace() -> source_pb2.StackTrace:
     return source_pb2.StackTrace()
 
 
+# What the loop's objects say when the garbage collector finalizes them after a program failed:
+# the tasks still waiting on the resource that raised, the futures holding its exception. The
+# failure itself is raised to the caller; these say it again, at whatever later allocation the
+# collector runs, and logging them formats a traceback, which parses Python source: inside
+# another parse, CPython 3.11's AST constructor then raised SystemError ("AST constructor
+# recursion depth mismatch") in an unrelated later parse of the same process.
+AFTER_A_FAILURE = ("Task was destroyed but it is pending!", "exception was never retrieved")
+
+
+def _after_a_failure(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if not str(context.get("message", "")).endswith(AFTER_A_FAILURE):
+        loop.default_exception_handler(context)
+
+
 def _record(
     run: Callable[[], None],
     stack: str,
@@ -382,6 +396,7 @@ def _record(
     """`exports`: run the program inside a root stack of its own, as `pulumi up` does, so its
     exports register as the stack's outputs (returned with the records)."""
     loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_after_a_failure)
     asyncio.set_event_loop(loop)
     SETTINGS.outputs = set()
     set_all_config(config)
