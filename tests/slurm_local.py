@@ -165,7 +165,11 @@ class LocalSlurm:
     def _start(self, name: str, argv: list[str]) -> None:
         out = (self.root / "log" / f"{name}.out").open("a")
         self.procs[name] = subprocess.Popen(
-            [*self.wrap, *argv], env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            [*self.wrap, *argv],
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def start_controller(self, clear: bool) -> None:

@@ -78,9 +78,7 @@ def _build(final: Path, log: Callable[[str], None]) -> None:
         t0 = time.monotonic()
         log(f"testbed: building the Slurm root with debootstrap ({SUITE}: {', '.join(PACKAGES)})")
         include = "--include=" + ",".join(PACKAGES)
-        _run(
-            ["debootstrap", "--variant=minbase", include, SUITE, str(root), MIRROR], "debootstrap"
-        )
+        _run(["debootstrap", "--variant=minbase", include, SUITE, str(root), MIRROR], "debootstrap")
         (root / "etc/hosts").write_text(_HOSTS)
         for deb in (root / "var/cache/apt/archives").glob("*.deb"):
             deb.unlink()
