@@ -162,7 +162,12 @@ def test_site_playbook_runs_every_role_once_tagged_with_its_name():
     # ...and is put in the groups of the plays it is for, whatever roles are asked (every host
     # that got this far: the batches are made of them).
     groups = {t["ansible.builtin.group_by"]["key"] for t in grouping}
-    assert groups == {"rackform_answered", "rackform_slurm", "rackform_imex", "rackform_smoke_train"}
+    assert groups == {
+        "rackform_answered",
+        "rackform_slurm",
+        "rackform_imex",
+        "rackform_smoke_train",
+    }
     assert all(t["tags"] == ["always"] for t in grouping)
     roles = [r for p in plays for r in p.get("roles", [])]
     assert [r["role"] for r in roles] == [f"rackform.gpu.{r}" for r in ROLES]
