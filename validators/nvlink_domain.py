@@ -158,7 +158,7 @@ def clique_check(trays: Mapping[str, str | None], domain: str = "") -> Check:
         odd = "; ".join(f"{', '.join(ts)}: {i}" for i, ts in sorted(seen.items()) if i != common)
         why = f"{odd} (the other {len(seen[common])} trays: {common})"
         return failed(name, why, measured=f"{len(seen)} cliques", expected=expected, op="==")
-    (ident,) = seen
+    ident = next(iter(seen))
     detail = f"{len(trays)} trays"
     return Check(name, report.PASS, ident, expected, "", "==", detail, "")
 
@@ -222,10 +222,12 @@ def imex_check(text: str | None, members: Sequence[str], node: str = "", why: st
         problems.append(f"not READY: {', '.join(not_ready)}")
     cut = [(i, j, c) for i, j, c in got.links if c != "C"]
     if cut:
-        addr = lambda k: listed[k] if k < len(listed) else f"#{k}"  # noqa: E731
-        problems.append(
-            "not connected: " + ", ".join(f"{addr(i)} to {addr(j)} ({c})" for i, j, c in cut[:6])
-        )
+
+        def addr(k: int) -> str:
+            return listed[k] if k < len(listed) else f"#{k}"
+
+        pairs = ", ".join(f"{addr(i)} to {addr(j)} ({c})" for i, j, c in cut[:6])
+        problems.append(f"not connected: {pairs}")
     if got.state != "UP":
         problems.append(f"Domain State {got.state or 'missing'}")
     ready = sum(s == "READY" for a, s in got.nodes if a in members)
