@@ -19,6 +19,8 @@ apt_pkgs+=(git)
 if ((want_test)); then
   # The VM testbed (rackform/testbed): QEMU and qemu-img, debootstrap with Debian's archive
   # keyring to verify what it fetches, mkfs.ext4 -d to make the image without loop mounts.
+  # debootstrap also makes the Debian 13 root the topology/block tests run Slurm 24.11 in
+  # (rackform/testbed/slurm_root.py, built by the tests themselves into the cache).
   apt_pkgs+=(qemu-system-x86 qemu-utils debootstrap debian-archive-keyring e2fsprogs)
   # The smoke tests: fio for the storage ceiling, iproute2 for a loopback-only netns.
   apt_pkgs+=(fio iproute2)

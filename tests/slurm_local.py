@@ -40,14 +40,21 @@ PARTITIONS = ("batch-gpu", "scav-low")  # hyphens, as the blueprint schema allow
 TOOLS = ("slurmctld", "slurmd", "squeue", "sinfo", "scontrol", "sbatch", "scancel")
 
 
-def _conf(root: Path, ctld_port: int, node_ports: list[int], extra: str = "") -> str:
+def _conf(
+    root: Path,
+    ctld_port: int,
+    node_ports: list[int],
+    extra: str = "",
+    names: tuple[str, ...] = NODES,
+    gpus: int = GPUS_PER_NODE,
+) -> str:
     user = getpass.getuser()
     nodes = "\n".join(
         f"NodeName={n} NodeAddr=127.0.0.1 NodeHostname=localhost Port={p} CPUs=2 "
-        f"RealMemory=500 Gres=gpu:h100_sxm:{GPUS_PER_NODE} State=UNKNOWN"
-        for n, p in zip(NODES, node_ports, strict=True)
+        f"RealMemory=500 Gres=gpu:h100_sxm:{gpus} State=UNKNOWN"
+        for n, p in zip(names, node_ports, strict=True)
     )
-    every = ",".join(NODES)
+    every = ",".join(names)
     return f"""ClusterName=rackform-test
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ctld_port}
@@ -89,6 +96,10 @@ class LocalSlurm:
     root: Path
     env: dict[str, str]
     jobcomp: Path
+    nodes: tuple[str, ...] = NODES
+    # What each command runs inside: () runs this machine's Slurm; tests/slurm_block_local.py
+    # gives the argv that runs it in Debian 13's root instead.
+    wrap: tuple[str, ...] = ()
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     started_s: float = 0.0  # how long the cluster took to answer with every node idle
 
@@ -101,9 +112,11 @@ class LocalSlurm:
         return Local(self.env)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        argv = (*self.wrap, *argv)
         done = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=60)
         if check and done.returncode:
-            raise AssertionError(f"{' '.join(argv)}: {done.stderr.strip() or done.stdout}")
+            shown = " ".join(argv[len(self.wrap) :])
+            raise AssertionError(f"{shown}: {done.stderr.strip() or done.stdout}")
         return done
 
     def sbatch(self, *args: str) -> str:
@@ -139,7 +152,8 @@ class LocalSlurm:
         busy = lambda: self.run("squeue", "--noheader", check=False).stdout.strip()  # noqa: E731
         if not self.wait(lambda: not busy(), 30):
             raise AssertionError(f"jobs left after scancel: {busy()}")
-        self.run("scontrol", "update", f"nodename={','.join(NODES)}", "state=resume", check=False)
+        every = ",".join(self.nodes)
+        self.run("scontrol", "update", f"nodename={every}", "state=resume", check=False)
         if not self.wait(lambda: set(self.node_states().values()) == {"idle"}, 30):
             raise AssertionError(f"nodes not idle: {self.node_states()} ({self.log()})")
 
@@ -151,7 +165,11 @@ class LocalSlurm:
     def _start(self, name: str, argv: list[str]) -> None:
         out = (self.root / "log" / f"{name}.out").open("a")
         self.procs[name] = subprocess.Popen(
-            argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            [*self.wrap, *argv],
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def start_controller(self, clear: bool) -> None:
@@ -209,31 +227,36 @@ def _members(sessions: set[int]) -> set[int]:
 
 
 def start(
-    root: Path, extra_conf: str = "", before: Callable[[LocalSlurm], None] | None = None
+    root: Path,
+    extra_conf: str = "",
+    before: Callable[[LocalSlurm], None] | None = None,
+    nodes: tuple[str, ...] = NODES,
+    gpus: int = GPUS_PER_NODE,
+    wrap: tuple[str, ...] = (),
 ) -> LocalSlurm:
     """This Slurm, up with every node idle. `extra_conf`: lines added to slurm.conf; `before`:
     run once the files are written, before slurmctld starts (tests/slurm_accounting_local.py
-    starts slurmdbd there)."""
+    starts slurmdbd there); `nodes`, each with `gpus` GPUs; `wrap`: the argv every daemon and
+    command runs inside (LocalSlurm.wrap)."""
     t0 = time.monotonic()
-    for d in ("state", "log", "dev", *(f"spool/{n}" for n in NODES)):
+    for d in ("state", "log", "dev", *(f"spool/{n}" for n in nodes)):
         (root / d).mkdir(parents=True, exist_ok=True)
     gres = []
-    for n in NODES:
-        for i in range(GPUS_PER_NODE):
+    for n in nodes:
+        for i in range(gpus):
             (root / "dev" / f"{n}-nvidia{i}").touch()
-        gres.append(
-            f"NodeName={n} Name=gpu Type=h100_sxm File={root}/dev/{n}-nvidia[0-{GPUS_PER_NODE - 1}]"
-        )
+        gres.append(f"NodeName={n} Name=gpu Type=h100_sxm File={root}/dev/{n}-nvidia[0-{gpus - 1}]")
     (root / "gres.conf").write_text("\n".join(gres) + "\n")
     conf = root / "slurm.conf"
-    conf.write_text(_conf(root, free_port(), [free_port() for _ in NODES], extra_conf))
+    ports = [free_port() for _ in nodes]
+    conf.write_text(_conf(root, free_port(), ports, extra_conf, nodes, gpus))
     env = {**os.environ, "SLURM_CONF": str(conf)}
-    slurm = LocalSlurm(root, env, root / "jobcomp.log")
+    slurm = LocalSlurm(root, env, root / "jobcomp.log", nodes, wrap)
     try:
         if before is not None:
             before(slurm)
         slurm.start_controller(clear=True)
-        for n in NODES:
+        for n in nodes:
             slurm._start(f"slurmd-{n}", ["slurmd", "-D", "-N", n])
         if not slurm.wait(lambda: set(slurm.node_states().values()) == {"idle"}, 30):
             raise AssertionError(f"nodes not idle: {slurm.node_states()} ({slurm.log()})")

@@ -8,7 +8,10 @@
 - `dcgmi diag` at the configured level, where DCGM is installed;
 - the storage ceiling of the checkpoint mount (see storage.py);
 - with `--shared-mount`, the shared tier: mounted, read at the rate the GPUs consume, and the
-  same file system on every node of the run (see shared_checks.py).
+  same file system on every node of the run (see shared_checks.py);
+- with `--imex-members` (a tray of a rack-scale NVLink domain: its domain's addresses), every
+  GPU registered with the NVLink fabric (`nvidia-smi -q`) and IMEX's domain up
+  (`nvidia-imex-ctl -N`); see nvlink_domain.py.
 
 Standard library only, plus pynvml when present. Exit 0 when no check failed, 1 otherwise.
 """
@@ -24,7 +27,7 @@ import socket
 import subprocess
 import sys
 
-from validators import gpu_memory, link_checks, report, shared_checks, storage
+from validators import gpu_memory, link_checks, nvlink_domain, report, shared_checks, storage
 from validators.report import Check, compare, failed, not_run
 
 # dcgmi diag levels and how long each may take before it counts as hung (DOMAIN: r1 seconds,
@@ -439,6 +442,38 @@ def shared_checks_for(args: argparse.Namespace) -> list[Check]:
     return [mounted, read, visible]
 
 
+def _output(argv: list[str], run=subprocess.run) -> tuple[str | None, str]:
+    """What `argv` printed, or None with why it could not be read (not installed, a non-zero
+    exit, no answer within 30 s)."""
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return None, f"{argv[0]} is not installed"
+    try:
+        p = run([exe, *argv[1:]], capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"{' '.join(argv)} did not answer in 30 s"
+    if p.returncode != 0:
+        last = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
+        return None, f"{' '.join(argv)} exited {p.returncode}: {last}"
+    return p.stdout, ""
+
+
+def nvlink_domain_checks(
+    members: list[str], node: str = "", expect_gpus: int | None = None, run=subprocess.run
+) -> list[Check]:
+    """A rack-scale tray's fabric registration and its IMEX domain (nvlink_domain.py); none
+    where the node is no tray of such a domain (`members` empty)."""
+    if not members:
+        return []
+    smi, why = _output(["nvidia-smi", "-q"], run)
+    if smi is None:
+        fabric = failed("gpu_fabric", why, expected="every GPU registered", node=node)
+    else:
+        fabric = nvlink_domain.fabric_check(nvlink_domain.parse_fabric(smi), node, expect_gpus)
+    ctl, why = _output(["nvidia-imex-ctl", "-N"], run)
+    return [fabric, nvlink_domain.imex_check(ctl, members, node, why)]
+
+
 def _import_nvml():
     try:
         import pynvml  # nvidia-ml-py; optional
@@ -474,6 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared-run", default="", help="The run's id (the peers' files are its).")
     p.add_argument("--shared-peers", default="", help="Every node of the run, comma-separated.")
     p.add_argument("--shared-wait-s", type=float, default=120.0, help="Wait this long for peers.")
+    p.add_argument(
+        "--imex-members",
+        default="",
+        help="A rack-scale tray: its NVLink domain's addresses, comma-separated (fabric, IMEX).",
+    )
     p.add_argument("--no-table", action="store_true", help="Do not print the table.")
     p.add_argument(
         "--quick",
@@ -487,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
         _import_nvml(), args.expect_gpus, node, args.expect_nvlinks, args.expect_pcie_gen
     )
     checks.append(link_checks.fabric_manager_check(args.expect_fabric_manager, node))
+    members = [a.strip() for a in args.imex_members.split(",") if a.strip()]
+    checks += nvlink_domain_checks(members, node, args.expect_gpus)
     if args.quick:
         checks.append(mount_check(args.expect_mount, node))
         return _finish(args, checks)

@@ -42,8 +42,8 @@ def argument_spec(name: str) -> dict:
 def test_the_collection_has_the_modules_and_roles_these_tests_cover():
     assert MODULES == ["nccl_rdma_probe", "nvidia_driver_probe", "nvme_raid_probe"]
     assert ROLES == [
-        "dcgm", "host_bootstrap", "nccl_rdma", "nvidia_driver", "nvme_raid", "shared_storage",
-        "slurm", "smoke_train",
+        "dcgm", "host_bootstrap", "imex", "nccl_rdma", "nvidia_driver", "nvme_raid",
+        "shared_storage", "slurm", "smoke_train",
     ]  # fmt: skip
 
 

@@ -22,7 +22,8 @@ def plays() -> list[dict]:
 def test_the_shipped_playbook_as_a_push_reads_it():
     got = site_playbook()
     assert got.roles == (
-        "nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "shared_storage", "slurm", "smoke_train",
+        "nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "imex", "shared_storage", "slurm",
+        "smoke_train",
     )  # fmt: skip
     # dcgm's cluster-wide part is a play of tasks (the scrape config), slurm's and the smoke
     # job's whole plays.

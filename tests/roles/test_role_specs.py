@@ -165,6 +165,7 @@ def test_site_playbook_runs_every_role_once_tagged_with_its_name():
     assert groups == {
         "rackform_answered",
         "rackform_slurm",
+        "rackform_imex",
         "rackform_smoke_train",
         "rackform_serving",
     }
@@ -184,6 +185,7 @@ def test_site_playbook_runs_every_role_once_tagged_with_its_name():
             "slurm": "gpu_nodes:slurm_controller:&rackform_slurm",
             "smoke_train": "gpu_nodes:&rackform_smoke_train",
             "shared_storage": "gpu_nodes",
+            "imex": "gpu_nodes:&rackform_imex",
         }.get(r, "gpu_nodes:&rackform_answered")
         for r in ROLES
     }

@@ -41,6 +41,7 @@ from validators import (
 from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
 from validators.model import config
+from validators.nvlink_domain import GpuFabric, clique_check, fabric_check, imex_check
 from validators.report import FAIL, NOT_RUN, PASS, Check
 from validators.resumable_train import steps_check
 from validators.serving_checks import Expect
@@ -135,6 +136,21 @@ def serve(tmp_path: Path, *extra: str) -> Check:
          "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--scratch", str(tmp_path), *extra]
     )  # fmt: skip
     return report.checks_of(json.loads(out.read_text()))[-1]
+
+
+# A GB200 tray's GPUs as `nvidia-smi -q`'s Fabric sections give them (tests/validators/
+# test_nvlink_domain.py reads them from the documented output itself).
+def tray(*odd: GpuFabric) -> list[GpuFabric]:
+    good = [
+        GpuFabric(f"0000000{i}:01:00.0", "Completed", "Success", "32766", "c-1") for i in range(4)
+    ]
+    return [*good[: 4 - len(odd)], *odd]
+
+
+IMEX_UP = (
+    "Nodes:\nNode #0 - 10.40.1.11 - READY\nNode #1 - 10.40.1.12 - READY\n"
+    " Nodes From\\To  0   1\n       0        C   C\n       1        C   C\nDomain State: UP\n"
+)
 
 
 def by_name(checks) -> dict[str, Check]:
@@ -310,6 +326,31 @@ CASES: list[tuple[str, str, str, Callable]] = [
     ("fabric_manager", "no NVSwitch on the node", NOT_RUN,
      lambda: fabric(switches=(), expected=False)),
     ("fabric_manager", "no systemctl to ask", NOT_RUN, no_systemctl),
+    # host checks: a rack-scale tray's NVLink fabric and IMEX domain
+    ("gpu_fabric", "a GPU whose fabric registration is In Progress", FAIL,
+     lambda: fabric_check(tray(GpuFabric("00000019:01:00.0", "In Progress", "N/A", "N/A", "N/A")))),
+    ("gpu_fabric", "Completed with a failed status", FAIL,
+     lambda: fabric_check(tray(GpuFabric("00000019:01:00.0", "Completed", "NVML_ERROR_UNKNOWN", "32766", "c-1")))),
+    ("gpu_fabric", "a GPU in another clique than the tray's others", FAIL,
+     lambda: fabric_check(tray(GpuFabric("00000019:01:00.0", "Completed", "Success", "4", "c-1")))),
+    ("gpu_fabric", "no Fabric section (not supported)", FAIL,
+     lambda: fabric_check(tray(GpuFabric("00000019:01:00.0")))),
+    ("gpu_fabric", "no GPU listed", FAIL, lambda: fabric_check([])),
+    ("nvlink_domain_clique", "one tray in another clique", FAIL,
+     lambda: clique_check({"t1": "cluster c-1 clique 1", "t2": "cluster c-1 clique 1", "t3": "cluster c-1 clique 9"})),
+    ("nvlink_domain_clique", "a tray whose GPUs did not register", FAIL,
+     lambda: clique_check({"t1": "cluster c-1 clique 1", "t2": None})),
+    ("nvlink_domain_clique", "no tray reported", NOT_RUN, lambda: clique_check({})),
+    ("imex_domain", "a tray missing from IMEX's list", FAIL,
+     lambda: imex_check(IMEX_UP, ["10.40.1.11", "10.40.1.12", "10.40.1.13"])),
+    ("imex_domain", "a tray not READY", FAIL,
+     lambda: imex_check(IMEX_UP.replace("12 - READY", "12 - UNAVAILABLE"), ["10.40.1.11", "10.40.1.12"])),
+    ("imex_domain", "a pair never connected", FAIL,
+     lambda: imex_check(IMEX_UP.replace("0        C   C", "0        C   N"), ["10.40.1.11", "10.40.1.12"])),
+    ("imex_domain", "the domain not UP", FAIL,
+     lambda: imex_check(IMEX_UP.replace(": UP", ": DOWN"), ["10.40.1.11", "10.40.1.12"])),
+    ("imex_domain", "nvidia-imex-ctl gave nothing", FAIL,
+     lambda: imex_check(None, ["10.40.1.11"], why="nvidia-imex-ctl is not installed")),
     # host checks: DCGM
     ("dcgm_diag", "a failed test", FAIL, lambda: diag([("memory", "fail", "ECC"), ("pcie", "pass", "")])),
     ("dcgm_diag", "a status word not known", FAIL,
@@ -591,6 +632,9 @@ def test_the_healthy_evidence_does_pass():
         links("nvlink_up"),
         links("pcie_link"),
         fabric(),
+        fabric_check(tray()),
+        clique_check({"t1": "cluster c-1 clique 1", "t2": "cluster c-1 clique 1"}),
+        imex_check(IMEX_UP, ["10.40.1.11", "10.40.1.12"]),
         diag([("sw", "pass", "")]),
         *(smi(n) for n in ("gpu_count", "driver_branch", "ecc_uncorrectable", "row_remap")),
         serving.mount_check("/"),
