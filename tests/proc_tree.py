@@ -26,10 +26,10 @@ def tree(pid: int) -> list[int]:
     return out
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL to `pid` and everything below it, every one stopped first so that none sees
-    another go before it goes itself: a node lost at once."""
-    pids = tree(pid)
+def kill_tree(*tops: int) -> None:
+    """SIGKILL to each of `tops` and everything below them, every one stopped first so that
+    none sees another go before it goes itself: a node lost at once."""
+    pids = {p for top in tops for p in tree(top)}
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         for p in pids:
             with suppress(ProcessLookupError):

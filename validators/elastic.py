@@ -1,7 +1,13 @@
-"""The resumable job, elastic under Slurm: one task per node starts torchrun's elastic agent,
+"""The resumable job, elastic under Slurm: one job step per node starts torchrun's elastic agent
+(a step of its own, so that a lost node ends only its own step: a step over both nodes ended
+with the failed one, `srun --no-kill` or not, on the Slurm tests/validators/test_elastic_slurm.py
+runs),
 
-    sbatch --nodes=4 --no-kill --requeue ... \\
-        srun --no-kill --ntasks-per-node=1 python -m validators.elastic --min-nodes 2 -- ARGS
+    #SBATCH --nodes=4 --no-kill --requeue
+    for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do
+        srun --nodes=1 --ntasks=1 --nodelist="$n" python -m validators.elastic --min-nodes 2 -- ARGS &
+    done
+    wait
 
 and the agents meet in torchrun's c10d rendezvous on the job's first node (the address Slurm
 reaches it at, a port derived from the job id; one rendezvous per run of the job: the id names
@@ -45,7 +51,10 @@ def torchrun_argv(
     """torchrun's command line for this node's task of the Slurm job in `env`."""
     nodes = slurm_env._int(env, "SLURM_JOB_NUM_NODES", 1) or 1
     low = min(nodes, min_nodes or nodes)
-    addr, port = slurm_env.rendezvous(env, run)
+    # On the job's first node, not the step's: each node's agent may be a step of its own.
+    addr, port = slurm_env.rendezvous(
+        {k: v for k, v in env.items() if k != "SLURM_STEP_NODELIST"}, run
+    )
     run_id = f"{env.get('SLURM_JOB_ID', 'local')}-{slurm_env._int(env, 'SLURM_RESTART_COUNT')}"
     # The first node hosts the rendezvous' store, named rather than left to whichever agent
     # binds the port first (on one machine every agent's address matches the endpoint).

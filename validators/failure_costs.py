@@ -117,13 +117,13 @@ def checks(progress: dict, every: int, min_nodes: int | None, now: float) -> lis
         secs = "?" if f["redone_s"] is None else f"{f['redone_s']:g}"
         out.append(
             report.compare(
-                f"lost_node_{i}",
+                "lost_node",
                 f["redone_steps"],
                 every,
                 "steps",
                 "<=",
                 detail=(
-                    f"lost at step {f['lost_at_step']} (ranks {f['world_before']} ->"
+                    f"failure {i}: lost at step {f['lost_at_step']} (ranks {f['world_before']} ->"
                     f" {f['world_after']}): {f['redone_steps']} steps ({secs} s) redone from"
                     f" step {f['resumed_from_step']}; continued {f['continue_s']:g} s after the"
                     f" last step (detected after {f['detect_s']:g} s); {f['reduced_s']:g} s at"

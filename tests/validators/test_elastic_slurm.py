@@ -1,8 +1,8 @@
 """The elastic resumable job under a real Slurm (tests/slurm_local.py: Debian's slurmctld and two
 slurmd on loopback, a Slurm of this module's own with `SlurmdTimeout=6` so a silent node is
 DOWN within seconds rather than Slurm's 300). An `sbatch --no-kill --requeue` two-node job runs
-`srun --no-kill python -m validators.elastic` (torchrun's elastic agent on each node, c10d
-rendezvous on the first). The second node is lost whole (its slurmd, its job step and its
+`python -m validators.elastic` as one srun step per node (torchrun's elastic agent on each
+node, c10d rendezvous on the first). The second node is lost whole (its slurmd, its job step and its
 workers SIGKILLed): Slurm marks it DOWN and keeps the job RUNNING on the first, which resumes
 from its checkpoint with one rank. The node's slurmd started again, Slurm returns it to service
 (ReturnToService=2); at its next checkpoint the job sees it idle and requeues itself, and the
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from loopback import free_port
 from proc_tree import kill_tree
-from slurm_local import NODES, TOOLS, start
+from slurm_local import NODES, TOOLS, _members, start
 from smoke_helpers import ROOT
 
 pytestmark = pytest.mark.slow
@@ -35,9 +35,21 @@ def script(ck: Path) -> str:
 #SBATCH --nodes=2 --ntasks-per-node=1 --no-kill --requeue --open-mode=append
 #SBATCH --job-name=elastic
 cd {ROOT}
-srun --no-kill --ntasks-per-node=1 bash -c \\
-  'exec {sys.executable} -m validators.elastic --min-nodes 1 --nproc-per-node 1 -- {job}'
+for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do
+  srun --nodes=1 --ntasks=1 --nodelist="$n" bash -c \\
+    'exec {sys.executable} -m validators.elastic --min-nodes 1 --nproc-per-node 1 -- {job}' &
+done
+wait
 """
+
+
+def lose_node(slurm, node: str) -> None:
+    """The node gone at once: its slurmd, the slurmstepd it started (which stay in its session
+    once they daemonize) and everything below them (the agent, its worker in a session of its
+    own), stopped together, then SIGKILLed."""
+    slurmd = slurm.procs.pop(f"slurmd-{node}")
+    kill_tree(slurmd.pid, *_members({slurmd.pid}))
+    slurmd.wait()
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +70,7 @@ def slurm_run(tmp_path_factory) -> dict:
         wait = lambda f, t=90: slurm.wait(f, t, 0.1)  # noqa: E731
         assert wait(lambda: list((ck / lost_node).glob("step-*"))), slurm.log()
         time.sleep(0.25)
-        kill_tree(slurm.procs.pop(f"slurmd-{lost_node}").pid)  # the node, whole
+        lose_node(slurm, lost_node)
         assert wait(lambda: slurm.node_states().get(lost_node, "").startswith("down"), 30), (
             slurm.node_states()
         )
