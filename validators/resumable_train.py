@@ -310,7 +310,8 @@ class Job:
         dist.barrier(group=self.cpu)
         self.mark = (self.step, time.time())
         self.done = (self.step, self.mark[1])
-        self._take_back()
+        if not self.signals.stop:  # stopping already (a requeue, a preemption)
+            self._take_back()
 
     def _take_back(self) -> None:
         """Under Slurm, at a checkpoint: where the job runs on fewer nodes than it was given and

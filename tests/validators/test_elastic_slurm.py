@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from loopback import free_port
 from proc_tree import kill_tree
-from slurm_local import NODES, TOOLS, _members, start
+from slurm_local import NODES, TOOLS, start
 from smoke_helpers import ROOT
 
 pytestmark = pytest.mark.slow
@@ -43,12 +43,28 @@ wait
 """
 
 
+def on_node(node: str) -> set[int]:
+    """The processes of `node`'s job steps: every process whose environment names it (what
+    slurmd gives a task, inherited by torchrun and its workers), and the slurmstepd above each
+    (daemonized: in no slurmd's tree or session)."""
+    mark, out = f"SLURMD_NODENAME={node}".encode() + b"\0", set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if mark in (proc / "environ").read_bytes():
+                out.add(int(proc.name))
+                parent = Path("/proc", (proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if (parent / "cmdline").read_bytes().startswith(b"slurmstepd"):
+                    out.add(int(parent.name))
+        except (OSError, IndexError):
+            continue
+    return out
+
+
 def lose_node(slurm, node: str) -> None:
-    """The node gone at once: its slurmd, the slurmstepd it started (which stay in its session
-    once they daemonize) and everything below them (the agent, its worker in a session of its
-    own), stopped together, then SIGKILLed."""
+    """The node gone at once: its slurmd, its steps' slurmstepd and tasks (the agent, its
+    worker in a session of its own), all stopped together, then SIGKILLed."""
     slurmd = slurm.procs.pop(f"slurmd-{node}")
-    kill_tree(slurmd.pid, *_members({slurmd.pid}))
+    kill_tree(slurmd.pid, *on_node(node))
     slurmd.wait()
 
 
