@@ -214,8 +214,8 @@ def group_vars(plan: Basis, expectations: Expectations | None) -> dict[str, Any]
 
 def _tier_vars(plan: Basis) -> dict[str, Any]:
     """What the Slurm prolog gives every job: its place on the checkpoint tier
-        (`<tier>/<job id>`), how many checkpoints it keeps (the workload's, which sizes the array and
-        prices the tier), the endpoint of an S3-compatible store, and the fewest nodes an elastic job
+    (`<tier>/<job id>`), how many checkpoints it keeps (the workload's, which sizes the array and
+    prices the tier), the endpoint of an S3-compatible store, and the fewest nodes an elastic job
     goes on with."""
     keep = (
         plan.workload.checkpoints_retained
