@@ -530,3 +530,16 @@ def test_without_a_tier_a_job_gets_only_its_directory(example, tmp_path):
     assert _task_env(example["task_prolog.sh"], tmp_path) == {
         "RACKFORM_CHECKPOINT_DIR": "/mnt/checkpoints/slurm/4242"
     }
+
+
+def test_the_workloads_min_nodes_reaches_each_task_as_rackform_min_nodes(tmp_path):
+    text = (ROOT / "blueprints" / "baremetal-slurm.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "dc2-elastic.yaml"
+    path.write_text(
+        text.replace(
+            "  checkpoint_interval_min: 30\n", "  checkpoint_interval_min: 30\n  min_nodes: 1\n"
+        ),
+        encoding="utf-8",
+    )
+    env = _task_env(render(path)["task_prolog.sh"], tmp_path)
+    assert env["RACKFORM_MIN_NODES"] == "1"
