@@ -79,6 +79,8 @@ def requeue_when_back(
     job, given = env.get("SLURM_JOB_ID"), env.get("SLURM_JOB_NODELIST")
     if not job or not given or not running:
         return None
+    if len(running) >= slurm_env._int(env, "SLURM_JOB_NUM_NODES"):
+        return None  # on every node it was given: nothing to ask Slurm
     try:
         lost = sorted(set(run(["scontrol", "show", "hostnames", given]).split()) - running)
         if not lost:
