@@ -113,7 +113,7 @@ def test_a_lost_node_costs_the_steps_since_the_checkpoint_and_the_job_goes_on(el
     assert 0 <= lost["redone_steps"] < EVERY
     assert (lost["world_before"], lost["world_after"]) == (2, 1)
     assert lost["redone_s"] >= 0.1 * lost["redone_steps"] * 0.9  # paced at 0.1 s a step
-    assert 0 < lost["detect_s"] <= lost["continue_s"]
+    assert 0 <= lost["detect_s"] <= lost["continue_s"]
     # The runs: two ranks, one after the loss, two again after the node joined at a checkpoint.
     runs = doc["runs"]
     assert [r["world"] for r in runs] == [2, 1, 2], runs
