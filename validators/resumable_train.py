@@ -4,7 +4,11 @@ steps and when a signal asks, resumed from the newest checkpoint every node hold
 `--object-tier` (s3://BUCKET/PREFIX, or a directory on the shared file system; default
 $RACKFORM_CHECKPOINT_TIER, which the Slurm prolog can set for every job) each checkpoint is also
 copied there in the background (validators/tier.py), and a node that lost its copy restores the
-newest one from there."""
+newest one from there. Under torchrun's elastic agent (validators/elastic.py) a node lost
+mid-run costs the steps since the last checkpoint: the ranks left note where they were
+(validators/failure_costs.py), the agent restarts them with the nodes left, and the job resumes
+from its newest checkpoint; a node that joins again gets that checkpoint from a node holding it
+(validators/peer_copy.py). The report says what each failure cost."""
 
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from validators import checkpoint, nofollow, report, slurm_env
+from validators import checkpoint, elastic, failure_costs, nofollow, report, slurm_env
 from validators.args import add_mfu, add_training, on_gpu, resolve_training
 from validators.model import GPT, params_for_flops
+from validators.peer_copy import share_newest
 from validators.resume import EXIT_STOPPED, Signals, Store, common_step
 from validators.tier import FORMS, ObjectTier, TierError
 from validators.tier import parse as tier_url
@@ -61,6 +66,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--tier-wait-s", type=float, default=120.0, help="At the end, wait this long for copies."
     )
+    p.add_argument(
+        "--min-nodes",
+        type=int,
+        help="The fewest nodes the job may continue on after losing some (default"
+        " $RACKFORM_MIN_NODES; torchrun's --nnodes MIN enforces it, the report checks it).",
+    )
+    p.add_argument(
+        "--min-step-s",
+        type=float,
+        default=0.0,
+        help="Each step takes at least this long (a paced job, to lose a node under it).",
+    )
     add_mfu(p)
     args = p.parse_args(argv)
     resolve_training(p, args)
@@ -97,6 +114,15 @@ def env_defaults(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             p.error(f"$RACKFORM_CHECKPOINT_KEEP={keep!r}: keep at least 1 checkpoint")
     elif args.keep < 1:
         p.error("--keep must be at least 1")
+    if args.min_nodes is None and os.environ.get("RACKFORM_MIN_NODES"):
+        raw = os.environ["RACKFORM_MIN_NODES"]
+        if not raw.isdigit() or int(raw) < 1:
+            p.error(f"$RACKFORM_MIN_NODES={raw!r}: the fewest nodes, a whole number from 1")
+        args.min_nodes = int(raw)
+    if args.min_nodes is not None and args.min_nodes < 1:
+        p.error("--min-nodes must be at least 1")
+    if args.min_step_s < 0:
+        p.error("--min-step-s must not be negative")
 
 
 class Job:
@@ -138,6 +164,9 @@ class Job:
         self.progress: dict = {"losses": [], "checkpoints": [], "runs": []}
         self.run: dict = {}
         self.resumed: dict = {"from_step": 0}
+        # (steps done, when) at the last finished step and at the last checkpoint (or start):
+        # what a lost peer costs is the work between them.
+        self.done = self.mark = (0, time.time())
 
     def _agree(self, error: str | None) -> str | None:
         errs: list = [None] * self.world
@@ -152,6 +181,10 @@ class Job:
         """Load the newest checkpoint every node holds; the weights, optimizer state, step and
         the record of the runs before continue from there."""
         restored = self._restore()
+        copied, err = share_newest(self.store, self.leader, self.cpu)
+        err = self._agree(err and f"{os.uname().nodename}: {err}")
+        if err:
+            raise SystemExit(f"resumable: {err}")
         here: list = [None] * self.world
         dist.all_gather_object(here, self.store.steps(), group=self.cpu)
         step = common_step(here)
@@ -179,16 +212,43 @@ class Job:
                 "checkpoint_why": last["why"],
                 "age_s": round(time.time() - last["time"], 3),
                 **({"restored_from_tier": restored} if restored else {}),
+                **({"copied_from_peer": copied} if copied else {}),
             }
         self.step = step
+        self._elastic_records(step)
         self.run = {
             "from_step": step,
             "to_step": step,
             "ended": "running",
             "started": time.time(),
             "slurm_restart_count": (slurm_env.facts() or {}).get("restart_count"),
+            "world": self.world,
+            "nodes": self.world // self.local_world,
         }
         self.progress["runs"].append(self.run)
+        self.done = self.mark = (step, time.time())
+
+    def _elastic_records(self, step: int) -> None:
+        """Record the failure the nodes noted before this run (a lost peer), or the node taken
+        back (the last run stopped at a checkpoint with fewer ranks than this one)."""
+        notes: list = [None] * self.world
+        mine = failure_costs.read(self.store.root) if self.leader else None
+        dist.all_gather_object(notes, mine, group=self.cpu)
+        now = time.time()
+        runs = self.progress["runs"]
+        lost = failure_costs.failure(
+            notes, self.progress.setdefault("failures", []), step, self.world, now
+        )
+        if lost:
+            self.progress["failures"].append(lost)
+        back = failure_costs.rejoin(runs[-1], self.world, now) if runs else None
+        if back:
+            self.progress.setdefault("rejoins", []).append(back)
+        if self.args.min_nodes and self.world // self.local_world < self.args.min_nodes:
+            raise SystemExit(
+                f"resumable: {self.world // self.local_world} nodes, fewer than --min-nodes"
+                f" {self.args.min_nodes}"
+            )
 
     def _restore(self) -> dict | None:
         """On each node's first rank: where the object tier holds a newer checkpoint than the
@@ -215,6 +275,9 @@ class Job:
     def stop_here(self, step: int) -> bool:
         """After each step: whether to stop for a checkpoint, decided by all ranks at once
         (one is due, or a signal reached any rank)."""
+        if self.args.min_step_s:
+            time.sleep(max(0.0, self.args.min_step_s - (time.time() - self.done[1])))
+        self.done = (step + 1, time.time())
         due = (step + 1) % self.args.checkpoint_every == 0
         flags = torch.tensor(
             [float(due), float(self.signals.save), float(self.signals.stop)], device=self.device
@@ -245,6 +308,21 @@ class Job:
             if self.tier is not None and self.rank == 0:
                 self.tier.put(self.step, path)
         dist.barrier(group=self.cpu)
+        self.mark = (self.step, time.time())
+        self.done = (self.step, self.mark[1])
+        if not self.signals.stop:  # stopping already (a requeue, a preemption)
+            self._take_back()
+
+    def _take_back(self) -> None:
+        """Under Slurm, at a checkpoint: where the job runs on fewer nodes than it was given and
+        the nodes it lost are back in service, requeue it at full size (validators/elastic.py);
+        it resumes from the checkpoint just written."""
+        names: list = [None] * self.world
+        dist.all_gather_object(names, os.environ.get("SLURMD_NODENAME"), group=self.cpu)
+        if self.rank == 0:
+            said = elastic.requeue_when_back(set(filter(None, names)))
+            if said:
+                print(f"resumable: {said}", flush=True)
 
     def train(self) -> None:
         """Train to the last step, checkpointing on the way; returns early after the
@@ -297,6 +375,7 @@ class Job:
         else:
             checks.append(steps_check(self.step, a.steps, self.run["ended"]))
             metrics["losses"] = self.progress["losses"]
+        checks += failure_costs.checks(self.progress, a.checkpoint_every, a.min_nodes, time.time())
         tier = None
         if self.tier is not None and self.rank == 0:
             tier = self.tier.close(a.tier_wait_s)
@@ -317,6 +396,8 @@ class Job:
             steps=a.steps,
             runs=self.progress["runs"],
             checkpoints=self.progress["checkpoints"],
+            failures=self.progress.get("failures", []),
+            rejoins=self.progress.get("rejoins", []),
             metrics=metrics,
             **({"object_tier": tier} if tier is not None else {}),
         )
@@ -348,8 +429,8 @@ def steps_check(step: int, steps: int, ended: str) -> report.Check:
     if ended == "SIGTERM":
         return report.not_run(
             "steps_completed",
-            f"stopped by SIGTERM after step {step} with its checkpoint written; the requeued"
-            " job resumes there",
+            f"stopped by SIGTERM after step {step} with its checkpoint written; the job resumes"
+            " there (requeued, or restarted by torchrun's agent)",
             measured=step,
             expected=steps,
             unit="steps",
@@ -377,7 +458,15 @@ def run(signals: Signals, argv: list[str] | None = None) -> int:
         job = Job(args, signals, device, local_rank, local_world)
         job.resume()
         print(f"resumable: rank {rank}/{world}: from step {job.step} of {args.steps}", flush=True)
-        job.train()
+        try:
+            job.train()
+        except Exception as exc:  # a peer lost mid-collective (gloo's or NCCL's error)
+            if job.leader:
+                failure_costs.note(
+                    args.checkpoint_dir, *job.done, job.mark, world, time.time(),
+                    f"{type(exc).__name__}: {exc}",
+                )  # fmt: skip
+            raise
         doc = job.report()
         if job.leader:
             nofollow.write_whole(args.report, report.dumps(doc))

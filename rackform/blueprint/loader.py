@@ -93,7 +93,13 @@ def environment_name(env: str | None) -> str:
 # adds a field changes no existing blueprint's digest (its evidence still matches). Sections
 # by their key in the dumped model; node groups' fields apply to each group.
 LATER_FIELDS: dict[str, dict[str, object]] = {
-    "workload": {"expert_parallel": 1, "checkpoint_async": False, "model": None, "serving": None},
+    "workload": {
+        "expert_parallel": 1,
+        "checkpoint_async": False,
+        "model": None,
+        "serving": None,
+        "min_nodes": None,
+    },
     "lifecycle": {"mttr_alert_hours": 24.0, "failures_alert_node_share": 0.02},
 }
 LATER_GROUP_FIELDS: dict[str, object] = {"market": None, "reservation_id": None, "system": None}

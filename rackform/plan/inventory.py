@@ -215,7 +215,8 @@ def group_vars(plan: Basis, expectations: Expectations | None) -> dict[str, Any]
 def _tier_vars(plan: Basis) -> dict[str, Any]:
     """What the Slurm prolog gives every job: its place on the checkpoint tier
     (`<tier>/<job id>`), how many checkpoints it keeps (the workload's, which sizes the array and
-    prices the tier), and the endpoint of an S3-compatible store."""
+    prices the tier), the endpoint of an S3-compatible store, and the fewest nodes an elastic job
+    goes on with."""
     keep = (
         plan.workload.checkpoints_retained
         if plan.workload
@@ -225,6 +226,8 @@ def _tier_vars(plan: Basis) -> dict[str, Any]:
         "slurm_checkpoint_tier": plan.checkpoint_tier or "",
         "slurm_checkpoint_keep": keep,
         "slurm_checkpoint_tier_endpoint": plan.tier_endpoint or "",
+        # Elastic training's floor (workload.min_nodes; 0: none), as $RACKFORM_MIN_NODES.
+        "slurm_min_nodes": (plan.workload.min_nodes if plan.workload else None) or 0,
     }
 
 

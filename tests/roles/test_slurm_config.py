@@ -563,3 +563,16 @@ def test_topology_conf_is_the_plans_where_declared_and_the_racks_otherwise(examp
     assert conf["topology.conf"] == "# Ansible managed\n" + text
     assert "BlockName=nvl-r2 Nodes=gb2-t01," in text
     assert lines(conf["slurm.conf"], "TopologyPlugin=") == [{"TopologyPlugin": "topology/block"}]
+
+
+def test_the_workloads_min_nodes_reaches_each_task_as_rackform_min_nodes(tmp_path):
+    text = (ROOT / "blueprints" / "baremetal-slurm.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "dc2-elastic.yaml"
+    path.write_text(
+        text.replace(
+            "  checkpoint_interval_min: 30\n", "  checkpoint_interval_min: 30\n  min_nodes: 1\n"
+        ),
+        encoding="utf-8",
+    )
+    env = _task_env(render(path)["task_prolog.sh"], tmp_path)
+    assert env["RACKFORM_MIN_NODES"] == "1"

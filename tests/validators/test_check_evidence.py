@@ -28,6 +28,7 @@ from rackform.docs_gen import emitted_checks
 from validators import (
     collectives,
     comm_checks,
+    failure_costs,
     hostcheck,
     launch,
     link_checks,
@@ -275,8 +276,19 @@ def stale(tmp_path: Path) -> Path:
 
 # ---------------------------------------------------------------- the cases
 
+
 # (check name, what the evidence shows, the verdict it must get, the call). A call taking
 # (monkeypatch, tmp_path) runs with them.
+def lost_runs(redone: int) -> dict:
+    """The record of an elastic job that lost one of two nodes at step 20 + `redone`."""
+    failure = {"seen": 50.0, "lost_at_step": 20 + redone, "resumed_from_step": 20,
+               "world_before": 2, "world_after": 1, "redone_steps": redone, "redone_s": 1.0,
+               "detect_s": 0.1, "continue_s": 9.0, "error": "Connection reset by peer"}  # fmt: skip
+    runs = [{"started": 0.0, "world": 2, "nodes": 2, "ended": "killed"},
+            {"started": 60.0, "world": 1, "nodes": 1, "ended": "completed", "stopped": 90.0}]  # fmt: skip
+    return {"runs": runs, "failures": [failure]}
+
+
 CASES: list[tuple[str, str, str, Callable]] = [
     # host checks: NVML
     ("nvml_gpu_count", "7 GPUs where 8 are declared", FAIL, lambda: nvml("nvml_gpu_count", gpus=7)),
@@ -528,6 +540,11 @@ CASES: list[tuple[str, str, str, Callable]] = [
     ("steps_completed", "the loss went NaN half-way", FAIL, lambda: steps_check(12, 20, "diverged")),
     ("steps_completed", "stopped on SIGTERM, its checkpoint written", NOT_RUN,
      lambda: steps_check(12, 20, "SIGTERM")),
+    # the elastic resumable job: what a lost node cost
+    ("lost_node", "more steps redone than one checkpoint interval (resumed from an older one)",
+     FAIL, lambda: failure_costs.checks(lost_runs(redone=12), 5, None, 100.0)[0]),
+    ("elastic_min_nodes", "a run on fewer nodes than the minimum", FAIL,
+     lambda: failure_costs.checks(lost_runs(redone=2), 5, 2, 100.0)[-1]),
     # the job: NCCL
     ("nccl_version", "older than declared", FAIL, lambda: comm_checks.nccl_version_check("2.18.1", "2.21.5")),
     ("nccl_version", "torch reports no NCCL", FAIL, lambda: comm_checks.nccl_version_check(None, "2.21.5")),

@@ -270,6 +270,27 @@ class Blueprint(Strict):
                     "declare a separate inference blueprint, or use pretrain/full/lora/qlora",
                 )
             ]
+        if w.min_nodes is not None:
+            nodes = sum(
+                g.count if g.count is not None else len(getattr(g, "hosts", None) or [])
+                for g in self.node_groups
+            )
+            if w.method == "serve":
+                return [
+                    Violation(
+                        ("workload", "min_nodes"),
+                        "min_nodes is the fewest nodes an elastic training job goes on with; a serving cluster trains nothing",
+                        "remove workload.min_nodes",
+                    )
+                ]
+            if w.min_nodes > nodes:
+                return [
+                    Violation(
+                        ("workload", "min_nodes"),
+                        f"min_nodes {w.min_nodes} but the node groups have {nodes} nodes",
+                        f"lower workload.min_nodes to {nodes} or fewer",
+                    )
+                ]
         if self.purpose == "inference" and w.method != "serve":
             return [
                 Violation(

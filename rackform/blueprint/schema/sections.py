@@ -239,6 +239,14 @@ class WorkloadSpec(Strict):
             ge=1,
         ),
     ] = None
+    min_nodes: Annotated[
+        int | None,
+        Field(
+            description="Elastic training: the fewest nodes a job may go on with after losing some (torchrun's --nnodes MIN, through $RACKFORM_MIN_NODES from the Slurm prolog); a job with fewer stops. Unset: every node, no elastic continuation.",
+            ge=1,
+            le=4096,
+        ),
+    ] = None
     checkpoint_contents: Annotated[
         Literal["full", "weights"],
         Field(

@@ -155,6 +155,19 @@ def test_training_and_inference_never_mix(write):
     assert "inference cluster cannot run 'full'" in out["workload.method"].message
 
 
+def test_min_nodes_is_at_most_the_nodes_and_only_for_training(write):
+    ok = AWS_TRAINING + "workload: {model_params_b: 7, method: full, min_nodes: 2}\n"
+    assert load_effective(write(ok)).blueprint.workload.min_nodes == 2
+    out = messages(write, ok.replace("min_nodes: 2", "min_nodes: 3"))["workload.min_nodes"]
+    assert out.message == "min_nodes 3 but the node groups have 2 nodes" and "2 or fewer" in out.fix
+    assert out.line  # located: the file's line of the field
+    inf = AWS_TRAINING.replace("purpose: training", "purpose: inference").replace(
+        "fabric: efa", "fabric: ethernet"
+    )
+    serve = inf + "workload: {model_params_b: 7, method: serve, min_nodes: 1}\n"
+    assert "trains nothing" in messages(write, serve)["workload.min_nodes"].message
+
+
 def test_zone_must_be_in_region(write):
     out = messages(write, AWS_TRAINING.replace("us-east-1a", "us-west-2a"))
     assert "not in region 'us-east-1'" in out["target.availability_zone"].message

@@ -1,0 +1,135 @@
+"""The resumable job, elastic under Slurm: one job step per node starts torchrun's elastic agent
+(a step of its own, so that a lost node ends only its own step: a step over both nodes ended
+with the failed one, `srun --no-kill` or not, on the Slurm tests/validators/test_elastic_slurm.py
+runs),
+
+    #SBATCH --nodes=4 --no-kill --requeue
+    for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do
+        srun --nodes=1 --ntasks=1 --nodelist="$n" python -m validators.elastic --min-nodes 2 -- ARGS &
+    done
+    wait
+
+and the agents meet in torchrun's c10d rendezvous on the job's first node (the address Slurm
+reaches it at, a port derived from the job id; one rendezvous per run of the job: the id names
+the requeue count). `--nnodes MIN:MAX` lets the job go on with as few as `--min-nodes` (default
+$RACKFORM_MIN_NODES, else all) of the nodes Slurm gave it: when a node is lost the ranks left
+fail their next collective, the agents restart their workers with the nodes left (at most
+`--max-restarts` times) and the job resumes from its newest checkpoint. Slurm keeps the job
+(`--no-kill`: a failed node leaves the allocation and the job runs on). The first node hosts the
+rendezvous: losing it ends the job (Slurm requeues it, with `--requeue`).
+
+Slurm cannot add a node to a running job, so a lost node is taken back by requeueing: at each
+checkpoint the job's first rank asks Slurm whether the nodes it lost are back in service, and if
+so requeues the job (`scontrol requeue`), which resumes from that checkpoint at full size once
+Slurm starts it again (after `AuthInfo=cred_expire`, 120 s by default). Outside a Slurm job
+nothing is requeued: torchrun's agent takes a returning node back itself, at a checkpoint (it
+stops the workers with SIGTERM when a node waits to join; the job checkpoints and stops).
+
+Standard library only: the torch import is torchrun's own (os.execv into it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+
+from validators import slurm_env
+from validators.launch import ROOT
+
+# The rendezvous' keep-alive: a lost agent is dropped from it after about 3 x 5 s (torchrun's
+# defaults); a new round with fewer than all nodes closes after last_call_timeout.
+RDZV_CONF = "last_call_timeout=5,keep_alive_interval=5,keep_alive_max_attempt=3"
+
+
+def torchrun_argv(
+    env: Mapping[str, str], min_nodes: int | None, max_restarts: int, nproc: str,
+    job_args: list[str], run: Callable[[list[str]], str] = slurm_env._run,
+) -> list[str]:  # fmt: skip
+    """torchrun's command line for this node's task of the Slurm job in `env`."""
+    nodes = slurm_env._int(env, "SLURM_JOB_NUM_NODES", 1) or 1
+    low = min(nodes, min_nodes or nodes)
+    # On the job's first node, not the step's: each node's agent may be a step of its own.
+    addr, port = slurm_env.rendezvous(
+        {k: v for k, v in env.items() if k != "SLURM_STEP_NODELIST"}, run
+    )
+    run_id = f"{env.get('SLURM_JOB_ID', 'local')}-{slurm_env._int(env, 'SLURM_RESTART_COUNT')}"
+    # The first node hosts the rendezvous' store, named rather than left to whichever agent
+    # binds the port first (on one machine every agent's address matches the endpoint).
+    first = run(["scontrol", "show", "hostnames", env["SLURM_JOB_NODELIST"]]).split()[0]
+    host = int(env.get("SLURMD_NODENAME") == first)
+    return [
+        sys.executable, "-m", "torch.distributed.run",
+        f"--nnodes={low}:{nodes}", f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d", f"--rdzv-endpoint={addr}:{port}", f"--rdzv-id={run_id}",
+        f"--rdzv-conf={RDZV_CONF},is_host={host}", f"--max-restarts={max_restarts}",
+        "-m", "validators.resumable", *job_args,
+    ]  # fmt: skip
+
+
+def requeue_when_back(
+    running: set[str], env: Mapping[str, str] | None = None,
+    run: Callable[[list[str]], str] = slurm_env._run,
+) -> str | None:  # fmt: skip
+    """Under Slurm, where the job runs on fewer nodes (`running`, by name) than it was given
+    and every node it lost is idle again: requeue it and say so. None otherwise."""
+    env = os.environ if env is None else env
+    job, given = env.get("SLURM_JOB_ID"), env.get("SLURM_JOB_NODELIST")
+    if not job or not given or not running:
+        return None
+    if len(running) >= slurm_env._int(env, "SLURM_JOB_NUM_NODES"):
+        return None  # on every node it was given: nothing to ask Slurm
+    try:
+        lost = sorted(set(run(["scontrol", "show", "hostnames", given]).split()) - running)
+        if not lost:
+            return None
+        out = run(["sinfo", "--noheader", "--Node", "--format=%N|%T", "--nodes", ",".join(lost)])
+        states = dict(line.split("|", 1) for line in out.split() if "|" in line)
+        # Idle: answering (no `*`), in service, and free; a node Slurm has not yet seen go is
+        # still allocated to this job, and one another job took is not free.
+        if any(states.get(n) != "idle" for n in lost):
+            return None
+        run(["scontrol", "requeue", job])
+    except (OSError, subprocess.SubprocessError):
+        return None  # Slurm did not answer: try again at the next checkpoint
+    return f"nodes {','.join(lost)} are back: job {job} requeued to resume at full size"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="validators.elastic", description=__doc__.split("\n")[0])
+    p.add_argument("--min-nodes", type=int, help="Default $RACKFORM_MIN_NODES, else all.")
+    p.add_argument("--max-restarts", type=int, default=3, help="Failures the agents restart.")
+    p.add_argument("--nproc-per-node", default="gpu", help="torchrun's (gpu, cpu, or a count).")
+    p.add_argument("job_args", nargs=argparse.REMAINDER, help="-- then the job's arguments.")
+    a = p.parse_args(argv)
+    if not os.environ.get("SLURM_JOB_NODELIST"):
+        p.error("not in a Slurm job (no $SLURM_JOB_NODELIST): run it under srun, one task a node")
+    raw = os.environ.get("RACKFORM_MIN_NODES", "")
+    if a.min_nodes is None and raw:
+        if not re.fullmatch(r"[1-9]\d*", raw):
+            p.error(f"$RACKFORM_MIN_NODES={raw!r}: the fewest nodes, a whole number from 1")
+        a.min_nodes = int(raw)
+    if a.min_nodes is not None and a.min_nodes < 1:
+        p.error("--min-nodes must be at least 1")
+    if a.max_restarts < 0:
+        p.error("--max-restarts must not be negative")
+    job = a.job_args[1:] if a.job_args[:1] == ["--"] else a.job_args
+    if a.min_nodes is not None and "--min-nodes" not in job:
+        job = [*job, "--min-nodes", str(a.min_nodes)]
+    argv_ = torchrun_argv(os.environ, a.min_nodes, a.max_restarts, a.nproc_per_node, job)
+    print("elastic: " + " ".join(argv_[1:]), flush=True)
+    env = dict(os.environ)  # the workers import validators from where this file is
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    # torch's shared rendezvous store caches the first round's MASTER_ADDR: a node joining a
+    # later round waits for one the first node never writes again (torch 2.13, seen in
+    # tests/validators/test_elastic.py); its own opt-out gives each round its own.
+    env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    os.execve(argv_[0], argv_, env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
