@@ -37,10 +37,12 @@ def host_argv(
     node: str | None = None,
     run: str | None = None,
     peers: Sequence[str] = (),
+    imex_members: Sequence[str] = (),
 ) -> list[str]:
     """`validators.hostcheck`'s arguments: the node, the mount the checkpoint directory must
     be (only where it is the blueprint's array), the storage probe, the expectations, then with
-    a shared tier the run's id and every node of the run (each reads the others' files)."""
+    a shared tier the run's id and every node of the run (each reads the others' files), then
+    on a tray of a rack-scale NVLink domain its domain's addresses (IMEX's domain checked)."""
     out = ["--node", node] if node else []
     if expect_mount:
         out += ["--expect-mount", expect_mount]
@@ -48,6 +50,8 @@ def host_argv(
     out += exp.host_args()
     if exp.shared_mount and run and peers:
         out += ["--shared-run", run, "--shared-peers", ",".join(peers)]
+    if imex_members:
+        out += ["--imex-members", ",".join(imex_members)]
     return out
 
 

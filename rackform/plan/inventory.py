@@ -9,6 +9,7 @@ from typing import Any
 from rackform.blueprint.schema import names
 from rackform.blueprint.schema.sections import WorkloadSpec
 from rackform.catalog.raid import role_table
+from rackform.catalog.systems import load_systems
 from rackform.plan.expectations import Expectations
 from rackform.plan.model import Basis, HostPlan, Plan, thaw
 from rackform.plan.scheduler import slurm_vars
@@ -63,6 +64,24 @@ def host_vars(host: HostPlan) -> dict[str, Any]:
     return out
 
 
+def imex_members(plan: Basis) -> dict[str, tuple[str, ...]]:
+    """Each compute tray of a rack-scale NVLink domain (a domain that spans nodes, of a system
+    whose trays share memory through NVIDIA's IMEX) -> its domain's addresses, in the domain's
+    order, the same list on every tray: the imex role's `imex_domain_members` (nodes_config.cfg)
+    and the host checks' `--imex-members`. Only for listed hosts, whose addresses the plan holds;
+    a domain with a tray of no known address gets none (the role then skips it, saying why)."""
+    systems = load_systems()
+    address = {h.name: h.address for g in plan.node_groups for h in g.hosts}
+    out: dict[str, tuple[str, ...]] = {}
+    for d in plan.topology.domains:
+        system = systems.get(d.system) if d.system else None
+        if not d.spans_nodes or (system is not None and not system.imex):
+            continue
+        if all(n in address for n in d.nodes):
+            out.update(dict.fromkeys(d.nodes, tuple(address[n] for n in d.nodes)))
+    return out
+
+
 def build_inventory(
     plan: Basis,
     variables: Mapping[str, Any],
@@ -78,6 +97,7 @@ def build_inventory(
     with no `--` before it: each node is checked first (`reported`; UnsafeValue where one is
     not what it should be)."""
     children: dict[str, Any] = {}
+    members = imex_members(plan)
     for g in plan.node_groups:
         given = (hosts or {}).get(g.name, [])
         nodes = [reported(n, f"the stack's node group {g.name}") for n in given] or [
@@ -92,6 +112,8 @@ def build_inventory(
             host = by_name.get(name)
             if host is not None:
                 entry.update(host_vars(host))
+            if name in members:
+                entry["imex_domain_members"] = list(members[name])
             entries[name] = entry
         children[group_name(g.name)] = {"hosts": entries}
     ctl: dict[str, Any] = {}

@@ -80,3 +80,39 @@ def test_model_arguments_follow_the_expectations():
         plan.expectations, steps=plan.validation.smoke_steps,
         checkpoint_dir=plan.checkpoint.mount, nodes=len(HOSTS),
     )  # fmt: skip
+
+
+def test_a_rack_scale_trays_host_checks_check_its_imex_domain(tmp_path):
+    # Two GB200 NVL72 racks of three trays: each tray's inventory entry lists its own domain's
+    # addresses (the same list on each of them, never the other rack's), and the host checks'
+    # line carries them, the role's as rackform's.
+    from topology_bp import nvl72_site, write
+
+    from rackform.plan.inventory import inventory
+
+    plan = compile_effective(load_effective(write(tmp_path, nvl72_site(racks=2, trays=3))))
+    (group,) = inventory(plan)["all"]["children"]["gpu_nodes"]["children"].values()
+    members = {name: h.get("imex_domain_members") for name, h in group["hosts"].items()}
+    rack1 = ["10.80.1.11", "10.80.1.12", "10.80.1.13"]
+    rack2 = ["10.80.2.11", "10.80.2.12", "10.80.2.13"]
+    assert members == {
+        **dict.fromkeys(["gb1-t01", "gb1-t02", "gb1-t03"], rack1),
+        **dict.fromkeys(["gb2-t01", "gb2-t02", "gb2-t03"], rack2),
+    }
+    _, host = role_lines({**thaw(plan.group_vars), "imex_domain_members": rack1})
+    mount = plan.checkpoint.mount
+    assert host == host_argv(
+        plan.expectations, storage_dir=mount, probe_mb=4096, expect_mount=mount,
+        node=HOSTS[0], imex_members=rack1,
+    )  # fmt: skip
+    assert host[-2:] == ["--imex-members", ",".join(rack1)]
+
+
+def test_an_hgx_node_gets_no_imex_domain(tmp_path):
+    from topology_bp import hgx_rails, write
+
+    from rackform.plan.inventory import inventory
+
+    plan = compile_effective(load_effective(write(tmp_path, hgx_rails(units=1, per_unit=2))))
+    for group in inventory(plan)["all"]["children"]["gpu_nodes"]["children"].values():
+        assert all("imex_domain_members" not in h for h in group["hosts"].values())

@@ -2,9 +2,9 @@
 Slurm 24.11 in a root built once into the cache (tests/slurm_block_local.py), one slurmd per
 node of the topology.conf it is given.
 
-The topology is this module's `topology_conf` fixture, a topology.conf text in Slurm's block
-format: override it (or parametrize it indirectly) to run these tests on a file rendered from a
-blueprint. The tests need at least two blocks of at least two nodes each, and read the blocks
+The topology is this module's `topology_conf` fixture: the topology.conf the plan renders
+(`rackform.plan.slurm_topology.topology_conf`, what the slurm role writes) for a small NVL72
+site. The tests need at least two blocks of at least two nodes each, and read the blocks
 from the file itself, so they hold for any such file.
 """
 
@@ -15,24 +15,28 @@ import time
 
 import pytest
 from slurm_block_local import GPUS_PER_NODE, BlockSlurm, block_cluster
+from topology_bp import nvl72_site, write
 
+from rackform.blueprint.loader import load_effective
+from rackform.engine import compile_effective
+from rackform.plan.slurm_topology import topology_conf as topology_conf_of
 from rackform.scheduler.hostlist import expand
 
-# Two NVLink domains of two trays each, in Slurm's block format (topology.conf(5), section
-# "topology/block": https://slurm.schedmd.com/topology.conf.html, read 2026-12-05): each
-# `BlockName` with its nodes, then `BlockSizes`: the planning base block size (each block has
-# at least that many nodes), then the larger sizes Slurm builds by pairing contiguous blocks.
-TOPOLOGY = """\
-# Two NVL domains, two compute trays each (hand-written; tests/scheduler/test_slurm_block.py)
-BlockName=nvl-a Nodes=tray-a[0-1]
-BlockName=nvl-b Nodes=tray-b[0-1]
-BlockSizes=2,4
-"""
 
-
+# The file the slurm role writes for a site of two GB200 NVL72 racks, two compute trays racked
+# in each so far (each rack one NVLink domain), as the plan renders it: Slurm's block format
+# (topology.conf(5), section "topology/block": https://slurm.schedmd.com/topology.conf.html,
+# read 2026-12-05): each `BlockName` with its nodes, then `BlockSizes`, the planning base block
+# size (each block has at least that many nodes) and the larger sizes Slurm builds by pairing
+# contiguous blocks.
 @pytest.fixture(scope="module")
-def topology_conf() -> str:
-    return TOPOLOGY
+def topology_conf(tmp_path_factory) -> str:
+    site = write(tmp_path_factory.mktemp("nvl72"), nvl72_site(racks=2, trays=2))
+    rendered = topology_conf_of(compile_effective(load_effective(site)).topology)
+    assert rendered.plugin == "topology/block"
+    assert "BlockName=nvl-r1 Nodes=gb1-t01,gb1-t02\n" in rendered.text
+    assert rendered.text.endswith("BlockSizes=2,4\n")
+    return rendered.text
 
 
 @pytest.fixture(scope="module")
