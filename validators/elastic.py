@@ -98,7 +98,9 @@ def requeue_when_back(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="validators.elastic", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="validators.elastic", description=__doc__.split("\n", maxsplit=1)[0]
+    )
     p.add_argument("--min-nodes", type=int, help="Default $RACKFORM_MIN_NODES, else all.")
     p.add_argument("--max-restarts", type=int, default=3, help="Failures the agents restart.")
     p.add_argument("--nproc-per-node", default="gpu", help="torchrun's (gpu, cpu, or a count).")

@@ -67,7 +67,7 @@ def test_the_wheels_collection_is_exactly_the_top_level(dist, wheel_names):
                 "roles/smoke_train/files/validators/smoke.py"):  # fmt: skip
         assert rel in shipped, rel
     roles = {n.split("/")[1] for n in shipped if n.startswith("roles/")}
-    assert roles == {"nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "shared_storage", "slurm",
+    assert roles == {"nvidia_driver", "nccl_rdma", "nvme_raid", "dcgm", "imex", "shared_storage", "slurm",
                      "smoke_train", "host_bootstrap"}  # fmt: skip
     with zipfile.ZipFile(dist.wheel) as z:
         for rel, source in expected.items():

@@ -417,6 +417,8 @@ def test_site_runs_the_slurm_role_on_the_controller_and_nothing_else_there(tmp_p
     assert plays == {
         "Wait for every node to answer": {CTL, *AWS_NODES},
         "Converge the GPU nodes": set(AWS_NODES),
+        # No rack-scale NVLink domain here: no host is grouped for IMEX.
+        "Run IMEX on the trays of rack-scale NVLink domains": set(),
         # A training cluster's: no host is grouped for the serving smoke job's torch.
         "Install the serving smoke job's torch on a serving cluster's nodes": set(),
         "Write the cluster's Prometheus scrape config": set(AWS_NODES),
@@ -480,13 +482,14 @@ def test_the_site_playbook_runs_slurm_and_the_smoke_job_only_where_they_belong(t
     scheduled = site("training", slurm=True)
     assert set(results(scheduled, "slurm")) - {"skipping"}
     # Grouping the hosts changes nothing on them: no change for a second converge or for
-    # `rackform drift` (check mode) to count. A training cluster's host is in every group but
-    # the serving one.
+    # `rackform drift` (check mode) to count. A training cluster's host (an HGX node here) is
+    # in every group but IMEX's and the serving one.
     grouped = [b for b in scheduled.stdout.split("\nTASK [")[1:] if b.startswith("Group ")]
-    assert len(grouped) == 4 and not any("\nchanged:" in b for b in grouped), grouped
+    assert len(grouped) == 5 and not any("\nchanged:" in b for b in grouped), grouped
     skipped = [b for b in grouped if "\nok: [localhost]" not in b]
     assert [b.split("]")[0] for b in skipped] == [
-        "Group a serving cluster's nodes for the serving smoke job's torch (rackform_serving)"
+        "Group the trays of rack-scale NVLink domains for IMEX (rackform_imex)",
+        "Group a serving cluster's nodes for the serving smoke job's torch (rackform_serving)",
     ]
 
 
