@@ -32,8 +32,8 @@ CHECKS = (
 class Expect:
     """What rackform hands the job (the blueprint's serving workload, the catalog's GPU)."""
 
-    ttft_p99_ms: float
-    itl_p99_ms: float
+    ttft_p99_ms: float | None  # None: no objective declared (reported, not judged)
+    itl_p99_ms: float | None
     shape: dict | None  # layers, hidden, heads, kv_heads, head_dim the blueprint sized for
     dtype_bytes: int
     gpu_model: str | None = None
@@ -87,7 +87,12 @@ def generation_check(fig: Figures, load: Load) -> Check:
     )
 
 
+NO_OBJECTIVE = "the blueprint declares no objective (workload.serving): reported, not judged"
+
+
 def latency_checks(fig: Figures, expect: Expect) -> list[Check]:
+    """p99 TTFT and inter-token latency against the objectives; without one, the figure is
+    shown and not judged."""
     return [
         compare(
             "ttft_p99",
@@ -96,6 +101,7 @@ def latency_checks(fig: Figures, expect: Expect) -> list[Check]:
             "ms",
             "<=",
             detail=f"p50 {report.fmt(fig.ttft_ms[0])} ms; time to first token",
+            no_threshold=NO_OBJECTIVE,
         ),
         compare(
             "itl_p99",
@@ -104,6 +110,7 @@ def latency_checks(fig: Figures, expect: Expect) -> list[Check]:
             "ms",
             "<=",
             detail=f"p50 {report.fmt(fig.itl_ms[0])} ms; gaps between a request's tokens",
+            no_threshold=NO_OBJECTIVE,
         ),
     ]
 
@@ -111,19 +118,20 @@ def latency_checks(fig: Figures, expect: Expect) -> list[Check]:
 def rate_checks(fig: Figures, load: Load, expect: Expect, standin: bool = False) -> list[Check]:
     """Prefill is informational (no calibrated floor); decode must reach the rate the p99
     inter-token objective implies for the concurrent streams (not judged for a stand-in)."""
-    want = round(load.concurrency * 1000 / expect.itl_p99_ms, 3)
-    decode = (
-        not_run(
-            "decode_tokens_per_s",
-            "a stand-in model: the objectives are for the blueprint's",
-            measured=_round(fig.decode_tps),
-            unit="tokens/s",
-        )
+    unjudged = (
+        "a stand-in model: the objectives are for the blueprint's"
         if standin
+        else NO_OBJECTIVE
+        if expect.itl_p99_ms is None
+        else ""
+    )
+    decode = (
+        not_run("decode_tokens_per_s", unjudged, measured=_round(fig.decode_tps), unit="tokens/s")
+        if unjudged
         else compare(
             "decode_tokens_per_s",
             _round(fig.decode_tps),
-            want,
+            round(load.concurrency * 1000 / expect.itl_p99_ms, 3),
             "tokens/s",
             detail=f"{load.concurrency} streams at the {expect.itl_p99_ms:g} ms inter-token objective",
         )

@@ -7,9 +7,10 @@ many nodes the run spans, and each node's name."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from rackform.catalog import GpuModel
+from rackform.catalog import Catalog, GpuModel
 from rackform.plan.expectations import Threshold
 from rackform.plan.thresholds import Expectations
 
@@ -76,8 +77,8 @@ def serving_argv(
     concurrency: int,
     prompt_tokens: int,
     output_tokens: int,
-    ttft_p99_ms: float,
-    itl_p99_ms: float,
+    ttft_p99_ms: float | None,
+    itl_p99_ms: float | None,
     layers: int,
     hidden: int,
     heads: int,
@@ -98,8 +99,6 @@ def serving_argv(
         "--concurrency", str(concurrency),
         "--prompt-tokens", str(prompt_tokens),
         "--output-tokens", str(output_tokens),
-        "--ttft-p99-ms", f"{ttft_p99_ms:g}",
-        "--itl-p99-ms", f"{itl_p99_ms:g}",
         "--layers", str(layers),
         "--hidden", str(hidden),
         "--heads", str(heads),
@@ -108,6 +107,9 @@ def serving_argv(
         "--dtype-bytes", str(dtype_bytes),
         "--deadline-s", f"{deadline_s:g}",
     ]  # fmt: skip
+    # An objective the blueprint leaves out is not passed: the job reports it, not judged.
+    out += ["--ttft-p99-ms", f"{ttft_p99_ms:g}"] if ttft_p99_ms is not None else []
+    out += ["--itl-p99-ms", f"{itl_p99_ms:g}"] if itl_p99_ms is not None else []
     out += ["--model-path", model_path] if model_path else []
     out += ["--expected-peak-bytes", str(expected_peak_bytes)] if expected_peak_bytes else []
     out += ["--price-usd-hr", f"{price_usd_hr:g}"] if price_usd_hr else []
@@ -116,3 +118,27 @@ def serving_argv(
         out += ["--gpu-model", gpu.key]
     hbm, mbu = serving_thresholds(gpu)
     return out + hbm.arg("--hbm-tbps") + mbu.arg("--mbu-min")
+
+
+def serving_job_argv(entry: Mapping[str, Any], catalog: Catalog) -> list[str]:
+    """`serving_argv` for one node group's entry of the plan's `rackform_serving_smoke`
+    (rackform/plan/serving_vars.py): what the Validate stage and a joining node's bootstrap run
+    the serving smoke job with."""
+    gpu = catalog.gpu(entry["gpu_model"]) if entry.get("gpu_model") else None
+    return serving_argv(
+        concurrency=entry["concurrency"],
+        prompt_tokens=entry["prompt_tokens"],
+        output_tokens=entry["output_tokens"],
+        ttft_p99_ms=entry.get("ttft_p99_ms"),
+        itl_p99_ms=entry.get("itl_p99_ms"),
+        layers=entry["layers"],
+        hidden=entry["hidden"],
+        heads=entry["attention_heads"],
+        kv_heads=entry["kv_heads"],
+        head_dim=entry["head_size"],
+        dtype_bytes=entry["dtype_bytes"],
+        gpu=gpu,
+        model_path=entry.get("model_path"),
+        price_usd_hr=entry.get("node_usd_per_hour"),
+        expected_peak_bytes=entry.get("expected_peak_memory_bytes"),
+    )

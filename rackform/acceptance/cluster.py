@@ -6,33 +6,35 @@ it always runs anew (`smoke_train_force`) so a validation measures the cluster a
 never an old report.
 
 Inference: serving nodes never run the training smoke job, DCGM diagnostics or a storage write
-test from `up` (they would take the GPUs and disks of a fleet that serves traffic, and on an
-autoscaled fleet every membership change reruns this stage). A serving node's validation is
-`validators.serving`: the GPU count, the driver branch, uncorrectable ECC errors, pending or
-failed row remaps and the model mount, read-only and in seconds. A node that joins an
-autoscaling group runs these itself before it completes its launch hook (it never takes traffic
-otherwise); this stage runs the same module over every current serving
-node (the validators packed as one zip application, which Ansible's `script` module copies to
-a temporary directory and runs: nothing is installed or written on the node) and merges the
-reports as for training.
+test from `up`. Every serving node gets `validators.serving`: the GPU count, the driver branch,
+uncorrectable ECC errors, pending or failed row remaps and the model mount, read-only and in
+seconds. The nodes not yet in service (new to the stage, or not passed at its last run: the
+provider passes `in_service`) also run the serving smoke job, which proves they can serve the
+workload (`serving_plays`); a node in service never does (it would take the GPUs of a node
+that serves traffic, and on an autoscaled fleet every membership change reruns this stage). A
+node that joins an autoscaling group runs both itself before it completes its launch hook (it
+never takes traffic otherwise). The reports are merged as for training.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 import tempfile
-import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rackform.acceptance import outliers
-from rackform.paths import validators_dir
-from rackform.plan.inventory import group_name, host_groups, inventory_hosts
+from rackform.acceptance.serving_plays import (
+    SMOKE_DIR,
+    jobs_of,
+    serving_inventory,
+    serving_playbook,
+)
+from rackform.plan.inventory import host_groups, inventory_hosts
 from rackform.push.access import access_files
 from rackform.push.retries import run
 
@@ -42,11 +44,43 @@ def _host_of(report_path: Path) -> str:
 
 
 def read_reports(report_dir: Path) -> dict[str, dict]:
-    """Each node's report as smoke_train fetched it back: `<report_dir>/<run>/<host>.json`."""
-    return {
-        _host_of(p): json.loads(p.read_text(encoding="utf-8"))
-        for p in sorted(report_dir.glob("*/*.json"))
-    }
+    """Each node's report as the plays fetched it back: `<report_dir>/<run>/<host>.json`. A
+    node with reports in two directories (a serving node's checks and its serving smoke job)
+    has one report, with the checks of both."""
+    out: dict[str, dict] = {}
+    for p in sorted(report_dir.glob("*/*.json")):
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        host = _host_of(p)
+        if host in out:
+            was = out[host]
+            doc = {**doc, **was, "checks": [*was.get("checks", []), *doc.get("checks", [])]}
+        out[host] = doc
+    return out
+
+
+def not_in_service(
+    inventory: dict[str, Any], jobs: Mapping[str, Any], in_service: Iterable[str]
+) -> list[str]:
+    """The serving nodes the smoke job runs on: those of a node group with a job (a serving
+    workload) that are not in service (passed at the last validation)."""
+    serving = set(in_service)
+    groups = host_groups(inventory, jobs)
+    return sorted(h for h, g in groups.items() if g in jobs and h not in serving)
+
+
+def no_job_report(reports: dict[str, dict], new: list[str], smoke_dir: Path) -> None:
+    """A failed `serving_smoke` check on each node of `new` whose job sent no report: a node
+    that was to prove it can serve and said nothing proved nothing."""
+    for host in new:
+        if not (smoke_dir / f"{host}.json").is_file():
+            reports.setdefault(host, {"checks": []}).setdefault("checks", []).append({
+                "name": "serving_smoke",
+                "status": "fail",
+                "measured": None,
+                "expected": "a report",
+                "unit": "",
+                "detail": "the serving smoke job sent no report (the run's log says why)",
+            })  # fmt: skip
 
 
 def merge_reports(
@@ -131,11 +165,13 @@ def validate_cluster(
     group_vars: dict[str, Any],
     validation: dict[str, Any],
     access: dict[str, str] | None = None,
+    in_service: Iterable[str] = (),
     **options,
 ) -> dict[str, Any]:
     """The Validate stage's contract (`stages.ValidateProvider`): JSON in, the cluster's report out.
     `validation` (strict, thresholds) is judged by the stage; `options` are `ansible_run.run`'s.
-    Training: the smoke_train role; inference: the serving checks (`serving_playbook`)."""
+    Training: the smoke_train role; inference: the serving checks on every node and the serving
+    smoke job on those not `in_service` (`serving_plays`)."""
     options.setdefault("out", lambda line: print(line, file=sys.stderr))
     extra = {**options.pop("extravars", {}), "smoke_train_force": True}
     with (
@@ -144,11 +180,12 @@ def validate_cluster(
     ):
         reports_at = Path(d)
         if group_vars.get("rackform_purpose") == "inference":
-            (reports_at / "serving").mkdir()
+            jobs = jobs_of(group_vars)
+            new = not_in_service(inventory, jobs, in_service)
             book = reports_at / "serving.yml"
-            app = serving_app(reports_at / "validators.pyz")
-            book.write_text(yaml.safe_dump(serving_playbook(reports_at, app)), encoding="utf-8")
-            inv = with_expected_gpus(inventory, validation)
+            plays = serving_playbook(reports_at, new)
+            book.write_text(yaml.safe_dump(plays), encoding="utf-8")
+            inv = serving_inventory(inventory, validation, jobs, new)
             result = run(inv, group_vars, playbook=book, **files, **options)
         else:
             result = run(
@@ -161,76 +198,11 @@ def validate_cluster(
                 **options,
             )
         reports = read_reports(reports_at)
+        if group_vars.get("rackform_purpose") == "inference":
+            no_job_report(reports, new, reports_at / SMOKE_DIR)
     # Serving nodes measure nothing of themselves (no job): only training nodes are compared.
     serving = group_vars.get("rackform_purpose") == "inference"
     expected = validation.get("expected", {})
     fraction = expected.get("outlier_fraction", outliers.DEFAULT_FRACTION)
     groups = None if serving else host_groups(inventory, expected.get("groups") or {})
     return merge_reports(inventory_hosts(inventory), reports, result.rc, groups, fraction)
-
-
-def serving_app(dest: Path, validators: Path | None = None) -> Path:
-    """The validators (`validators_dir()`, as they ship to nodes) as one file Python runs: a zip
-    application (PEP 441) whose `__main__` is validators.serving's, exiting with its status."""
-    src = validators or validators_dir()
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr(
-            "__main__.py", "import sys\nfrom validators.serving import main\nsys.exit(main())\n"
-        )
-        for path in sorted(src.rglob("*.py")):
-            if "__pycache__" not in path.parts:
-                z.write(path, (Path("validators") / path.relative_to(src)).as_posix())
-    return dest
-
-
-def serving_playbook(report_dir: Path, app: Path) -> list[dict[str, Any]]:
-    """The read-only play a serving cluster's validation runs: the serving checks on each node
-    (`app`, the `serving_app`, copied to Ansible's temporary directory and run there), its
-    report kept on the controller as `<report_dir>/serving/<host>.json`."""
-    args = (
-        "--expect-gpus {{ rackform_serving_gpus | default(0) | int }}"
-        " --driver-branch {{ nvidia_driver_branch | default('') | quote }}"
-        " --mount {{ nvme_raid_mount | default('') | quote }}"
-    )
-    return [
-        {
-            "name": "Validate the serving nodes (read-only: no job, no diagnostics, no writes)",
-            "hosts": "gpu_nodes",
-            "gather_facts": False,
-            "tasks": [
-                {
-                    "name": "Run the serving checks",
-                    "ansible.builtin.script": {
-                        "cmd": f"{app} {args}",
-                        "executable": "{{ ansible_python_interpreter | default('python3') }}",
-                    },
-                    "register": "_rackform_serving",
-                    "changed_when": False,
-                    # 1 is a failed check, which the report says; anything else is an error.
-                    "failed_when": "_rackform_serving.rc not in [0, 1]",
-                },
-                {
-                    "name": "Keep the node's report",
-                    "ansible.builtin.copy": {
-                        "content": "{{ _rackform_serving.stdout | from_json | to_json }}",
-                        "dest": f"{report_dir}/serving/{{{{ inventory_hostname }}}}.json",
-                        "mode": "0600",
-                    },
-                    "delegate_to": "localhost",
-                    "become": False,
-                },
-            ],
-        }
-    ]
-
-
-def with_expected_gpus(inventory: dict[str, Any], validation: dict[str, Any]) -> dict[str, Any]:
-    """The inventory with each node group's GPUs per node (`rackform_serving_gpus`), what the
-    serving checks expect on its nodes."""
-    inv = copy.deepcopy(inventory)
-    groups = inv["all"]["children"]["gpu_nodes"]["children"]
-    for name, group in (validation.get("expected", {}).get("groups") or {}).items():
-        if group_name(name) in groups:
-            gvars = groups[group_name(name)].setdefault("vars", {})
-            gvars["rackform_serving_gpus"] = group["gpus_per_node"]
-    return inv

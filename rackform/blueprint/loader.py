@@ -102,6 +102,8 @@ LATER_FIELDS: dict[str, dict[str, object]] = {
     },
     "lifecycle": {"mttr_alert_hours": 24.0, "failures_alert_node_share": 0.02},
 }
+# workload.model's fields added after it.
+LATER_MODEL_FIELDS: dict[str, object] = {"path": None}
 LATER_GROUP_FIELDS: dict[str, object] = {"market": None, "reservation_id": None, "system": None}
 
 
@@ -125,6 +127,7 @@ def digest_of(blueprint: Blueprint) -> str:
         _drop_later(group, LATER_GROUP_FIELDS)
     for section, later in LATER_FIELDS.items():
         _drop_later(body.get(section), later)
+    _drop_later((body.get("workload") or {}).get("model"), LATER_MODEL_FIELDS)
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 

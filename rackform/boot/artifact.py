@@ -104,10 +104,13 @@ def manifest(
     aws: Mapping[str, Any] | None = None,
     pip_args: tuple[str, ...] = (),
     expect_gpus: int = 0,
+    serving_job: list[str] | None = None,
 ) -> dict[str, Any]:
     """The artifact's `bootstrap.json`: what the node script needs to know (`expect_gpus`: the
-    GPUs its serving checks expect)."""
+    GPUs its serving checks expect; `serving_job`: the serving smoke job's arguments, which a
+    serving node runs after its checks, before it takes traffic)."""
     return {
+        "serving_job": list(serving_job) if serving_job else None,
         "group": group,
         "ssh_user": ssh_user,
         "vars": dict(variables),

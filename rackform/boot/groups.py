@@ -9,30 +9,42 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rackform.acceptance.argv import serving_job_argv
 from rackform.boot.artifact import Artifact, build_artifact, manifest
+from rackform.catalog import load_catalog
 from rackform.evidence.shipped import roles_hash
 from rackform.paths import cache_dir, collection
 from rackform.plan.bake import BAKED_TAGS, BUILD_VARS, baked_tags, image_record
 from rackform.plan.inventory import configure_vars, group_name
 from rackform.plan.model import NodeGroupPlan, Plan, thaw
+from rackform.plan.serving_vars import SERVING_VAR
 
 
 def group_spec(
     plan: Plan, group: NodeGroupPlan, aws: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The manifest (`bootstrap.json`) of `group`'s artifact."""
+    """The manifest (`bootstrap.json`) of `group`'s artifact: on a serving cluster with a
+    workload, the serving smoke job's arguments for the group (`serving_job`)."""
     spec = manifest(
         configure_vars(thaw(plan.group_vars)),
         group_name(group.name),
         plan.ssh_user,
         aws=aws,
         expect_gpus=group.gpus_per_node,
+        serving_job=serving_job(thaw(plan.group_vars), group.name),
     )
     if plan.baked:
         # What the node's image should hold, which its boot compares with the image's record
         # (`image_check`).
         spec["image"] = expected_image(spec["vars"])
     return spec
+
+
+def serving_job(variables: Mapping[str, Any], group: str) -> list[str] | None:
+    """The serving smoke job's arguments for `group` (as the blueprint names it), from the
+    plan's `rackform_serving_smoke`; None where the cluster has no serving workload."""
+    entry = (variables.get(SERVING_VAR) or {}).get(group)
+    return serving_job_argv(entry, load_catalog()) if entry else None
 
 
 def expected_image(

@@ -17,7 +17,16 @@ from pathlib import Path
 PACKAGE = "rackform.boot.node"
 SOURCES = Path(__file__).with_name("node")
 # Each module after the ones it imports.
-MODULES = ("log", "virtualenv", "redirects", "report", "aws", "converge", "machine")
+MODULES = (
+    "log",
+    "virtualenv",
+    "redirects",
+    "report",
+    "aws",
+    "converge",
+    "serving_job",
+    "machine",
+)
 
 
 class ScriptError(ValueError):

@@ -75,10 +75,10 @@ def promote(
 
 def serving_line(served: dict) -> str:
     """What an inference cluster's serving smoke job measured, on one line."""
-    from rackform.evidence.serving import COST_CHECK, DECODE_CHECK
+    from rackform.evidence.serving import COST, DECODE_CHECK
 
     line = f"serving: {served[DECODE_CHECK]:,.0f} output tokens/s per node measured"
-    cost = served.get(COST_CHECK)
+    cost = served.get(COST)
     if cost is not None:
         line += f", ${cost:,.2f} per million output tokens ({served['cost_from']})"
     return line + f" (median of {served['nodes']} node(s))"

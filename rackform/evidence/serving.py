@@ -7,12 +7,12 @@ The job reports, per node, in the validators' check format (measured, expected, 
 
     {"name": "decode_tokens_per_s", "status": "pass", "measured": 812.4, "expected": 640.0,
      "unit": "tokens/s", "op": ">=", "node": "srv-01"}
-    {"name": "cost_per_million_output_tokens", "status": "pass" | "not-run",
-     "measured": 3.59, "expected": null, "unit": "USD", ...}
+    {"name": "cost_per_mtok", "status": "not-run", "measured": 3.59, "expected": null,
+     "unit": "USD per 1M output tokens", ...}
 
 The Validate stage's merge names each `<host>/<name>` (`acceptance.cluster.merge_reports`).
 A promotion of an inference blueprint needs `decode_tokens_per_s` passed on every node it
-counts; `cost_per_million_output_tokens` is read where the job could price it, and otherwise
+counts; `cost_per_mtok` (informational: a figure, never judged) is read where the job could price it, and otherwise
 worked out from the node's price and the measured rate."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 DECODE_CHECK = "decode_tokens_per_s"
-COST_CHECK = "cost_per_million_output_tokens"
+COST_CHECK = "cost_per_mtok"  # validators/serving_checks.py's name
+COST = "cost_per_million_output_tokens"  # what `measured` calls the figure
 
 
 def _by_node(report: Mapping[str, Any], name: str) -> dict[str, Mapping[str, Any]]:
@@ -51,7 +52,10 @@ def serving_problem(report: Mapping[str, Any], hosts: Iterable[str]) -> str | No
         return f"no serving smoke job's {DECODE_CHECK} from {', '.join(missing)}"
     unproven = sorted(h for h, c in decode.items() if c.get("status") != "pass")
     if unproven:
-        how = ", ".join(f"{h} ({decode[h].get('status')})" for h in unproven)
+        how = ", ".join(
+            f"{h} ({decode[h].get('status')}: {decode[h].get('detail') or 'no detail'})"
+            for h in unproven
+        )
         return f"the serving smoke job's {DECODE_CHECK} did not pass on {how}"
     return None
 
@@ -71,7 +75,7 @@ def measured(report: Mapping[str, Any], node_usd_per_hour: float | None) -> dict
     costs = [
         float(c["measured"])
         for c in _by_node(report, COST_CHECK).values()
-        if c.get("status") != "not-run" and isinstance(c.get("measured"), int | float)
+        if isinstance(c.get("measured"), int | float) and not isinstance(c.get("measured"), bool)
     ]
     cost, basis = None, None
     if costs:
@@ -81,4 +85,4 @@ def measured(report: Mapping[str, Any], node_usd_per_hour: float | None) -> dict
             node_usd_per_hour / (rate * 3600) * 1e6,
             "the measured rate at the plan's node price",
         )
-    return {DECODE_CHECK: rate, COST_CHECK: cost, "cost_from": basis, "nodes": len(rates)}
+    return {DECODE_CHECK: rate, COST: cost, "cost_from": basis, "nodes": len(rates)}

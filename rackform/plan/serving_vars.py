@@ -17,6 +17,7 @@ to the job's arguments. A node finds its own entry by its group (the inventory's
         head_size: 128
         dtype_bytes: 2
         model_mount: /mnt/models      # where a model may be (storage.checkpoint.mount)
+        model_path: /mnt/models/llama # workload.model.path on that mount, or null: a stand-in
         node_usd_per_hour: 10.5       # the node's share of the cluster's cost, or null
         expected_peak_memory_bytes: 21000000000  # preflight's weights + KV, the whole node
         gpu_model: L40S               # the catalog's key
@@ -61,10 +62,19 @@ def serving_args(
         "head_size": dims.head_size,
         "dtype_bytes": int(dims.dtype_bytes),
         "model_mount": plan.checkpoint.mount,
+        "model_path": model_path(plan),
         "node_usd_per_hour": price,
         "expected_peak_memory_bytes": round(s.total_gb * GB),
         "gpu_model": d.gpu,
     }
+
+
+def model_path(plan: Basis) -> str | None:
+    """The model's directory (the mount's path joined with `workload.model.path`), or None."""
+    model = plan.workload.model if plan.workload is not None else None
+    if model is None or model.path is None:
+        return None
+    return f"{plan.checkpoint.mount.rstrip('/')}/{model.path}"
 
 
 def serving_vars(

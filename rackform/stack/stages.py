@@ -247,12 +247,13 @@ class ValidateProvider(_Stage):
         super().__init__()
         self.work = work
 
-    def _run(self, props: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, props: dict[str, Any], in_service: list[str] | None = None) -> dict[str, Any]:
         report = self._work(self.work, "validate", "validation")(
             inventory=props["inventory"],
             group_vars=props["group_vars"],
             validation=props["validation"],
             access=props.get("access"),
+            in_service=in_service or [],
         )
         return self._judged(props, with_boot(report, props.get("boot")))
 
@@ -277,7 +278,7 @@ class ValidateProvider(_Stage):
         new outcome, the last run's report judged again with it, nothing run on the nodes (what
         was checked, where and when stay the last run's)."""
         if _triggered(olds, news) or not isinstance(olds.get("report"), dict):
-            return UpdateResult(self._run(news))
+            return UpdateResult(self._run(news, in_service(olds)))
         report = with_boot(olds["report"], news.get("boot"))
         return UpdateResult(
             self._judged({**olds, "boot": _boot(news)}, report, _validated_at(olds))
@@ -285,6 +286,21 @@ class ValidateProvider(_Stage):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         return None
+
+
+def in_service(olds: dict[str, Any]) -> list[str]:
+    """The nodes the last run passed (each sent a report and none of its checks failed): on a
+    serving cluster they take traffic now, so a run again gives them the read-only checks
+    only, never the serving smoke job (`acceptance.cluster.validate_cluster`)."""
+    report = olds.get("report")
+    if not isinstance(report, dict) or not isinstance(report.get("nodes"), dict):
+        return []
+    failed = {
+        c.get("node")
+        for c in report.get("checks") or []
+        if isinstance(c, dict) and c.get("status") == "fail"
+    }
+    return sorted(h for h in report["nodes"] if isinstance(h, str) and h not in failed)
 
 
 def _triggered(olds: dict[str, Any], news: dict[str, Any]) -> bool:

@@ -5,34 +5,14 @@ the stage's inputs as the program gives them under Pulumi's mocks, then its work
 
 from __future__ import annotations
 
-import json
-import stat
 import sys
 
 import pytest
+from fake_smi import fake_nvidia_smi
 from planhelp import AWS_INFERENCE, AWS_TRAINING, one, plan
 
 from rackform.acceptance.cluster import validate_cluster
 from rackform.stack.stages import judge
-
-
-def fake_nvidia_smi(bin_dir, gpus: int) -> None:
-    answers = {
-        "index,driver_version": "".join(f"{i}, 550.90.07\n" for i in range(gpus)),
-        "index,ecc.errors.uncorrected.volatile.total": "".join(f"{i}, 0\n" for i in range(gpus)),
-        "index,remapped_rows.pending,remapped_rows.failure": "".join(
-            f"{i}, No, No\n" for i in range(gpus)
-        ),
-    }
-    exe = bin_dir / "nvidia-smi"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    exe.write_text(
-        f"#!{sys.executable}\nimport json, sys\n"
-        f"answers = json.loads({json.dumps(json.dumps(answers))})\n"
-        "q = [a for a in sys.argv[1:] if a.startswith('--query-gpu=')][0].split('=', 1)[1]\n"
-        "sys.stdout.write(answers[q])\n"
-    )
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
 
 
 def localhost(group: str) -> dict:
@@ -92,3 +72,85 @@ def test_serving_nodes_run_the_serving_checks_and_no_training_job(
     text = "\n".join(lines)
     assert "Run the serving checks" in text
     assert not any(w in text for w in ("smoke_train", "dcgm", "torchrun", "storage"))
+
+
+# A serving workload small enough for this machine's CPU: the job writes its stand-in model.
+WORKLOAD = {
+    "model_params_b": 8,
+    "method": "serve",
+    "seq_len": 64,
+    "serving": {"concurrency": 2, "prompt_tokens": 16, "output_tokens": 4, "itl_p99_ms": 500},
+}
+
+
+def local_hosts(group: str, names: list[str], python: str) -> dict:
+    """Several inventory hosts that are all this machine (Ansible's local connection)."""
+    host = {"ansible_connection": "local", "ansible_python_interpreter": python}
+    return {
+        "all": {
+            "vars": {},
+            "children": {
+                "gpu_nodes": {"children": {group: {"hosts": {n: dict(host) for n in names}}}}
+            },
+        }
+    }
+
+
+@pytest.fixture(scope="module")
+def sized(tmp_path_factory):
+    """The Validate inputs of an inference blueprint with a serving workload."""
+    bp = {**AWS_INFERENCE, "workload": WORKLOAD}
+    return one(plan(tmp_path_factory.mktemp("bp"), bp), "rackform:Validate").inputs
+
+
+def test_nodes_not_in_service_run_the_serving_smoke_job_and_those_in_service_do_not(
+    sized, tmp_path, monkeypatch
+):
+    """srv-02 is new (not in service): the serving checks and the serving smoke job, for real
+    (this machine's virtualenv holds torch's CPU build: the node's smoke_train_venv); srv-01
+    serves already: the read-only checks only. One report per node, both kinds merged."""
+    fake_nvidia_smi(tmp_path / "bin", 4)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
+    assert sized["group_vars"]["rackform_serving_smoke"]["serve"]["concurrency"] == 2
+    lines: list[str] = []
+    report = validate_cluster(
+        inventory=local_hosts("ng_serve", ["srv-01", "srv-02"], sys.executable),
+        group_vars={**sized["group_vars"], "nvme_raid_mount": "/", "smoke_train_venv": sys.prefix},
+        validation=sized["validation"],
+        in_service=["srv-01"],
+        out=lines.append,
+    )
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert "srv-01/generation" not in statuses, statuses
+    assert statuses["srv-01/gpu_count"] == "pass"
+    assert statuses["srv-02/gpu_count"] == "pass"
+    # The job ran on srv-02 with its stand-in model (no workload.model.path): loaded, generated
+    # every request; its rates are reported, not judged against the blueprint's objectives.
+    assert statuses["srv-02/model_load"] == "pass", "\n".join(lines[-30:])
+    assert statuses["srv-02/generation"] == "pass"
+    assert statuses["srv-02/decode_tokens_per_s"] == "not-run"
+    decode = next(c for c in report["checks"] if c["name"] == "srv-02/decode_tokens_per_s")
+    assert decode["measured"] > 0
+    assert report["nodes"]["srv-02"]["checks"][0]["name"] == "gpu_count"
+    assert judge(report)["passed"]
+
+
+def test_a_new_node_whose_job_cannot_run_is_not_passed(sized, tmp_path, monkeypatch):
+    """A node without torch in its environment (no bake, no serving play): the job fails
+    before it writes a report, and the node fails `serving_smoke` rather than passing on the
+    read-only checks alone."""
+    fake_nvidia_smi(tmp_path / "bin", 4)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
+    bare = tmp_path / "venv"  # a Python without torch
+    (bare / "bin").mkdir(parents=True)
+    (bare / "bin" / "python").symlink_to("/usr/bin/python3")
+    report = validate_cluster(
+        inventory=local_hosts("ng_serve", ["srv-03"], sys.executable),
+        group_vars={**sized["group_vars"], "nvme_raid_mount": "/", "smoke_train_venv": str(bare)},
+        validation=sized["validation"],
+        out=lambda line: None,
+    )
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert statuses["srv-03/gpu_count"] == "pass"
+    assert statuses["srv-03/serving_smoke"] == "fail", statuses
+    assert not judge(report)["passed"]

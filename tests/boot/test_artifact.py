@@ -357,3 +357,68 @@ def test_report_settings_are_checked(tmp_path):
             user_data(report=bad)
     # Without report settings, nothing of them (as on AWS).
     assert "report.json" not in user_data(artifact_url="https://b/x", artifact_sha256="ab" * 32)
+
+
+def test_a_serving_node_runs_the_serving_smoke_job_from_its_artifact_after_its_checks(tmp_path):
+    # An inference blueprint with a serving workload: its group's artifact carries the job's
+    # arguments, and the node script (nothing of rackform importable) runs validators.
+    # serving_smoke from the artifact's collection in the node's torch environment (this
+    # machine's virtualenv, torch's CPU build), on the stand-in model, after the checks pass.
+    from fake_smi import fake_nvidia_smi
+
+    from rackform.targets.aws.bootstrap import group_artifact
+
+    workload = {
+        "model_params_b": 8, "method": "serve", "seq_len": 64,
+        "serving": {"concurrency": 2, "prompt_tokens": 16, "output_tokens": 4},
+    }  # fmt: skip
+    p = _plan(tmp_path, {**AWS_INFERENCE, "workload": workload})
+    (group,) = p.node_groups
+    root = tmp_path / "unpacked" / "sha"
+    with tarfile.open(group_artifact(p, group, "llm-serve-a-default-serve").path) as tar:
+        tar.extractall(root, filter="data")
+    spec = json.loads((root / "bootstrap.json").read_text())
+    job = spec["serving_job"]
+    assert job[:6] == ["--concurrency", "2", "--prompt-tokens", "16", "--output-tokens", "4"]
+    assert "--ttft-p99-ms" not in job  # no objective declared: reported, not judged
+    fake_nvidia_smi(tmp_path / "bin", group.gpus_per_node)
+    code = (
+        "import json, sys; from pathlib import Path; import node_bootstrap as nb;"
+        "nb.LOG = Path(sys.argv[2]); root = Path(sys.argv[1]);"
+        "spec = json.loads((root / 'bootstrap.json').read_text());"
+        "spec['vars'].update(nvme_raid_mount='/', smoke_train_venv=sys.argv[3]);"
+        "print(json.dumps(nb.Bootstrap(root, spec)._serving_checks()))"
+    )
+    log = tmp_path / "node.log"
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root), str(log), sys.prefix],
+        cwd=root, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    checks = {c["name"]: c["status"] for c in json.loads(done.stdout.splitlines()[-1])}
+    assert checks["gpu_count"] == "pass"
+    assert checks["model_load"] == "pass", log.read_text()[-2000:]
+    assert checks["generation"] == "pass"
+    assert "-m validators.serving_smoke --report" in log.read_text()
+    assert not list(Path("/tmp").glob("rackform-serving.*/report.json"))  # its scratch removed
+    # A node whose read-only checks fail (a GPU missing) is failed on them: no job runs.
+    fake_nvidia_smi(tmp_path / "bin", group.gpus_per_node - 1)
+    log.unlink()
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root), str(log), sys.prefix],
+        cwd=root, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    checks = {c["name"]: c["status"] for c in json.loads(done.stdout.splitlines()[-1])}
+    assert checks["gpu_count"] == "fail" and "generation" not in checks
+    assert "serving_smoke" not in (log.read_text() if log.exists() else "")
+
+
+def test_a_serving_node_whose_environment_cannot_run_the_job_fails_it(tmp_path, monkeypatch):
+    # No torch environment where the image should hold one: no report, one failed check.
+    from rackform.boot.node import serving_job
+
+    monkeypatch.setattr(serving_job, "LOG", tmp_path / "node.log")
+    checks = serving_job.serving_job(["--concurrency", "2"], tmp_path, str(tmp_path / "no-venv"))
+    assert [(c["name"], c["status"]) for c in checks] == [("serving_smoke", "fail")]
+    assert "wrote no report" in checks[0]["detail"]

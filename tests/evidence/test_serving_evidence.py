@@ -80,8 +80,8 @@ def test_a_serving_check_that_did_not_run_or_failed_does_not_promote(world):
     not_run = {"srv-01": served(300.0), "srv-02": served(0.0, status="not-run")}
     msg = refused(signed(staging, pem, not_run), staging, keys)
     assert (
-        msg
-        == "evidence: the serving smoke job's decode_tokens_per_s did not pass on srv-02 (not-run)"
+        msg == "evidence: the serving smoke job's decode_tokens_per_s did not pass on srv-02"
+        " (not-run: the model did not load)"
     )
     failed = {"srv-01": served(300.0), "srv-02": served(120.0, status="fail")}
     msg = refused(signed(staging, pem, failed), staging, keys)

@@ -35,6 +35,9 @@ HCA = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(:[0-9]{1,3})?$"
 # An absolute path made of POSIX's portable file name characters (mounts, which the Slurm prolog
 # and the roles' scripts put in their command lines).
 PATH = r"^/[A-Za-z0-9._/-]*$"
+# A path relative to a mount (a model's directory on the model mount): segments of portable file
+# name characters, none starting with '.' or '-' (so no `..`, nothing read as an option).
+RELATIVE_PATH = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}(/[A-Za-z0-9_][A-Za-z0-9._-]{0,127}){0,15}$"
 # A drive by serial, /dev/disk/by-id name or a path under /dev (checkpoint devices, a host's
 # nvme): no segment starting with '.', so no `..` either.
 DRIVE = r"^(/dev/([A-Za-z0-9_:+-][A-Za-z0-9._:+-]*/)*)?[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$"
@@ -116,6 +119,11 @@ Interface = _typed(
 Hca = _typed(HCA, "an HCA name, with its port where given (e.g. mlx5_0, mlx5_0:1)")
 AbsolutePath = _typed(
     PATH, "an absolute path of letters, digits, '.', '_', '-' and '/' (e.g. /mnt/checkpoints)"
+)
+RelativePath = _typed(
+    RELATIVE_PATH,
+    "a path relative to the mount: segments of letters, digits, '.', '_' or '-', none starting "
+    "with '.' or '-' (e.g. llama-3.1-8b or models/llama-3.1-8b)",
 )
 Drive = _typed(
     DRIVE,

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from rackform.blueprint.schema.base import Strict, Violation, check
+from rackform.blueprint.schema.names import RelativePath
 
 # Bytes per value of each dtype a model's weights and KV cache may be served in.
 DTYPE_BYTES: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
@@ -53,6 +54,12 @@ class ModelShape(Strict):
             description="What the weights and the KV cache are served in: fp32 (4 bytes), bf16 or fp16 (2), fp8 or int8 (1)."
         ),
     ] = "bf16"
+    path: Annotated[
+        RelativePath | None,
+        Field(
+            description="The model's directory on the model mount (storage.checkpoint.mount), relative to it: Hugging Face's Llama layout (config.json and safetensors), which the serving smoke job loads and checks against this shape. None: the job writes a small stand-in of the same layout to node-local scratch, so an empty cluster is still proven to load and generate (the objectives are then reported, not judged)."
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _heads(self) -> ModelShape:

@@ -19,6 +19,7 @@ from rackform.boot.node.aws import Heartbeat, aws_caller
 from rackform.boot.node.converge import REBOOT_REQUEST, configure, image_env
 from rackform.boot.node.log import LOG, log, run
 from rackform.boot.node.report import REPORT_BACKOFF_S, REPORT_TO, report_to, send_report
+from rackform.boot.node.serving_job import serving_job
 
 STATUS = Path("/var/lib/rackform/bootstrap.json")  # the outcome, written once at the end
 STATE = Path("/var/lib/rackform/bootstrap-state.json")  # progress across reboots
@@ -93,6 +94,8 @@ class Bootstrap:
         self.heartbeat_s = float((spec.get("aws") or {}).get("heartbeat_s") or 0)
 
     def _serving_checks(self) -> list[dict]:
+        """The read-only serving checks, then, where they passed and the cluster has a serving
+        workload (`serving_job` in the spec), the serving smoke job."""
         sys.path.insert(0, str(self.root / VALIDATORS))
         from validators import serving  # the artifact's, as the collection ships them
 
@@ -102,7 +105,11 @@ class Bootstrap:
             str(v.get("nvidia_driver_branch", "")),
             str(v.get("nvme_raid_mount", "")),
         )
-        return [c.to_dict() for c in checks]
+        out = [c.to_dict() for c in checks]
+        job = self.spec.get("serving_job")
+        if job and not any(c["status"] == "fail" for c in out):
+            out += serving_job(list(job), self.root / VALIDATORS, v.get("smoke_train_venv"))
+        return out
 
     def state(self) -> dict:
         try:
