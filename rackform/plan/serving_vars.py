@@ -40,13 +40,14 @@ SERVING_VAR = "rackform_serving_smoke"
 
 
 def serving_args(
-    plan: Basis, s: ServingMemory, d: DecodeBound, compute_per_hour: float | None
+    plan: Basis, s: ServingMemory, d: DecodeBound | None, compute_per_hour: float | None
 ) -> dict[str, Any]:
-    """One serving node group's arguments for the serving smoke job."""
+    """One serving node group's arguments for the serving smoke job (`d` None: a group without
+    GPUs, whose job runs on the CPU: no HBM to measure against, no price per GPU)."""
     dims, load = s.dims, s.load
     price = (
         None
-        if compute_per_hour is None
+        if compute_per_hour is None or d is None
         else round(node_usd_per_hour(plan, compute_per_hour, d.gpus_per_node), 4)
     )
     return {
@@ -65,7 +66,7 @@ def serving_args(
         "model_path": model_path(plan),
         "node_usd_per_hour": price,
         "expected_peak_memory_bytes": round(s.total_gb * GB),
-        "gpu_model": d.gpu,
+        "gpu_model": d.gpu if d is not None else None,
     }
 
 
@@ -80,10 +81,16 @@ def model_path(plan: Basis) -> str | None:
 def serving_vars(
     plan: Basis, s: ServingMemory | None, decode: Iterable[DecodeBound], cost: Cost
 ) -> dict[str, Any]:
-    """`rackform_serving_smoke` for the roles: each serving node group's job arguments."""
+    """`rackform_serving_smoke` for the roles: each serving node group's job arguments (a
+    group without GPUs too: its job runs on the CPU, as the testbed's and a CPU fleet's do)."""
     if s is None:
         return {SERVING_VAR: {}}
     compute = None
     if cost.compute and cost.usd_per_hour is not None:
         compute = sum(line.usd_per_hour for line in cost.compute)
-    return {SERVING_VAR: {d.group: serving_args(plan, s, d, compute) for d in decode}}
+    bounds = {d.group: d for d in decode}
+    return {
+        SERVING_VAR: {
+            g.name: serving_args(plan, s, bounds.get(g.name), compute) for g in plan.node_groups
+        }
+    }

@@ -41,7 +41,7 @@ from vms import booted_testbed, bootstrap_wheelhouse
 
 from rackform.boot.artifact import build_artifact, manifest, user_data
 from rackform.boot.credentials import new_key, node_token
-from rackform.boot.groups import expected_image
+from rackform.boot.groups import expected_image, serving_job
 from rackform.boot.reports import wait
 from rackform.boot.serve import BootServer, running
 from rackform.engine import prepare
@@ -95,6 +95,14 @@ def serving_blueprint(bed, tmp: Path) -> Path:
     doc = yaml.safe_load(Path(bed.blueprint).read_text())
     doc["purpose"] = "inference"
     doc["image"] = {"bake": True}
+    # A serving workload small enough for a VM's CPU: the joining node runs the serving smoke
+    # job (a stand-in model: none is named) in the torch environment its image holds.
+    doc["workload"] = {
+        "model_params_b": 1,
+        "method": "serve",
+        "seq_len": 64,
+        "serving": {"concurrency": 2, "prompt_tokens": 16, "output_tokens": 4},
+    }
     path = tmp / "testbed-serving.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -119,7 +127,9 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, apt_server,
             group_name(group.name),
             plan.ssh_user,
             pip_args=("--no-index", "--find-links", site, "--trusted-host", GUEST),
+            serving_job=serving_job(thaw(plan.group_vars), group.name),
         )
+        assert spec["serving_job"], "the serving workload gives the node its job"
         # What the node's image should hold: the image's record says it does, so the node runs
         # only what is its own (rackform/boot/image_check.py).
         spec["image"] = expected_image(variables)
@@ -193,6 +203,10 @@ def test_a_fresh_node_configures_itself_from_its_user_data(fresh_vm, apt_server,
     # Its serving checks' report, in the status as in the report the controller took.
     checks = {c["name"]: c["status"] for c in status["checks"]}
     assert checks.get("model_mount") == "pass", status["checks"]
+    # Its serving smoke job, from the image's torch (nothing installed at boot): the stand-in
+    # model loaded, every request generated; its rates reported (a stand-in is not judged).
+    assert (checks.get("model_load"), checks.get("generation")) == ("pass", "pass"), status
+    assert "-m validators.serving_smoke" in log, log
 
     # The Configure resource's refresh, from the controller over the stack's access.
     access = {"private_key": keys["client_private_key"], "known_hosts": known.read_text()}

@@ -170,7 +170,7 @@ def test_cost_per_million_output_tokens_on_paper(tmp_path):
 
 def test_the_serving_smoke_job_arguments_per_node_group(tmp_path):
     s = {"concurrency": 8, "prompt_tokens": 1000, "output_tokens": 200, "itl_p99_ms": 50}
-    plan = load(tmp_path, serving_bp(model=LLAMA3_8B, serving=s))
+    plan = load(tmp_path, serving_bp(model={**LLAMA3_8B, "path": "llama-3.1-8b"}, serving=s))
     args = plan.group_vars["rackform_serving_smoke"]["gpu-serve-1"]
     # 16 GB + 8 x 1200 x 131,072 bytes = 17,258,291,200 bytes
     assert dict(args) == {
@@ -186,6 +186,7 @@ def test_the_serving_smoke_job_arguments_per_node_group(tmp_path):
         "head_size": 128,
         "dtype_bytes": 2,
         "model_mount": "/mnt/checkpoints",
+        "model_path": "/mnt/checkpoints/llama-3.1-8b",
         "node_usd_per_hour": 1.063,
         "expected_peak_memory_bytes": 17_258_291_200,
         "gpu_model": "L40S",
@@ -221,6 +222,12 @@ def test_the_serving_smoke_job_arguments_per_node_group(tmp_path):
             {"serving": {"output_tokens": 9000}},
             "workload.serving.output_tokens",
             "exceed seq_len 8192",
+        ),
+        # The model's directory reaches the job's command line and a path on the node: no way
+        # out of the mount, nothing read as an option.
+        *(
+            ({"model": {**LLAMA3_8B, "path": bad}}, "workload.model.path", "relative to the mount")
+            for bad in ("../etc", "models/../../etc", "/etc/models", "-rf", "a/.hidden", "a b")
         ),
     ],
 )
