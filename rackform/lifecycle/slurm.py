@@ -13,8 +13,16 @@ from dataclasses import dataclass
 
 from rackform.lifecycle.drain import SCONTROL, drain, node_states
 from rackform.lifecycle.elastic import (
-    FAILED, REDUCED, REQUEUE, REQUEUED, SHRINK, Decision, Held, Released, decide,
-)  # fmt: skip
+    FAILED,
+    REDUCED,
+    REQUEUE,
+    REQUEUED,
+    SHRINK,
+    Decision,
+    Held,
+    Released,
+    decide,
+)
 from rackform.lifecycle.lease import controller_lock
 from rackform.lifecycle.outcome import Outcome
 from rackform.lifecycle.states import out_of_service

@@ -7,8 +7,15 @@ from __future__ import annotations
 import pytest
 
 from rackform.lifecycle.elastic import (
-    LEAVE, REDUCED, REQUEUE, SHRINK, Held, Released, decide, min_nodes,
-)  # fmt: skip
+    LEAVE,
+    REDUCED,
+    REQUEUE,
+    SHRINK,
+    Held,
+    Released,
+    decide,
+    min_nodes,
+)
 from validators.elastic import ELASTIC_MARK
 
 NODES = ("gpu-01", "gpu-02", "gpu-03", "gpu-04")
