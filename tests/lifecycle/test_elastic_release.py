@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from slurm_local import NODES
 
-from rackform.lifecycle.elastic import min_nodes
+from rackform.lifecycle.elastic import SHRINK, Decision, min_nodes
 from rackform.lifecycle.maintenance import release
 from rackform.lifecycle.record import Store
 from rackform.lifecycle.slurm import SlurmSteps
@@ -151,3 +151,12 @@ def test_the_launcher_marks_its_own_job_and_leaves_a_users_comment(slurm, script
     users = submit(slurm, script, "--comment=team-a")
     assert "the user's" in mark(env(users), 1, run)
     assert fields(slurm, users)["Comment"] == "team-a"
+
+
+def test_slurm_refuses_to_shrink_a_job_off_its_batch_host_and_the_refusal_is_said(slurm, script):
+    # Why decide() requeues such a job: asked anyway, Slurm refuses and the job keeps its nodes.
+    job = submit(slurm, script, "--comment=rackform-elastic:min=1")
+    steps_ = SlurmSteps(slurm.runner, NODES, poll_s=0.2)
+    (r,) = steps_._shrink([Decision(job, SHRINK, "asked", (NODES[1],))])
+    assert (r.how, r.ok) == ("failed", False) and r.why.startswith("not shrunk: "), r
+    assert fields(slurm, job)["NodeList"] == f"{NODES[0][:-1]}[0-1]"
