@@ -18,6 +18,14 @@ fail their next collective, the agents restart their workers with the nodes left
 (`--no-kill`: a failed node leaves the allocation and the job runs on). The first node hosts the
 rendezvous: losing it ends the job (Slurm requeues it, with `--requeue`).
 
+Slurm keeps a `--no-kill` job whose node fails, but shows that nowhere a running job is read, so
+heal could not tell this job from one a lost node ends: on the job's first node the launcher marks
+the job, its comment set to `rackform-elastic:min=N` (N the fewest nodes it goes on with), and
+heal then shrinks the job off a node it drains rather than requeueing it
+(rackform/lifecycle/elastic.py). It marks only where its own step is one node (a step over several
+nodes dies whole with any of them), the job has fewer than all its nodes as its minimum, and the
+comment is free (a comment of the user's is left, and heal requeues the job as before).
+
 Slurm cannot add a node to a running job, so a lost node is taken back by requeueing: at each
 checkpoint the job's first rank asks Slurm whether the nodes it lost are back in service, and if
 so requeues the job (`scontrol requeue`), which resumes from that checkpoint at full size once
@@ -67,6 +75,34 @@ def torchrun_argv(
         f"--rdzv-conf={RDZV_CONF},is_host={host}", f"--max-restarts={max_restarts}",
         "-m", "validators.resumable", *job_args,
     ]  # fmt: skip
+
+
+# rackform/lifecycle/elastic.py reads it (MARK there: the two must agree).
+ELASTIC_MARK = "rackform-elastic:min="
+
+
+def mark(
+    env: Mapping[str, str], min_nodes: int | None, run: Callable[[list[str]], str] = slurm_env._run
+) -> str | None:
+    """On the job's first node, set the job's comment to the elastic mark; what was done (or
+    why not), None where there is nothing to say (not the first node, not elastic)."""
+    job, given = env.get("SLURM_JOB_ID"), env.get("SLURM_JOB_NODELIST")
+    nodes = slurm_env._int(env, "SLURM_JOB_NUM_NODES", 1) or 1
+    low = min(nodes, min_nodes or nodes)
+    if not job or not given or low >= nodes:
+        return None  # every node or nothing: not elastic
+    try:
+        if env.get("SLURMD_NODENAME") != run(["scontrol", "show", "hostnames", given]).split()[0]:
+            return None
+        if env.get("SLURM_STEP_NUM_NODES") != "1":
+            return f"job {job} not marked elastic: its step spans several nodes (one step a node)"
+        now = run(["squeue", "--noheader", "--jobs", job, "--format=%k"]).strip()
+        if now not in ("", "(null)") and not now.startswith(ELASTIC_MARK):
+            return f"job {job} not marked elastic: its comment is the user's ({now[:40]!r})"
+        run(["scontrol", "update", f"JobId={job}", f"Comment={ELASTIC_MARK}{low}"])
+    except (OSError, IndexError, subprocess.SubprocessError) as exc:
+        return f"job {job} not marked elastic (heal requeues it): {exc}"
+    return f"job {job} marked elastic: heal shrinks it off a drained node down to {low} nodes"
 
 
 def requeue_when_back(
@@ -121,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.min_nodes is not None and "--min-nodes" not in job:
         job = [*job, "--min-nodes", str(a.min_nodes)]
     argv_ = torchrun_argv(os.environ, a.min_nodes, a.max_restarts, a.nproc_per_node, job)
+    said = mark(os.environ, a.min_nodes)
+    if said:
+        print(f"elastic: {said}", flush=True)
     print("elastic: " + " ".join(argv_[1:]), flush=True)
     env = dict(os.environ)  # the workers import validators from where this file is
     env["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [env.get("PYTHONPATH")])])

@@ -180,6 +180,8 @@ def heal(
             done, held = actions.get(i, ([], ""))
             for o in done:
                 typer.echo(f"  {o.node}: {o.action}: {o.status}" + (f": {o.why}" if o.why else ""))
+                for line in o.job_lines():
+                    typer.echo(f"    {line}")
             if held:
                 typer.echo(f"  not acted on: {held}")
         if code:

@@ -1,6 +1,7 @@
 """`rackform heal --apply` for one cluster: the nodes the verdict says heal acts on now, each
 taken through maintenance as a batch of one: within the out-of-service budget (read live from
-Slurm), drained, its jobs requeued (or waited for), remediated, re-validated alone and returned
+Slurm), drained, its jobs released (or waited for: an elastic job that can go on without the
+node shrunk off it, any other requeued; lifecycle/elastic.py), remediated, re-validated alone and returned
 to service only on a passing report. A node whose action is `drain`, or whose remediation
 already failed twice in the policy's window, is drained and named for a person (the audit log's
 `ticket`); one whose action is `replace` is given up for a new machine. A node that fails its
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rackform.blueprint.schema.health import HealthPolicy
 from rackform.health.verdict import GIVE_UP_AFTER, NodeHealth, ticket_why, triage
 from rackform.lifecycle.audit_view import Fold, view
 from rackform.lifecycle.clock import WALL, Clock
-from rackform.lifecycle.maintenance import Jobs, Maintenance, Nodes, Scheduler
+from rackform.lifecycle.elastic import Released
+from rackform.lifecycle.maintenance import Jobs, Maintenance, Nodes, Scheduler, release
 from rackform.lifecycle.record import DONE, FAILED, Record, Store, new_record
 from rackform.lifecycle.replace import replace as give_up
 from rackform.lifecycle.service import record as in_service
@@ -60,9 +62,20 @@ class Outcome:
     action: str
     status: str  # done | failed | drained (a person's) | replaced | waits
     why: str = ""
+    # What became of the jobs on the node when it was drained: each went on at reduced size
+    # (`reduced`, with the nodes it kept), was requeued, or neither (`failed`).
+    jobs: list[dict] = field(default_factory=list)
 
     def as_json(self) -> dict:
-        return {"node": self.node, "action": self.action, "status": self.status, "why": self.why}
+        return {"node": self.node, "action": self.action, "status": self.status,
+                "why": self.why, "jobs": self.jobs}  # fmt: skip
+
+    def job_lines(self) -> list[str]:
+        """`job 12: went on at reduced size on node1 (1 of 2 nodes, its minimum 1)`, each."""
+        return [
+            f"job {j['job']}: " + Released(j["job"], j["how"], j["why"], tuple(j["nodes"])).detail
+            for j in self.jobs
+        ]
 
 
 def _jobs(policy: HealthPolicy) -> Jobs:
@@ -80,11 +93,16 @@ def _maintenance(
     )  # fmt: skip
 
 
-def _out(slurm: Scheduler, node: str, reason: str) -> str:
-    """Drain `node` with `reason` and requeue its jobs; why the drain failed, or ""."""
+def _out(slurm: Scheduler, node: str, reason: str, store: Store) -> tuple[str, list[Released]]:
+    """Drain `node` with `reason` and release its jobs (shrunk off or requeued, not waited
+    for); why the drain failed (or ""), and what became of the jobs."""
     bad = [o for o in slurm.drain([node], reason[:200]) if not o.ok]
-    slurm.requeue([node])
-    return bad[0].detail if bad else ""
+    released = release(slurm, [node], store, "heal")
+    return (bad[0].detail if bad else ""), released
+
+
+def _jobs_json(released) -> list[dict]:
+    return [r.as_json() for r in released]
 
 
 def _replace(
@@ -92,7 +110,7 @@ def _replace(
 ) -> Outcome:
     why = "; ".join(e.detail for e in n.evidence) or n.action
     r = give_up(n.node, why, slurm, _jobs(policy), store, replace)
-    return Outcome(n.node, n.action, "replaced" if r.ok else "failed", r.why)
+    return Outcome(n.node, n.action, "replaced" if r.ok else "failed", r.why, _jobs_json(r.jobs))
 
 
 def replace_unscheduled(
@@ -137,9 +155,10 @@ def apply_cluster(
     outcomes: list[Outcome] = []
     for n in t.ticket:
         why = ticket_why(n, policy)
-        bad = _out(slurm, n.node, f"{TICKET} {why}")
+        bad, released = _out(slurm, n.node, f"{TICKET} {why}", store)
         store.audit("ticket", kind="heal", node=n.node, action=n.action, why=why)
-        outcomes.append(Outcome(n.node, n.action, "failed" if bad else "drained", bad or why))
+        status = "failed" if bad else "drained"
+        outcomes.append(Outcome(n.node, n.action, status, bad or why, _jobs_json(released)))
     for n in t.swap:
         outcomes.append(_replace(n, slurm, policy, store, replace))
     if not t.remediate:
@@ -153,7 +172,7 @@ def apply_cluster(
     for b in rec.batches:
         (node,) = b.nodes
         status = {DONE: "done", FAILED: "failed"}.get(b.status, "waits")
-        outcomes.append(Outcome(node, actions[node], status, b.why))
+        outcomes.append(Outcome(node, actions[node], status, b.why, list(b.jobs)))
     return outcomes
 
 

@@ -1,6 +1,8 @@
 """Nodes taken out of service and brought back, batch by batch: the core a rolling change and
 heal both run. Within the out-of-service budget (the nodes already out, whoever took them out,
-count), a batch is drained through Slurm, its jobs requeued (or waited for), changed (the
+count), a batch is drained through Slurm, its jobs released (or waited for, then released: an
+elastic job that can go on without the batch shrunk off it, any other requeued; lifecycle/
+elastic.py; each job's fate in the audit log and the batch's record), changed (the
 trigger's work: new software, a remedy), validated alone, and returned to service only on a
 passing validation. The record is written after every step: a run killed at any moment resumes
 at the step it had not finished, a finished batch is never touched again, and a batch that
@@ -19,6 +21,7 @@ from typing import Any, Protocol
 
 from rackform.lifecycle.budget import batch_waits
 from rackform.lifecycle.clock import STEPS, Clock
+from rackform.lifecycle.elastic import Released
 from rackform.lifecycle.outcome import Outcome
 from rackform.lifecycle.record import Batch, Record, Store
 from rackform.lifecycle.states import Stage, batch_reason
@@ -32,13 +35,14 @@ REQUEUE_WAIT_S = 300
 class Result:
     ok: bool
     why: str = ""
+    jobs: tuple[Released, ...] = ()  # a replace's: what became of the jobs on the node
 
 
 class Scheduler(Protocol):
     def lock(self, stack: str, purpose: str) -> AbstractContextManager[None]: ...
     def out(self) -> set[str]: ...
     def drain(self, batch: Sequence[str], reason: str) -> list[Outcome]: ...
-    def requeue(self, batch: Sequence[str]) -> list[Outcome]: ...
+    def release(self, batch: Sequence[str]) -> list[Released]: ...
     def wait_idle(self, batch: Sequence[str], timeout_s: float) -> list[str]: ...
     def resume(self, batch: Sequence[str]) -> list[Outcome]: ...
 
@@ -67,22 +71,40 @@ class Jobs:
         return Jobs(wait_minutes * 60 if mode == "wait" else None, requeue_wait_s)
 
 
-def failed(outcomes: list[Outcome]) -> str:
+def failed(outcomes: Sequence[Outcome | Released]) -> str:
     return "; ".join(f"{o.subject}: {o.detail}" for o in outcomes if not o.ok)
 
 
-def empty(slurm: Scheduler, nodes: Sequence[str], jobs: Jobs) -> list[str]:
-    """Requeue (or, as `jobs` says, wait for, then requeue) the jobs on drained `nodes`; what is
-    still there."""
+def release(slurm: Scheduler, nodes: Sequence[str], store: Store, trigger: str) -> list[Released]:
+    """The jobs on drained `nodes` released from them (shrunk off or requeued), what became of
+    each in the audit log (a `jobs` entry: which went on at reduced size, which were requeued)."""
+    done = slurm.release(nodes)
+    if done:
+        store.audit("jobs", kind=trigger, nodes=list(nodes), jobs=[r.as_json() for r in done])
+    return done
+
+
+@dataclass(frozen=True)
+class Emptied:
+    left: list[str]  # the jobs still on the nodes (described); none: emptied
+    released: list[Released]
+
+
+def empty(
+    slurm: Scheduler, nodes: Sequence[str], jobs: Jobs, store: Store, trigger: str
+) -> Emptied:
+    """Release (or, as `jobs` says, wait for, then release) the jobs on drained `nodes`; what
+    became of them and what is still there."""
     if jobs.wait_s is not None:
         left = slurm.wait_idle(nodes, jobs.wait_s)
         if not left:
-            return []
-    not_requeued = failed(slurm.requeue(nodes))
+            return Emptied([], [])
+    released = release(slurm, nodes, store, trigger)
     left = slurm.wait_idle(nodes, jobs.requeue_wait_s)
-    if left and not_requeued:
-        left.append(f"not requeued: {not_requeued}")
-    return left
+    not_released = failed(released)
+    if left and not_released:
+        left.append(f"not released: {not_released}")
+    return Emptied(left, released)
 
 
 @dataclass
@@ -188,9 +210,10 @@ class Maintenance:
         if bad:
             self.set(i, Stage.FAILED, f"draining: {bad}")
             return False
-        left = empty(self.slurm, b.nodes, self.jobs)
-        if left:
-            self.set(i, Stage.FAILED, "jobs still running: " + "; ".join(left))
+        e = empty(self.slurm, b.nodes, self.jobs, self.store, self.trigger)
+        b.jobs = [r.as_json() for r in e.released]
+        if e.left:
+            self.set(i, Stage.FAILED, "jobs still running: " + "; ".join(e.left))
             return False
         b.seconds["drain"] = self.clock() - start
         self.set(i, Stage.DRAINED)

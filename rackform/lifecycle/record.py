@@ -40,6 +40,8 @@ class Batch:
     status: Stage = Stage.PENDING
     why: str = ""
     seconds: dict[str, float] = field(default_factory=dict)  # step -> seconds it took
+    # What became of the jobs on the batch at its drain (lifecycle/elastic.Released.as_json).
+    jobs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

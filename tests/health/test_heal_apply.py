@@ -99,9 +99,11 @@ def test_a_gpu_reset_drains_requeues_resets_validates_and_returns(slurm, tmp_pat
     validator = Validator()
     store, done = run(slurm, tmp_path, [node(NODES[0], "reset"), healthy(NODES[1])],
                       node_bin, validator)  # fmt: skip
+    why = "not an elastic job (no rackform-elastic mark)"
     assert [o.as_json() for o in done] == [
-        {"node": NODES[0], "action": "reset", "status": "done", "why": ""}
-    ]
+        {"node": NODES[0], "action": "reset", "status": "done", "why": "",
+         "jobs": [{"job": job, "how": "requeued", "nodes": [], "why": why}]}
+    ]  # fmt: skip
     assert (tmp_path / "nvidia-smi.log").read_text().split() == ["--gpu-reset"]
     assert validator.calls == [(NODES[0],)]  # the node alone
     assert back(slurm, NODES[0])
@@ -110,6 +112,37 @@ def test_a_gpu_reset_drains_requeues_resets_validates_and_returns(slurm, tmp_pat
     assert steps == ["drained", "applied", "validated", "done"]
     assert all(e["kind"] == "heal" for e in store.log.entries() if e["event"] == "batch")
     slurm.run("scancel", job)
+
+
+def test_an_elastic_job_goes_on_without_the_node_heal_takes_and_the_report_says_so(
+    slurm, tmp_path, node_bin
+):
+    """One srun step a node, marked as validators/elastic.py marks its job; a plain job beside
+    it on the same node is requeued. The heal JSON and the audit log say which was which."""
+    script = tmp_path / "per-node.sh"
+    script.write_text('#!/bin/bash\nfor n in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do\n'
+                      '  srun -N1 -n1 -w "$n" sleep 300 &\ndone\nwait\n')  # fmt: skip
+    elastic = slurm.sbatch("-N2", "--ntasks-per-node=1", "--no-kill", "--requeue",
+                           "--comment=rackform-elastic:min=1", str(script))  # fmt: skip
+    plain = slurm.sbatch("--requeue", "-N1", "-w", NODES[1], "--wrap", "sleep 120")
+    for j in (elastic, plain):
+        slurm.wait_state(j, "RUNNING")
+    store, done = run(slurm, tmp_path, [healthy(NODES[0]), node(NODES[1], "reset")], node_bin,
+                      Validator())  # fmt: skip
+    (o,) = done
+    assert o.status == "done"
+    assert {j["job"]: (j["how"], j["nodes"]) for j in o.jobs} == {
+        elastic: ("reduced", [NODES[0]]),
+        plain: ("requeued", []),
+    }
+    assert f"job {elastic}: went on at reduced size on {NODES[0]}" in o.job_lines()[0]
+    assert slurm.state(elastic) == "RUNNING" and slurm.state(plain) == "PENDING"
+    (entry,) = [e for e in store.log.entries() if e["event"] == "jobs"]
+    assert entry["nodes"] == [NODES[1]] and entry["jobs"] == o.jobs
+    rec = json.loads(store.path.read_text())
+    assert rec["batches"][0]["jobs"] == o.jobs  # a resumed run reports them too
+    for j in (elastic, plain):
+        slurm.run("scancel", j)
 
 
 def test_a_drain_is_a_persons_ticket(slurm, tmp_path, node_bin):

@@ -165,7 +165,7 @@ class FakeSlurm:
         self.clock["now"] += 30
         return [Outcome(n, True, "drained") for n in batch]
 
-    def requeue(self, batch):
+    def release(self, batch):
         return []
 
     def wait_idle(self, batch, timeout_s):

@@ -47,7 +47,7 @@ class Slurm:
         self.clock.now += self.drain_s
         return [Outcome(n, True, "drained") for n in batch]
 
-    def requeue(self, batch):
+    def release(self, batch):
         return []
 
     def wait_idle(self, batch, timeout_s):

@@ -113,6 +113,9 @@ def test_slurm_keeps_the_job_on_the_node_left_and_it_goes_on_from_its_checkpoint
     assert slurm_run["squeue_when_lost"] == "RUNNING"
     rec = dict(w.split("=", 1) for w in slurm_run["job_when_lost"].split() if "=" in w)
     assert rec["JobState"] == "RUNNING" and rec["NodeList"] == NODES[0], rec
+    # The launcher marked its job for heal (rackform/lifecycle/elastic.py reads it).
+    assert rec["Comment"] == "rackform-elastic:min=1", rec
+    assert f"job {slurm_run['job']} marked elastic" in slurm_run["out"]
     doc = slurm_run["reports"][NODES[0]]
     assert doc["ok"] and doc["complete"] and doc["step"] == STEPS, doc["checks"]
     [lost] = doc["failures"]
