@@ -9,22 +9,34 @@ forward each, kept up across node2's reboot). The VMs have no GPUs: heal sees th
 node_exporter and judges them on its series.
 
 1. Both nodes healthy: a dry run says so and does nothing (exit 0).
-2. A job over both VMs (the rolling e2e's: a shell loop that counts, a checkpoint on each node's
-   disk after every step, no torch; held at its end until heal is done, so that it is running
-   when heal acts however slow the machine); node2's checkpoint filesystem goes read-only (the
-   kernel does that to a filesystem after I/O errors), and node_exporter reports it.
+2. An elastic job over both VMs (issue 61): the rolling e2e's counting loop (a checkpoint on
+   each node's disk after every step, no torch; held at its end until heal is done, so that it
+   is running when heal acts however slow the machine), shaped as the elastic launcher shapes
+   its job (validators/elastic.py): `--no-kill`, one job step per node, and the launcher's mark
+   in the job's comment (`rackform-elastic:min=1`: it may go on with one node). node2's
+   checkpoint filesystem goes read-only (the kernel does that to a filesystem after I/O
+   errors), and node_exporter reports it.
 3. `heal --apply` (the blueprint's policy: reboot for a storage fault): node2 failed, node1
-   healthy and untouched; node2 drained through Slurm (the job requeued), rebooted (a new boot
-   id), re-validated alone (host checks and a one-node smoke job with torch, the extra variables
-   the last configuration applied), returned to service. The job, requeued from its
-   checkpoints, counts to its end; a dry run after says both nodes are healthy again.
+   healthy and untouched; node2 drained through Slurm, and the job, rather than requeued to
+   wait for a whole allocation again, goes on at reduced size (Slurm shrinks it off node2:
+   `scontrol update JobId= NodeList=node1`, rackform/lifecycle/elastic.py); node2 rebooted (a
+   new boot id), re-validated alone (host checks and a one-node smoke job with torch, the extra
+   variables the last configuration applied) while node1 goes on counting, returned to
+   service. The job ends on node1 in its first run, never requeued; a dry run after says both
+   nodes are healthy again. (A requeue under heal is the same drain's other branch: tested
+   against the local Slurm, tests/lifecycle/test_elastic_release.py, and on the VMs by the
+   rolling scenario.)
 
 The decisions (budget, breaker, retries, a kill mid-remediation) are tested against the local
 Slurm without VMs (tests/health/); `replace` on AWS against moto's server (tests/health/
 test_heal_aws.py).
 
-Its share of the suite's budget: about 3 minutes (the reboot and the one-node smoke job), within
-the 60 minutes the suite may take once the node lifecycle's scenarios are in (issue 35)."""
+Its share of the suite's budget: about 2.5 minutes (the reboot and the one-node smoke job; the
+elastic job costs nothing more than the plain one did). Not shown here: torch's elastic
+rendezvous going on from a checkpoint after the loss (tests/validators/test_elastic_slurm.py,
+on the local Slurm), a node powered off rather than failed in place, and the job taken back at
+full size once node2 returns (the launcher requeues itself at a checkpoint; this job is a shell
+loop)."""
 
 from __future__ import annotations
 
@@ -40,13 +52,14 @@ import yaml
 from loopback import free_port
 from servers import scraping, wait_for
 from slurm_helpers import SLURM_VARS, job_record, slurm_blueprint, smoke_vars, until
-from test_rolling_vms import COUNT, HOLD, JOB, _extras, nothing_lost
+from test_rolling_vms import COUNT, HOLD, STEPS, _extras
 from vms import MOUNT, cli, sh, shown
 
 from rackform.engine import prepare
 from rackform.lifecycle.record import Store
 from rackform.rollout.plan import basis
 from rackform.scheduler.remote import ssh_argv
+from validators.elastic import ELASTIC_MARK
 
 pytestmark = pytest.mark.slow
 
@@ -66,6 +79,31 @@ TAKE_MOUNT = (
     f" && echo '{FSTAB_LINE}' >> /etc/fstab && mkdir -p {MOUNT} && mount {MOUNT}"
 )
 GIVE_BACK = f"{UNMOUNT}; [ -f /root/fstab.heal-e2e ] && mv /root/fstab.heal-e2e /etc/fstab; true"
+
+
+# The rolling e2e's job, shaped as validators/elastic.py shapes the elastic resumable job: kept
+# by Slurm when a node fails (--no-kill), one step per node (a step over both would end whole
+# with either), and the launcher's mark (its ELASTIC_MARK with the job's minimum).
+ELASTIC_JOB = f"""#!/bin/bash
+#SBATCH --job-name=elastic --partition=main --nodes=2 --ntasks-per-node=1 --time=30
+#SBATCH --no-kill --requeue --open-mode=append --output=/root/elastic-%j.out
+#SBATCH --comment={ELASTIC_MARK}1
+for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do
+  srun --nodes=1 --ntasks=1 --nodelist="$n" bash /root/count.sh &
+done
+wait
+"""
+
+
+def went_on(out: str) -> None:
+    """node1's rank ran once, from 0, and counted to the end; node2's was stopped before the
+    end by the shrink; nothing was run again (no requeue)."""
+    lines = [line.split() for line in out.splitlines()]
+    runs = {n: [w for w in lines if w[:2] == [n, "from"]] for n in ("node1", "node2")}
+    assert [w[2:] for w in runs["node1"]] == [["0", "restart", "0"]], out
+    assert [w[2:] for w in runs["node2"]] == [["0", "restart", "0"]], out
+    assert ["node1", "done", str(STEPS)] in lines, out
+    assert not any(w[:2] == ["node2", "done"] for w in lines), out
 
 
 def heal_blueprint(bed, tmp: Path) -> Path:
@@ -157,7 +195,7 @@ def test_a_node_whose_checkpoint_filesystem_fails_is_drained_rebooted_revalidate
     for n in nodes:
         sh(bed, n, EXPORTER)
     sh(bed, "node2", TAKE_MOUNT)
-    sh(bed, "node1", f"cat > /root/rolling.sbatch <<'EOF'\n{JOB}EOF")
+    sh(bed, "node1", f"cat > /root/elastic.sbatch <<'EOF'\n{ELASTIC_JOB}EOF")
     for n in nodes:
         sh(bed, n, f"cat > /root/count.sh <<'EOF'\n{COUNT}EOF")
         sh(bed, n, f"touch {HOLD}")  # the job ends only once heal is done (removed below)
@@ -171,8 +209,8 @@ def test_a_node_whose_checkpoint_filesystem_fails_is_drained_rebooted_revalidate
             assert r.returncode == 0, shown(r)
             assert verdicts(doc) == {n: ("healthy", "none") for n in nodes}, doc
 
-            # 2. A job over both nodes; node2's checkpoint filesystem read-only.
-            job = sh(bed, "node1", "sbatch --parsable /root/rolling.sbatch").strip()
+            # 2. An elastic job over both nodes; node2's checkpoint filesystem read-only.
+            job = sh(bed, "node1", "sbatch --parsable /root/elastic.sbatch").strip()
             until(bed, f"[ $(cat /var/tmp/rolling-{job} 2>/dev/null || echo 0) -ge 3 ]", "steps")
             sh(bed, "node2", f"mount -o remount,ro {MOUNT}")
             ro = f'node_filesystem_readonly{{{sel},node="node2",mountpoint="{MOUNT}"}} == 1'
@@ -188,15 +226,20 @@ def test_a_node_whose_checkpoint_filesystem_fails_is_drained_rebooted_revalidate
             }, doc  # fmt: skip
             evidence = doc["clusters"][0]["nodes"][1]["evidence"]
             assert evidence[0]["detail"] == f"the checkpoint filesystem {MOUNT} is read-only"
-            assert doc["clusters"][0]["actions"] == [
-                {"node": "node2", "action": "reboot", "status": "done", "why": ""}
+            (action,) = doc["clusters"][0]["actions"]
+            assert (action["node"], action["action"], action["status"]) == (
+                "node2", "reboot", "done",
+            ), shown(r)  # fmt: skip
+            # The elastic job went on at reduced size on node1: not requeued.
+            assert [(str(j["job"]), j["how"], j["nodes"]) for j in action["jobs"]] == [
+                (job, "reduced", ["node1"])
             ], shown(r)
             # node2 rebooted; node1 never touched.
             assert sh(bed, "node2", BOOT_ID).strip() != boot["node2"]
             assert sh(bed, "node1", BOOT_ID).strip() == boot["node1"]
             state_now = sh(bed, "node1", "sinfo --noheader --nodes=node2 --format=%T").strip()
             assert not any(w in state_now for w in ("drain", "down")), state_now
-            for n in nodes:  # the job, requeued, may end now
+            for n in nodes:  # the job, on node1 alone, may end now
                 sh(bed, n, f"rm -f {HOLD}")
             until(
                 bed, f"! squeue --noheader --jobs={job} | grep -q .", "the job's end", timeout=180
@@ -212,10 +255,10 @@ def test_a_node_whose_checkpoint_filesystem_fails_is_drained_rebooted_revalidate
         sh(bed, "node2", GIVE_BACK, check=False)
         sh(bed, "node1", "scontrol update nodename=node1,node2 state=resume", check=False)
 
-    # No job lost: both ranks counted to the end, Slurm ran the job again after the drain, and
-    # the run after it went on from the checkpoints, never from 0.
-    nothing_lost(sh(bed, "node1", f"cat /root/rolling-{job}.out"))
-    assert job_record(bed, job)["JobState"] == "COMPLETED"
+    # The job went on without node2 and ended on node1 in its first run: never requeued.
+    went_on(sh(bed, "node1", f"cat /root/elastic-{job}.out"))
+    record = job_record(bed, job)
+    assert (record["JobState"], record["NodeList"]) == ("COMPLETED", "node1"), record
     found = sorted(reports.glob("validate-node2-*/*/node2.json"))
     assert found, sorted(reports.rglob("*"))
     took = json.loads(found[-1].read_text()).get("launch_s") or {}
