@@ -1,5 +1,5 @@
 """A rack-scale NVLink domain (GB200/GB300 NVL72: 18 compute trays of 4 GPUs, one domain) as
-the host checks see it from a tray. Three checks:
+the host checks see it from a tray. Two checks here, and what they feed:
 
 - `gpu_fabric`: every GPU of the tray registered with the NVLink fabric. `nvidia-smi -q` prints a
   `Fabric` section per GPU (NVIDIA's nvidia-smi documentation,
@@ -9,10 +9,9 @@ the host checks see it from a tray. Three checks:
   cluster UUID and the clique id the GPU belongs to). A pass: every GPU `Completed` with
   `Success`, and all of the tray's GPUs in one cluster and one clique, which is what the check
   measures, so the trays can be compared.
-- `nvlink_domain_clique`: every tray of a domain reports the same cluster UUID and clique id
-  (from each tray's `gpu_fabric`): a tray in another clique is not in the domain's NVLink
-  partition, whatever its rack. Judged where the trays' reports are together; the odd tray is
-  named, never outvoted silently.
+- `nvlink_domain_clique` (not here: rackform/acceptance/cliques.py): every tray of a domain
+  reports the same cluster UUID and clique id (each tray's `gpu_fabric` measurement), judged by
+  the Validate stage, where the trays' reports are together.
 - `imex_domain`: IMEX's domain up, as `nvidia-imex-ctl -N` shows it (the IMEX guide's "IMEX
   Service Command Service", https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/cmdservice.html):
   each of the domain's tray addresses listed and `READY`, none listed that is not one of them,
@@ -25,11 +24,11 @@ Standard library only. Not yet run on a GB200 tray: tested on outputs in the doc
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from validators import report
-from validators.report import Check, failed, not_run
+from validators.report import Check, failed
 
 _GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 _UNSET = ("", "N/A", "n/a")
@@ -135,32 +134,6 @@ def fabric_check(
         return failed(name, why, measured=" / ".join(ids), expected=expected, op="==", node=node)
     detail = f"{len(gpus)} GPUs Completed/Success"
     return Check(name, report.PASS, ids[0], expected, "", "==", detail, node)
-
-
-def clique_check(trays: Mapping[str, str | None], domain: str = "") -> Check:
-    """`trays`: each tray of the domain with what its `gpu_fabric` measured (None: the tray's
-    GPUs are not all registered, or it sent nothing). A pass: every tray in the same cluster
-    and clique. The trays that differ from the most common answer are named with theirs."""
-    name = "nvlink_domain_clique"
-    expected = f"every tray of {domain or 'the domain'} in one cluster and clique"
-    if not trays:
-        return not_run(name, "no tray of the domain reported", expected=expected)
-    unknown = sorted(t for t, i in trays.items() if not i)
-    seen: dict[str, list[str]] = {}
-    for tray, ident in sorted(trays.items()):
-        if ident:
-            seen.setdefault(ident, []).append(tray)
-    if unknown:
-        why = f"no cluster and clique from {', '.join(unknown)} (its GPUs are not all registered)"
-        return failed(name, why, measured=f"{len(seen)} cliques", expected=expected, op="==")
-    if len(seen) > 1:
-        common = max(seen, key=lambda i: (len(seen[i]), i))
-        odd = "; ".join(f"{', '.join(ts)}: {i}" for i, ts in sorted(seen.items()) if i != common)
-        why = f"{odd} (the other {len(seen[common])} trays: {common})"
-        return failed(name, why, measured=f"{len(seen)} cliques", expected=expected, op="==")
-    ident = next(iter(seen))
-    detail = f"{len(trays)} trays"
-    return Check(name, report.PASS, ident, expected, "", "==", detail, "")
 
 
 @dataclass(frozen=True)

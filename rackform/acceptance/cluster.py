@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rackform.acceptance import outliers
+from rackform.acceptance import cliques, outliers
 from rackform.acceptance.serving_plays import (
     SMOKE_DIR,
     jobs_of,
@@ -89,11 +89,14 @@ def merge_reports(
     rc: int,
     groups: Mapping[str, str] | None = None,
     outlier_fraction: float = outliers.DEFAULT_FRACTION,
+    domains: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """One report for the cluster: every node's checks, named `<host>/<check>`, plus a
     `node_reports` check that fails when a node sent no report (a node that said nothing
     proved nothing). With `groups` (node -> its node group), each node's own figures against
-    its group's median (`<host>/node_perf`, `outliers.node_checks`)."""
+    its group's median (`<host>/node_perf`, `outliers.node_checks`). With `domains` (each
+    rack-scale NVLink domain's trays, as the plan puts them), each domain's trays compared
+    (`<domain>/nvlink_domain_clique`, `cliques.domain_checks`)."""
     checks: list[dict[str, Any]] = []
     for host in sorted(reports):
         for c in reports[host].get("checks", []):
@@ -101,6 +104,8 @@ def merge_reports(
     if groups is not None:
         for c in outliers.node_checks(reports, groups, outlier_fraction):
             checks.append({**c, "name": f"{c['node']}/{c['name']}"})
+    for c in cliques.domain_checks(domains or {}, reports):
+        checks.append({**c, "name": f"{c['domain']}/{c['name']}"})
     missing = [h for h in expected_hosts if h not in reports]
     checks.append(
         {
@@ -205,4 +210,5 @@ def validate_cluster(
     expected = validation.get("expected", {})
     fraction = expected.get("outlier_fraction", outliers.DEFAULT_FRACTION)
     groups = None if serving else host_groups(inventory, expected.get("groups") or {})
-    return merge_reports(inventory_hosts(inventory), reports, result.rc, groups, fraction)
+    domains = expected.get("domains") or {}
+    return merge_reports(inventory_hosts(inventory), reports, result.rc, groups, fraction, domains)

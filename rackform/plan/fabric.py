@@ -34,6 +34,9 @@ class TopologyPlan:
     declared: bool
     # The fabric's declared switches (topology.switches); False: one leaf per rack under a root.
     switches_declared: bool = False
+    # Where the switches come from when it is neither the blueprint nor its racks (a cloud's
+    # placement: "EC2 DescribeInstanceTopology"); said in topology.conf's header.
+    source: str = ""
 
     @property
     def spans_nodes(self) -> bool:

@@ -180,6 +180,7 @@ def slurm_vars(s: SchedulerPlan | None, interface: str) -> dict[str, Any]:
         # The smoke job runs through Slurm (one job over every node, submitted from the
         # controller, the nodes' GPUs as GRES) where one job can ask every node for the same.
         **smoke_vars(s),
+        **resumable_vars(s),
     }
 
 
@@ -217,18 +218,57 @@ def fairness_vars(f: FairnessPlan | None) -> dict[str, Any]:
     }
 
 
+def every_node_gres(s: SchedulerPlan) -> str | None:
+    """What one job over every node asks each for (`gpu:h100_sxm:8`; "" for nodes without
+    GPUs), or None where the nodes differ and one job cannot ask them all for the same."""
+    kinds = {(n.gpu_type, n.gpus) for n in s.nodes}
+    if len(kinds) != 1:
+        return None
+    gpu_type, gpus = kinds.pop()
+    return f"gpu:{gpu_type}:{gpus}" if gpus and gpu_type else ""
+
+
 def smoke_vars(s: SchedulerPlan) -> dict[str, Any]:
     """The smoke_train role's Slurm variables. One job asks every node for the same GRES, so
     it needs every node to have the same GPUs (`gpu:h100_sxm:8`, or none); a cluster whose
     node groups differ runs the smoke job without Slurm, each node with its own GPUs."""
-    kinds = {(n.gpu_type, n.gpus) for n in s.nodes}
-    if len(kinds) != 1:
+    gres = every_node_gres(s)
+    if gres is None:
         return {"smoke_train_slurm": False}
-    gpu_type, gpus = kinds.pop()
     return {
         "smoke_train_slurm": True,
         "smoke_train_slurm_submit_host": s.controller,
-        "smoke_train_slurm_gres": f"gpu:{gpu_type}:{gpus}" if gpus and gpu_type else "",
+        "smoke_train_slurm_gres": gres,
         # Within one NVLink domain (--segment) or under one leaf (--switches=1) where it fits.
         **({"smoke_train_slurm_placement": list(s.placement)} if s.placement else {}),
     }
+
+
+def resumable_sbatch(s: SchedulerPlan) -> list[str]:
+    """sbatch's options for the resumable job (validators.resumable) over every node, as the
+    slurm role's batch script gives them: one task a node, each node whole, requeued when
+    preempted (its output appended across runs), the nodes' GPUs as GRES, and the smoke job's
+    placement (`slurm_topology.placement` over the same nodes: `--segment=N` or
+    `--switches=1`). None where one job cannot ask every node for the same GRES."""
+    gres = every_node_gres(s)
+    if gres is None or not s.nodes:
+        return []
+    return [
+        f"--nodes={len(s.nodes)}",
+        "--ntasks-per-node=1",
+        "--exclusive",
+        "--mem=0",
+        "--requeue",
+        "--open-mode=append",
+        *([f"--gres={gres}"] if gres else []),
+        *s.placement,
+    ]
+
+
+def resumable_vars(s: SchedulerPlan) -> dict[str, Any]:
+    """The slurm role's `slurm_resumable_sbatch`, where the blueprint declares a topology (the
+    plan then has a placement to give it; elsewhere the role writes no script and the cluster's
+    variables stay as they were)."""
+    if not s.placement:
+        return {}
+    return {"slurm_resumable_sbatch": resumable_sbatch(s)}

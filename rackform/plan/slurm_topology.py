@@ -13,6 +13,10 @@ So one wins:
 - tree otherwise (HGX nodes, each its own domain): the leaves and spines of the fabric, or one
   leaf per rack under a root where the blueprint declares no switches (the file every cluster
   had before topology was declared, byte for byte).
+
+On AWS the same function writes it from what EC2 says after `up` (rackform.targets.aws.topology:
+each UltraServer capacity block a domain, the network nodes the tree), so topology.conf has one
+writer whatever the target.
 """
 
 from __future__ import annotations
@@ -37,11 +41,12 @@ def topology_conf(topology: TopologyPlan) -> SlurmTopology:
         return SlurmTopology(BLOCK, _blocks(topology))
     if not topology.switches:
         return SlurmTopology(NONE, "")
-    head = (
-        "# The fabric's switches as the blueprint declares them (leaves with their nodes, spines above).\n"
-        if topology.switches_declared
-        else RACKS_HEADER
-    )
+    if topology.source:
+        head = f"# The fabric's switches as {topology.source} gives them (leaves with their nodes, the layers above).\n"
+    elif topology.switches_declared:
+        head = "# The fabric's switches as the blueprint declares them (leaves with their nodes, spines above).\n"
+    else:
+        head = RACKS_HEADER
     return SlurmTopology(TREE, head + "".join(_switch_line(s) for s in topology.switches))
 
 

@@ -10,7 +10,7 @@ from rackform.blueprint.schema.health import HealthPolicy
 from rackform.evidence.pin import pin_of
 from rackform.evidence.shipped import roles_hash
 from rackform.paths import collection
-from rackform.plan.inventory import configure_vars, with_nodes
+from rackform.plan.inventory import configure_vars, imex_members, with_nodes
 from rackform.plan.model import Plan, thaw
 from rackform.stack.outputs import applied
 from rackform.stack.stages import (
@@ -27,8 +27,14 @@ def validation_input(plan: Plan) -> dict:
     """What the Validate stage checks the cluster against that its nodes do not already hold:
     what the cluster is supposed to have. The thresholds and the smoke job's settings reach the
     nodes once, resolved, through the group variables (the plan's inventory), and whether
-    a failure fails `up` is the program's (`validation.strict`)."""
-    return {
+    a failure fails `up` is the program's (`validation.strict`). Where the trays of rack-scale
+    NVLink domains check their fabric (`imex_members`: the listed trays of an IMEX system),
+    `domains`: each such domain's trays, whose cliques the stage compares."""
+    trays = imex_members(plan)
+    domains = {
+        d.name: list(d.nodes) for d in plan.topology.domains if d.nodes and d.nodes[0] in trays
+    }
+    out = {
         "expected": {
             "nodes": plan.nodes,
             "gpus": plan.gpus,
@@ -41,6 +47,9 @@ def validation_input(plan: Plan) -> dict:
             },
         },
     }
+    if domains:  # only then: the other clusters' input stays as it was
+        out["expected"]["domains"] = domains
+    return out
 
 
 def validate_target(plan: Plan) -> str:

@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -199,28 +199,40 @@ def _check_tools() -> None:
         )
 
 
-def _build(final: Path, log: Callable[[str], None]) -> None:
-    _check_tools()
+def debootstrap_build(
+    final: Path,
+    suite: str,
+    packages: Sequence[str],
+    recipe_of: dict,
+    finish: Callable[[Path, Path], None],
+) -> None:
+    """What every cached debootstrap build does (the base image's, the Slurm root's): a minbase
+    root of `suite` with `packages` in a work directory beside `final`, `finish(work, root)`
+    (the build's own steps), then its recipe and the `done` marker written last and the work
+    directory renamed to `final`. Nothing is left behind when a step fails, and `final` is
+    replaced only by a finished build."""
     work = final.with_name(f".build-{final.name}-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
-    rootdir = work / "root"
-    rootdir.mkdir(parents=True)
+    root = work / "root"
+    root.mkdir(parents=True)
     try:
-        t0 = time.monotonic()
-        log(
-            f"testbed: building the base image with debootstrap ({SUITE}, {len(PACKAGES)} packages)"
-        )
-        _run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                "--include=" + ",".join(PACKAGES),
-                SUITE,
-                str(rootdir),
-                MIRROR,
-            ],
-            "debootstrap",
-        )
+        include = "--include=" + ",".join(packages)
+        _run(["debootstrap", "--variant=minbase", include, suite, str(root), MIRROR], "debootstrap")
+        finish(work, root)
+        (work / "recipe.json").write_text(json.dumps(recipe_of, indent=2, sort_keys=True))
+        (work / "done").write_text("")
+        shutil.rmtree(final, ignore_errors=True)
+        work.rename(final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _build(final: Path, log: Callable[[str], None]) -> None:
+    _check_tools()
+    t0 = time.monotonic()
+    log(f"testbed: building the base image with debootstrap ({SUITE}, {len(PACKAGES)} packages)")
+
+    def finish(work: Path, rootdir: Path) -> None:
         log(f"testbed: debootstrap took {time.monotonic() - t0:.0f} s")
         _customize(rootdir)
         kernels = sorted((rootdir / "boot").glob("vmlinuz-*"))
@@ -236,12 +248,8 @@ def _build(final: Path, log: Callable[[str], None]) -> None:
         )
         raw.chmod(0o444)  # the backing file of every overlay: never written
         shutil.rmtree(rootdir)
-        (work / "recipe.json").write_text(json.dumps(recipe(), indent=2, sort_keys=True))
-        (work / "done").write_text("")
-        shutil.rmtree(final, ignore_errors=True)
-        work.rename(final)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+    debootstrap_build(final, SUITE, PACKAGES, recipe(), finish)
 
 
 def _customize(root: Path) -> None:

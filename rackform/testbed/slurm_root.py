@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rackform.testbed.image import MIRROR, ImageError, _run, cached_build
+from rackform.testbed.image import MIRROR, ImageError, cached_build, debootstrap_build
 
 SUITE = "trixie"  # Debian 13: Slurm 24.11 (Debian 12's bookworm has 22.05, no topology/block)
 # minbase skips Recommends; Slurm's daemons and clients bring their libraries and plugins
@@ -70,15 +70,10 @@ def _check_tools() -> None:
 
 def _build(final: Path, log: Callable[[str], None]) -> None:
     _check_tools()
-    work = final.with_name(f".build-{final.name}-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    root = work / "root"
-    root.mkdir(parents=True)
-    try:
-        t0 = time.monotonic()
-        log(f"testbed: building the Slurm root with debootstrap ({SUITE}: {', '.join(PACKAGES)})")
-        include = "--include=" + ",".join(PACKAGES)
-        _run(["debootstrap", "--variant=minbase", include, SUITE, str(root), MIRROR], "debootstrap")
+    t0 = time.monotonic()
+    log(f"testbed: building the Slurm root with debootstrap ({SUITE}: {', '.join(PACKAGES)})")
+
+    def finish(work: Path, root: Path) -> None:
         (root / "etc/hosts").write_text(_HOSTS)
         for deb in (root / "var/cache/apt/archives").glob("*.deb"):
             deb.unlink()
@@ -86,9 +81,5 @@ def _build(final: Path, log: Callable[[str], None]) -> None:
         if not version:
             raise ImageError("debootstrap's root has no slurmctld package")
         log(f"testbed: Slurm root ready in {time.monotonic() - t0:.0f} s (slurmctld {version})")
-        (work / "recipe.json").write_text(json.dumps(recipe(), indent=2, sort_keys=True))
-        (work / "done").write_text("")
-        shutil.rmtree(final, ignore_errors=True)
-        work.rename(final)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+    debootstrap_build(final, SUITE, PACKAGES, recipe(), finish)

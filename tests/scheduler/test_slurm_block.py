@@ -186,3 +186,23 @@ def test_more_gpus_per_node_than_a_node_has_are_refused(block):
         "sbatch", "-N1", f"--gres=gpu:{GPUS_PER_NODE + 1}", "--wrap", "true", check=False
     )
     assert done.returncode != 0 and "not available" in done.stderr, done.stderr
+
+
+def test_the_resumable_jobs_options_from_the_plan_place_it_one_segment_a_block(tmp_path, block):
+    """The options the slurm role's rackform-resumable.sbatch carries for the fixture's site
+    (the plan's `slurm_resumable_sbatch`: every node, the smoke job's `--segment`), submitted as
+    they are but for the GRES type: the plan asks for GB200's (`gpu:gb200:4`), and this Slurm's
+    nodes advertise theirs as h100_sxm (tests/slurm_local.py), so the count is asked untyped."""
+    site = write(tmp_path, nvl72_site(racks=2, trays=2))
+    options = compile_effective(load_effective(site)).group_vars["slurm_resumable_sbatch"]
+    assert f"--gres=gpu:gb200:{GPUS_PER_NODE}" in options
+    size = base_size(block)
+    assert options[-1] == f"--segment={size}"  # the smoke job's placement, per block
+    asked = [f"--gres=gpu:{GPUS_PER_NODE}" if o.startswith("--gres=") else o for o in options]
+    job = block.slurm.sbatch(*asked, "--wrap", "sleep 300")
+    block.slurm.wait_state(job, "RUNNING")
+    got = nodes_of(block, job)
+    per_block: dict[str, int] = {}
+    for n in got:
+        per_block[block.topology.block_of(n)] = per_block.get(block.topology.block_of(n), 0) + 1
+    assert len(got) == len(block.topology.nodes) and set(per_block.values()) == {size}, per_block

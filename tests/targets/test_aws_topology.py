@@ -21,6 +21,10 @@ from rackform.targets.aws.topology import (
 )
 
 OP = "describe_instance_topology"
+TREE_HEAD = (
+    "# The fabric's switches as EC2 DescribeInstanceTopology gives them"
+    " (leaves with their nodes, the layers above).\n"
+)
 
 
 def ec2():
@@ -143,6 +147,70 @@ def test_three_and_four_layers_mix_and_ultraserver_blocks():
     ]
 
 
+def test_p5_instances_get_the_tree_written_by_the_one_renderer():
+    """No UltraServer block: topology/tree, its text what `topology_conf` writes for the
+    switches EC2 gave (the same function writes the plan's)."""
+    placed = [
+        Placed("p5-0", ("nn-a", "nn-b", "nn-c1")),
+        Placed("p5-1", ("nn-a", "nn-b", "nn-c1")),
+        Placed("p5-2", ("nn-a", "nn-b", "nn-c2")),
+    ]
+    topo = slurm_topology(placed)
+    assert topo["slurm_topology_plugin"] == "topology/tree"
+    assert topo["slurm_topology_conf"] == TREE_HEAD + (
+        "SwitchName=nn-c1 Nodes=p5-0,p5-1\n"
+        "SwitchName=nn-c2 Nodes=p5-2\n"
+        "SwitchName=nn-b Switches=nn-c1,nn-c2\n"
+        "SwitchName=nn-a Switches=nn-b\n"
+    )
+    # A capacity block of one instance joins no nodes: still the tree.
+    single = [Placed("p6-0", ("nn-a", "nn-b", "nn-c"), "cr-0123456789abcdef0")]
+    assert slurm_topology(single)["slurm_topology_plugin"] == "topology/tree"
+
+
+def test_ultraserver_blocks_win_over_the_tree_as_the_plans_rule_says():
+    """Two P6e-GB200 UltraServers' capacity blocks (their NVLink domains) and a P5 beside
+    them: topology/block, one block per capacity block, the P5 a block of its own (under
+    block every node is in one), BlockSizes from the smallest; no switch lines (one plugin)."""
+    us = [f"gb-{i}" for i in range(4)]
+    placed = [
+        *(Placed(n, ("nn-a", "nn-b", "nn-c", "nn-d1"), "cr-0123456789abcdef0") for n in us[:2]),
+        *(Placed(n, ("nn-a", "nn-b", "nn-c", "nn-d2"), "cr-0fedcba9876543210") for n in us[2:]),
+        Placed("p5-0", ("nn-a", "nn-b", "nn-c")),
+    ]
+    topo = slurm_topology(placed)
+    assert topo["slurm_topology_plugin"] == "topology/block"
+    text = topo["slurm_topology_conf"]
+    assert [line for line in text.splitlines() if not line.startswith("#")] == [
+        "BlockName=cr-0123456789abcdef0 Nodes=gb-0,gb-1",
+        "BlockName=cr-0fedcba9876543210 Nodes=gb-2,gb-3",
+        "BlockName=p5-0 Nodes=p5-0",
+        "BlockSizes=1,2",
+    ]
+    assert "SwitchName" not in text
+    # The tree is still given (the role's preflight checks its nodes), and the blocks.
+    assert topo["slurm_switches"] and len(topo["slurm_blocks"]) == 2
+
+
+def test_the_aws_text_is_the_plans_renderer_for_the_same_shape():
+    """One writer: the text for EC2's answer is `topology_conf` of the same topology."""
+    from rackform.plan.slurm import Switch
+    from rackform.plan.slurm_topology import topology_conf
+    from rackform.targets.aws.topology import topology_plan
+
+    placed = [Placed(f"n-{i}", ("x1", "x2", "x3"), "cr-1") for i in range(3)]
+    topo = slurm_topology(placed)
+    plan = topology_plan(
+        [Switch("x3", ("n-0", "n-1", "n-2")), Switch("x2", switches=("x3",)),
+         Switch("x1", switches=("x2",))],
+        {"cr-1": ["n-0", "n-1", "n-2"]},
+        ["n-0", "n-1", "n-2"],
+    )  # fmt: skip
+    conf = topology_conf(plan)
+    assert (conf.plugin, conf.text) == (topo["slurm_topology_plugin"], topo["slurm_topology_conf"])
+    assert "BlockName=cr-1 Nodes=n-0,n-1,n-2\nBlockSizes=3\n" in conf.text
+
+
 @pytest.mark.parametrize(
     "bad", ["nn-a b", "nn-a,nn-b", "Switches=x", "nn-a\nSwitchName=evil", "", "-nn"]
 )
@@ -196,6 +264,8 @@ def test_a_slurm_cluster_reads_its_tree_after_the_instances_exist(tmp_path):
     # offline plan names where it comes from, and every other variable stays as it was.
     got = one(recs, "rackform:Configure").inputs["group_vars"]
     assert got["slurm_switches"] == "<llm-train-a-dev-topology>.slurm_switches"
+    assert got["slurm_topology_conf"] == "<llm-train-a-dev-topology>.slurm_topology_conf"
+    assert got["slurm_topology_plugin"] == "<llm-train-a-dev-topology>.slurm_topology_plugin"
     assert got["slurm_spot_agent"] is True
 
 
@@ -230,6 +300,11 @@ def test_the_provider_reads_on_create_update_and_refresh_and_never_replaces(monk
     assert change.changes is True and change.replaces == []
     assert p.read("t", props).outs["slurm_switches"] == made.outs["slurm_switches"]
     assert calls == ["us-east-1", "us-east-1"]
+    # A state from before topology.conf was computed here is read again (an update, in place).
+    earlier = {k: v for k, v in made.outs.items() if not k.startswith("slurm_topology_")}
+    change = p.diff("t", earlier, props)
+    assert change.changes is True and change.replaces == []
+    assert p.update("t", earlier, props).outs["slurm_topology_plugin"] == "topology/tree"
 
 
 def test_an_aws_error_is_one_line_naming_the_permission(monkeypatch):
@@ -291,7 +366,13 @@ def test_drift_compares_the_hosts_with_the_tree_ec2_gives_now(tmp_path, monkeypa
             {"name": "t1", "nodes": [], "switches": ["t2"]},
             {"name": UNPLACED, "nodes": ["llm-train-a-dev-gpu-a-1"], "switches": []},
             {"name": ROOT, "nodes": [], "switches": ["t1", UNPLACED]},
-        ]
+        ],
+        "slurm_topology_plugin": "topology/tree",
+        "slurm_topology_conf": TREE_HEAD + "SwitchName=t3 Nodes=llm-train-a-dev-gpu-a-0\n"
+        "SwitchName=t2 Switches=t3\n"
+        "SwitchName=t1 Switches=t2\n"
+        "SwitchName=aws-unplaced Nodes=llm-train-a-dev-gpu-a-1\n"
+        "SwitchName=aws-root Switches=t1,aws-unplaced\n",
     }
     plain = compile_effective(load_effective(write_blueprint(tmp_path, AWS_TRAINING)))
     assert RUNTIME.observed_vars(plain, with_nodes(plain, {})) == {}  # no Slurm: nothing read

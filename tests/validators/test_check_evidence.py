@@ -42,7 +42,7 @@ from validators import (
 from validators.ckpt_checks import checkpoint_verdicts
 from validators.device_checks import device_checks, node_count
 from validators.model import config
-from validators.nvlink_domain import GpuFabric, clique_check, fabric_check, imex_check
+from validators.nvlink_domain import GpuFabric, fabric_check, imex_check
 from validators.report import FAIL, NOT_RUN, PASS, Check
 from validators.resumable_train import steps_check
 from validators.serving_checks import Expect
@@ -348,11 +348,6 @@ CASES: list[tuple[str, str, str, Callable]] = [
     ("gpu_fabric", "no Fabric section (not supported)", FAIL,
      lambda: fabric_check(tray(GpuFabric("00000019:01:00.0")))),
     ("gpu_fabric", "no GPU listed", FAIL, lambda: fabric_check([])),
-    ("nvlink_domain_clique", "one tray in another clique", FAIL,
-     lambda: clique_check({"t1": "cluster c-1 clique 1", "t2": "cluster c-1 clique 1", "t3": "cluster c-1 clique 9"})),
-    ("nvlink_domain_clique", "a tray whose GPUs did not register", FAIL,
-     lambda: clique_check({"t1": "cluster c-1 clique 1", "t2": None})),
-    ("nvlink_domain_clique", "no tray reported", NOT_RUN, lambda: clique_check({})),
     ("imex_domain", "a tray missing from IMEX's list", FAIL,
      lambda: imex_check(IMEX_UP, ["10.40.1.11", "10.40.1.12", "10.40.1.13"])),
     ("imex_domain", "a tray not READY", FAIL,
@@ -650,7 +645,6 @@ def test_the_healthy_evidence_does_pass():
         links("pcie_link"),
         fabric(),
         fabric_check(tray()),
-        clique_check({"t1": "cluster c-1 clique 1", "t2": "cluster c-1 clique 1"}),
         imex_check(IMEX_UP, ["10.40.1.11", "10.40.1.12"]),
         diag([("sw", "pass", "")]),
         *(smi(n) for n in ("gpu_count", "driver_branch", "ecc_uncorrectable", "row_remap")),

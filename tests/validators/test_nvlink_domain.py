@@ -15,14 +15,13 @@ import pytest
 
 from validators import hostcheck
 from validators.nvlink_domain import (
-    clique_check,
     fabric_check,
     identity,
     imex_check,
     parse_fabric,
     parse_imex,
 )
-from validators.report import FAIL, NOT_RUN, PASS
+from validators.report import FAIL, PASS
 
 RECORDED = Path(__file__).parent / "recorded"
 CLUSTER = "5b0c4f1e-8d3a-4c7e-9a2b-1f6e3d8c7a90"
@@ -124,34 +123,6 @@ def test_spacing_and_unknown_lines_change_nothing():
     gpus = parse_fabric(text)
     assert len(gpus) == 4 and all(g.state == "Completed" for g in gpus)
     assert fabric_check(gpus).measured == TRAY
-
-
-# ------------------------------------------------------------------------ nvlink_domain_clique
-
-
-def trays(n: int = 18) -> dict[str, str | None]:
-    return {f"tray-a{k + 1:02d}": TRAY for k in range(n)}
-
-
-def test_every_tray_of_the_domain_in_one_clique_passes():
-    c = clique_check(trays(), "nvl-a")
-    assert (c.status, c.measured, c.detail) == (PASS, TRAY, "18 trays")
-
-
-def test_one_tray_in_another_clique_is_named_not_outvoted():
-    got = trays()
-    got["tray-a07"] = f"cluster {CLUSTER} clique 9"
-    c = clique_check(got, "nvl-a")
-    assert c.status == FAIL and c.measured == "2 cliques"
-    assert c.detail.startswith(f"tray-a07: cluster {CLUSTER} clique 9 (the other 17 trays: {TRAY})")
-
-
-def test_a_tray_without_an_answer_fails_and_no_tray_is_not_run():
-    got = trays()
-    got["tray-a03"] = None
-    c = clique_check(got)
-    assert c.status == FAIL and "tray-a03" in c.detail
-    assert clique_check({}).status == NOT_RUN
 
 
 def test_the_clique_measured_on_a_tray_is_what_the_domain_compares():

@@ -27,7 +27,7 @@ from rackform.targets.aws.nodes import AwsNodeGroup
 from rackform.targets.aws.shared import AwsSharedStorage
 from rackform.targets.aws.tags import aws_tags
 from rackform.targets.aws.tier import on_aws, tier_policy
-from rackform.targets.aws.topology import InstanceTopology
+from rackform.targets.aws.topology import TOPOLOGY_VARS, InstanceTopology
 
 SSM_POLICY = "policy/AmazonSSMManagedInstanceCore"
 
@@ -193,8 +193,8 @@ class AwsCluster(pulumi.ComponentResource):
         self.nodes = applied(
             lambda *lists: dict(zip(names, lists, strict=True)), *[g.nodes for g in self.groups]
         )
-        # Slurm's tree from the placement AWS gave the instances, read after they exist: it
-        # replaces the plan's one leaf before Configure writes topology.conf.
+        # Slurm's topology from the placement AWS gave the instances, read after they exist: it
+        # replaces the plan's (one leaf, or the plan's blocks) before Configure writes it.
         self.topology = None
         if plan.scheduler is not None and plan.purpose == "training":
             self.topology = InstanceTopology(
@@ -209,7 +209,8 @@ class AwsCluster(pulumi.ComponentResource):
             )
             self.role_outputs = {
                 **self.role_outputs,
-                "slurm_switches": self.topology.slurm_switches,
+                # topology.conf as the one renderer writes it from EC2's answer, over the plan's.
+                **{k: getattr(self.topology, k) for k in TOPOLOGY_VARS},
             }
         # Slurm's controller, where the blueprint declares a scheduler: no node (not in
         # `nodes`, so nothing that reads the GPU nodes sees it), but configured with them.

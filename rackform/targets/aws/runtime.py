@@ -90,7 +90,7 @@ class AwsRuntime(TargetRuntime):
             return {}
         from rackform.scheduler.remote import RemoteError
         from rackform.targets.aws.api import aws_errors, one_line
-        from rackform.targets.aws.topology import read_topology
+        from rackform.targets.aws.topology import TOPOLOGY_VARS, read_topology
 
         groups = inventory["all"]["children"]["gpu_nodes"]["children"].values()
         nodes = {
@@ -103,7 +103,7 @@ class AwsRuntime(TargetRuntime):
             got = read_topology(plan.target.region, nodes)
         except aws_errors() as exc:
             raise RemoteError(f"cannot read the instances' placement: {one_line(exc)}") from None
-        return {"slurm_switches": got["slurm_switches"]}
+        return {k: got[k] for k in TOPOLOGY_VARS}
 
     def capacity(self, plan: Plan):
         """The groups' capacity reservations and blocks, from EC2 DescribeCapacityReservations;

@@ -15,15 +15,17 @@ Two parts: `read` asks EC2 (a boto3 client: moto serves no DescribeInstanceTopol
 tests give botocore's Stubber responses in the documented shape) and checks every value it will
 write into topology.conf (`names.switch_name`); `slurm_topology` turns the placement into the
 Slurm role's variables, the one function an integrator routes through the shared topology
-renderer. The plain shape between them is `Placed`: (node name, network nodes top to bottom,
+renderer (`rackform.plan.slurm_topology.topology_conf`, also the plan's). The plain shape
+between them is `Placed`: (node name, network nodes top to bottom,
 capacity block or None).
 
 Where it enters: `InstanceTopology`, a dynamic resource of the stack that depends on the
 instances, reads EC2 when it is created and whenever the cluster's instances change (their
 names or ids: a replaced node is a new instance, placed anew), and a refresh (`rackform drift`,
 `up --refresh`) reads it again through the provider's `read`, so a placement that moved shows as
-a difference. Its `slurm_switches` is a role variable only the stack knows, merged over the
-plan's one-leaf tree before Configure runs; the offline plan shows it as known after up."""
+a difference. Its `slurm_topology_conf` and `slurm_topology_plugin` (with `slurm_switches`, which
+the role's preflight checks against its nodes) are role variables only the stack knows, merged
+over the plan's before Configure runs; the offline plan shows them as known after up."""
 
 from __future__ import annotations
 
@@ -35,7 +37,9 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from rackform.blueprint.schema import names
+from rackform.plan.fabric import Domain, TopologyPlan
 from rackform.plan.slurm import Switch
+from rackform.plan.slurm_topology import topology_conf
 
 # DescribeInstanceTopology's limit on explicitly named instances per request.
 IDS_PER_REQUEST = 100
@@ -76,13 +80,15 @@ def read(client: Any, nodes: Mapping[str, str]) -> tuple[Placed, ...]:
 
 
 def slurm_topology(placed: Sequence[Placed]) -> dict[str, Any]:
-    """The Slurm role's topology variables from the placement: `slurm_switches`, the tree (each
+    """The Slurm role's topology variables from the placement: `slurm_topology_conf` and
+    `slurm_topology_plugin`, topology.conf as the one renderer writes it (`topology_plan`:
+    topology/block where an UltraServer capacity block joins several nodes, else
+    topology/tree), and what it is written from: `slurm_switches`, the tree (each
     network node a switch, a node under the last of its layers; a switch with both nodes and
     switches below keeps its nodes on a leaf of their own, `<switch>-direct`, since a
     topology.conf switch lists one or the other; nodes EC2 gave no place share the leaf
     `aws-unplaced`; several tops meet under `aws-root`), and `slurm_blocks`, each UltraServer
-    capacity block with its nodes (topology/block's BlockName=, for the renderer that chooses
-    block or tree)."""
+    capacity block with its nodes (topology/block's BlockName=)."""
     children: dict[str, dict[str, None]] = {}  # switch -> child switches, in order
     members: dict[str, list[str]] = {}  # switch -> nodes directly below it
     tops: dict[str, None] = {}
@@ -108,12 +114,31 @@ def slurm_topology(placed: Sequence[Placed]) -> dict[str, Any]:
         switches.append(Switch(name, nodes=nodes, switches=below))
     if len(tops) > 1:
         switches.append(Switch(ROOT, switches=tuple(tops)))
+    conf = topology_conf(topology_plan(switches, blocks, [p.node for p in placed]))
     return {
         "slurm_switches": [
             {"name": s.name, "nodes": list(s.nodes), "switches": list(s.switches)} for s in switches
         ],
         "slurm_blocks": [{"name": b, "nodes": n} for b, n in blocks.items()],
+        "slurm_topology_plugin": conf.plugin,
+        "slurm_topology_conf": conf.text,
     }
+
+
+def topology_plan(
+    switches: Sequence[Switch], blocks: Mapping[str, Sequence[str]], nodes: Sequence[str]
+) -> TopologyPlan:
+    """The placement in the plan's shape, for the one writer of topology.conf
+    (`slurm_topology.topology_conf`): each capacity block a domain of its nodes and every
+    other node a domain of its own (so block wins where an UltraServer block joins several
+    nodes, as the plan's rule says, and tree otherwise), the switches EC2's network nodes."""
+    in_block = {n for b in blocks.values() for n in b}
+    # A domain's GPUs and system are not in EC2's answer; topology.conf needs only its nodes.
+    domains = [Domain(b, tuple(ns), 0, None, len(ns)) for b, ns in blocks.items()]
+    domains += [Domain(n, (n,), 0, None, 1) for n in nodes if n not in in_block]
+    return TopologyPlan(
+        tuple(domains), tuple(switches), declared=True, switches_declared=True, source=SOURCE
+    )
 
 
 def _walk(tops: Iterable[str], children: Mapping[str, Mapping[str, None]]) -> list[str]:
@@ -141,7 +166,9 @@ def read_topology(
 
 
 # What the resource computes (declared as None inputs: unknown in the offline plan).
-OUTPUTS = ("slurm_switches", "slurm_blocks")
+OUTPUTS = ("slurm_switches", "slurm_blocks", "slurm_topology_plugin", "slurm_topology_conf")
+# Those the Slurm role takes (over the plan's) before Configure runs.
+TOPOLOGY_VARS = ("slurm_switches", "slurm_topology_plugin", "slurm_topology_conf")
 
 
 class InstanceTopologyProvider(ResourceProvider):
@@ -164,6 +191,8 @@ class InstanceTopologyProvider(ResourceProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in ("region", "nodes") if olds.get(k) != news.get(k)]
+        # A state an earlier release wrote lacks what this one computes: read it again.
+        changed += [k for k in OUTPUTS if k not in olds]
         return DiffResult(changes=bool(changed), replaces=[], stables=[])
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -176,6 +205,8 @@ class InstanceTopologyProvider(ResourceProvider):
 class InstanceTopology(pulumi.dynamic.Resource, module="rackform", name="InstanceTopology"):
     slurm_switches: pulumi.Output[list]
     slurm_blocks: pulumi.Output[list]
+    slurm_topology_plugin: pulumi.Output[str]
+    slurm_topology_conf: pulumi.Output[str]
 
     def __init__(
         self,

@@ -27,8 +27,13 @@ ANSWERS = OfflineAnswers(
     computed={
         "aws:fsx/lustreFileSystem:LustreFileSystem": ("dnsName", "mountName"),
         "aws:efs/fileSystem:FileSystem": ("dnsName",),
-        # Slurm's tree as EC2 placed the instances (DescribeInstanceTopology, read at `up`).
-        "pulumi-python:dynamic/rackform:InstanceTopology": ("slurm_switches", "slurm_blocks"),
+        # Slurm's topology as EC2 placed the instances (DescribeInstanceTopology, read at `up`).
+        "pulumi-python:dynamic/rackform:InstanceTopology": (
+            "slurm_switches",
+            "slurm_blocks",
+            "slurm_topology_plugin",
+            "slurm_topology_conf",
+        ),
     },
     # The instances' addresses, and the name of a new autoscaling group (so the lookup of its
     # instances stays unknown too, as it would before `up`).
