@@ -32,7 +32,7 @@ class NodeWork:
     def __init__(self, reports: dict[str, dict] | None = None):
         self.reports = reports
 
-    def __call__(self, *, inventory, group_vars, validation, access):
+    def __call__(self, *, inventory, group_vars, validation, access, in_service=()):
         hosts = inventory_hosts(inventory)
         reports = self.reports if self.reports is not None else {h: NODE for h in hosts}
         return merge_reports(hosts, reports, 0)
