@@ -51,6 +51,15 @@ def test_nvl72_racks_resumable_job_is_placed_as_the_smoke_job(tmp_path):
     assert got[-1:] == list(gv["smoke_train_slurm_placement"])
 
 
+def test_a_placement_the_topology_plugin_in_force_does_not_take_is_left_out(tmp_path):
+    # On AWS the stack's topology (EC2's) may be a tree where the plan's is block.
+    site = write(tmp_path, nvl72_site(racks=2))
+    tree = directives(script(site, slurm_topology_plugin="topology/tree"))
+    assert not any(d.startswith(("--segment", "--switches")) for d in tree), tree
+    assert any(d.startswith("--nodes=") for d in tree)  # the job's other options stay
+    assert "--segment=18" in directives(script(site, slurm_topology_plugin="topology/block"))
+
+
 def test_hgx_nodes_under_one_leaf_get_switches_1(tmp_path):
     site = write(tmp_path, hgx_rails(units=1))
     got = directives(script(site))

@@ -254,3 +254,26 @@ def test_a_node_lost_earlier_runs_no_job_and_is_named():
     limited = role_vars.render("smoke_train", "_smoke_train_why_partial", v, alive,
                                ansible_play_hosts=alive, ansible_limit="hgx-0[1:2],hgx-04")  # fmt: skip
     assert limited == "this run covers 3 of the cluster's 4 nodes (--limit)"
+
+
+def test_a_placement_the_clusters_topology_plugin_does_not_take_is_left_out():
+    """On AWS the stack writes Slurm's topology from EC2's (a tree where EC2 returns no
+    capacity block), which may differ from the plan's: the smoke job asks only for what the
+    plugin in force takes (--segment under block, --switches under tree)."""
+    plan = compile_effective(load_effective(ROOT / "blueprints" / "nvl72-slurm.yaml"))
+    hosts = [n["name"] for n in plan.group_vars["slurm_nodes"]]
+    gv = thaw(plan.group_vars)
+
+    def placed(plugin: str) -> list[str]:
+        argv = render("_smoke_train_sbatch", {**gv, "slurm_topology_plugin": plugin}, hosts)
+        return [str(a) for a in argv if str(a).startswith(("--segment", "--switches"))]
+
+    assert placed("topology/block") == ["--segment=18"]
+    assert placed("topology/tree") == []
+    assert placed("") == []
+    tree = {**gv, "slurm_topology_plugin": "topology/tree",
+            "smoke_train_slurm_placement": ["--switches=1"]}  # fmt: skip
+    assert "--switches=1" in [str(a) for a in render("_smoke_train_sbatch", tree, hosts)]
+    # A playbook of a user's own, with no Slurm topology variable: its placement as given.
+    mine = {k: v for k, v in gv.items() if k != "slurm_topology_plugin"}
+    assert "--segment=18" in [str(a) for a in render("_smoke_train_sbatch", mine, hosts)]
