@@ -59,13 +59,19 @@ def read_reports(report_dir: Path) -> dict[str, dict]:
 
 
 def not_in_service(
-    inventory: dict[str, Any], jobs: Mapping[str, Any], in_service: Iterable[str]
+    inventory: dict[str, Any],
+    jobs: Mapping[str, Any],
+    in_service: Iterable[str],
+    groups: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """The serving nodes the smoke job runs on: those of a node group with a job (a serving
-    workload) that are not in service (passed at the last validation)."""
+    workload) that are not in service (passed at the last validation). Never a node of a group
+    configured at boot (`groups`: the validation's expected groups): it ran the job in its own
+    bootstrap and joined the inventory only on a pass, so it may be serving now."""
     serving = set(in_service)
-    groups = host_groups(inventory, jobs)
-    return sorted(h for h, g in groups.items() if g in jobs and h not in serving)
+    booted = {n for n, g in (groups or {}).items() if g.get("configured") == "boot"}
+    of = host_groups(inventory, jobs)
+    return sorted(h for h, g in of.items() if g in jobs and g not in booted and h not in serving)
 
 
 def no_job_report(reports: dict[str, dict], new: list[str], smoke_dir: Path) -> None:
@@ -186,7 +192,8 @@ def validate_cluster(
         reports_at = Path(d)
         if group_vars.get("rackform_purpose") == "inference":
             jobs = jobs_of(group_vars)
-            new = not_in_service(inventory, jobs, in_service)
+            expected_groups = validation.get("expected", {}).get("groups")
+            new = not_in_service(inventory, jobs, in_service, expected_groups)
             book = reports_at / "serving.yml"
             plays = serving_playbook(reports_at, new)
             book.write_text(yaml.safe_dump(plays), encoding="utf-8")

@@ -42,7 +42,14 @@ def validation_input(plan: Plan) -> dict:
             # A node below this share of its group's median is named (lifecycle.health's).
             "outlier_fraction": (plan.lifecycle.health or HealthPolicy()).outlier_fraction,
             "groups": {
-                g.name: {"count": g.count, "gpu": g.gpu_key, "gpus_per_node": g.gpus_per_node}
+                g.name: {
+                    "count": g.count,
+                    "gpu": g.gpu_key,
+                    "gpus_per_node": g.gpus_per_node,
+                    # Nodes that configure themselves at boot ran their serving smoke job
+                    # there, before they took traffic: the stage never runs it on them.
+                    **({"configured": "boot"} if g.configured == "boot" else {}),
+                }
                 for g in plan.node_groups
             },
         },

@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 
 import pytest
+import yaml
+from blueprint_helpers import ROOT
 from fake_smi import fake_nvidia_smi
 from planhelp import AWS_INFERENCE, AWS_TRAINING, one, plan
 
@@ -98,8 +100,10 @@ def local_hosts(group: str, names: list[str], python: str) -> dict:
 
 @pytest.fixture(scope="module")
 def sized(tmp_path_factory):
-    """The Validate inputs of an inference blueprint with a serving workload."""
-    bp = {**AWS_INFERENCE, "workload": WORKLOAD}
+    """The Validate inputs of a colocation inference blueprint (its nodes pushed to, not
+    configured at boot) with a serving workload."""
+    doc = yaml.safe_load((ROOT / "blueprints" / "colo-inference.yaml").read_text())
+    bp = {**doc, "workload": WORKLOAD}
     return one(plan(tmp_path_factory.mktemp("bp"), bp), "rackform:Validate").inputs
 
 
@@ -109,12 +113,12 @@ def test_nodes_not_in_service_run_the_serving_smoke_job_and_those_in_service_do_
     """srv-02 is new (not in service): the serving checks and the serving smoke job, for real
     (this machine's virtualenv holds torch's CPU build: the node's smoke_train_venv); srv-01
     serves already: the read-only checks only. One report per node, both kinds merged."""
-    fake_nvidia_smi(tmp_path / "bin", 4)
+    fake_nvidia_smi(tmp_path / "bin", 8)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
-    assert sized["group_vars"]["rackform_serving_smoke"]["serve"]["concurrency"] == 2
+    assert sized["group_vars"]["rackform_serving_smoke"]["l40s"]["concurrency"] == 2
     lines: list[str] = []
     report = validate_cluster(
-        inventory=local_hosts("ng_serve", ["srv-01", "srv-02"], sys.executable),
+        inventory=local_hosts("ng_l40s", ["srv-01", "srv-02"], sys.executable),
         group_vars={**sized["group_vars"], "nvme_raid_mount": "/", "smoke_train_venv": sys.prefix},
         validation=sized["validation"],
         in_service=["srv-01"],
@@ -139,13 +143,13 @@ def test_a_new_node_whose_job_cannot_run_is_not_passed(sized, tmp_path, monkeypa
     """A node without torch in its environment (no bake, no serving play): the job fails
     before it writes a report, and the node fails `serving_smoke` rather than passing on the
     read-only checks alone."""
-    fake_nvidia_smi(tmp_path / "bin", 4)
+    fake_nvidia_smi(tmp_path / "bin", 8)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
     bare = tmp_path / "venv"  # a Python without torch
     (bare / "bin").mkdir(parents=True)
     (bare / "bin" / "python").symlink_to("/usr/bin/python3")
     report = validate_cluster(
-        inventory=local_hosts("ng_serve", ["srv-03"], sys.executable),
+        inventory=local_hosts("ng_l40s", ["srv-03"], sys.executable),
         group_vars={**sized["group_vars"], "nvme_raid_mount": "/", "smoke_train_venv": str(bare)},
         validation=sized["validation"],
         out=lambda line: None,
@@ -154,3 +158,26 @@ def test_a_new_node_whose_job_cannot_run_is_not_passed(sized, tmp_path, monkeypa
     assert statuses["srv-03/gpu_count"] == "pass"
     assert statuses["srv-03/serving_smoke"] == "fail", statuses
     assert not judge(report)["passed"]
+
+
+def test_nodes_configured_at_boot_never_run_the_job_from_the_stage(tmp_path, monkeypatch):
+    """An AWS serving group's nodes configure themselves at boot: each ran the serving smoke
+    job in its bootstrap and joined the inventory only on a pass, so it may be serving now.
+    New to the stage or not, they get the read-only checks only."""
+    fake_nvidia_smi(tmp_path / "bin", 4)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
+    bp = {**AWS_INFERENCE, "workload": WORKLOAD}
+    stage = one(plan(tmp_path, bp), "rackform:Validate").inputs
+    assert stage["validation"]["expected"]["groups"]["serve"]["configured"] == "boot"
+    assert stage["group_vars"]["rackform_serving_smoke"]["serve"]
+    lines: list[str] = []
+    report = validate_cluster(
+        inventory=local_hosts("ng_serve", ["srv-04"], sys.executable),
+        group_vars={**stage["group_vars"], "nvme_raid_mount": "/"},
+        validation=stage["validation"],
+        out=lines.append,
+    )
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert not any(n.startswith("srv-04/") and n.endswith("generation") for n in statuses)
+    assert statuses["srv-04/gpu_count"] == "pass"
+    assert "serving smoke job" not in "\n".join(lines)

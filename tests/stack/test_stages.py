@@ -383,3 +383,24 @@ def test_a_hand_edited_wait_record_never_passes():
         .outs
     )
     assert out["passed"] is False and "boot_reports" in out["failure"]
+
+
+def test_a_rerun_names_the_nodes_the_last_run_passed_as_in_service():
+    """A serving node the last run passed serves now: the stage's next run hands it to the work
+    as in service (read-only checks only); one that failed, or sent nothing, is not."""
+    last = {
+        "nodes": {"n1": {}, "n2": {}, "n-3": {}},
+        "checks": [
+            {"name": "n1/gpu_count", "status": "pass", "node": "n1"},
+            {"name": "n2/decode_tokens_per_s", "status": "fail", "node": "n2"},
+            {"name": "n-3/gpu_count", "status": "pass", "node": "n-3"},
+            {"name": "node_reports", "status": "fail"},
+        ],
+    }
+    olds = {**validate_props(), "report": last, "passed": False}
+    work = Work({"checks": [PASS]})
+    ValidateProvider(work).update("id", olds, validate_props(request="again"))
+    assert work.calls[0]["in_service"] == ["n-3", "n1"]
+    first = Work({"checks": [PASS]})
+    ValidateProvider(first).create(validate_props())
+    assert first.calls[0]["in_service"] == []
