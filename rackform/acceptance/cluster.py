@@ -185,15 +185,16 @@ def validate_cluster(
     smoke job on those not `in_service` (`serving_plays`)."""
     options.setdefault("out", lambda line: print(line, file=sys.stderr))
     extra = {**options.pop("extravars", {}), "smoke_train_force": True}
+    serving = group_vars.get("rackform_purpose") == "inference"
+    expected = validation.get("expected", {})
+    jobs = jobs_of(group_vars) if serving else {}
+    new = not_in_service(inventory, jobs, in_service, expected.get("groups"))
     with (
         access_files(access) as files,
         tempfile.TemporaryDirectory(prefix="rackform-validate-") as d,
     ):
         reports_at = Path(d)
-        if group_vars.get("rackform_purpose") == "inference":
-            jobs = jobs_of(group_vars)
-            expected_groups = validation.get("expected", {}).get("groups")
-            new = not_in_service(inventory, jobs, in_service, expected_groups)
+        if serving:
             book = reports_at / "serving.yml"
             plays = serving_playbook(reports_at, new)
             book.write_text(yaml.safe_dump(plays), encoding="utf-8")
@@ -210,11 +211,9 @@ def validate_cluster(
                 **options,
             )
         reports = read_reports(reports_at)
-        if group_vars.get("rackform_purpose") == "inference":
-            no_job_report(reports, new, reports_at / SMOKE_DIR)
-    # Serving nodes measure nothing of themselves (no job): only training nodes are compared.
-    serving = group_vars.get("rackform_purpose") == "inference"
-    expected = validation.get("expected", {})
+        no_job_report(reports, new, reports_at / SMOKE_DIR)
+    # Only training nodes are compared with their group's median: a serving node's smoke job
+    # runs only while it is not in service, and is judged against the plan's figures.
     fraction = expected.get("outlier_fraction", outliers.DEFAULT_FRACTION)
     groups = None if serving else host_groups(inventory, expected.get("groups") or {})
     domains = expected.get("domains") or {}

@@ -177,11 +177,10 @@ def serving_inventory(
         if group_name(name) in groups:
             gvars = groups[group_name(name)].setdefault("vars", {})
             gvars["rackform_serving_gpus"] = group["gpus_per_node"]
-    catalog = load_catalog() if jobs else None
     for name, entry in jobs.items():
-        if group_name(name) in groups and catalog is not None:
+        if group_name(name) in groups:
             gvars = groups[group_name(name)].setdefault("vars", {})
-            gvars[JOB_ARGS] = serving_job_argv(entry, catalog)
+            gvars[JOB_ARGS] = serving_job_argv(entry, load_catalog())
     return inv
 
 

@@ -25,13 +25,14 @@ def group_spec(
 ) -> dict[str, Any]:
     """The manifest (`bootstrap.json`) of `group`'s artifact: on a serving cluster with a
     workload, the serving smoke job's arguments for the group (`serving_job`)."""
+    variables = thaw(plan.group_vars)
     spec = manifest(
-        configure_vars(thaw(plan.group_vars)),
+        configure_vars(variables),
         group_name(group.name),
         plan.ssh_user,
         aws=aws,
         expect_gpus=group.gpus_per_node,
-        serving_job=serving_job(thaw(plan.group_vars), group.name),
+        serving_job=serving_job(variables, group.name),
     )
     if plan.baked:
         # What the node's image should hold, which its boot compares with the image's record
