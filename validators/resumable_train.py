@@ -286,9 +286,12 @@ class Job:
         self._asked = flags.tolist()
         return any(self._asked)
 
-    def save(self, why: str) -> None:
+    def save(self, why: str, stopping: bool) -> None:
         """A checkpoint of the steps done so far, on every node; a failed one ends the job
-        (training on without checkpoints would lose what resuming is for)."""
+        (training on without checkpoints would lose what resuming is for). `stopping` is what
+        every rank agreed (stop_here's all-reduce), never this rank's own signal flag: a SIGTERM
+        can reach one rank between that all-reduce and here, and a collective that one rank
+        skips and another enters waits for the whole collective timeout (CI's stop 65)."""
         err = None
         if self.leader:
             try:
@@ -310,7 +313,7 @@ class Job:
         dist.barrier(group=self.cpu)
         self.mark = (self.step, time.time())
         self.done = (self.step, self.mark[1])
-        if not self.signals.stop:  # stopping already (a requeue, a preemption)
+        if not stopping:  # stopping already (a requeue, a preemption)
             self._take_back()
 
     def _take_back(self) -> None:
@@ -353,7 +356,7 @@ class Job:
             else:
                 why = f"every {a.checkpoint_every} steps"
             if due or signalled:
-                self.save(why)
+                self.save(why, stopping=bool(stop))
             if stop:
                 return
         if self.run["ended"] == "running":  # resumed at the last step: nothing left to run
