@@ -55,6 +55,9 @@ def why(sc: Scenario, r: Result) -> list[str]:
         )
     if r.mode == ELASTIC and r.min_size < sc.job_nodes:
         out.append(f"the elastic job ran on as few as {r.min_size} of {sc.job_nodes} nodes")
+    if r.mode == ELASTIC and r.decisions:
+        said = "; ".join(f"{k} x {n}" for k, n in sorted(r.decisions.items()))
+        out.append(f"heal's rule for the elastic job (lifecycle.elastic.decide): {said}")
     out_h = r.gpu_hours(OUT)
     if out_h > 0.01 * r.paid_gpu_hours:
         out.append(
@@ -105,6 +108,7 @@ def document(sc: Scenario, figures: PreflightFigures, seed: int, days: float) ->
                 "failures": dict(sorted(r.failures.items())),
                 "restarts": r.restarts,
                 "smallest_job_nodes": r.min_size,
+                "elastic_decisions": dict(sorted(r.decisions.items())),
                 "time_to_repair": _repairs(r),
                 "why": why(sc, r),
             }

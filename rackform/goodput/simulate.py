@@ -16,10 +16,17 @@ The world, each a SimPy process:
   it fixes a share of hardware faults, the rest fail re-validation and go to a person.
 - The job: a restart (relaunch + the checkpoint read back), then segments of `interval_s` of
   training each closed by a checkpoint that blocks `checkpoint_s`. A failure of one of its
-  nodes loses the segment's training (redone) and restarts it. Requeue-only: it waits for all
-  its nodes. Elastic: it goes on with the nodes in service (down to `min_nodes`), from its last
-  checkpoint, and takes the returned nodes back at a checkpoint boundary (a requeue at the
-  larger size: one restart, no work redone). Progress scales with the nodes (data parallel).
+  nodes loses the segment's training (redone) and restarts it. Requeue-only: it waits for a
+  whole allocation. Elastic: heal's own rule decides, as heal and the rollouts' drain do
+  (`lifecycle.elastic.decide`, the job as Slurm shows it: its nodes in allocation order, the
+  first its batch host, the launcher's mark with `min_nodes`): shrunk off a node taken out of
+  service, it goes on with its other nodes from its last checkpoint; requeued where it cannot
+  (the node taken is its first, or too few would be left), it waits for a whole allocation as
+  a requeue-only job does. A software fault leaves its nodes well: torchrun's agents restart
+  the workers where they are. A job shrunk takes its lost nodes back once they are all in
+  service again, at a checkpoint boundary (`validators/elastic.py`'s `requeue_when_back`: a
+  requeue at full size, one restart, no work redone). Progress scales with the nodes (data
+  parallel).
 
 Every node-second is one of: training kept, training redone, restarting, checkpointing,
 waiting (in service, not in a running job), out of service; they sum to the nodes x the run."""
@@ -36,6 +43,7 @@ import simpy
 
 from rackform.goodput.scenario import ELASTIC, REQUEUE, Scenario
 from rackform.health.verdict import Evidence, NodeHealth, judge_cluster, triage
+from rackform.lifecycle.elastic import MARK, SHRINK, Held, decide
 from rackform.plan.interval import HOUR, exponential_goodput, first_order_goodput
 
 TRAIN, REDONE, RESTART, CKPT, WAIT, OUT = (
@@ -48,6 +56,8 @@ TRAIN, REDONE, RESTART, CKPT, WAIT, OUT = (
 )
 CAUSES = (REDONE, RESTART, WAIT, CKPT, OUT)
 UP, BROKEN, REPAIR = "up", "broken", "repair"
+REDUCED = "went on at reduced size"
+TOOK_BACK = "took its nodes back (requeued at full size)"
 CLASSES = ("hardware", "software", "network")
 
 
@@ -64,6 +74,9 @@ class Result:
     repairs: list[tuple[str, float, str]] = field(default_factory=list)  # node, seconds, how
     waits: Counter = field(default_factory=Counter)  # heal's reasons a broken node waited
     restarts: int = 0
+    # Elastic: heal's decision for each failure that took a node of the running job out of
+    # service (REDUCED, or "requeued: " and its reason), and the job's take-backs (TOOK_BACK).
+    decisions: Counter = field(default_factory=Counter)
     min_size: int = 0
     up_at_end: int = 0  # nodes in service when the run ends
 
@@ -96,6 +109,7 @@ class _World:
         self.broke_at: dict[str, float] = {}
         self.remedy_failed: dict[str, list[float]] = {}
         self.job: set[str] = set()
+        self.lost: set[str] = set()  # nodes the elastic job was shrunk off, not yet taken back
         self.phase = WAIT
         self.acc = dict.fromkeys((TRAIN, REDONE, RESTART, CKPT, WAIT, OUT), 0.0)
         self.last = 0.0
@@ -152,7 +166,7 @@ class _World:
                 self.state[name], self.fault[name] = BROKEN, cls
                 self.broke_at[name] = self.env.now
             if name in self.job and self.job_proc.is_alive:
-                self.job_proc.interrupt(cls)
+                self.job_proc.interrupt((cls, name))
 
     # -- heal, with its own decisions ---------------------------------------------------------
     def evidence(self, node: str) -> list[Evidence]:
@@ -223,16 +237,20 @@ class _World:
 
     def run_job(self):
         sc, first = self.sc, True
-        need = sc.job_nodes if self.mode == REQUEUE else sc.min_nodes
+        kept: tuple[str, ...] = ()  # shrunk: the nodes it goes on with, no queue
         while True:
-            up = self.up()
-            if len(up) < need:
-                self.set_phase(WAIT, set())
-                if self.capacity.triggered:
-                    self.capacity = self.env.event()
-                yield self.capacity  # no node of its own: nothing interrupts the wait
-                continue
-            nodes = set(up[: sc.job_nodes])
+            if kept:
+                order, kept = kept, ()
+            else:  # submitted or requeued: Slurm starts it on a whole allocation
+                up = self.up()
+                if len(up) < sc.job_nodes:
+                    self.set_phase(WAIT, set())
+                    if self.capacity.triggered:
+                        self.capacity = self.env.event()
+                    yield self.capacity  # no node of its own: nothing interrupts the wait
+                    continue
+                order, self.lost = tuple(up[: sc.job_nodes]), set()
+            nodes = set(order)
             self.res.min_size = min(self.res.min_size, len(nodes))
             try:
                 if not first:
@@ -253,17 +271,31 @@ class _World:
                         self.acc[TRAIN] -= lost
                         self.acc[REDONE] += lost
                         raise
-                    # A checkpoint boundary: elastic takes returned nodes back (a requeue at
-                    # the larger size).
-                    if (
-                        self.mode == ELASTIC
-                        and len(nodes) < sc.job_nodes
-                        and len(self.up()) > len(nodes)
-                    ):
+                    # A checkpoint boundary: a job shrunk takes its lost nodes back once every
+                    # one is in service again (a requeue at full size).
+                    if self.lost and all(self.state[n] == UP for n in self.lost):
+                        self.res.decisions[TOOK_BACK] += 1
                         break
-            except simpy.Interrupt:
+            except simpy.Interrupt as stop:
                 first = False
-                continue
+                kept = self._goes_on(order, *stop.cause)
+
+    def _goes_on(self, order: tuple[str, ...], cls: str, node: str) -> tuple[str, ...]:
+        """The nodes the job goes on with after `node`'s fault, without the queue; () where
+        it is requeued (requeue-only, or heal's rule says so)."""
+        if self.mode != ELASTIC:
+            return ()
+        if cls == "software":  # the node is well: the agents restart the workers in place
+            return order
+        held = Held("job", "RUNNING", order, order[0], f"{MARK}{self.sc.min_nodes}")
+        d = decide(held, {node})
+        if d.action == SHRINK:
+            self.res.decisions[REDUCED] += 1
+            self.lost.add(node)
+            return d.keep
+        # decide's reason, without the node's name and counts that differ from one to the next
+        self.res.decisions["requeued: " + re.sub(r"\d+", "N", d.why.replace(node, "NODE"))] += 1
+        return ()
 
 
 def simulate(sc: Scenario, mode: str, seed: int, days: float) -> Result:
