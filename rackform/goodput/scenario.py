@@ -71,6 +71,19 @@ class NotTraining(ValueError):
     """A blueprint the simulation cannot run: no training checkpoint to simulate."""
 
 
+def _why_no_interval(plan: Plan) -> str:
+    """Why a plan has no checkpoint interval, with what a user does about it."""
+    if not plan.training:
+        return "an inference cluster runs no training job to simulate"
+    if plan.workload is None:
+        return "no training workload to simulate (fix: declare `workload:` with model_params_b)"
+    return (
+        "the checkpoint's write speed is unknown, so neither its cost nor the interval is "
+        "known (fix: set storage.checkpoint.write_gbps, or give --evidence of a validation "
+        "that measured it)"
+    )
+
+
 def from_plan(
     plan: Plan,
     *,
@@ -87,7 +100,7 @@ def from_plan(
     nodes less the budget)."""
     iv = plan.interval
     if iv is None:
-        raise NotTraining(f"{plan.name}: no training checkpoint to simulate (purpose, workload)")
+        raise NotTraining(f"{plan.name}: {_why_no_interval(plan)}")
     nodes = plan.gpu_nodes
     gpus = sum(g.count * g.gpus_per_node for _, g in plan.gpu_groups)
     budget = plan.lifecycle.budget(nodes)

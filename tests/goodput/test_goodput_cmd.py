@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
+import yaml
 from typer.testing import CliRunner
 
 from rackform.acceptance.cluster import merge_reports
@@ -86,7 +88,16 @@ def test_the_clusters_own_measurements(tmp_path):
 
 def test_what_it_refuses(tmp_path):
     r = run("blueprints/aws-inference.yaml", "--state-dir", tmp_path)
-    assert r.exit_code == 2 and "no training checkpoint to simulate" in r.output
+    assert r.exit_code == 2 and "an inference cluster runs no training job" in r.output
+    # A training blueprint whose checkpoint speed nobody declared or measured: said so, with
+    # the fix, not a word about its purpose.
+    doc = yaml.safe_load(Path(TRAINING).read_text())
+    doc["storage"]["checkpoint"].pop("write_gbps", None)
+    slow = tmp_path / "unknown-speed.yaml"
+    slow.write_text(yaml.safe_dump(doc))
+    r = run(slow, "--state-dir", tmp_path)
+    assert r.exit_code == 2 and "write speed is unknown" in r.output, r.output
+    assert "storage.checkpoint.write_gbps" in r.output and "Traceback" not in r.output
     other = statement(tmp_path, "someone-else-default", {"hgx-01": 2.0})
     r = run(TRAINING, "--evidence", other, "--state-dir", tmp_path)
     assert r.exit_code == 2 and "not 'dc1-train-default'" in r.output
