@@ -182,3 +182,20 @@ def test_p6_b200_is_unpriced_and_names_the_quota_it_draws_on(tmp_path):
     p = compile_effective(load_effective(write_blueprint(tmp_path, doc)))
     assert not [n for n in p.cost.notes if "quota" in n]
     assert any("no capacity-block price for p6-b200.48xlarge" in n for n in p.cost.notes)
+
+
+def test_an_unpriced_group_leaves_no_total_but_the_others_keep_their_lines(tmp_path):
+    # A capacity block of P6-B200 (no published price) beside on-demand and spot P5 groups: the
+    # P5 lines stay; no total and no spot range, since either would read as the whole cost.
+    doc = mixed()
+    doc["node_groups"][1]["instance_type"] = "p6-b200.48xlarge"
+    doc["node_groups"].append(
+        {"name": "cheap", "instance_type": "p5.48xlarge", "count": 1, "market": "spot"}
+    )
+    p = compile_effective(load_effective(write_blueprint(tmp_path, doc)))
+    lines = [line.item for line in p.cost.compute]
+    assert len(lines) == 2 and lines[0] == "2 x p5.48xlarge on-demand", lines
+    assert lines[1].startswith("1 x p5.48xlarge spot"), lines
+    assert p.cost.usd_per_hour is None and p.cost.usd_per_month is None
+    assert p.cost.spot_usd_per_hour_range is None
+    assert any("no capacity-block price for p6-b200.48xlarge" in n for n in p.cost.notes)

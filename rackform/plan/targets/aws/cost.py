@@ -27,22 +27,26 @@ def cost(plan: Basis) -> TargetCost:
     unpriced = sorted(
         {g.instance.key for g in plan.node_groups if t.region not in g.instance.priced_in}
     )
-    if unpriced:
-        where = ", ".join(plan.node_groups[0].instance.priced_in)
-        notes.append(
-            f"{UNPRICED}: the catalog has no price for {', '.join(unpriced)} in "
-            f"{t.region} (it prices {where}); another region's price is not used"
+    for key in unpriced:
+        where = ", ".join(
+            next(g for g in plan.node_groups if g.instance.key == key).instance.priced_in
         )
-        return TargetCost(name, (), None, tuple(notes))
+        notes.append(
+            f"{UNPRICED}: the catalog has no price for {key} in "
+            f"{t.region} (it prices {where or 'no region'}); another region's price is not used"
+        )
+    # The groups it can price keep their lines (a total needs every group: see cost.py).
     spot = False
     for g in plan.node_groups:
         it = g.instance
+        if it.key in unpriced:
+            continue
         od = it.on_demand_usd_hr
         market = g.market or t.market
         what = f"{g.count} x {it.key} {market}"
         if market != "capacity-block" and od is None:
             notes.append(f"{UNPRICED}: the catalog has no {market} price for {it.key}")
-            return TargetCost(name, (), None, tuple(notes))
+            continue
         if market == "on-demand":
             price, where = od.value, src(od)
         elif market == "spot":
@@ -58,7 +62,7 @@ def cost(plan: Basis) -> TargetCost:
         else:  # capacity-block
             if it.capacity_block_usd_hr is None:
                 notes.append(f"{UNPRICED}: the catalog has no capacity-block price for {it.key}")
-                return TargetCost(name, (), None, tuple(notes))
+                continue
             price, where = it.capacity_block_usd_hr.value, src(it.capacity_block_usd_hr)
         if market != "spot":  # the spot range below covers the whole cluster's compute
             lo, hi = lo + g.count * price, hi + g.count * price
@@ -69,7 +73,7 @@ def cost(plan: Basis) -> TargetCost:
                 f"${g.max_count * price * hours:,.0f}/month"
             )
     lines += _fsx(plan, notes)
-    if not spot:
+    if not spot or any(n.startswith(UNPRICED) for n in notes):  # no range for part of it
         return TargetCost(name, tuple(lines), None, tuple(notes))
     notes.append(
         f"spot prices vary; the catalog's discount range "
