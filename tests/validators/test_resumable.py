@@ -84,9 +84,10 @@ def start(
     return procs
 
 
-# Bounds that only guard against a hang: beside the e2e's VMs (scripts/test.sh runs the rest at
-# nice 10) a job that takes 20 s alone took over 120 s (fresh run #40; and with two busy loops
-# beside it, 158 and 214 s), so they are not the judge of speed.
+# Bounds that only guard against a hang, not the judge of speed: beside the e2e's VMs
+# (scripts/test.sh runs the rest at nice 10) a job that takes 20 s alone takes a few times that.
+# (Fresh run #40's and CI stop 65's timeouts were no slowness: the ranks disagreed on the
+# take-back's collective; test_a_sigterm_that_reaches_one_rank_... holds that.)
 HANG_S = 600
 
 
