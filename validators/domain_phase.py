@@ -15,8 +15,9 @@ from validators.domain_collectives import Slowdown, measure
 from validators.domain_layout import Layout, domain_of, node_name, parse_map
 from validators.report import Check, not_run
 
-# Every check the phase reports (some once per domain or link), in order.
-CHECKS = (
+# Every check the phase reports (some once per domain or link), in order. (`names` too: the
+# checks reference and the audit find check names assigned to it, rackform/docs_gen.py.)
+CHECKS = names = (
     "domain_allreduce_busbw",
     "domain_allreduce_peers",
     "domain_alltoall_busbw",
