@@ -342,9 +342,9 @@ def _guide_table(guide: Path, head: str) -> str:
 
 def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str:
     sys.path.insert(0, str(ROOT))
+    from validators.domain_phase import CHECKS as DOMAIN_CHECKS
     from validators.serving import CHECKS as SERVING_CHECKS
     from validators.serving_checks import CHECKS as SERVING_SMOKE_CHECKS
-    from validators.domain_phase import CHECKS as DOMAIN_CHECKS
     from validators.smoke import CHECKS, TIER_CHECKS
 
     described = _guide_checks(guide)

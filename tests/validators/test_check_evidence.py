@@ -682,8 +682,12 @@ def test_the_healthy_evidence_does_pass():
         fabric(),
         fabric_check(tray()),
         imex_check(IMEX_UP, ["10.40.1.11", "10.40.1.12"]),
-        *domain_checks.catalog_checks("domain_allreduce_busbw", {"a": (400.0, 72)}, 350.0, True, "ar"),
-        *domain_checks.peer_checks("domain_link_peers", {"a<->b": 50.0, "b<->c": 48.0}, "p2p", "link"),
+        *domain_checks.catalog_checks(
+            "domain_allreduce_busbw", {"a": (400.0, 72)}, 350.0, True, "ar"
+        ),
+        *domain_checks.peer_checks(
+            "domain_link_peers", {"a<->b": 50.0, "b<->c": 48.0}, "p2p", "link"
+        ),
         diag([("sw", "pass", "")]),
         *(smi(n) for n in ("gpu_count", "driver_branch", "ecc_uncorrectable", "row_remap")),
         serving.mount_check("/"),
