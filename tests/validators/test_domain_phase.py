@@ -202,3 +202,12 @@ def test_the_smoke_job_measures_two_domains_of_two_nodes(tmp_path):
     assert doc["metrics"]["nvlink_domains"]["domains"] == {"nvl-a": ["node-a"], "nvl-b": ["node-b"]}
     assert "nvlink domains" in doc["metrics"]["phases_s"]
     assert doc["pending"] == []
+
+
+def test_the_domain_checks_are_expected_after_the_sweep():
+    from validators import smoke
+
+    want = smoke.expected_checks(parse(["--device", "cpu", *TWO]))
+    at = want.index("allreduce_busbw") + 1
+    assert want[at : at + len(domain_phase.CHECKS)] == domain_phase.CHECKS
+    assert smoke.expected_checks(parse(["--device", "cpu"])) == smoke.CHECKS
