@@ -12,7 +12,9 @@ it measured. Only after every rank has come through the last phase (a collective
 must join) does it write the end marker, `ended`, and `complete: true`: the evidence that the
 job ran to the end. Before the cluster-wide phases each node measures itself alone (matmul, host
 to device copies, an all-reduce within the node: `metrics.node_perf`), which rackform compares
-between the nodes of a group when it merges their reports.
+between the nodes of a group when it merges their reports. Handed the plan's NVLink domains
+(`--nvlink-domain`), it then measures all-reduce and all-to-all within each domain, across them
+and over the job, and each link between domains (validators/domain_phase.py).
 
 Exit 0 when no check failed, 1 when one did (rank 0 carries the verdict), 2 when numpy is
 missing (checked before anything starts), 3 when a rank stalled (see watchdog.py). Under
