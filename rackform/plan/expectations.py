@@ -107,6 +107,14 @@ class Expectations:
         return out
 
     def table(self) -> list[tuple[str, float | None, str]]:
+        domains = (
+            (
+                ("domain_allreduce_gbps", self.domain_allreduce_gbps),
+                ("domain_alltoall_gbps", self.domain_alltoall_gbps),
+            )
+            if self.nvlink_domains
+            else ()
+        )
         return [
             (name, t.value, t.source)
             for name, t in (
@@ -117,5 +125,6 @@ class Expectations:
                 ("storage_write_gbps", self.storage_write_gbps),
                 ("shared_read_gbps", self.shared_read_gbps),
                 ("loss_drop_fraction", self.loss_drop_fraction),
+                *domains,
             )
         ]

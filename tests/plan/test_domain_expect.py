@@ -33,6 +33,12 @@ def test_nvl72_racks_are_handed_to_the_job_as_domains(tmp_path):
     )
     assert exp.domain_alltoall_gbps.value is None
     assert "--domain-allreduce-min" not in exp.threshold_args()
+    # `rackform smoke` shows them with the other thresholds, with why there is no figure.
+    table = {name: (value, why) for name, value, why in exp.table()}
+    assert table["domain_alltoall_gbps"] == (
+        None,
+        "catalog GB200-NVL72 alltoall_busbw_gbps_domain: to be measured",
+    )
     # The role gets them with the other expectations (smoke_train_job_args).
     assert domain_args(plan.group_vars["smoke_train_job_args"]) == domain_args(exp.threshold_args())
 
