@@ -51,6 +51,7 @@ class Figures:
     domain_alltoall: dict[str, float | None] = field(default_factory=dict)
     domain_ranks: dict[str, int] = field(default_factory=dict)
     cross_allreduce: dict[str, float | None] = field(default_factory=dict)
+    positions: dict[str, list[int]] = field(default_factory=dict)  # each position's ranks
     alltoall: float | None = None
     alltoall_why: str = ""  # why the job-wide all-to-all was not measured
     links: dict[str, float | None] = field(default_factory=dict)
@@ -116,7 +117,10 @@ def measure(
     positions = layout.positions()
     pos_groups = [dist.new_group(list(p), timeout=timeout) for p in positions]
     mine = next(d for d, r in layout.domains if rank in r)
-    figs = Figures(domain_ranks={d: len(r) for d, r in layout.domains})
+    figs = Figures(
+        domain_ranks={d: len(r) for d, r in layout.domains},
+        positions={f"position {k}": list(p) for k, p in enumerate(positions)},
+    )
     local: dict = {"domain_allreduce": {}, "domain_alltoall": {}, "cross": {}, "links": {}}
     pause = slow.seconds if slow and slow.domain == mine else 0.0
     # Divisible by every domain's size and the world's, for all-to-all's equal splits.
@@ -138,7 +142,7 @@ def measure(
             if rank in ranks:
                 gbps = _allreduce(buf, g, len(ranks), device, iters, 0.0, beat)
                 if rank == ranks[0]:
-                    local["cross"][f"position {k} (ranks {', '.join(map(str, ranks))})"] = gbps
+                    local["cross"][f"position {k}"] = gbps
         dist.barrier(group=cpu_group)
     try:
         figs.alltoall = _alltoall(buf, None, world, device, iters, 0.0, beat)

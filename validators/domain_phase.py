@@ -23,6 +23,7 @@ CHECKS = names = (
     "domain_alltoall_busbw",
     "domain_alltoall_peers",
     "cross_domain_allreduce_busbw",
+    "cross_domain_peers",
     "alltoall_busbw",
     "domain_link_peers",
 )
@@ -76,9 +77,19 @@ def run(args, device, cpu_group, metrics: dict, beat, slow: Slowdown | None = No
             fraction=frac,
         ),
         domain_checks.cross_check(figs.cross_allreduce, len(layout.domains), on_gpu),
+        *_positions(figs.cross_allreduce, len(layout.domains), frac),
         domain_checks.alltoall_check(figs.alltoall, dist.get_world_size(), figs.alltoall_why),
         *_links(figs.links, len(layout.domains), frac),
     ]
+
+
+def _positions(cross: dict, domains: int, fraction: float) -> list[Check]:
+    """Each position's all-reduce across the domains against the others': on nodes of one
+    domain each (HGX), position k is every node's GPU k, on its own rail of the fabric."""
+    if domains < 2:
+        return [not_run("cross_domain_peers", "one NVLink domain: nothing across domains")]
+    what = "all-reduce busbw across the domains among the k-th rank of each"
+    return domain_checks.peer_checks("cross_domain_peers", cross, what, "position", fraction)
 
 
 def _links(links: dict, domains: int, fraction: float) -> list[Check]:

@@ -71,6 +71,9 @@ def test_a_slow_domain_is_named_and_fails(tmp_path):
     for c in by(doc, "domain_allreduce_busbw").values():
         assert c["status"] == NOT_RUN and c["measured"] > 0
     assert by(doc, "cross_domain_allreduce_busbw")[""]["measured"] > 0
+    # Two positions (the 1st and the 2nd rank of each domain), each judged against the other.
+    assert set(by(doc, "cross_domain_peers")) == {"position 0", "position 1"}
+    assert figs["positions"] == {"position 0": [0, 2], "position 1": [1, 3]}
     assert by(doc, "alltoall_busbw")[""]["measured"] > 0  # gloo has all-to-all on torch 2.13
 
 
@@ -94,6 +97,7 @@ def test_one_domain_has_nothing_to_compare(tmp_path):
     assert peers["status"] == NOT_RUN and peers["measured"] > 0
     assert "nothing to compare" in peers["detail"]
     assert by(doc, "cross_domain_allreduce_busbw")[""]["status"] == NOT_RUN
+    assert by(doc, "cross_domain_peers")[""]["status"] == NOT_RUN
     assert (
         by(doc, "domain_link_peers")[""]["detail"] == "one NVLink domain: no link between domains"
     )
@@ -101,7 +105,7 @@ def test_one_domain_has_nothing_to_compare(tmp_path):
 
 def test_a_node_missing_from_the_map_is_named(tmp_path):
     doc = ranks(["node-a", "stray"], *TWO, tmp_path=tmp_path)
-    assert len(doc["checks"]) == 7
+    assert [c["name"] for c in doc["checks"]] == list(domain_phase.CHECKS)
     for c in doc["checks"]:
         assert c["status"] == NOT_RUN and c["detail"].startswith("node stray is in no domain")
 
