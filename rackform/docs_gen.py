@@ -342,6 +342,7 @@ def _guide_table(guide: Path, head: str) -> str:
 
 def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str:
     sys.path.insert(0, str(ROOT))
+    from validators.domain_phase import CHECKS as DOMAIN_CHECKS
     from validators.serving import CHECKS as SERVING_CHECKS
     from validators.serving_checks import CHECKS as SERVING_SMOKE_CHECKS
     from validators.smoke import CHECKS, TIER_CHECKS
@@ -362,6 +363,8 @@ def checks_page(guide: Path = ROOT / "docs" / "guides" / "validation.md") -> str
             if n in CHECKS
             else "smoke job, resumable job (a tier)"
             if n in TIER_CHECKS
+            else "smoke job (the plan's NVLink domains)"
+            if n in DOMAIN_CHECKS
             else "host checks / launcher"
         )
         if n in SERVING_CHECKS:

@@ -9,6 +9,8 @@ import tempfile
 
 import torch
 
+from validators.domain_checks import PEER_FRACTION
+from validators.domain_layout import DomainMapError, parse_map
 from validators.model import PRESETS, config
 from validators.tier import FORMS, TierError
 from validators.tier import parse as tier_url
@@ -129,6 +131,23 @@ def build() -> argparse.ArgumentParser:
     g.add_argument("--busbw-min", type=float, help="All-reduce bus bandwidth floor, GB/s.")
     g.add_argument("--checkpoint-write-min", type=float, help="Checkpoint write floor, GB/s.")
     g.add_argument("--loss-drop", type=float, default=0.2, help="Loss must fall by this fraction.")
+    g = p.add_argument_group("NVLink domains (from the plan's topology)")
+    g.add_argument(
+        "--nvlink-domain",
+        action="append",
+        default=[],
+        metavar="NAME=HOST[,HOST...]",
+        help="One NVLink domain and its nodes (repeat per domain): the job measures all-reduce "
+        "and all-to-all within each domain and across them, and the links between them.",
+    )
+    g.add_argument("--domain-allreduce-min", type=float, help="A full domain's busbw, GB/s.")
+    g.add_argument("--domain-alltoall-min", type=float, help="A full domain's all-to-all, GB/s.")
+    g.add_argument(
+        "--domain-peer-fraction",
+        type=float,
+        default=PEER_FRACTION,
+        help="A domain or link below this fraction of its peers' median fails.",
+    )
     g = p.add_argument_group("time limits (the job never hangs)")
     g.add_argument(
         "--collective-timeout-s",
@@ -183,6 +202,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--loss-drop must be between 0 and 1")
     if args.allreduce_min_mb > args.allreduce_max_mb:
         p.error("--allreduce-min-mb exceeds --allreduce-max-mb")
+    try:
+        parse_map(args.nvlink_domain)
+    except DomainMapError as e:
+        p.error(str(e))
+    if not 0 < args.domain_peer_fraction <= 1:
+        p.error("--domain-peer-fraction must be in (0, 1]")
     if args.object_tier is not None:
         try:
             tier_url(args.object_tier)

@@ -19,6 +19,14 @@ def busbw_factor(world: int) -> float:
     return 2 * (world - 1) / world
 
 
+def alltoall_factor(world: int) -> float:
+    """All-to-all sends (n-1)/n of each rank's buffer to the others (the rest stays), so
+    busbw = algbw x (n-1)/n, algbw being a rank's whole buffer over the time: nccl-tests'
+    alltoall_perf (src/alltoall.cu, AlltoAllGetBw; read 2026-12-05,
+    https://github.com/NVIDIA/nccl-tests/blob/master/src/alltoall.cu)."""
+    return (world - 1) / world
+
+
 def sizes(min_bytes: int, max_bytes: int, step: int = 4) -> list[int]:
     """min, min*step, ... up to and including max (max is always measured)."""
     out, s = [], min_bytes

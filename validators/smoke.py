@@ -12,7 +12,9 @@ it measured. Only after every rank has come through the last phase (a collective
 must join) does it write the end marker, `ended`, and `complete: true`: the evidence that the
 job ran to the end. Before the cluster-wide phases each node measures itself alone (matmul, host
 to device copies, an all-reduce within the node: `metrics.node_perf`), which rackform compares
-between the nodes of a group when it merges their reports.
+between the nodes of a group when it merges their reports. Handed the plan's NVLink domains
+(`--nvlink-domain`), it then measures all-reduce and all-to-all within each domain, across them
+and over the job, and each link between domains (validators/domain_phase.py).
 
 Exit 0 when no check failed, 1 when one did (rank 0 carries the verdict), 2 when numpy is
 missing (checked before anything starts), 3 when a rank stalled (see watchdog.py). Under
@@ -39,7 +41,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from validators import collectives, node_perf, nofollow, report
+from validators import collectives, domain_phase, node_perf, nofollow, report
 from validators.args import parse
 from validators.ckpt_checks import checkpoint_checks
 from validators.comm_checks import allreduce_check, nccl_checks
@@ -126,12 +128,16 @@ class Job:
 
 
 def expected_checks(args) -> tuple[str, ...]:
-    """The checks this run reports, in order: CHECKS, and with --object-tier the tier's after
-    the round trip's."""
-    if not args.object_tier:
-        return CHECKS
-    at = CHECKS.index("checkpoint_read") + 1
-    return CHECKS[:at] + TIER_CHECKS + CHECKS[at:]
+    """The checks this run reports, in order: CHECKS, with --nvlink-domain the domains' after
+    the all-reduce sweep, and with --object-tier the tier's after the round trip's."""
+    out = CHECKS
+    if args.nvlink_domain:
+        at = out.index("allreduce_busbw") + 1
+        out = out[:at] + domain_phase.CHECKS + out[at:]
+    if args.object_tier:
+        at = out.index("checkpoint_read") + 1
+        out = out[:at] + TIER_CHECKS + out[at:]
+    return out
 
 
 def _env_int(name: str, default: int) -> int:
@@ -264,6 +270,12 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
     _begin(job, wd, "all-reduce sweep")
     job.add(allreduce_check(args, job.metrics, device, lambda: wd.beat("all-reduce sweep")))
     job.flush()
+
+    if args.nvlink_domain:  # the plan's NVLink domains (validators/domain_phase.py)
+        _begin(job, wd, "nvlink domains")
+        beat = lambda: wd.beat("nvlink domains")  # noqa: E731
+        job.add(*domain_phase.run(args, device, cpu_group, job.metrics, beat))
+        job.flush()
 
     _begin(job, wd, "training")
     cfg = args.model

@@ -51,6 +51,11 @@ class Expectations:
     nvlinks: int | None = None
     pcie_gen: int | None = None
     fabric_manager: bool = False
+    # The NVLink domains the smoke job measures (name, its nodes), and the catalog's figures
+    # for a full domain of the system (rackform/plan/domain_expect.py); none: not measured.
+    nvlink_domains: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    domain_allreduce_gbps: Threshold = Threshold(None, "no NVLink domains to measure")
+    domain_alltoall_gbps: Threshold = Threshold(None, "no NVLink domains to measure")
 
     def threshold_args(self) -> list[str]:
         """The expectations and thresholds as `validators.smoke` arguments: the end of the job's
@@ -73,6 +78,11 @@ class Expectations:
         out += self.loss_drop_fraction.arg("--loss-drop")
         out += ["--object-tier", self.checkpoint_tier] if self.checkpoint_tier else []
         out += ["--tier-endpoint", self.tier_endpoint] if self.tier_endpoint else []
+        for name, nodes in self.nvlink_domains:
+            out += ["--nvlink-domain", f"{name}={','.join(nodes)}"]
+        if self.nvlink_domains:
+            out += self.domain_allreduce_gbps.arg("--domain-allreduce-min")
+            out += self.domain_alltoall_gbps.arg("--domain-alltoall-min")
         return out
 
     def gpu_args(self) -> list[str]:
@@ -97,6 +107,14 @@ class Expectations:
         return out
 
     def table(self) -> list[tuple[str, float | None, str]]:
+        domains = (
+            (
+                ("domain_allreduce_gbps", self.domain_allreduce_gbps),
+                ("domain_alltoall_gbps", self.domain_alltoall_gbps),
+            )
+            if self.nvlink_domains
+            else ()
+        )
         return [
             (name, t.value, t.source)
             for name, t in (
@@ -107,5 +125,6 @@ class Expectations:
                 ("storage_write_gbps", self.storage_write_gbps),
                 ("shared_read_gbps", self.shared_read_gbps),
                 ("loss_drop_fraction", self.loss_drop_fraction),
+                *domains,
             )
         ]

@@ -4,14 +4,16 @@ Defaults come from the catalog per GPU model and node count; the blueprint's
 `validation.thresholds` overrides them. Every threshold carries where it came from, and one
 that has no calibrated source is None (the check then reports not-run, never pass). The
 figures that are rackform's own choices live in DEFAULTS below, each with its reasoning.
-Pure: no I/O, and no catalog look-up: every figure comes from the compiled plan (its GPUs' catalog
-figures and its arrays). The validators get the result as command-line arguments (they never
+Pure: no I/O, and no catalog look-up but the systems' (cached) for the NVLink domains' figures:
+every other figure comes from the compiled plan (its GPUs' catalog figures and its arrays). The validators get the result as command-line arguments (they never
 import rackform)."""
 
 from __future__ import annotations
 
 from rackform.blueprint.schema.sections import RDMA_FABRICS
 from rackform.catalog import Figure, GpuModel
+from rackform.catalog.systems import load_systems
+from rackform.plan.domain_expect import domain_expectations
 from rackform.plan.expectations import Expectations, Threshold
 from rackform.plan.model import Basis, NodeGroupPlan
 from rackform.plan.shared import data_rate
@@ -144,6 +146,8 @@ def for_group(plan: Basis, group: str | None = None, nodes: int | None = None) -
         **_shared(plan, g, override("shared_read_gbps")),
         **_links(gpu, g.gpus_per_node),
         **_tier(plan),
+        # The catalog's systems (loaded once, cached): the NVLink domains' figures.
+        **domain_expectations(plan, g, nodes, load_systems()),
     )
 
 
