@@ -29,9 +29,13 @@ CHECKS = names = (
 )
 
 
-def run(args, device, cpu_group, metrics: dict, beat, slow: Slowdown | None = None) -> list[Check]:
+def run(
+    args, device, cpu_group, metrics: dict, beat, slow: Slowdown | None = None,
+    judge_peers: bool | None = None,
+) -> list[Check]:  # fmt: skip
     """Every rank calls it; every rank gets the same checks. `slow`: the test hook
-    (domain_collectives.Slowdown), never given by the smoke job."""
+    (domain_collectives.Slowdown), never given by the smoke job. The peer checks are judged
+    on GPUs only; `judge_peers` (the tests' seam: the device kind is data) judges them here."""
     mapping = parse_map(args.nvlink_domain)
     host = node_name(os.environ)
     here: list = [None] * dist.get_world_size()
@@ -53,6 +57,7 @@ def run(args, device, cpu_group, metrics: dict, beat, slow: Slowdown | None = No
         **figs.as_dict(),
     }
     on_gpu, frac = device.type == "cuda", args.domain_peer_fraction
+    judged = on_gpu if judge_peers is None else judge_peers
     sized = {d: (figs.domain_allreduce.get(d), figs.domain_ranks[d]) for d in layout.names}
     a2a = {d: (figs.domain_alltoall.get(d), figs.domain_ranks[d]) for d in layout.names}
     # Only domains of several ranks have a figure to compare with their peers.
@@ -66,6 +71,7 @@ def run(args, device, cpu_group, metrics: dict, beat, slow: Slowdown | None = No
             {d: figs.domain_allreduce.get(d) for d in multi},
             "all-reduce busbw within the domain",
             fraction=frac,
+            judged=judged,
         ),
         *domain_checks.catalog_checks(
             "domain_alltoall_busbw", a2a, args.domain_alltoall_min, on_gpu, "all-to-all"
@@ -75,25 +81,28 @@ def run(args, device, cpu_group, metrics: dict, beat, slow: Slowdown | None = No
             {d: figs.domain_alltoall.get(d) for d in multi},
             "all-to-all busbw within the domain",
             fraction=frac,
+            judged=judged,
         ),
         domain_checks.cross_check(figs.cross_allreduce, len(layout.domains), on_gpu),
-        *_positions(figs.cross_allreduce, len(layout.domains), frac),
+        *_positions(figs.cross_allreduce, len(layout.domains), frac, judged),
         domain_checks.alltoall_check(figs.alltoall, dist.get_world_size(), figs.alltoall_why),
-        *_links(figs.links, len(layout.domains), frac),
+        *_links(figs.links, len(layout.domains), frac, judged),
     ]
 
 
-def _positions(cross: dict, domains: int, fraction: float) -> list[Check]:
+def _positions(cross: dict, domains: int, fraction: float, judged: bool) -> list[Check]:
     """Each position's all-reduce across the domains against the others': on nodes of one
     domain each (HGX), position k is every node's GPU k, on its own rail of the fabric."""
     if domains < 2:
         return [not_run("cross_domain_peers", "one NVLink domain: nothing across domains")]
     what = "all-reduce busbw across the domains among the k-th rank of each"
-    return domain_checks.peer_checks("cross_domain_peers", cross, what, "position", fraction)
+    return domain_checks.peer_checks(
+        "cross_domain_peers", cross, what, "position", fraction, judged
+    )
 
 
-def _links(links: dict, domains: int, fraction: float) -> list[Check]:
+def _links(links: dict, domains: int, fraction: float, judged: bool) -> list[Check]:
     if domains < 2:
         return [not_run("domain_link_peers", "one NVLink domain: no link between domains")]
     what = "point-to-point GB/s each way between the domains' first ranks"
-    return domain_checks.peer_checks("domain_link_peers", links, what, "link", fraction)
+    return domain_checks.peer_checks("domain_link_peers", links, what, "link", fraction, judged)

@@ -156,6 +156,11 @@ def test_the_judgement_names_the_slow_one_and_never_averages_it():
     assert got == {"a": (PASS, 63.2), "b": (PASS, 64.0), "c": (FAIL, 79.2)}
     assert domain_checks.peer_checks("n", {"a": 100, "b": 81}, "x")[1].status == PASS
     assert domain_checks.peer_checks("n", {"a": 100, "b": 79}, "x")[1].status == FAIL
+    # Not judged (CPU): the same figure and floor, not-run, even for the slow one.
+    cpu = domain_checks.peer_checks("n", {"a": 100, "b": 79}, "x", judged=False)
+    assert [(c.status, c.measured, c.expected) for c in cpu] == [
+        (NOT_RUN, 100, 63.2), (NOT_RUN, 79, 80.0)
+    ]  # fmt: skip
     nothing = domain_checks.peer_checks("n", {"a": 100, "b": None}, "x")
     assert [c.status for c in nothing] == [NOT_RUN, FAIL]
 
@@ -197,11 +202,14 @@ def test_the_smoke_job_measures_two_domains_of_two_nodes(tmp_path):
     assert names[at : at + 2] == ["domain_allreduce_busbw"] * 2
     for name in domain_phase.CHECKS:
         assert name in names
-    # Each domain's figures judged against the other's (CPU noise decides pass or fail here;
-    # the slowed-domain test above holds the verdict), never left unjudged.
+    # Each domain's figures against the other's, reported with the floor; on CPU not judged
+    # (a healthy run's spread under gloo reached the fraction: CPU noise, not a slow domain),
+    # the judgement itself held by the slowed-domain tests above through the worker's seam.
     for name in ("domain_allreduce_peers", "domain_alltoall_peers"):
-        assert {c["status"] for c in by(doc, name).values()} <= {PASS, FAIL}
+        assert {c["status"] for c in by(doc, name).values()} == {NOT_RUN}
         assert set(by(doc, name)) == {"nvl-a", "nvl-b"}
+        assert all(c["measured"] > 0 and c["expected"] > 0 for c in by(doc, name).values())
+        assert all("not judged" in c["detail"] for c in by(doc, name).values())
     assert by(doc, "domain_link_peers")["nvl-a<->nvl-b"]["measured"] > 0
     assert doc["metrics"]["nvlink_domains"]["domains"] == {"nvl-a": ["node-a"], "nvl-b": ["node-b"]}
     assert "nvlink domains" in doc["metrics"]["phases_s"]
