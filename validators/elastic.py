@@ -163,6 +163,8 @@ def requeue_when_back(
         return None  # on every node it was given: nothing to ask Slurm
     if not re.fullmatch(r"\d{1,12}", job):
         return takeback.Decision(False, takeback.BAD, f"job id {job[:20]!r} is not a number")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9,.\[\]_-]*", given):
+        return takeback.Decision(False, takeback.BAD, f"node list {given[:40]!r} is not one")
     part = env.get("SLURM_JOB_PARTITION", "")
     try:
         lost = sorted(set(run(["scontrol", "show", "hostnames", given]).split()) - running)

@@ -179,6 +179,7 @@ def test_without_a_partition_only_the_lost_nodes_count():
         (Slurm(sinfo="a-3|idle\n", left="INVALID\n"), ENV),
         (Slurm(hostnames="a-0\na-1\na-2\n-rf\n", sinfo="a-3|idle\n"), ENV),
         (Slurm(sinfo="a-3|idle\n"), {**ENV, "SLURM_JOB_ID": "42;reboot"}),
+        (Slurm(sinfo="a-3|idle\n"), {**ENV, "SLURM_JOB_NODELIST": "--help"}),
     ],
 )
 def test_malformed_answers_from_slurm_never_requeue_and_never_crash(slurm, env):
