@@ -15,6 +15,7 @@ from there, whatever directory the user started in.
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -50,6 +51,16 @@ def site() -> Path:
 def validators_dir() -> Path:
     """The validators as they ship to nodes (and as `rackform smoke` runs them here)."""
     return collection() / "roles" / "smoke_train" / "files" / "validators"
+
+
+def validators_importable() -> Path:
+    """Make the validators, as they ship to nodes, importable here as the package `validators`
+    (`rackform smoke` runs them; the goodput simulation runs their take-back rule): their
+    directory's parent on sys.path. That directory."""
+    root = validators_dir().parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return root
 
 
 PROJECT_ENV = "RACKFORM_PROJECT"

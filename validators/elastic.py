@@ -27,9 +27,12 @@ nodes dies whole with any of them), the job has fewer than all its nodes as its 
 comment is free (a comment of the user's is left, and heal requeues the job as before).
 
 Slurm cannot add a node to a running job, so a lost node is taken back by requeueing: at each
-checkpoint the job's first rank asks Slurm whether the nodes it lost are back in service, and if
-so requeues the job (`scontrol requeue`), which resumes from that checkpoint at full size once
-Slurm starts it again (after `AuthInfo=cred_expire`, 120 s by default). Outside a Slurm job
+checkpoint where the job runs short, its first rank asks Slurm whether the nodes to run at full
+size are there (the nodes it lost idle again, or as many idle nodes in its partition) and how
+long the job has left (`squeue %L`), and requeues the job (`scontrol requeue`) only where that
+pays: the time left times the share of nodes lost exceeds the restart (validators/takeback.py,
+the rule the goodput simulation runs too). The requeued job resumes from that checkpoint at
+full size once Slurm starts it again (after `AuthInfo=cred_expire`, 120 s by default). Outside a Slurm job
 nothing is requeued: torchrun's agent takes a returning node back itself, at a checkpoint (it
 stops the workers with SIGTERM when a node waits to join; the job checkpoints and stops).
 
@@ -38,13 +41,15 @@ Standard library only: the torch import is torchrun's own (os.execv into it)."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
-from validators import slurm_env
+from validators import slurm_env, takeback
 from validators.launch import ROOT
 
 # The rendezvous' keep-alive: a lost agent is dropped from it after about 3 x 5 s (torchrun's
@@ -105,32 +110,92 @@ def mark(
     return f"job {job} marked elastic: heal shrinks it off a drained node down to {low} nodes"
 
 
+# Slurm holds a requeued job this long before it starts again: `AuthInfo=cred_expire`, 120 s
+# by default (slurm.conf(5), Slurm 22.05).
+REQUEUE_DELAY_S = 120.0
+# A node name as Slurm prints it (hostlist expanded); anything else in its answer is malformed.
+NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+SILENT = "Slurm did not answer"
+
+
+def time_left(out: str) -> float | None:
+    """squeue's `%L` (squeue(1), Slurm 22.05: the time limit less the time used, as
+    [days-]hours:minutes:seconds or minutes:seconds; "UNLIMITED" for no limit, "NOT_SET" if
+    not yet established) in seconds: math.inf for no limit, None where not set. ValueError for
+    anything else."""
+    s = out.strip()
+    if s == "UNLIMITED":
+        return math.inf
+    if s == "NOT_SET":
+        return None
+    m = re.fullmatch(r"(?:(\d{1,5})-)?(?:(\d{1,2}):)?(\d{1,2}):(\d{2})", s)
+    if not m or (m.group(1) and not m.group(2)):
+        raise ValueError(f"squeue's time left {s[:40]!r}")
+    d, h, mi, se = (int(g or 0) for g in m.groups())
+    return float(((d * 24 + h) * 60 + mi) * 60 + se)
+
+
+def _states(out: str) -> dict[str, str]:
+    """`sinfo --Node --format=%N|%T` lines: node -> state; ValueError for a line that is not."""
+    states = {}
+    for line in out.split():
+        name, _, state = line.partition("|")
+        if not NODE.fullmatch(name) or not re.fullmatch(r"[a-z_]+[*~#!%$@^+-]*", state):
+            raise ValueError(f"sinfo's line {line[:60]!r}")
+        states[name] = state
+    return states
+
+
 def requeue_when_back(
     running: set[str], env: Mapping[str, str] | None = None,
-    run: Callable[[list[str]], str] = slurm_env._run,
-) -> str | None:  # fmt: skip
-    """Under Slurm, where the job runs on fewer nodes (`running`, by name) than it was given
-    and every node it lost is idle again: requeue it and say so. None otherwise."""
+    run: Callable[[list[str]], str] = slurm_env._run, restart_s: float = takeback.DEFAULT_RESTART_S,
+    requeue_delay_s: float = REQUEUE_DELAY_S,
+) -> takeback.Decision | None:  # fmt: skip
+    """Under Slurm, where the job runs on fewer nodes (`running`, by name) than it was given:
+    whether to take them back (validators/takeback.py, the restart costing `restart_s` plus
+    `requeue_delay_s`), and where it pays, requeue the job. None where there is nothing to
+    decide (not a Slurm job, or on every node)."""
     env = os.environ if env is None else env
-    job, given = env.get("SLURM_JOB_ID"), env.get("SLURM_JOB_NODELIST")
-    if not job or not given or not running:
-        return None
-    if len(running) >= slurm_env._int(env, "SLURM_JOB_NUM_NODES"):
+    job, given = env.get("SLURM_JOB_ID", ""), env.get("SLURM_JOB_NODELIST")
+    nodes = slurm_env._int(env, "SLURM_JOB_NUM_NODES")
+    if not job or not given or not running or len(running) >= nodes:
         return None  # on every node it was given: nothing to ask Slurm
+    if not re.fullmatch(r"\d{1,12}", job):
+        return takeback.Decision(False, takeback.BAD, f"job id {job[:20]!r} is not a number")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9,.\[\]_-]*", given):
+        return takeback.Decision(False, takeback.BAD, f"node list {given[:40]!r} is not one")
+    part = env.get("SLURM_JOB_PARTITION", "")
     try:
         lost = sorted(set(run(["scontrol", "show", "hostnames", given]).split()) - running)
         if not lost:
             return None
-        out = run(["sinfo", "--noheader", "--Node", "--format=%N|%T", "--nodes", ",".join(lost)])
-        states = dict(line.split("|", 1) for line in out.split() if "|" in line)
+        if not all(NODE.fullmatch(n) for n in lost):
+            raise ValueError(f"scontrol's host names {lost[:3]}")
         # Idle: answering (no `*`), in service, and free; a node Slurm has not yet seen go is
-        # still allocated to this job, and one another job took is not free.
-        if any(states.get(n) != "idle" for n in lost):
-            return None
+        # still allocated to this job, and one another job took is not free. In its
+        # partition, any idle node stands in for a lost one (Slurm gives the requeued job it).
+        where = (
+            [f"--partition={part}"] if PARTITION.fullmatch(part) else [f"--nodes={','.join(lost)}"]
+        )
+        states = _states(run(["sinfo", "--noheader", "--Node", "--format=%N|%T", *where]))
+        idle = {n for n, s in states.items() if s == "idle"}
+        remaining = None
+        if len(idle) >= len(lost):  # the nodes are there: is the time left worth a restart?
+            remaining = time_left(run(["squeue", "--noheader", f"--jobs={job}", "--format=%L"]))
+        d = takeback.decide(nodes, nodes - len(lost), len(idle), remaining, restart_s,
+                            requeue_delay_s)  # fmt: skip
+        if not d.take:
+            return d
         run(["scontrol", "requeue", job])
-    except (OSError, subprocess.SubprocessError):
-        return None  # Slurm did not answer: try again at the next checkpoint
-    return f"nodes {','.join(lost)} are back: job {job} requeued to resume at full size"
+    except ValueError as exc:
+        return takeback.Decision(False, takeback.BAD, f"Slurm's answer is malformed: {exc}")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return takeback.Decision(False, SILENT, f"{SILENT} ({type(exc).__name__}): ask again")
+    back = [n for n in lost if n in idle]
+    said = (f"nodes {','.join(back)} are back" if len(back) == len(lost)
+            else f"{len(idle)} nodes idle in partition {part}")  # fmt: skip
+    return replace(d, why=f"{said}: job {job} requeued to resume at full size ({d.why})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,11 @@ The resumed run reads the notes of every node and records one failure:
 
 A node taken back at a checkpoint boundary (the agent stops the workers with SIGTERM when a node
 waits to join; the job checkpoints and stops) is a `rejoin`: nothing redone, its `continue_s`
-from the stop to the resumed run."""
+from the stop to the resumed run.
+
+Where the job runs short, each checkpoint decides whether taking the lost nodes back pays
+(validators/takeback.py): the decisions, with their numbers, are `take_backs`, one each time the
+answer changes."""
 
 from __future__ import annotations
 
@@ -82,6 +86,40 @@ def rejoin(previous: dict, world: int, resumed_at: float) -> dict | None:
         "world_after": world,
         "continue_s": round(resumed_at - stopped, 3),
     }
+
+
+def restart_cost(progress: dict, default_s: float, requeue_delay_s: float) -> tuple[float, float]:
+    """What a take-back would cost this job, from its own records: (restart, requeue delay).
+    The newest node taken back measured the whole of it (`continue_s` from the stop to the
+    requeued run, Slurm's delay included); else the newest failure's time to continue (the
+    agents' restart in place: the requeue delay comes on top); else `default_s` and the delay."""
+    for f in reversed(progress.get("rejoins", [])):
+        if isinstance(f.get("continue_s"), (int, float)) and f["continue_s"] >= 0:
+            return float(f["continue_s"]), 0.0
+    for f in reversed(progress.get("failures", [])):
+        if isinstance(f.get("continue_s"), (int, float)) and f["continue_s"] >= 0:
+            return float(f["continue_s"]), requeue_delay_s
+    return default_s, requeue_delay_s
+
+
+def take_back_record(progress: dict, decision: dict | None, step: int, now: float) -> bool:
+    """Record a take-back decision (validators/takeback.py's, as a dict) in the job's failure
+    costs, `take_backs`, with its numbers; only where it differs from the last one recorded
+    (its kind, the nodes running) or took back, so that a job short for many checkpoints
+    records each change once. Whether it was recorded (and is worth printing)."""
+    if not decision:
+        return False
+    done = progress.setdefault("take_backs", [])
+    key = (decision.get("kind"), decision.get("running"), decision.get("nodes"))
+    last = done[-1] if done else {}
+    if not decision.get("take") and key == (
+        last.get("kind"),
+        last.get("running"),
+        last.get("nodes"),
+    ):
+        return False
+    done.append({"step": step, "time": round(now, 3), **decision})
+    return True
 
 
 def _end(runs: list[dict], i: int, now: float) -> float:

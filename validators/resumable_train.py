@@ -23,7 +23,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from validators import checkpoint, elastic, failure_costs, nofollow, report, slurm_env
+from validators import checkpoint, elastic, failure_costs, nofollow, report, slurm_env, takeback
 from validators.args import add_mfu, add_training, on_gpu, resolve_training
 from validators.model import GPT, params_for_flops
 from validators.peer_copy import share_newest
@@ -317,15 +317,25 @@ class Job:
             self._take_back()
 
     def _take_back(self) -> None:
-        """Under Slurm, at a checkpoint: where the job runs on fewer nodes than it was given and
-        the nodes it lost are back in service, requeue it at full size (validators/elastic.py);
-        it resumes from the checkpoint just written."""
+        """Under Slurm, at a checkpoint: where the job runs on fewer nodes than it was given,
+        whether taking them back pays (the nodes there, the time left worth a restart costed
+        from the job's own records), and if so requeue it at full size (validators/elastic.py);
+        it resumes from the checkpoint just written. The decision goes to every rank's record
+        (its failure costs, `take_backs`) when it changed, and is printed then."""
         names: list = [None] * self.world
         dist.all_gather_object(names, os.environ.get("SLURMD_NODENAME"), group=self.cpu)
+        said: list = [None]
         if self.rank == 0:
-            said = elastic.requeue_when_back(set(filter(None, names)))
-            if said:
-                print(f"resumable: {said}", flush=True)
+            restart, delay = failure_costs.restart_cost(
+                self.progress, takeback.DEFAULT_RESTART_S, elastic.REQUEUE_DELAY_S
+            )
+            d = elastic.requeue_when_back(set(filter(None, names)), None, restart_s=restart,
+                                          requeue_delay_s=delay)  # fmt: skip
+            said[0] = d and d.as_dict()
+        dist.broadcast_object_list(said, src=0, group=self.cpu)
+        recorded = failure_costs.take_back_record(self.progress, said[0], self.step, time.time())
+        if recorded and self.rank == 0:
+            print(f"resumable: take back? {said[0]['why']}", flush=True)
 
     def train(self) -> None:
         """Train to the last step, checkpointing on the way; returns early after the
@@ -401,6 +411,7 @@ class Job:
             checkpoints=self.progress["checkpoints"],
             failures=self.progress.get("failures", []),
             rejoins=self.progress.get("rejoins", []),
+            take_backs=self.progress.get("take_backs", []),
             metrics=metrics,
             **({"object_tier": tier} if tier is not None else {}),
         )

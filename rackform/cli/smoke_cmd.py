@@ -23,7 +23,7 @@ import typer
 from rackform.acceptance.argv import host_argv, job_argv
 from rackform.cli.app import app
 from rackform.cli.common import EXIT_INVALID, Env, for_action
-from rackform.paths import validators_dir
+from rackform.paths import validators_dir, validators_importable
 from rackform.plan.thresholds import (
     Expectations,
     GroupError,
@@ -39,12 +39,11 @@ def _launch():
     """validators/ ships in the rackform.gpu collection, in smoke_train's files (it goes to
     nodes as files, never installed there); make it importable from there."""
     validators = validators_dir()
-    root = validators.parent
     if not (validators / "launch.py").is_file():
-        print(f"rackform: internal error: validators/ not found in {root}", file=sys.stderr)
+        print(f"rackform: internal error: validators/ not found in {validators.parent}",
+              file=sys.stderr)  # fmt: skip
         raise typer.Exit(1)
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
+    validators_importable()
     return importlib.import_module("validators.launch"), importlib.import_module(
         "validators.report"
     )

@@ -57,7 +57,10 @@ def why(sc: Scenario, r: Result) -> list[str]:
         out.append(f"the elastic job ran on as few as {r.min_size} of {sc.job_nodes} nodes")
     if r.mode == ELASTIC and r.decisions:
         said = "; ".join(f"{k} x {n}" for k, n in sorted(r.decisions.items()))
-        out.append(f"heal's rule for the elastic job (lifecycle.elastic.decide): {said}")
+        out.append(
+            "heal's rule for the elastic job (lifecycle.elastic.decide) and its take-back"
+            f" (validators/takeback.py): {said}"
+        )
     out_h = r.gpu_hours(OUT)
     if out_h > 0.01 * r.paid_gpu_hours:
         out.append(

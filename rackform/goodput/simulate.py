@@ -23,9 +23,11 @@ The world, each a SimPy process:
   service, it goes on with its other nodes from its last checkpoint; requeued where it cannot
   (the node taken is its first, or too few would be left), it waits for a whole allocation as
   a requeue-only job does. A software fault leaves its nodes well: torchrun's agents restart
-  the workers where they are. A job shrunk takes its lost nodes back once they are all in
-  service again, at a checkpoint boundary (`validators/elastic.py`'s `requeue_when_back`: a
-  requeue at full size, one restart, no work redone). Progress scales with the nodes (data
+  the workers where they are. A job running short takes nodes back at a checkpoint boundary
+  by the job's own rule (`validators/takeback.py`, which `requeue_when_back` asks): where as
+  many nodes as it lost are in service and idle (its own back, or spares) and the run's time
+  left times the share lost exceeds a restart (`restart_s`); a requeue at full size, one
+  restart, no work redone. Progress scales with the nodes (data
   parallel).
 
 Every node-second is one of: training kept, training redone, restarting, checkpointing,
@@ -44,6 +46,7 @@ import simpy
 from rackform.goodput.scenario import ELASTIC, REQUEUE, Scenario
 from rackform.health.verdict import Evidence, NodeHealth, judge_cluster, triage
 from rackform.lifecycle.elastic import MARK, SHRINK, Held, decide
+from rackform.paths import validators_importable
 from rackform.plan.interval import HOUR, exponential_goodput, first_order_goodput
 
 TRAIN, REDONE, RESTART, CKPT, WAIT, OUT = (
@@ -58,6 +61,7 @@ CAUSES = (REDONE, RESTART, WAIT, CKPT, OUT)
 UP, BROKEN, REPAIR = "up", "broken", "repair"
 REDUCED = "went on at reduced size"
 TOOK_BACK = "took its nodes back (requeued at full size)"
+HELD_BACK = "went on short: the nodes were there, a take-back would not pay"
 CLASSES = ("hardware", "software", "network")
 
 
@@ -110,6 +114,7 @@ class _World:
         self.remedy_failed: dict[str, list[float]] = {}
         self.job: set[str] = set()
         self.lost: set[str] = set()  # nodes the elastic job was shrunk off, not yet taken back
+        self.held_back = False  # the take-back rule said "does not pay" since the job shrank
         self.phase = WAIT
         self.acc = dict.fromkeys((TRAIN, REDONE, RESTART, CKPT, WAIT, OUT), 0.0)
         self.last = 0.0
@@ -251,6 +256,7 @@ class _World:
                     continue
                 order, self.lost = tuple(up[: sc.job_nodes]), set()
             nodes = set(order)
+            self.held_back = self.held_back and len(nodes) < sc.job_nodes
             self.res.min_size = min(self.res.min_size, len(nodes))
             try:
                 if not first:
@@ -271,14 +277,30 @@ class _World:
                         self.acc[TRAIN] -= lost
                         self.acc[REDONE] += lost
                         raise
-                    # A checkpoint boundary: a job shrunk takes its lost nodes back once every
-                    # one is in service again (a requeue at full size).
-                    if self.lost and all(self.state[n] == UP for n in self.lost):
-                        self.res.decisions[TOOK_BACK] += 1
+                    # A checkpoint boundary: a job running short takes nodes back (a requeue
+                    # at full size) where the job's own rule says it pays.
+                    if len(nodes) < sc.job_nodes and self._takes_back(nodes):
                         break
             except simpy.Interrupt as stop:
                 first = False
                 kept = self._goes_on(order, *stop.cause)
+
+    def _takes_back(self, nodes: set[str]) -> bool:
+        """The job's own rule (validators/takeback.py, as requeue_when_back asks it): the nodes
+        to run at full size in service and idle (its lost ones back, or spares), and the run's
+        time left times the share lost worth a restart (`restart_s`: the simulation's restart
+        is the whole of it, no requeue delay besides)."""
+        idle = sum(1 for n in self.up() if n not in nodes)
+        rule = _rule()
+        d = rule.decide(
+            self.sc.job_nodes, len(nodes), idle, self.until - self.env.now, self.sc.restart_s
+        )
+        if d.take:
+            self.res.decisions[TOOK_BACK] += 1
+        elif d.kind == rule.SHORT and not self.held_back:
+            self.held_back = True  # once for each time the job runs short
+            self.res.decisions[HELD_BACK] += 1
+        return d.take
 
     def _goes_on(self, order: tuple[str, ...], cls: str, node: str) -> tuple[str, ...]:
         """The nodes the job goes on with after `node`'s fault, without the queue; () where
@@ -296,6 +318,15 @@ class _World:
         # decide's reason, without the node's name and counts that differ from one to the next
         self.res.decisions["requeued: " + re.sub(r"\d+", "N", d.why.replace(node, "NODE"))] += 1
         return ()
+
+
+def _rule():
+    """The take-back rule the job runs (validators/takeback.py), as the collection ships it:
+    validators/ imports no rackform, and rackform reads it where it ships (rackform/paths.py)."""
+    validators_importable()
+    from validators import takeback
+
+    return takeback
 
 
 def simulate(sc: Scenario, mode: str, seed: int, days: float) -> Result:

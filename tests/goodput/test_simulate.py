@@ -12,6 +12,7 @@ from rackform.goodput.report import why
 from rackform.goodput.scenario import ELASTIC, REQUEUE, Assumptions, Scenario
 from rackform.goodput.simulate import (
     CAUSES,
+    HELD_BACK,
     REDUCED,
     TOOK_BACK,
     TRAIN,
@@ -175,3 +176,48 @@ def test_a_tripped_breaker_stops_heal():
                   assumptions=slow)  # fmt: skip
     r = simulate(sc, ELASTIC, seed=3, days=0.5)
     assert r.waits["the breaker is tripped"] > 0
+
+
+def test_the_simulation_takes_back_by_the_jobs_own_rule():
+    # The same function the job asks at its checkpoints (validators/takeback.py), read where
+    # the collection ships it.
+    import validators.takeback
+    from rackform.goodput.simulate import _rule
+
+    assert _rule() is validators.takeback
+
+
+def shrunk(sc: Scenario, days: float, lost: str = "gpu-0003") -> tuple[_World, set[str]]:
+    """A world of `days` at its start, the job shrunk off `lost` (broken, out of service)."""
+    w = _World(sc, ELASTIC, 1, days * 24 * HOUR)
+    w.state[lost] = "broken"
+    return w, {f"gpu-{i:04d}" for i in range(sc.job_nodes)} - {lost}
+
+
+def test_a_job_near_its_end_never_takes_back_and_with_a_day_left_does():
+    sc = scenario(nodes=5, budget=1, min_nodes=3, spares=1)  # a 4-node job, one spare
+    w, nodes = shrunk(sc, days=1)
+    assert w._takes_back(nodes) and w.res.decisions[TOOK_BACK] == 1
+    # Ten minutes left: 600 x 1/4 = 150 s, less than the restart (330 s): it goes on short,
+    # counted once however many checkpoints ask.
+    w, nodes = shrunk(sc, days=10 / (24 * 60))
+    assert not w._takes_back(nodes) and not w._takes_back(nodes)
+    assert w.res.decisions == {HELD_BACK: 1}
+
+
+def test_an_idle_spare_stands_in_for_a_lost_node_not_yet_back():
+    sc = scenario(nodes=5, budget=1, min_nodes=3, spares=1)
+    w, nodes = shrunk(sc, days=1)  # gpu-0003 broken, gpu-0004 the spare idle
+    assert w._takes_back(nodes)
+    w.state["gpu-0004"] = "repair"  # no spare either: nothing to take back
+    assert not w._takes_back(nodes) and w.res.decisions == {TOOK_BACK: 1}
+
+
+def test_a_512_node_job_with_an_hour_left_does_not_take_one_node_back():
+    sc = scenario(nodes=512)
+    w, nodes = shrunk(sc, days=1 / 24)
+    w.state["gpu-0003"] = "up"  # back in service: the nodes are there, the hour is not worth it
+    assert not w._takes_back(nodes) and w.res.decisions == {HELD_BACK: 1}
+    w, nodes = shrunk(sc, days=3)  # three days: 259,200 / 512 = 506 s > 330 s
+    w.state["gpu-0003"] = "up"
+    assert w._takes_back(nodes)

@@ -129,6 +129,12 @@ def test_the_node_back_the_job_requeues_itself_and_ends_at_full_size(slurm_run):
     assert [r["world"] for r in runs] == [2, 1, 2], runs
     assert [r["slurm_restart_count"] for r in runs] == [0, 0, 1]  # the last one requeued
     assert re.search(r"nodes slurm-a-1 are back: job \d+ requeued", slurm_run["out"])
+    # Decided by the numbers (validators/takeback.py): the job has no time limit (squeue's
+    # %L says UNLIMITED), so any restart pays once the node is there; recorded with them.
+    took = [t for t in doc["take_backs"] if t["take"]]
+    assert [(t["kind"], t["remaining_s"], t["nodes"], t["running"]) for t in took] == [
+        ("pays", "unlimited", 2, 1)
+    ], doc["take_backs"]
     back = slurm_run["reports"][NODES[1]]
     assert back["ok"] and back["step"] == STEPS
     assert back["resume"]["copied_from_peer"]["step"] == runs[2]["from_step"]
