@@ -199,3 +199,16 @@ def test_an_unpriced_group_leaves_no_total_but_the_others_keep_their_lines(tmp_p
     assert p.cost.usd_per_hour is None and p.cost.usd_per_month is None
     assert p.cost.spot_usd_per_hour_range is None
     assert any("no capacity-block price for p6-b200.48xlarge" in n for n in p.cost.notes)
+
+
+@pytest.mark.parametrize("named", ["p6e-gb200.36xlarge", "u-p6e-gb200x72"])
+def test_an_ultraserver_type_is_named_as_one_not_guessed_at(tmp_path, named):
+    # Neither is a type a node group launches yet; the error says what it is and why, located,
+    # rather than "did you mean p6-b200.48xlarge".
+    doc = copy.deepcopy(AWS_TRAINING)
+    doc["node_groups"][0]["instance_type"] = named
+    with pytest.raises(BlueprintError) as err:
+        load_effective(write_blueprint(tmp_path, doc))
+    said = str(err.value)
+    assert "node_groups[0].instance_type" in said and "sold only as UltraServers" in said
+    assert "u-p6e-gb200x72 (18 instances)" in said and "did you mean" not in said

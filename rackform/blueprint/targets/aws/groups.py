@@ -60,6 +60,23 @@ def group_rules(
     return out
 
 
+def _not_an_instance(named: str, at: tuple, aws: Any) -> Violation:
+    """An instance type the catalog cannot launch: an UltraServer's (named by its instance
+    type or its UltraServer type) said so, anything else the nearest names."""
+    ultra = [u for k, u in aws.ultraservers.items() if named in (k, u.instance_type)]
+    if ultra:
+        kinds = ", ".join(f"{u.key} ({u.domain_instances} instances)" for u in ultra)
+        return Violation(
+            at,
+            f"{named!r} is sold only as UltraServers, through Capacity Blocks "
+            f"({kinds} of {ultra[0].instance_type}); a node group cannot launch it yet: its EFA "
+            "and network-card layout is unconfirmed (docs/operations/limits.md)",
+            "use p6-b200.48xlarge (HGX B200) on AWS, or declare the NVL72 racks on bare metal "
+            "or colocation",
+        )
+    return Violation(at, f"unknown instance type {named!r}", closest(named, list(aws.instances)))
+
+
 def _group(g: Any, at: tuple, purpose: str | None, cat: Catalog) -> list[Violation]:
     out = []
     if not g.instance_type:
@@ -70,16 +87,11 @@ def _group(g: Any, at: tuple, purpose: str | None, cat: Catalog) -> list[Violati
                 "add instance_type: e.g. p5.48xlarge",
             )
         ]
-    instances = load_aws_catalog().instances
+    aws = load_aws_catalog()
+    instances = aws.instances
     it = instances.get(g.instance_type)
     if it is None:
-        return [
-            Violation(
-                (*at, "instance_type"),
-                f"unknown instance type {g.instance_type!r}",
-                closest(g.instance_type, list(instances)),
-            )
-        ]
+        return [_not_an_instance(g.instance_type, (*at, "instance_type"), aws)]
     if g.count is None:
         out.append(Violation((*at, "count"), "an AWS node group needs a count", "add count: N"))
     if g.gpu is not None and g.gpu != it.gpu:
