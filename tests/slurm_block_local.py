@@ -28,7 +28,7 @@ from slurm_local import LocalSlurm, start
 
 from rackform.scheduler.hostlist import expand
 from rackform.testbed.image import ImageError
-from rackform.testbed.slurm_root import ensure_root, slurm_version
+from rackform.testbed.slurm_root import SUITES, ensure_root, slurm_version
 
 GPUS_PER_NODE = 4  # a GB200 NVL72 compute tray's four GPUs
 
@@ -90,29 +90,56 @@ class BlockSlurm:
     built_s: float | None  # seconds the root's build took now; None: it was cached
 
 
-def block_cluster(tmp: Path, topology_text: str) -> BlockSlurm:
-    """Slurm 24.11 up with every node of `topology_text` idle, the file as its topology.conf."""
+def block_cluster(
+    tmp: Path,
+    topology_text: str,
+    suite: str = "trixie",
+    topology_yaml: str = "",
+    extra_conf: str = "",
+) -> BlockSlurm:
+    """Slurm of `suite`'s root (trixie: 24.11) up with every node of `topology_text` idle, the
+    file as its topology.conf. `topology_yaml`: also written beside it as topology.yaml (Slurm
+    25.05 and later read that one and ignore topology.conf); `extra_conf`: lines added to
+    slurm.conf (partitions naming a topology of the yaml with `Topology=`)."""
+    release = SUITES[suite][0]
     if os.geteuid() != 0:
-        pytest.skip("Slurm 24.11's root is built with debootstrap and run with mounts: needs root")
+        pytest.skip(
+            f"Slurm {release}'s root is built with debootstrap and run with mounts: needs root"
+        )
     for tool in ("debootstrap", "unshare", "chroot"):
         if shutil.which(tool) is None:  # as the suite's other real servers: fail, never skip
             pytest.fail(f"{tool} not installed: run scripts/setup.sh --test")
     topology = read_topology(topology_text)
     try:
-        root, built_s = ensure_root()
+        root, built_s = ensure_root(suite)
     except ImageError as exc:
-        pytest.fail(f"the Slurm 24.11 root could not be built: {exc}")
+        pytest.fail(f"the Slurm {release} root could not be built: {exc}")
     wrap = in_root(root, _share(root, tmp))
 
     def write_topology(slurm: LocalSlurm) -> None:
         (slurm.root / "topology.conf").write_text(topology_text)
+        if topology_yaml:
+            (slurm.root / "topology.yaml").write_text(topology_yaml)
 
     slurm = start(
         tmp,
-        extra_conf="TopologyPlugin=topology/block\n",
+        extra_conf="TopologyPlugin=topology/block\n" + extra_conf,
         before=write_topology,
         nodes=topology.nodes,
         gpus=GPUS_PER_NODE,
         wrap=wrap,
     )
     return BlockSlurm(slurm, topology, slurm_version(root), built_s)
+
+
+def nodes_of(block: BlockSlurm, job: str) -> list[str]:
+    """The nodes a job was given, from squeue."""
+    out = block.slurm.run("squeue", "--noheader", "-j", job, "-o", "%N").stdout
+    return expand(out.strip())
+
+
+def occupy(block: BlockSlurm, node: str) -> str:
+    """A one-node job holding all of `node` (`--exclusive`: no other job shares it), running."""
+    job = block.slurm.sbatch("-w", node, "-N1", "--exclusive", "--wrap", "sleep 300")
+    block.slurm.wait_state(job, "RUNNING")
+    return job

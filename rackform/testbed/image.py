@@ -205,11 +205,14 @@ def debootstrap_build(
     packages: Sequence[str],
     recipe_of: dict,
     finish: Callable[[Path, Path], None],
+    script: str = "",
 ) -> None:
     """What every cached debootstrap build does (the base image's, the Slurm root's): a minbase
     root of `suite` with `packages` in a work directory beside `final`, `finish(work, root)`
     (the build's own steps), then its recipe and the `done` marker written last and the work
-    directory renamed to `final`. Nothing is left behind when a step fails, and `final` is
+    directory renamed to `final`. `script`: debootstrap's script for the suite where this
+    debootstrap has none of that name (one older than the suite: Debian's suites share `sid`'s).
+    Nothing is left behind when a step fails, and `final` is
     replaced only by a finished build."""
     work = final.with_name(f".build-{final.name}-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
@@ -217,7 +220,8 @@ def debootstrap_build(
     root.mkdir(parents=True)
     try:
         include = "--include=" + ",".join(packages)
-        _run(["debootstrap", "--variant=minbase", include, suite, str(root), MIRROR], "debootstrap")
+        argv = ["debootstrap", "--variant=minbase", include, suite, str(root), MIRROR]
+        _run(argv + ([script] if script else []), "debootstrap")
         finish(work, root)
         (work / "recipe.json").write_text(json.dumps(recipe_of, indent=2, sort_keys=True))
         (work / "done").write_text("")

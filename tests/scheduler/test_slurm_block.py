@@ -14,7 +14,7 @@ import re
 import time
 
 import pytest
-from slurm_block_local import GPUS_PER_NODE, BlockSlurm, block_cluster
+from slurm_block_local import GPUS_PER_NODE, BlockSlurm, block_cluster, nodes_of, occupy
 from topology_bp import nvl72_site, write
 
 from rackform.blueprint.loader import load_effective
@@ -63,18 +63,6 @@ def base_size(block: BlockSlurm) -> int:
     sizes = [len(members) for members in block.topology.blocks.values()]
     assert len(sizes) >= 2 and min(sizes) >= 2, "these tests need two blocks of two nodes or more"
     return min(sizes)
-
-
-def nodes_of(block: BlockSlurm, job: str) -> list[str]:
-    out = block.slurm.run("squeue", "--noheader", "-j", job, "-o", "%N").stdout
-    return expand(out.strip())
-
-
-def occupy(block: BlockSlurm, node: str) -> str:
-    """A one-node job holding all of `node` (`--exclusive`: no other job shares it), running."""
-    job = block.slurm.sbatch("-w", node, "-N1", "--exclusive", "--wrap", "sleep 300")
-    block.slurm.wait_state(job, "RUNNING")
-    return job
 
 
 def reason(block: BlockSlurm, job: str) -> str:
