@@ -23,7 +23,7 @@ from rackform.plan.slurm import (
     SlurmNode,
     Switch,
 )
-from rackform.plan.slurm_topology import placement, topology_conf
+from rackform.plan.slurm_topology import placement, topology_conf, topology_yaml
 
 # Hosts listed in no rack share one leaf switch: the blueprint says nothing that would split them.
 UNRACKED_SWITCH = "cluster"
@@ -86,6 +86,7 @@ def compile_scheduler(
         instance=instance,
         fairness=compile_fairness(spec.fairness),
         topology=topology_conf(topology) if topology and topology.declared else None,
+        topology_yaml=topology_yaml(topology) if topology and topology.declared else "",
         placement=placement(topology, [n.name for n in nodes]) if topology else (),
     )
 
@@ -170,6 +171,9 @@ def slurm_vars(s: SchedulerPlan | None, interface: str) -> dict[str, Any]:
             if s.topology
             else {}
         ),
+        # And topology.yaml where both the blocks and the tree matter: the role writes it where
+        # the node's Slurm reads it (25.05 and later), topology.conf stays for older ones.
+        **({"slurm_topology_yaml": s.topology_yaml} if s.topology_yaml else {}),
         "slurm_preempt_mode": s.preempt_mode,
         "slurm_grace_time_s": s.grace_s,
         "slurm_checkpoint_dir": s.checkpoint_dir,

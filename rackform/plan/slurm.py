@@ -101,6 +101,9 @@ class SchedulerPlan:
     # topology.conf as `rackform.plan.slurm_topology` writes it, and the TopologyPlugin, where
     # the blueprint declares a topology (None: one leaf per rack, written as it always was).
     topology: SlurmTopology | None = None
+    # topology.yaml (Slurm 25.05+) where an NVLink domain spans nodes and the fabric has switches
+    # (`slurm_topology.topology_yaml`): the blocks and the tree at once; "" otherwise.
+    topology_yaml: str = ""
     # sbatch's options that keep the smoke job (every node) in one NVLink domain or leaf.
     placement: tuple[str, ...] = ()
 

@@ -6,11 +6,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from topology_bp import hgx_rails, nvl72_site, plan_of
 
 from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
-from rackform.plan.slurm_topology import BLOCK, RACKS_HEADER, TREE, placement, topology_conf
+from rackform.plan.slurm_topology import (
+    BLOCK,
+    FABRIC,
+    NVLINK,
+    RACKS_HEADER,
+    TREE,
+    placement,
+    topology_conf,
+    topology_yaml,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,3 +114,52 @@ def test_without_a_topology_the_racks_tree_is_what_the_role_always_wrote():
         + "SwitchName=rack-r2 Nodes=hgx-03,hgx-04\n"
         + "SwitchName=root Switches=rack-r1,rack-r2\n",
     )
+
+
+def _nvl72_on_ib(racks: int = 2, trays: int = 2) -> dict:
+    """NVL72 racks on an InfiniBand fabric: leaf t holds tray t of every rack, a spine above."""
+    leaves = [
+        {"name": f"ib-l{t}", "nodes": [f"gb{r}-t{t:02d}" for r in range(1, racks + 1)]}
+        for t in range(1, trays + 1)
+    ]
+    spine = {"name": "ib-spine", "switches": [leaf["name"] for leaf in leaves]}
+    return nvl72_site(racks=racks, trays=trays, topology={"switches": [*leaves, spine]})
+
+
+def test_where_both_matter_topology_yaml_holds_the_blocks_and_the_tree(tmp_path):
+    plan = plan_of(tmp_path, _nvl72_on_ib())
+    doc = yaml.safe_load(topology_yaml(plan.topology))
+    # topology.yaml(5): each topology named first, one cluster_default; blocks and a tree.
+    assert [list(t)[:2] for t in doc] == [["topology", "cluster_default"]] * 2
+    block, tree = doc
+    assert (block["topology"], block["cluster_default"]) == (NVLINK, True)
+    assert (tree["topology"], tree["cluster_default"]) == (FABRIC, False)
+    assert block["block"] == {
+        "block_sizes": [2, 4],
+        "blocks": [
+            {"block": "nvl-r1", "nodes": "gb1-t01,gb1-t02"},
+            {"block": "nvl-r2", "nodes": "gb2-t01,gb2-t02"},
+        ],
+    }
+    assert tree["tree"]["switches"] == [
+        {"switch": "ib-l1", "nodes": "gb1-t01,gb2-t01"},
+        {"switch": "ib-l2", "nodes": "gb1-t02,gb2-t02"},
+        {"switch": "ib-spine", "children": "ib-l1,ib-l2"},
+    ]
+    # topology.conf (Slurm before 25.05) keeps the blocks alone, and the group vars carry both.
+    assert topology_conf(plan.topology).plugin == BLOCK
+    assert plan.group_vars["slurm_topology_yaml"] == topology_yaml(plan.topology)
+    # The default partition's jobs are placed by the blocks, as with topology.conf.
+    assert placement(plan.topology, ["gb1-t01", "gb1-t02"]) == ("--segment=2",)
+
+
+def test_topology_yaml_is_only_where_both_matter(tmp_path):
+    # Blocks alone (the racks' leaves add nothing to an NVL72's domains), a tree alone, or no
+    # declared topology: topology.conf says all there is, and no variable is given.
+    for i, bp in enumerate((nvl72_site(racks=2, trays=2), hgx_rails())):
+        (tmp_path / str(i)).mkdir()
+        plan = plan_of(tmp_path / str(i), bp)
+        assert topology_yaml(plan.topology) == ""
+        assert "slurm_topology_yaml" not in plan.group_vars
+    plan = compile_effective(load_effective(ROOT / "blueprints" / "baremetal-slurm.yaml"))
+    assert "slurm_topology_yaml" not in plan.group_vars

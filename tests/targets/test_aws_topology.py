@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import boto3
 import pytest
+import yaml
 from botocore.stub import Stubber
 
 from rackform.blueprint.schema.names import UnsafeValue
@@ -190,6 +191,17 @@ def test_ultraserver_blocks_win_over_the_tree_as_the_plans_rule_says():
     assert "SwitchName" not in text
     # The tree is still given (the role's preflight checks its nodes), and the blocks.
     assert topo["slurm_switches"] and len(topo["slurm_blocks"]) == 2
+    # Slurm 25.05+: both at once, from the same placement: the capacity blocks the default,
+    # EC2's network nodes the tree.
+    both = yaml.safe_load(topo["slurm_topology_yaml"])
+    assert [t["topology"] for t in both] == ["nvlink", "fabric"] and both[0]["cluster_default"]
+    assert [b["block"] for b in both[0]["block"]["blocks"]][:2] == [
+        "cr-0123456789abcdef0",
+        "cr-0fedcba9876543210",
+    ]
+    assert [w["switch"] for w in both[1]["tree"]["switches"]] == [
+        w["name"] for w in topo["slurm_switches"]
+    ]
 
 
 def test_the_aws_text_is_the_plans_renderer_for_the_same_shape():
@@ -373,6 +385,8 @@ def test_drift_compares_the_hosts_with_the_tree_ec2_gives_now(tmp_path, monkeypa
         "SwitchName=t1 Switches=t2\n"
         "SwitchName=aws-unplaced Nodes=llm-train-a-dev-gpu-a-1\n"
         "SwitchName=aws-root Switches=t1,aws-unplaced\n",
+        # No capacity block spans nodes: no topology.yaml (the role removes a stale one).
+        "slurm_topology_yaml": "",
     }
     plain = compile_effective(load_effective(write_blueprint(tmp_path, AWS_TRAINING)))
     assert RUNTIME.observed_vars(plain, with_nodes(plain, {})) == {}  # no Slurm: nothing read

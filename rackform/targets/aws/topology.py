@@ -39,7 +39,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 from rackform.blueprint.schema import names
 from rackform.plan.fabric import Domain, TopologyPlan
 from rackform.plan.slurm import Switch
-from rackform.plan.slurm_topology import topology_conf
+from rackform.plan.slurm_topology import topology_conf, topology_yaml
 
 # DescribeInstanceTopology's limit on explicitly named instances per request.
 IDS_PER_REQUEST = 100
@@ -114,7 +114,8 @@ def slurm_topology(placed: Sequence[Placed]) -> dict[str, Any]:
         switches.append(Switch(name, nodes=nodes, switches=below))
     if len(tops) > 1:
         switches.append(Switch(ROOT, switches=tuple(tops)))
-    conf = topology_conf(topology_plan(switches, blocks, [p.node for p in placed]))
+    plan = topology_plan(switches, blocks, [p.node for p in placed])
+    conf = topology_conf(plan)
     return {
         "slurm_switches": [
             {"name": s.name, "nodes": list(s.nodes), "switches": list(s.switches)} for s in switches
@@ -122,6 +123,8 @@ def slurm_topology(placed: Sequence[Placed]) -> dict[str, Any]:
         "slurm_blocks": [{"name": b, "nodes": n} for b, n in blocks.items()],
         "slurm_topology_plugin": conf.plugin,
         "slurm_topology_conf": conf.text,
+        # Slurm 25.05+: the blocks and this tree at once, where both matter ("" otherwise).
+        "slurm_topology_yaml": topology_yaml(plan),
     }
 
 
@@ -166,9 +169,20 @@ def read_topology(
 
 
 # What the resource computes (declared as None inputs: unknown in the offline plan).
-OUTPUTS = ("slurm_switches", "slurm_blocks", "slurm_topology_plugin", "slurm_topology_conf")
+OUTPUTS = (
+    "slurm_switches",
+    "slurm_blocks",
+    "slurm_topology_plugin",
+    "slurm_topology_conf",
+    "slurm_topology_yaml",
+)
 # Those the Slurm role takes (over the plan's) before Configure runs.
-TOPOLOGY_VARS = ("slurm_switches", "slurm_topology_plugin", "slurm_topology_conf")
+TOPOLOGY_VARS = (
+    "slurm_switches",
+    "slurm_topology_plugin",
+    "slurm_topology_conf",
+    "slurm_topology_yaml",
+)
 
 
 class InstanceTopologyProvider(ResourceProvider):
@@ -207,6 +221,7 @@ class InstanceTopology(pulumi.dynamic.Resource, module="rackform", name="Instanc
     slurm_blocks: pulumi.Output[list]
     slurm_topology_plugin: pulumi.Output[str]
     slurm_topology_conf: pulumi.Output[str]
+    slurm_topology_yaml: pulumi.Output[str]
 
     def __init__(
         self,

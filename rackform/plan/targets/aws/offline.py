@@ -33,6 +33,7 @@ ANSWERS = OfflineAnswers(
             "slurm_blocks",
             "slurm_topology_plugin",
             "slurm_topology_conf",
+            "slurm_topology_yaml",
         ),
     },
     # The instances' addresses, and the name of a new autoscaling group (so the lookup of its
