@@ -1,5 +1,6 @@
-"""A real Slurm with the topology/block plugin on this machine: Debian 13's Slurm 24.11, from a
-root debootstrapped once into rackform's cache (rackform/testbed/slurm_root.py), run as
+"""A real Slurm with the topology/block plugin on this machine: Debian 13's Slurm 24.11 (or
+another suite's: forky's 26.05 reads topology.yaml), from a root debootstrapped once into
+rackform's cache (rackform/testbed/slurm_root.py), run as
 tests/slurm_local.py runs Debian 12's (auth/none, one slurmd per node on its own loopback port,
 in the foreground, everything stopped at the end) but each daemon and command inside that root.
 

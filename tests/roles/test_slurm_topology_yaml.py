@@ -1,7 +1,8 @@
 """The slurm role's topology.yaml (Slurm 25.05 and later: the NVLink domains' blocks and the
 fabric's tree at once), rendered by Ansible's own template engine as tests/roles/test_slurm_config.py
 renders the role's files, with each host's Slurm version as tasks/facts.yml sets it
-(`_slurm_version`, from `sinfo --version`). What Slurm 26.05 does with the file is
+(`_slurm_version`, slurm-client's package version as dpkg gives it: Debian forky's
+26.05.5-1, trixie's 24.11.5-4+deb13u1). What Slurm 26.05 does with the file is
 tests/scheduler/test_slurm_topology_yaml.py."""
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def site(tmp_path_factory):
 
 def test_on_slurm_26_every_host_gets_the_plans_yaml_and_partitions_name_their_topology(site):
     plan, base, hosts = site
-    t = on(base, dict.fromkeys(hosts, "26.05.5"))
+    t = on(base, dict.fromkeys(hosts, "26.05.5-1"))
     assert role_var(t, "_slurm_files")[-1] == "topology.yaml"
     text = rendered(t, "topology.yaml")
     assert text == "# Ansible managed\n" + topology_yaml(plan.topology)
@@ -88,12 +89,12 @@ def test_on_slurm_26_every_host_gets_the_plans_yaml_and_partitions_name_their_to
     assert "BlockName=nvl-r1" in rendered(t, "topology.conf")
 
 
-@pytest.mark.parametrize("older", ["24.11.5", None])
+@pytest.mark.parametrize("older", ["24.11.5-4+deb13u1", None])
 def test_one_host_on_an_older_slurm_keeps_topology_conf_alone_for_all(site, older):
     # One host on 24.11, or one whose version was not read: no host gets topology.yaml (slurm.conf
     # must be the same everywhere), a stale one is removed, and the role says why.
     _, base, hosts = site
-    versions = dict.fromkeys(hosts, "26.05.5")
+    versions = dict.fromkeys(hosts, "26.05.5-1")
     if older:
         versions["gb2-t02"] = older
     else:
@@ -116,7 +117,7 @@ def test_without_a_yaml_nothing_new_runs_and_slurm_conf_is_as_before(tmp_path):
     bare = templar(write(tmp_path, nvl72_site(racks=2, trays=2)))
     assert role_var(bare, "slurm_topology_yaml") == ""
     facts = _tasks("facts.yml")
-    version = [x for x in facts if "sinfo" in str(x.get("ansible.builtin.command", ""))]
+    version = [x for x in facts if "dpkg-query" in str(x.get("ansible.builtin.command", ""))]
     assert version and not any(_runs(bare, x) for x in version)
     assert not _runs(bare, task("config.yml", "Say why topology.yaml is not written"))
     assert "Topology=" not in rendered(bare, "slurm.conf")

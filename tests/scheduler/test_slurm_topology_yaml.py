@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 import yaml
+from ansible.plugins.test.core import version_compare
 from slurm_block_local import BlockSlurm, block_cluster, nodes_of, occupy
 from topology_bp import nvl72_site, write
 
@@ -27,6 +29,8 @@ from rackform.blueprint.loader import load_effective
 from rackform.engine import compile_effective
 from rackform.plan.slurm_topology import FABRIC, NVLINK, topology_conf, topology_yaml
 from rackform.scheduler.hostlist import expand
+
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "slurm"
 
 # Each rack's tray t on leaf ib-l<t>; a spine above the leaves.
 LEAVES = {f"ib-l{t}": [f"gb{r}-t0{t}" for r in (1, 2)] for t in (1, 2)}
@@ -126,3 +130,15 @@ def test_the_tree_partitions_job_follows_the_switches(cluster):
     cluster.slurm.wait_state(job, "RUNNING")
     got = nodes_of(cluster, job)
     assert sorted(got) == LEAVES["ib-l2"] and {leaf_of(n) for n in got} == {"ib-l2"}, got
+
+
+def test_the_roles_version_question_answers_25_05_or_later_here(cluster):
+    """The slurm role writes topology.yaml where its question (tasks/facts.yml: slurm-client's
+    package version from dpkg) compares at or above its threshold (vars/main.yml) with Ansible's
+    `version` test: asked in this root, as the role asks a host (dpkg needs no slurm.conf)."""
+    facts = yaml.safe_load((ROLE / "tasks" / "facts.yml").read_text(encoding="utf-8"))
+    ask = next(t for t in facts if "dpkg-query" in str(t.get("ansible.builtin.command", "")))
+    argv = ask["ansible.builtin.command"]["argv"]
+    got = cluster.slurm.run(*argv).stdout.strip()
+    since = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["_slurm_topology_yaml_since"]
+    assert got == cluster.version and version_compare(got, since, ">="), (got, since)
