@@ -124,7 +124,7 @@ def measure(
     local: dict = {"domain_allreduce": {}, "domain_alltoall": {}, "cross": {}, "links": {}}
     pause = slow.seconds if slow and slow.domain == mine else 0.0
     # Divisible by every domain's size and the world's, for all-to-all's equal splits.
-    unit = math.lcm(world, *(len(r) for _, r in layout.domains))
+    unit = math.lcm(world, *(len(r) for _name, r in layout.domains))
     numel = max(unit, nbytes // 4 - (nbytes // 4) % unit)
     buf = torch.ones(numel, dtype=torch.float32, device=device)
     for d, ranks in layout.domains:  # one domain at a time

@@ -75,7 +75,7 @@ class Layout:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(d for d, _ in self.domains)
+        return tuple(d for d, _ranks in self.domains)
 
     def ranks(self, domain: str) -> tuple[int, ...]:
         return dict(self.domains)[domain]
@@ -89,8 +89,8 @@ class Layout:
         over. None with one domain."""
         if len(self.domains) < 2:
             return ()
-        k = min(len(r) for _, r in self.domains)
-        return tuple(tuple(r[i] for _, r in self.domains) for i in range(k))
+        k = min(len(r) for _name, r in self.domains)
+        return tuple(tuple(r[i] for _name, r in self.domains) for i in range(k))
 
     def links(self) -> tuple[tuple[str, str], ...]:
         """A ring over the domains, consecutive pairs (two domains: one link; one: none)."""

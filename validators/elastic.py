@@ -140,7 +140,7 @@ def _states(out: str) -> dict[str, str]:
     """`sinfo --Node --format=%N|%T` lines: node -> state; ValueError for a line that is not."""
     states = {}
     for line in out.split():
-        name, _, state = line.partition("|")
+        name, _sep, state = line.partition("|")
         if not NODE.fullmatch(name) or not re.fullmatch(r"[a-z_]+[*~#!%$@^+-]*", state):
             raise ValueError(f"sinfo's line {line[:60]!r}")
         states[name] = state

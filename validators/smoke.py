@@ -230,6 +230,15 @@ def end_marker(wd: Watchdog, cpu_group, world: int) -> dict:
     }
 
 
+def _beat(wd: Watchdog, phase: str):
+    """A heartbeat for a phase's long measurements: the watchdog hears the phase is alive."""
+
+    def beat() -> None:
+        wd.beat(phase)
+
+    return beat
+
+
 def _begin(job: Job, wd: Watchdog, phase: str) -> None:
     """A new phase: the watchdog names it if the rank stalls, the report times it."""
     wd.beat(phase)
@@ -273,8 +282,9 @@ def phases(args, job: Job, wd: Watchdog, device, cpu_group, nccl_log, local_rank
 
     if args.nvlink_domain:  # the plan's NVLink domains (validators/domain_phase.py)
         _begin(job, wd, "nvlink domains")
-        beat = lambda: wd.beat("nvlink domains")  # noqa: E731
-        job.add(*domain_phase.run(args, device, cpu_group, job.metrics, beat))
+        job.add(
+            *domain_phase.run(args, device, cpu_group, job.metrics, _beat(wd, "nvlink domains"))
+        )
         job.flush()
 
     _begin(job, wd, "training")
