@@ -55,8 +55,9 @@ TWO = ("--nvlink-domain", "nvl-a=node-a", "--nvlink-domain", "nvl-b=node-b")
 
 
 def test_a_slow_domain_is_named_and_fails(tmp_path):
-    # 4 ranks, 2 domains of one node each; nvl-b's ranks sleep 20 ms before each operation.
-    doc = ranks(["node-a", "node-a", "node-b", "node-b"], *TWO, "--slow-domain", "nvl-b:0.02",
+    # 4 ranks, 2 domains of one node each; nvl-b's ranks sleep 200 ms before each operation
+    # (an all-reduce of the CPU buffer takes a few ms alone, tens under a loaded CI).
+    doc = ranks(["node-a", "node-a", "node-b", "node-b"], *TWO, "--slow-domain", "nvl-b:0.2",
                 tmp_path=tmp_path)  # fmt: skip
     for name in ("domain_allreduce_peers", "domain_alltoall_peers"):
         c = by(doc, name)
@@ -78,14 +79,19 @@ def test_a_slow_domain_is_named_and_fails(tmp_path):
 
 
 def test_a_slow_link_is_named_by_its_two_domains(tmp_path):
-    # 3 domains of one rank: a ring of 3 links; d3<->d1's sender sleeps 20 ms a transfer.
+    # 3 domains of one rank: a ring of 3 links; d3<->d1's sender sleeps 200 ms a transfer (a
+    # loopback round trip of the CPU buffer takes about 1 ms alone, tens under a loaded CI).
     maps = [a for d in ("d1", "d2", "d3") for a in ("--nvlink-domain", f"{d}=n-{d}")]
-    doc = ranks(["n-d1", "n-d2", "n-d3"], *maps, "--slow-link", "d3:d1:0.02", tmp_path=tmp_path)
+    doc = ranks(["n-d1", "n-d2", "n-d3"], *maps, "--slow-link", "d3:d1:0.2", tmp_path=tmp_path)
     links = by(doc, "domain_link_peers")
     assert set(links) == {"d1<->d2", "d2<->d3", "d3<->d1"}
     assert links["d3<->d1"]["status"] == FAIL
     assert links["d3<->d1"]["detail"].startswith("d3<->d1 is slow: ")
-    assert {links[k]["status"] for k in ("d1<->d2", "d2<->d3")} == {PASS}
+    # Named as the slow one, not averaged into the others: each healthy link measured far
+    # faster. (Their own verdicts compare two CPU links with each other, which a loaded
+    # machine's noise decides: held by the pure judgement's test below, not here.)
+    slow = links["d3<->d1"]["measured"]
+    assert all(links[k]["measured"] > 3 * slow for k in ("d1<->d2", "d2<->d3")), links
     # One rank a domain: nothing to measure within one, said per domain.
     assert {c["status"] for c in by(doc, "domain_allreduce_busbw").values()} == {NOT_RUN}
 
